@@ -1,0 +1,190 @@
+"""The events every engine emits.
+
+Engines know nothing of the terminal or the database: they describe what happens as a
+stream of these events. The live view and the transcript store are two subscribers of
+the same stream, and a replay feeds stored events back into the same view, so an event
+must carry everything a view needs to draw it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class BaseEvent(BaseModel):
+    """Fields stamped by the bus: engines leave them at their defaults."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str = ""
+    seq: int = 0
+    ts: float = 0.0
+
+
+class MemberInfo(BaseModel):
+    name: str
+    model: str
+    label: str | None = None
+
+
+class RunStarted(BaseEvent):
+    type: Literal["run_started"] = "run_started"
+    protocol: str
+    panel: str
+    question: str
+    members: list[MemberInfo]
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class StageStarted(BaseEvent):
+    """A stage of a protocol: confer's `answer` round 0 and `vote` rounds 1..n, council's stages."""
+
+    type: Literal["stage_started"] = "stage_started"
+    stage: str
+    round: int | None = None
+    members: list[str] = Field(default_factory=list)
+    block: dict[str, str] = Field(default_factory=dict)
+
+
+class CallStarted(BaseEvent):
+    type: Literal["call_started"] = "call_started"
+    call_id: str
+    member: str
+    model: str
+    stage: str
+    round: int | None = None
+
+
+class CallFinished(BaseEvent):
+    type: Literal["call_finished"] = "call_finished"
+    call_id: str
+    member: str
+    model: str
+    stage: str
+    round: int | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    text: str
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    latency: float
+    attempts: int = 1
+
+
+ErrorKind = Literal[
+    "timeout", "rate_limited", "auth", "not_found", "bad_request", "server", "connection", "malformed", "cancelled"
+]
+
+
+class CallFailed(BaseEvent):
+    type: Literal["call_failed"] = "call_failed"
+    call_id: str
+    member: str
+    model: str
+    stage: str
+    round: int | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    kind: ErrorKind
+    message: str
+    latency: float
+    attempts: int = 1
+
+
+class VoteCast(BaseEvent):
+    type: Literal["vote_cast"] = "vote_cast"
+    round: int | None = None
+    voter: str
+    choice: str
+    confidence: float | None = None
+    rationale: str = ""
+    fallback: bool = False
+
+
+class RoundTallied(BaseEvent):
+    type: Literal["round_tallied"] = "round_tallied"
+    round: int | None = None
+    scores: dict[str, float]
+    winner_label: str | None = None
+    winner: str | None = None
+
+
+class RankingParsed(BaseEvent):
+    """A council reviewer's parsed ranking, or the aggregate when `reviewer` is None."""
+
+    type: Literal["ranking_parsed"] = "ranking_parsed"
+    reviewer: str | None = None
+    ranking: list[str] = Field(default_factory=list)
+    aggregate: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class WarningRaised(BaseEvent):
+    type: Literal["warning"] = "warning"
+    message: str
+    member: str | None = None
+
+
+class RunFinished(BaseEvent):
+    type: Literal["run_finished"] = "run_finished"
+    final_answer: str | None
+    reached_answer: bool = True
+    result: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunFailed(BaseEvent):
+    type: Literal["run_failed"] = "run_failed"
+    message: str
+
+
+class RunInterrupted(BaseEvent):
+    type: Literal["run_interrupted"] = "run_interrupted"
+
+
+Event = Annotated[
+    RunStarted
+    | StageStarted
+    | CallStarted
+    | CallFinished
+    | CallFailed
+    | VoteCast
+    | RoundTallied
+    | RankingParsed
+    | WarningRaised
+    | RunFinished
+    | RunFailed
+    | RunInterrupted,
+    Field(discriminator="type"),
+]
+
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+Subscriber = Callable[[BaseEvent], Awaitable[None]]
+
+
+def parse_event(payload: dict[str, Any]) -> BaseEvent:
+    """Rebuild a stored event, so a replay feeds the view the same objects a live run did."""
+    return event_adapter.validate_python(payload)
+
+
+class EventBus:
+    """Stamps each event with the run id, a sequence number and a time, then hands it to
+    every subscriber in order. Subscribers are awaited, so the store has written an event
+    before the engine moves on."""
+
+    def __init__(self, run_id: str, subscribers: list[Subscriber] | None = None) -> None:
+        self.run_id = run_id
+        self.subscribers: list[Subscriber] = list(subscribers or [])
+        self._seq = 0
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        self.subscribers.append(subscriber)
+
+    async def emit(self, event: BaseEvent) -> BaseEvent:
+        self._seq += 1
+        stamped = event.model_copy(update={"run_id": self.run_id, "seq": self._seq, "ts": time.time()})
+        for subscriber in self.subscribers:
+            await subscriber(stamped)
+        return stamped
