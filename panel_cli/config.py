@@ -13,16 +13,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.llm.aliases import resolve_model
+from panel_cli.llm.demo import PERSONAS
 
 Protocol = Literal["confer", "council", "vote", "decide", "ensemble", "delphi", "supervise", "orchestrate"]
 VoteMethod = Literal["majority", "supermajority", "unanimous", "ranked_choice", "weighted"]
 EnsembleMode = Literal["fanout", "race", "consensus", "majority", "synthesize"]
 
-DEMO_PERSONAS = ("sage", "skeptic", "pragmatist", "optimist", "engineer", "historian")
+DEMO_PERSONAS = tuple(PERSONAS)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -68,6 +69,13 @@ class Member(Strict):
     weight: float = Field(default=1.0, ge=0)
     timeout: Duration = None
     retries: int | None = Field(default=None, ge=0, le=10)
+
+    @field_validator("model")
+    @classmethod
+    def _known_persona(cls, model: str) -> str:
+        if model.startswith("demo/") and model[5:] not in PERSONAS:
+            raise ValueError(f"unknown demo persona '{model[5:]}'; choose one of {', '.join(PERSONAS)}")
+        return model
 
     @model_validator(mode="after")
     def _resolve_alias(self) -> Member:

@@ -1,0 +1,67 @@
+"""The `panel` command: the Typer app, its command groups, and the one top-level error handler.
+
+Command modules import the engine, the gateway (and so litellm) inside the command
+function, so `panel --help` and `panel history …` start fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+import typer
+
+from panel_cli.cli import confer as confer_command
+from panel_cli.cli import inspect as inspect_commands
+from panel_cli.cli.history import history_app
+from panel_cli.errors import PanelError
+
+app = typer.Typer(
+    name="panel",
+    help="Let several language models deliberate together, live in the terminal, every run kept.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def main_options(
+    traceback: bool = typer.Option(False, "--traceback", help="Show the full traceback of an unexpected error."),
+) -> None:
+    if traceback:
+        os.environ["PANEL_TRACEBACK"] = "1"
+
+
+app.command("confer")(confer_command.confer)
+app.command("validate")(inspect_commands.validate)
+app.command("models")(inspect_commands.models)
+app.add_typer(history_app, name="history")
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"panel: {message}\n")
+
+
+def main() -> None:
+    """Entry point: every known error becomes one sentence and its exit code (SPEC §4)."""
+    try:
+        code = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        _say("interrupted.")
+        code = 130
+    except click.exceptions.Abort:
+        code = 130
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except PanelError as exc:
+        _say(exc.message)
+        code = exc.exit_code
+    except Exception as exc:
+        if os.environ.get("PANEL_TRACEBACK"):
+            raise
+        _say(f"unexpected error: {type(exc).__name__}: {exc} (run with --traceback or PANEL_TRACEBACK=1 for details).")
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)

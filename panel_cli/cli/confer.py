@@ -1,0 +1,42 @@
+"""`panel confer`: parse, call the confer engine, render, exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from panel_cli.cli import options
+from panel_cli.cli.running import apply_demo, execute, parse_names, question_for
+from panel_cli.config import load_panel
+from panel_cli.errors import UserError
+
+
+def confer(
+    panel_file: Path = options.panel_file_argument(),
+    question: str | None = options.QUESTION,
+    agents: str | None = typer.Option(None, "--agents", help="Only these members, comma-separated (e.g. gpt,claude)."),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", min=1, max=50, help="At most this many vote rounds."),
+    no_convergence: bool = typer.Option(False, "--no-convergence", help="Run every round even when the winner is stable."),
+    json_mode: bool = options.JSON,
+    quiet: bool = options.QUIET,
+    db: Path | None = options.DB,
+    demo: bool = options.DEMO,
+) -> None:
+    """Every member answers, then votes anonymously with confidence until the winner is stable."""
+    panel = load_panel(panel_file)
+    names = parse_names(agents, "--agents")
+    if names:
+        panel = panel.with_members(names)
+    updates: dict[str, object] = {"protocol": "confer"}
+    if max_rounds is not None:
+        updates["max_rounds"] = max_rounds
+    if no_convergence:
+        updates["until_convergence"] = False
+    panel = apply_demo(panel.model_copy(update=updates), demo)
+    text = question_for(panel, panel_file, question)
+    if len(panel.members) < 1:
+        raise UserError("confer needs at least one member.")
+    from panel_cli.protocols.confer import confer as confer_engine
+
+    execute(confer_engine, panel, text, json_mode=json_mode, quiet=quiet, db=db)

@@ -1,0 +1,268 @@
+"""`demo/<persona>`: an offline, deterministic stand-in for real models.
+
+It is registered as a litellm custom provider so demo runs take the same gateway path as
+real ones. It recognises what an engine wants from the task marker in the prompt
+(`panel_cli.tasks`) and answers in that shape, in the persona's voice, marked as
+simulated. The same persona, prompt and seed always give the same text; only the think
+time (`PANEL_DEMO_DELAY`, seconds, 0 in tests) varies, so the live view has something to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import re
+import time
+from types import ModuleType
+from typing import Any
+
+from panel_cli.tasks import Task, find_task
+
+SIMULATED = "[simulated]"
+DEFAULT_DELAY = 0.8
+
+PERSONAS: dict[str, dict[str, Any]] = {
+    "sage": {
+        "opening": "Weigh the long-term consequences before the short-term convenience.",
+        "points": [
+            "Choose what you can still undo in a year without a rewrite.",
+            "The simplest design that meets today's need usually ages best.",
+            "Write down the assumption each choice rests on, so you notice when it breaks.",
+        ],
+        "bias": 0,
+    },
+    "skeptic": {
+        "opening": "Start from what could go wrong, because that is where the cost hides.",
+        "points": [
+            "Every option has a failure mode; name it before you commit.",
+            "Be wary of claims nobody has measured on your own workload.",
+            "Keep a fallback path until the new choice has survived real traffic.",
+        ],
+        "bias": 1,
+    },
+    "pragmatist": {
+        "opening": "Pick the option your team can ship and operate this quarter.",
+        "points": [
+            "Prefer the tool people already know over the one that looks best on paper.",
+            "Make the first step small, then measure before the second.",
+            "Operational cost over three years matters more than the first week's speed.",
+        ],
+        "bias": 2,
+    },
+    "optimist": {
+        "opening": "There is a good path here, and it is closer than it looks.",
+        "points": [
+            "The mainstream option has a large community, so most problems are already solved.",
+            "Starting now and iterating beats waiting for a perfect plan.",
+            "A clear owner and a short feedback loop turn most choices into good ones.",
+        ],
+        "bias": 3,
+    },
+    "engineer": {
+        "opening": "Decide on the constraints first: load, consistency, latency and the team's skills.",
+        "points": [
+            "Benchmark the two leading candidates on a copy of real data.",
+            "Keep the interface narrow so the implementation can change later.",
+            "Automate the rollback before you automate the rollout.",
+        ],
+        "bias": 4,
+    },
+    "historian": {
+        "opening": "Teams have faced this choice many times, and the record is instructive.",
+        "points": [
+            "Most regretted choices were made for fashion, not for fit.",
+            "Durable systems grew from boring foundations.",
+            "Migrations cost more than anyone estimates, so choose as if you will stay.",
+        ],
+        "bias": 5,
+    },
+}
+
+DEMO_PRICE_IN = 0.5e-6
+DEMO_PRICE_OUT = 1.5e-6
+
+_QUESTION = re.compile(r"Question:\s*\n?(.+?)(?:\n\n|\n\[panel-task|$)", re.DOTALL)
+_BLOCK = re.compile(r"^(?:Answer|Model|Response) ([A-Z]{1,2}):?\s*$", re.MULTILINE)
+_OPTIONS = re.compile(r"Options:\s*\n((?:- .+\n?)+)")
+_WORKERS = re.compile(r"Workers:\s*\n((?:- .+\n?)+)")
+
+
+def _rng(persona: str, prompt: str, seed: int) -> random.Random:
+    digest = hashlib.sha256(f"{persona}\x00{seed}\x00{prompt}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _question(prompt: str) -> str:
+    match = _QUESTION.search(prompt)
+    text = match.group(1) if match else prompt
+    return " ".join(text.split())[:200]
+
+
+def _blocks(prompt: str) -> dict[str, str]:
+    """Labelled answers (`Answer A:` / `Model A:` headers) in the prompt, by label."""
+    headers = list(_BLOCK.finditer(prompt))
+    blocks: dict[str, str] = {}
+    for index, header in enumerate(headers):
+        end = headers[index + 1].start() if index + 1 < len(headers) else len(prompt)
+        body = prompt[header.end() : end].split("\n\n[panel-task", 1)[0]
+        blocks[header.group(1)] = body.strip()
+    return blocks
+
+
+def _listed(pattern: re.Pattern[str], prompt: str) -> list[str]:
+    match = pattern.search(prompt)
+    return [line[2:].strip() for line in match.group(1).splitlines() if line.startswith("- ")] if match else []
+
+
+def _quality(text: str, persona: str) -> float:
+    """How much a persona likes an answer: shared by all personas (distinct words), with a
+    small persona-specific nudge, so demo panels mostly agree and converge."""
+    words = {word.lower() for word in re.findall(r"[A-Za-z']+", text)}
+    nudge = int(hashlib.sha256(f"{persona}{text}".encode()).hexdigest()[:4], 16) / 65535
+    return len(words) + 3 * nudge
+
+
+def _answer(persona: str, prompt: str, rng: random.Random) -> str:
+    voice = PERSONAS[persona]
+    points = rng.sample(voice["points"], k=2)
+    return f"{SIMULATED} On “{_question(prompt)}”: {voice['opening']} {points[0]} {points[1]}"
+
+
+def _confer_vote(persona: str, prompt: str, rng: random.Random) -> str:
+    blocks = _blocks(prompt)
+    if not blocks:
+        return json.dumps({"chosen_label": "A", "revised_answer": _answer(persona, prompt, rng), "confidence": 50, "rationale": f"{SIMULATED} nothing to compare"})
+    label = max(blocks, key=lambda key: (_quality(blocks[key], persona), -ord(key[0])))
+    confidence = 55 + rng.randint(0, 40)
+    return json.dumps(
+        {
+            "chosen_label": label,
+            "revised_answer": blocks[label],
+            "confidence": confidence,
+            "rationale": f"{SIMULATED} Answer {label} is the most complete; {PERSONAS[persona]['points'][0].lower()}",
+        }
+    )
+
+
+def _council_review(persona: str, prompt: str, rng: random.Random) -> str:
+    blocks = _blocks(prompt)
+    order = sorted(blocks, key=lambda key: (-_quality(blocks[key], persona), key))
+    lines = [f"{SIMULATED} Review in the voice of the {persona}."]
+    for label in blocks:
+        lines.append(f"Model {label}: {'strong and specific' if label == order[0] else 'reasonable, but less complete'}.")
+    lines.append("")
+    lines.append("FINAL RANKING:")
+    lines += [f"{place}. Model {label}" for place, label in enumerate(order, start=1)]
+    return "\n".join(lines)
+
+
+def _synthesis(persona: str, prompt: str, rng: random.Random) -> str:
+    blocks = _blocks(prompt)
+    best = max(blocks.values(), key=lambda text: _quality(text, persona)) if blocks else _answer(persona, prompt, rng)
+    core = best.replace(SIMULATED, "").strip()
+    return f"{SIMULATED} Synthesis by the {persona}: the panel converges on one recommendation.\n\n{core}\n\nWhere members differed, the safer, reversible step comes first."
+
+
+def _ballot(persona: str, prompt: str, rng: random.Random) -> str:
+    options = _listed(_OPTIONS, prompt) or ["yes", "no"]
+    ranking = sorted(options, key=lambda option: (PERSONAS[persona]["bias"] + options.index(option) * 2 + rng.random()) % len(options))
+    return json.dumps({"choice": ranking[0], "ranking": ranking, "confidence": 60 + rng.randint(0, 35), "reason": f"{SIMULATED} {ranking[0]} fits best."})
+
+
+def _critic(persona: str, prompt: str, rng: random.Random) -> str:
+    workers = _listed(_WORKERS, prompt)
+    rejected = [w for w in workers if rng.random() < 0.3] if "Correction round" not in prompt else []
+    return json.dumps(
+        {
+            "verdict": "REJECTED" if rejected else "APPROVED",
+            "feedback": {w: ("Add concrete numbers and one example." if w in rejected else "Good.") for w in workers},
+        }
+    )
+
+
+def _plan(persona: str, prompt: str, rng: random.Random) -> str:
+    workers = _listed(_WORKERS, prompt) or ["research", "analysis", "writing"]
+    tasks, previous = [], None
+    for index, worker in enumerate(workers, start=1):
+        tasks.append({"task_id": f"t{index}", "worker": worker, "title": f"{worker.title()} step", "description": f"{SIMULATED} {worker} for: {_question(prompt)}", "depends_on": [previous] if previous else [], "priority": index})
+        previous = f"t{index}"
+    return json.dumps({"subtasks": tasks})
+
+
+def _judge(persona: str, prompt: str, rng: random.Random) -> str:
+    return json.dumps({"score": rng.randint(50, 95), "reason": f"{SIMULATED} judged by the {persona}"})
+
+
+_WRITERS = {
+    Task.ANSWER: _answer,
+    Task.CONFER_VOTE: _confer_vote,
+    Task.COUNCIL_REVIEW: _council_review,
+    Task.COUNCIL_SYNTHESIS: _synthesis,
+    Task.SYNTHESIS: _synthesis,
+    Task.BALLOT: _ballot,
+    Task.CRITIC: _critic,
+    Task.PLAN: _plan,
+    Task.JUDGE: _judge,
+}
+
+
+def demo_reply(persona: str, messages: list[dict[str, Any]], seed: int = 0) -> str:
+    """The deterministic reply of a persona to a conversation."""
+    if persona not in PERSONAS:
+        raise ValueError(f"unknown demo persona '{persona}'; choose one of {', '.join(PERSONAS)}")
+    prompt = "\n\n".join(str(message.get("content", "")) for message in messages if message.get("role") != "system")
+    task = find_task(prompt) or Task.ANSWER
+    return _WRITERS[task](persona, prompt, _rng(persona, prompt, seed))
+
+
+def demo_delay() -> float:
+    try:
+        return max(0.0, float(os.environ.get("PANEL_DEMO_DELAY", DEFAULT_DELAY)))
+    except ValueError:
+        return DEFAULT_DELAY
+
+
+def register_demo_provider(litellm: ModuleType) -> None:
+    """Add the `demo` provider and its prices to litellm (idempotent)."""
+    from litellm import CustomLLM, ModelResponse
+    from litellm.llms.custom_llm import CustomLLMError
+
+    class DemoLLM(CustomLLM):  # type: ignore[misc]
+        def _reply(self, model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any]) -> ModelResponse:
+            persona = model.split("/", 1)[-1]
+            try:
+                text = demo_reply(persona, messages, int(optional_params.get("seed") or 0))
+            except ValueError as exc:
+                raise CustomLLMError(status_code=404, message=str(exc))
+            prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+            return ModelResponse(
+                model=f"demo/{persona}",
+                created=int(time.time()),
+                choices=[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                usage={"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1, "total_tokens": prompt_chars // 4 + len(text) // 4 + 2},
+            )
+
+        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
+            time.sleep(demo_delay() * random.uniform(0.5, 1.5))
+            return self._reply(model, messages, kwargs.get("optional_params") or {})
+
+        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
+            await asyncio.sleep(demo_delay() * random.uniform(0.5, 1.5))
+            return self._reply(model, messages, kwargs.get("optional_params") or {})
+
+    if not any(entry.get("provider") == "demo" for entry in litellm.custom_provider_map):
+        litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "demo", "custom_handler": DemoLLM()}]
+    litellm.register_model(
+        {
+            f"demo/{persona}": {
+                "input_cost_per_token": DEMO_PRICE_IN,
+                "output_cost_per_token": DEMO_PRICE_OUT,
+                "litellm_provider": "demo",
+                "mode": "chat",
+            }
+            for persona in PERSONAS
+        }
+    )

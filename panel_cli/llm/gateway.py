@@ -1,0 +1,281 @@
+"""The one way engines call models.
+
+litellm reaches every provider, but several of its defaults hurt a deliberation tool: its
+SDK retries stretch a short timeout into seconds, custom providers ignore `timeout`, and
+it prints banners. So the gateway owns the deadline (`asyncio.wait_for`), the retries
+(backoff with jitter, honouring Retry-After, never past the stage deadline), a concurrency
+limit per endpoint, structured output and the cost of each call. It reports every call as
+events and never raises for a provider failure: the result says what went wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel
+
+from panel_cli.config import Defaults, Member
+from panel_cli.errors import MissingKeyError
+from panel_cli.events import BaseEvent, CallFailed, CallFinished, CallStarted, ErrorKind
+from panel_cli.llm.providers import KEYLESS
+from panel_cli.llm.errors import RETRYABLE, ClassifiedError, classify, provider_message, retry_after_seconds
+from panel_cli.llm.structured import json_instructions, parse_structured
+
+Emit = Callable[[BaseEvent], Awaitable[Any]]
+
+BACKOFF_BASE = 0.5
+BACKOFF_CAP = 20.0
+
+
+@cache
+def load_litellm() -> ModuleType:
+    """Import litellm once, quietly and offline-safe; only commands that call models get here."""
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "True")
+    import logging
+
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.drop_params = True
+    litellm.telemetry = False
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    from panel_cli.llm.demo import register_demo_provider
+
+    register_demo_provider(litellm)
+    return litellm
+
+
+class CallResult(BaseModel):
+    """What one call produced. `ok` is False when the call itself failed; a reply that is
+    not the structured object asked for is still `ok`, with `parse_error` set."""
+
+    call_id: str
+    member: str
+    model: str
+    ok: bool
+    text: str = ""
+    parsed: dict[str, Any] | None = None
+    parse_error: str | None = None
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    latency: float = 0.0
+    attempts: int = 0
+
+
+def _price(litellm: ModuleType, model: str) -> tuple[float, float] | None:
+    table = litellm.model_cost
+    for key in (model, model.split("/", 1)[-1]):
+        info = table.get(key)
+        if info and info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None:
+            return float(info["input_cost_per_token"]), float(info["output_cost_per_token"])
+    return None
+
+
+def _backoff(attempt: int, rng: random.Random) -> float:
+    """Full jitter: a random wait up to an exponentially growing cap."""
+    return rng.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1)))
+
+
+class Gateway:
+    def __init__(
+        self,
+        emit: Emit,
+        *,
+        defaults: Defaults | None = None,
+        concurrency: dict[str, int] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.emit = emit
+        self.defaults = defaults or Defaults()
+        self.concurrency = dict(concurrency or {})
+        self._rng = rng or random.Random()
+        self._limits: dict[str, asyncio.Semaphore] = {}
+        self._prices: dict[str, tuple[float, float] | None] = {}
+        self._native_schema: dict[str, bool] = {}
+        self._litellm = load_litellm()
+
+    def check_keys(self, members: Iterable[Member]) -> None:
+        """Find a missing key before the first call, naming the variable to set."""
+        for member in members:
+            if member.api_key_env:
+                if not os.environ.get(member.api_key_env):
+                    raise MissingKeyError(
+                        f"Member '{member.name}' ({member.model}) needs the environment variable {member.api_key_env} (its api_key_env); set it and run again."
+                    )
+                continue
+            if member.provider in KEYLESS or (member.api_base and member.provider == "openai"):
+                continue
+            report = self._litellm.validate_environment(model=member.model, api_base=member.api_base)
+            missing = [key for key in report.get("missing_keys", []) if not key.endswith("_API_BASE")]
+            if not report.get("keys_in_environment") and missing:
+                raise MissingKeyError(
+                    f"Member '{member.name}' ({member.model}) needs {' or '.join(missing)} set in the environment."
+                )
+
+    def _api_key(self, member: Member) -> str | None:
+        if member.api_key_env:
+            return os.environ.get(member.api_key_env)
+        if member.api_base and member.provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            return "no-key-needed"
+        return None
+
+    def _limit(self, member: Member) -> asyncio.Semaphore:
+        key = member.api_base or member.provider
+        if key not in self._limits:
+            size = self.concurrency.get(key) or self.concurrency.get(member.provider) or self.defaults.concurrency
+            self._limits[key] = asyncio.Semaphore(size)
+        return self._limits[key]
+
+    def _supports_schema(self, model: str) -> bool:
+        if model not in self._native_schema:
+            try:
+                self._native_schema[model] = bool(self._litellm.supports_response_schema(model=model))
+            except Exception:
+                self._native_schema[model] = False
+        return self._native_schema[model]
+
+    def _cost(self, model: str, tokens_in: int | None, tokens_out: int | None) -> float | None:
+        if model not in self._prices:
+            self._prices[model] = _price(self._litellm, model)
+        price = self._prices[model]
+        if price is None or tokens_in is None or tokens_out is None:
+            return None
+        return tokens_in * price[0] + tokens_out * price[1]
+
+    def _request(self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": member.model, "messages": messages, "max_retries": 0}
+        temperature = member.temperature if member.temperature is not None else self.defaults.temperature
+        max_tokens = member.max_tokens or self.defaults.max_tokens
+        if temperature is not None:
+            request["temperature"] = temperature
+        if max_tokens is not None:
+            request["max_tokens"] = max_tokens
+        if member.api_base:
+            request["api_base"] = member.api_base
+        api_key = self._api_key(member)
+        if api_key:
+            request["api_key"] = api_key
+        if schema is not None:
+            request["response_format"] = schema
+        return request
+
+    def _messages(self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None, native: bool) -> list[dict[str, Any]]:
+        full = ([{"role": "system", "content": member.system}] if member.system else []) + [dict(m) for m in messages]
+        if schema is not None and not native:
+            last = full[-1]
+            last["content"] = f"{last['content']}\n\n{json_instructions(schema)}"
+        return full
+
+    async def call(
+        self,
+        member: Member,
+        messages: list[dict[str, Any]],
+        *,
+        stage: str,
+        round: int | None = None,
+        deadline: float | None = None,
+        schema: type[BaseModel] | None = None,
+    ) -> CallResult:
+        """One model call with our deadline and retries. `deadline` is a `loop.time()` instant:
+        the stage's end, which no attempt or backoff may pass."""
+        loop = asyncio.get_running_loop()
+        native = schema is not None and self._supports_schema(member.model)
+        full = self._messages(member, messages, schema, native)
+        request = self._request(member, full, schema if native else None)
+        call_id = uuid.uuid4().hex[:16]
+        common = {"call_id": call_id, "member": member.name, "model": member.model, "stage": stage, "round": round}
+        await self.emit(CallStarted(**common))
+        retries = member.retries if member.retries is not None else self.defaults.retries
+        call_timeout = member.timeout or self.defaults.timeout
+        started = time.perf_counter()
+        attempts = 0
+        try:
+            while True:
+                attempts += 1
+                remaining = None if deadline is None else deadline - loop.time()
+                limits = [t for t in (call_timeout, remaining) if t is not None]
+                per_try = min(limits) if limits else None
+                try:
+                    if per_try is not None and per_try <= 0:
+                        raise asyncio.TimeoutError
+                    async with self._limit(member):
+                        response = await asyncio.wait_for(self._litellm.acompletion(**request), per_try)
+                    text, tokens_in, tokens_out = _read_response(response)
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    kind = classify(exc)
+                    delay = retry_after_seconds(exc) if kind == "rate_limited" else None
+                    delay = _backoff(attempts, self._rng) if delay is None else delay
+                    fits = deadline is None or loop.time() + delay < deadline
+                    if kind in RETRYABLE and attempts <= retries and fits:
+                        await asyncio.sleep(delay)
+                        continue
+                    message = provider_message(exc)
+                    if kind == "timeout":
+                        message = f"no reply within {per_try:.1f}s" if per_try else message
+                    await self.emit(
+                        CallFailed(**common, messages=full, kind=kind, message=message, latency=time.perf_counter() - started, attempts=attempts)
+                    )
+                    return CallResult(
+                        call_id=call_id, member=member.name, model=member.model, ok=False, error_kind=kind,
+                        error=message, latency=time.perf_counter() - started, attempts=attempts,
+                    )
+        except asyncio.CancelledError:
+            await self.emit(
+                CallFailed(**common, messages=full, kind="cancelled", message="cancelled", latency=time.perf_counter() - started, attempts=attempts)
+            )
+            raise
+        latency = time.perf_counter() - started
+        cost = self._cost(member.model, tokens_in, tokens_out)
+        parsed, parse_error = None, None
+        if schema is not None:
+            obj, parse_error = parse_structured(text, schema)
+            parsed = obj.model_dump() if obj is not None else None
+        await self.emit(
+            CallFinished(
+                **common, messages=full, text=text, tokens_in=tokens_in, tokens_out=tokens_out,
+                cost=cost, latency=latency, attempts=attempts,
+            )
+        )
+        return CallResult(
+            call_id=call_id, member=member.name, model=member.model, ok=True, text=text, parsed=parsed,
+            parse_error=parse_error, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost, latency=latency, attempts=attempts,
+        )
+
+    async def aclose(self) -> None:
+        """Close litellm's pooled HTTP clients, which otherwise warn about unclosed transports."""
+        close = getattr(self._litellm, "close_litellm_async_clients", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:
+                pass
+
+
+def _read_response(response: Any) -> tuple[str, int | None, int | None]:
+    try:
+        choices = response.choices
+        content = choices[0].message.content
+    except (AttributeError, IndexError, TypeError):
+        raise ClassifiedError("malformed", "the reply had no message")
+    if not isinstance(content, str) or not content.strip():
+        raise ClassifiedError("malformed", "the reply was empty")
+    usage = getattr(response, "usage", None)
+    tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
+    tokens_out = getattr(usage, "completion_tokens", None) if usage else None
+    return content, tokens_in, tokens_out

@@ -1,0 +1,225 @@
+"""confer (SPEC §2.1): answer, then rounds of anonymous cross-voting with confidence.
+
+The arithmetic (labels, block, vote normalisation, tally, convergence) is pure and sits
+at the top; the engine below only gathers calls and emits events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, Field
+
+from panel_cli.config import Member, Panel
+from panel_cli.events import RoundTallied, StageStarted, VoteCast, WarningRaised
+from panel_cli.llm.gateway import Gateway
+from panel_cli.protocols.base import Emit, ProtocolResult, labels_for, stage_deadline
+from panel_cli.tasks import Task, mark
+
+DEFAULT_STAGE_TIMEOUT = 300.0
+FALLBACK_CONFIDENCE = 50.0
+
+
+class PeerVote(BaseModel):
+    """The structured vote asked of each member."""
+
+    chosen_label: str = Field(description="label of the best answer, possibly your own")
+    revised_answer: str = Field(description="your answer for the next round")
+    confidence: float = Field(description="0 to 100")
+    rationale: str = Field(default="", description="one sentence")
+
+
+class Vote(BaseModel):
+    voter: str
+    chosen_label: str
+    confidence: float
+    revised_answer: str
+    rationale: str = ""
+    fallback: bool = False
+
+
+class ConferRound(BaseModel):
+    index: int
+    block: dict[str, str]
+    authors: dict[str, str]
+    votes: list[Vote]
+    scores: dict[str, float]
+    winner_label: str | None
+    winner: str | None
+    winner_answer: str | None
+
+
+class MemberFailure(BaseModel):
+    member: str
+    round: int
+    kind: str
+    error: str
+
+
+class ConferResult(ProtocolResult):
+    question: str
+    winner: str | None
+    confidence_score: float
+    scores: dict[str, float]
+    converged: bool
+    initial_answers: dict[str, str]
+    rounds: list[ConferRound]
+    failures: list[MemberFailure]
+    calls: int
+
+
+def assign_labels(order: list[str], answers: dict[str, str]) -> dict[str, str]:
+    """Label -> author, in member order, over the members that have an answer."""
+    authors = [name for name in order if name in answers]
+    return dict(zip(labels_for(len(authors)), authors, strict=True))
+
+
+def render_block(block: dict[str, str]) -> str:
+    """The anonymous block: labels and answers only, never an author."""
+    return "\n\n".join(f"Answer {label}:\n{text}" for label, text in block.items())
+
+
+def clamp_confidence(value: float) -> float:
+    return max(0.0, min(100.0, float(value)))
+
+
+def normalize_vote(
+    voter: str, parsed: dict | None, problem: str | None, labels: dict[str, str], own_answer: str | None
+) -> tuple[Vote | None, str | None]:
+    """A valid vote, or the fallback (own answer at confidence 50) with the warning to record.
+    A voter with no answer of its own has nothing to fall back on and casts no vote."""
+    own_label = next((label for label, author in labels.items() if author == voter), None)
+    if parsed is not None and parsed["chosen_label"].strip().upper() in labels:
+        return (
+            Vote(
+                voter=voter,
+                chosen_label=parsed["chosen_label"].strip().upper(),
+                confidence=clamp_confidence(parsed["confidence"]),
+                revised_answer=parsed["revised_answer"].strip() or (own_answer or ""),
+                rationale=parsed.get("rationale", ""),
+            ),
+            None,
+        )
+    reason = (problem or "no vote") if parsed is None else f"label '{parsed['chosen_label']}' does not exist"
+    if own_label is None or own_answer is None:
+        return None, f"{voter} gave no usable vote ({reason}) and has no answer of its own; no vote this round"
+    return (
+        Vote(voter=voter, chosen_label=own_label, confidence=FALLBACK_CONFIDENCE, revised_answer=own_answer, fallback=True),
+        f"{voter} gave no usable vote ({reason}); it keeps its own answer at confidence 50",
+    )
+
+
+def tally(votes: list[Vote], labels: list[str]) -> tuple[dict[str, float], str | None]:
+    """Summed confidence per label; the highest wins, a tie goes to the lowest label."""
+    scores = {label: 0.0 for label in labels}
+    for vote in votes:
+        scores[vote.chosen_label] = scores.get(vote.chosen_label, 0.0) + vote.confidence
+    if not votes:
+        return scores, None
+    ordered = sorted(scores, key=lambda label: (-scores[label], len(label), label))
+    return scores, ordered[0]
+
+
+def confidence_score(votes: list[Vote], winner_label: str | None) -> float:
+    if winner_label is None or not votes:
+        return 0.0
+    won = sum(vote.confidence for vote in votes if vote.chosen_label == winner_label)
+    return won / (100.0 * len(votes))
+
+
+def has_converged(winners: list[str | None]) -> bool:
+    """The same member won the last two vote rounds."""
+    return len(winners) >= 2 and winners[-1] is not None and winners[-1] == winners[-2]
+
+
+def answer_prompt(question: str) -> str:
+    return mark(f"Question:\n{question}\n\nGive your best answer to the question, directly and concisely.", Task.ANSWER)
+
+
+def vote_prompt(question: str, block: dict[str, str], own_label: str | None) -> str:
+    own = f"Your current answer is Answer {own_label}." if own_label else "You have no answer of your own yet."
+    return mark(
+        f"Question:\n{question}\n\nThe panel's current answers follow; their authors are not named.\n\n"
+        f"{render_block(block)}\n\n{own}\n"
+        "Choose the best answer by its label (it may be your own), write your revised answer for the next "
+        "round, give your confidence in the chosen answer from 0 to 100, and a one-sentence rationale.",
+        Task.CONFER_VOTE,
+    )
+
+
+async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ConferResult:
+    members = panel.members
+    order = [member.name for member in members]
+    answer_timeout = panel.timeouts.get("answer", DEFAULT_STAGE_TIMEOUT)
+    vote_timeout = panel.timeouts.get("vote", DEFAULT_STAGE_TIMEOUT)
+    calls = 0
+
+    await emit(StageStarted(stage="answer", round=0, members=order))
+    deadline = stage_deadline(answer_timeout)
+    prompt = [{"role": "user", "content": answer_prompt(question)}]
+    replies = await asyncio.gather(*(gateway.call(m, prompt, stage="answer", round=0, deadline=deadline) for m in members))
+    calls += len(members)
+    answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
+    initial = dict(answers)
+    failures = [MemberFailure(member=r.member, round=0, kind=r.error_kind or "", error=r.error or "") for r in replies if not r.ok]
+
+    rounds: list[ConferRound] = []
+    winners: list[str | None] = []
+    for index in range(1, panel.max_rounds + 1):
+        if not answers:
+            break
+        authors = assign_labels(order, answers)
+        block = {label: answers[author] for label, author in authors.items()}
+        await emit(StageStarted(stage="vote", round=index, members=order, block=block))
+        deadline = stage_deadline(vote_timeout)
+        own_labels = {author: label for label, author in authors.items()}
+
+        async def vote_of(member: Member) -> Vote | None:
+            """Call, normalise and announce one vote as soon as it arrives, so the view shows it live."""
+            prompt = vote_prompt(question, block, own_labels.get(member.name))
+            reply = await gateway.call(member, [{"role": "user", "content": prompt}], stage="vote", round=index, deadline=deadline, schema=PeerVote)
+            if not reply.ok:
+                failures.append(MemberFailure(member=member.name, round=index, kind=reply.error_kind or "", error=reply.error or ""))
+                return None
+            vote, warning = normalize_vote(member.name, reply.parsed, reply.parse_error, authors, answers.get(member.name))
+            if warning:
+                await emit(WarningRaised(message=warning, member=member.name))
+            if vote is not None:
+                await emit(
+                    VoteCast(round=index, voter=vote.voter, choice=vote.chosen_label, confidence=vote.confidence, rationale=vote.rationale, fallback=vote.fallback)
+                )
+            return vote
+
+        cast = await asyncio.gather(*(vote_of(member) for member in members))
+        calls += len(members)
+        votes = [vote for vote in cast if vote is not None]
+        scores, winner_label = tally(votes, list(block))
+        winner = authors[winner_label] if winner_label else None
+        revised = {vote.voter: vote.revised_answer for vote in votes}
+        winner_answer = revised.get(winner, block[winner_label]) if winner and winner_label else None
+        await emit(RoundTallied(round=index, scores=scores, winner_label=winner_label, winner=winner))
+        rounds.append(
+            ConferRound(
+                index=index, block=block, authors=authors, votes=votes, scores=scores,
+                winner_label=winner_label, winner=winner, winner_answer=winner_answer,
+            )
+        )
+        answers.update(revised)
+        winners.append(winner)
+        if panel.until_convergence and has_converged(winners):
+            break
+
+    decided = next((r for r in reversed(rounds) if r.winner is not None), None)
+    return ConferResult(
+        question=question,
+        final_answer=decided.winner_answer if decided else None,
+        winner=decided.winner if decided else None,
+        confidence_score=confidence_score(decided.votes, decided.winner_label) if decided else 0.0,
+        scores=decided.scores if decided else {},
+        converged=panel.until_convergence and has_converged(winners),
+        initial_answers=initial,
+        rounds=rounds,
+        failures=failures,
+        calls=calls,
+    )
+

@@ -1,0 +1,94 @@
+"""confer's arithmetic, without I/O (SPEC §2.1)."""
+
+from panel_cli.protocols.confer import (
+    Vote,
+    assign_labels,
+    clamp_confidence,
+    confidence_score,
+    has_converged,
+    normalize_vote,
+    render_block,
+    tally,
+)
+
+
+def vote(voter: str, label: str, confidence: float) -> Vote:
+    return Vote(voter=voter, chosen_label=label, confidence=confidence, revised_answer=f"{voter}'s answer")
+
+
+def test_labels_follow_member_order_over_members_with_answers():
+    order = ["ann", "bob", "cy", "dee"]
+    assert assign_labels(order, {"dee": "4", "ann": "1", "cy": "3"}) == {"A": "ann", "B": "cy", "C": "dee"}
+
+
+def test_tally_sums_confidence_per_label():
+    scores, winner = tally([vote("ann", "B", 80), vote("bob", "B", 30), vote("cy", "A", 100)], ["A", "B", "C"])
+    assert scores == {"A": 100.0, "B": 110.0, "C": 0.0}
+    assert winner == "B"
+
+
+def test_tie_goes_to_the_lowest_label():
+    scores, winner = tally([vote("ann", "C", 70), vote("bob", "B", 70)], ["A", "B", "C"])
+    assert scores["B"] == scores["C"] == 70
+    assert winner == "B"
+
+
+def test_tie_order_puts_z_before_aa():
+    _, winner = tally([vote("ann", "AA", 50), vote("bob", "Z", 50)], ["Z", "AA"])
+    assert winner == "Z"
+
+
+def test_no_votes_no_winner():
+    assert tally([], ["A", "B"]) == ({"A": 0.0, "B": 0.0}, None)
+
+
+def test_confidence_score_is_winner_sum_over_100_per_vote():
+    votes = [vote("ann", "A", 90), vote("bob", "A", 60), vote("cy", "B", 100)]
+    assert confidence_score(votes, "A") == 150 / 300
+
+
+def test_clamping():
+    assert clamp_confidence(140) == 100
+    assert clamp_confidence(-5) == 0
+    assert clamp_confidence(42.5) == 42.5
+
+
+def test_valid_vote_is_clamped_and_upper_cased():
+    labels = {"A": "ann", "B": "bob"}
+    parsed = {"chosen_label": " b ", "revised_answer": "new", "confidence": 250, "rationale": "r"}
+    result, warning = normalize_vote("ann", parsed, None, labels, "old")
+    assert warning is None
+    assert result.chosen_label == "B" and result.confidence == 100 and result.revised_answer == "new"
+
+
+def test_unparsable_vote_falls_back_to_own_answer_at_50():
+    labels = {"A": "ann", "B": "bob"}
+    result, warning = normalize_vote("bob", None, "no JSON object in the reply", labels, "bob's answer")
+    assert result.chosen_label == "B" and result.confidence == 50 and result.fallback
+    assert result.revised_answer == "bob's answer"
+    assert "no JSON object" in warning and "50" in warning
+
+
+def test_invented_label_falls_back_too():
+    labels = {"A": "ann", "B": "bob"}
+    parsed = {"chosen_label": "Q", "revised_answer": "x", "confidence": 90, "rationale": ""}
+    result, warning = normalize_vote("ann", parsed, None, labels, "ann's answer")
+    assert result.chosen_label == "A" and result.confidence == 50
+    assert "'Q' does not exist" in warning
+
+
+def test_voter_without_an_answer_and_without_a_vote_casts_nothing():
+    result, warning = normalize_vote("cy", None, "no JSON object in the reply", {"A": "ann"}, None)
+    assert result is None and "no vote" in warning
+
+
+def test_convergence_needs_the_same_winner_twice_in_a_row():
+    assert not has_converged(["ann"])
+    assert not has_converged(["ann", "bob"])
+    assert has_converged(["bob", "ann", "ann"])
+    assert not has_converged([None, None])
+
+
+def test_block_names_no_author():
+    text = render_block({"A": "first", "B": "second"})
+    assert text == "Answer A:\nfirst\n\nAnswer B:\nsecond"
