@@ -1,0 +1,65 @@
+"""Helpers to run an engine against the fake server through the real gateway."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from panel_cli.config import Panel
+from panel_cli.events import BaseEvent, EventBus
+from panel_cli.llm.gateway import Gateway
+from panel_cli.protocols.base import run_engine
+from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
+
+
+def prompt_of(request: RecordedRequest) -> str:
+    return str(request.messages[-1]["content"])
+
+
+def task_of(request: RecordedRequest) -> str:
+    found = re.findall(r"\[panel-task: ([a-z.]+)\]", prompt_of(request))
+    return found[-1] if found else ""
+
+
+def block_labels(request: RecordedRequest) -> list[str]:
+    return re.findall(r"^Answer ([A-Z]+):$", prompt_of(request), re.MULTILINE)
+
+
+def vote_json(label: str, confidence: float, revised: str, rationale: str = "because") -> str:
+    return json.dumps({"chosen_label": label, "revised_answer": revised, "confidence": confidence, "rationale": rationale})
+
+
+def make_panel(server: FakeOpenAIServer, names: list[str], **fields: Any) -> Panel:
+    members = [{"name": name, "model": f"openai/{name}-model", "api_base": server.url} for name in names]
+    fields.setdefault("defaults", {"retries": 0})
+    return Panel.model_validate({"name": "t", "members": members, **fields})
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[BaseEvent] = []
+
+    async def __call__(self, event: BaseEvent) -> None:
+        self.events.append(event)
+
+    def of(self, kind: str) -> list[Any]:
+        return [event for event in self.events if event.type == kind]
+
+
+@pytest.fixture
+def run_protocol() -> Callable[..., Any]:
+    async def run(engine: Any, panel: Panel, question: str = "What is best?") -> tuple[Any, Recorder]:
+        recorder = Recorder()
+        bus = EventBus("test-run", [recorder])
+        gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
+        try:
+            result = await run_engine(engine, panel, question, gateway, bus.emit)
+        finally:
+            await gateway.aclose()
+        return result, recorder
+
+    return run
