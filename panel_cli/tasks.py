@@ -39,3 +39,13 @@ def find_task(text: str) -> Task | None:
         except ValueError:
             continue
     return None
+
+
+BLOCK_START = "<answers>"
+BLOCK_END = "</answers>"
+
+
+def render_labelled(block: dict[str, str], noun: str = "Answer") -> str:
+    """Labelled texts between delimiters, so a reader (and the demo) knows where each ends."""
+    body = "\n\n".join(f"{noun} {label}:\n{text}" for label, text in block.items())
+    return f"{BLOCK_START}\n{body}\n{BLOCK_END}"

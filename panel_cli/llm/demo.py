@@ -19,7 +19,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from panel_cli.tasks import Task, find_task
+from panel_cli.tasks import BLOCK_END, Task, find_task
 
 SIMULATED = "[simulated]"
 DEFAULT_DELAY = 0.8
@@ -107,7 +107,7 @@ def _blocks(prompt: str) -> dict[str, str]:
     blocks: dict[str, str] = {}
     for index, header in enumerate(headers):
         end = headers[index + 1].start() if index + 1 < len(headers) else len(prompt)
-        body = prompt[header.end() : end].split("\n\n[panel-task", 1)[0]
+        body = prompt[header.end() : end].split(BLOCK_END, 1)[0].split("\n\n[panel-task", 1)[0]
         blocks[header.group(1)] = body.strip()
     return blocks
 

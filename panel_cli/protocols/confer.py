@@ -14,7 +14,7 @@ from panel_cli.config import Member, Panel
 from panel_cli.events import RoundTallied, StageStarted, VoteCast, WarningRaised
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import Emit, ProtocolResult, labels_for, stage_deadline
-from panel_cli.tasks import Task, mark
+from panel_cli.tasks import Task, mark, render_labelled
 
 DEFAULT_STAGE_TIMEOUT = 300.0
 FALLBACK_CONFIDENCE = 50.0
@@ -76,7 +76,7 @@ def assign_labels(order: list[str], answers: dict[str, str]) -> dict[str, str]:
 
 def render_block(block: dict[str, str]) -> str:
     """The anonymous block: labels and answers only, never an author."""
-    return "\n\n".join(f"Answer {label}:\n{text}" for label, text in block.items())
+    return render_labelled(block, "Answer")
 
 
 def clamp_confidence(value: float) -> float:

@@ -91,4 +91,4 @@ def test_convergence_needs_the_same_winner_twice_in_a_row():
 
 def test_block_names_no_author():
     text = render_block({"A": "first", "B": "second"})
-    assert text == "Answer A:\nfirst\n\nAnswer B:\nsecond"
+    assert text == "<answers>\nAnswer A:\nfirst\n\nAnswer B:\nsecond\n</answers>"

@@ -1,0 +1,158 @@
+"""The terminal view: the stage in progress is a live table, finished stages scroll above it."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.text import Text
+
+from panel_cli.events import (
+    BaseEvent,
+    CallFailed,
+    CallFinished,
+    CallStarted,
+    RankingParsed,
+    RoundTallied,
+    RunFailed,
+    RunFinished,
+    RunInterrupted,
+    RunStarted,
+    StageStarted,
+    VoteCast,
+    WarningRaised,
+)
+from panel_cli.view import fmt
+from panel_cli.view.final import render_final
+from panel_cli.view.summary import RunTotals
+from panel_cli.view.tables import StageState, render_aggregate, warning_line
+
+
+class LiveView:
+    """Draws a run on a terminal with Rich `Live`.
+
+    Only the current stage is live; when the next one starts, the finished one is printed
+    once to the console, so the scrollback keeps every round and nothing is redrawn twice.
+    The console is injected so tests and replays choose where it goes; colour follows the
+    console (and so NO_COLOR)."""
+
+    def __init__(self, console: Console, *, refresh_per_second: float = 8) -> None:
+        self.console = console
+        self.totals = RunTotals()
+        self._refresh_per_second = refresh_per_second
+        self._labels: dict[str, str] = {}
+        self._stage: StageState | None = None
+        self._seen: set[tuple[str, int | None]] = set()
+        self._live: Live | None = None
+
+    async def __call__(self, event: BaseEvent) -> None:
+        self.totals.update(event)
+        match event:
+            case RunStarted():
+                self._labels = {m.name: m.label for m in event.members if m.label}
+                self._print_header(event)
+            case StageStarted():
+                self._open_stage(event.stage, event.round, event.members)
+            case CallStarted() | CallFinished() | CallFailed():
+                self._on_call(event)
+            case VoteCast():
+                if self._stage and self._stage.round == event.round:
+                    self._stage.add_member(event.voter, self._labels.get(event.voter)).vote = event
+            case RoundTallied():
+                if self._stage and self._stage.round == event.round:
+                    self._stage.tally = event
+            case RankingParsed():
+                self._on_ranking(event)
+            case WarningRaised():
+                if self._stage:
+                    self._stage.warnings.append(event)
+                else:
+                    self.console.print(warning_line(event))
+            case RunFinished():
+                self.close()
+                render_final(self.console, event, self.totals)
+            case RunFailed():
+                self.close()
+                self.console.print(Text(f"Run failed: {event.message}", style="bold red"))
+            case RunInterrupted():
+                self.close()
+                self.console.print(
+                    Text(f"Interrupted — the run is kept as interrupted (run id {event.run_id})", style="yellow")
+                )
+        self._refresh()
+
+    def close(self) -> None:
+        """Print the stage in progress (so an interrupted run still shows it) and stop Live."""
+        self._finish_stage(None)
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _print_header(self, event: RunStarted) -> None:
+        self.console.print(Text.assemble((event.protocol, "bold cyan"), " · ", (event.panel, "bold")))
+        self.console.print(Text(fmt.one_line(event.question, 200), style="italic"))
+        members = Text(", ", style="dim").join(
+            Text.assemble((f"{m.label} ", "cyan") if m.label else "", m.name, (f" ({m.model})", "dim"))
+            for m in event.members
+        )
+        self.console.print(members)
+        self.console.print()
+
+    def _on_call(self, event: CallStarted | CallFinished | CallFailed) -> None:
+        """Calls land in their stage's table. A call from a stage nobody announced opens a
+        table of its own; a late call from a stage already printed only counts in the totals."""
+        stage = self._stage
+        if stage is None or stage.key != (event.stage, event.round):
+            if (event.stage, event.round) in self._seen:
+                return
+            stage = self._open_stage(event.stage, event.round, [])
+        row = stage.add_member(event.member, self._labels.get(event.member))
+        if isinstance(event, CallFinished):
+            row.finish(event)
+        elif isinstance(event, CallFailed):
+            row.fail(event)
+
+    def _on_ranking(self, event: RankingParsed) -> None:
+        if event.reviewer is not None and self._stage is not None:
+            self._stage.add_member(event.reviewer, self._labels.get(event.reviewer)).ranking = event.ranking
+        if event.aggregate:
+            if self._stage is not None:
+                self._stage.aggregate = event.aggregate
+            else:
+                self.console.print(render_aggregate(event.aggregate))
+
+    def _open_stage(self, stage: str, round_: int | None, members: list[str]) -> StageState:
+        new = StageState(stage, round_)
+        for name in members:
+            new.add_member(name, self._labels.get(name))
+        self._seen.add(new.key)
+        self._finish_stage(new)
+        if self._live is None:
+            self._live = Live(
+                self._live_renderable(),
+                console=self.console,
+                refresh_per_second=self._refresh_per_second,
+                transient=True,
+            )
+            self._live.start()
+        return new
+
+    def _finish_stage(self, following: StageState | None) -> None:
+        """Swap in the next stage, then print the finished one above the live area. The
+        order matters: printing first would draw the finished table twice for a moment."""
+        finished, self._stage = self._stage, following
+        self._refresh(now=True)
+        if finished is not None:
+            self.console.print(finished.render())
+            self.console.print()
+
+    def _live_renderable(self) -> RenderableType:
+        if self._stage is None:
+            return Text("")
+        return Group(self._stage.render(), Spinner("dots", Text(self._stage.progress, style="dim"), style="cyan"))
+
+    def _refresh(self, *, now: bool = False) -> None:
+        """Hand Live the new picture; it draws it on its next tick unless `now`. Printing
+        above the live area redraws the last drawn picture, so a print must follow a `now`."""
+        if self._live is not None:
+            self._live.update(self._live_renderable(), refresh=now)
