@@ -132,16 +132,19 @@ def _answer(persona: str, prompt: str, rng: random.Random) -> str:
 
 
 def _confer_vote(persona: str, prompt: str, rng: random.Random) -> str:
+    """Vote for the answer this persona rates best, and keep its own answer as its revision:
+    the block then stays stable, so a demo panel converges the way a real one tends to."""
     blocks = _blocks(prompt)
+    own = re.search(r"Your current answer is Answer ([A-Z]+)\.", prompt)
     if not blocks:
         return json.dumps({"chosen_label": "A", "revised_answer": _answer(persona, prompt, rng), "confidence": 50, "rationale": f"{SIMULATED} nothing to compare"})
     label = max(blocks, key=lambda key: (_quality(blocks[key], persona), -ord(key[0])))
-    confidence = 55 + rng.randint(0, 40)
+    revised = blocks[own.group(1)] if own and own.group(1) in blocks else blocks[label]
     return json.dumps(
         {
             "chosen_label": label,
-            "revised_answer": blocks[label],
-            "confidence": confidence,
+            "revised_answer": revised,
+            "confidence": 55 + rng.randint(0, 40),
             "rationale": f"{SIMULATED} Answer {label} is the most complete; {PERSONAS[persona]['points'][0].lower()}",
         }
     )

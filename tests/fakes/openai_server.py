@@ -1,0 +1,454 @@
+"""A scriptable fake of the OpenAI chat-completions API for tests and benchmarks.
+
+It is a real HTTP/1.1 server on 127.0.0.1 so that litellm, the openai SDK, httpx and
+aiohttp talk to it exactly as they would to a provider: no monkeypatching of client code.
+It runs its own asyncio loop in a daemon thread, so sync tests and async tests (whatever
+their loop) can share it, and it keeps per-request work small so that hundreds of
+concurrent keep-alive calls stay fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "ErrorStep",
+    "FakeOpenAIServer",
+    "HangStep",
+    "MalformedStep",
+    "RecordedRequest",
+    "ReplyStep",
+    "Step",
+    "error",
+    "hang",
+    "malformed",
+    "malformed_json",
+    "reply",
+    "reply_json",
+    "responder",
+]
+
+_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+_READ_CHUNK = 65536
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+# OpenAI's (type, code) for the statuses tests use; anything else is a generic API error.
+_ERROR_KINDS: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", None),
+    503: ("server_error", None),
+}
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server saw it, so tests can assert on prompts and headers."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    body: dict[str, Any]
+    headers: dict[str, str]  # lower-case names
+    path: str
+    received_at: float  # time.monotonic(), comparable across requests of one process
+
+
+@dataclass(frozen=True)
+class ReplyStep:
+    """A successful chat.completion whose content is computed from the request."""
+
+    content: Callable[[RecordedRequest], str]
+    latency: float = 0.0
+    prompt_tokens: int = 10
+    completion_tokens: int = 20
+
+
+@dataclass(frozen=True)
+class ErrorStep:
+    """An OpenAI-style error response with the given HTTP status."""
+
+    status: int
+    message: str
+    retry_after: float | None = None
+    latency: float = 0.0
+
+
+@dataclass(frozen=True)
+class MalformedStep:
+    """A response whose body is not a valid completion, to exercise parse failures."""
+
+    body: str
+    status: int = 200
+
+
+@dataclass(frozen=True)
+class HangStep:
+    """Never answer: wait until the client disconnects or the server stops."""
+
+
+Step = ReplyStep | ErrorStep | MalformedStep | HangStep
+
+
+def reply(
+    text: str, *, latency: float = 0.0, prompt_tokens: int = 10, completion_tokens: int = 20
+) -> ReplyStep:
+    """Answer with a fixed text."""
+    return ReplyStep(lambda _request: text, latency, prompt_tokens, completion_tokens)
+
+
+def reply_json(
+    obj: Any, *, latency: float = 0.0, prompt_tokens: int = 10, completion_tokens: int = 20
+) -> ReplyStep:
+    """Answer with ``json.dumps(obj)`` as content, for structured-output callers."""
+    return reply(
+        json.dumps(obj),
+        latency=latency,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    )
+
+
+def responder(
+    fn: Callable[[RecordedRequest], str],
+    *,
+    latency: float = 0.0,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 20,
+) -> ReplyStep:
+    """Answer with text computed from the request (e.g. vote for a label in the prompt)."""
+    return ReplyStep(fn, latency, prompt_tokens, completion_tokens)
+
+
+def error(
+    status: int,
+    message: str = "fake provider error",
+    *,
+    retry_after: float | None = None,
+    latency: float = 0.0,
+) -> ErrorStep:
+    """Fail with ``status``; ``retry_after`` adds a Retry-After header (seconds)."""
+    return ErrorStep(status, message, retry_after, latency)
+
+
+def malformed(body: str = "not json at all", status: int = 200) -> MalformedStep:
+    """Answer with a raw body that is not JSON at all."""
+    return MalformedStep(body, status)
+
+
+def malformed_json() -> MalformedStep:
+    """Answer with valid JSON that lacks ``choices``."""
+    return MalformedStep(json.dumps({"id": "chatcmpl-broken", "object": "chat.completion"}))
+
+
+def hang() -> HangStep:
+    """Never answer, to exercise timeouts and cancellation."""
+    return HangStep()
+
+
+class _ClientGone(Exception):
+    """The client closed its connection while a request was pending."""
+
+
+class _Connection:
+    """One keep-alive connection: a byte buffer over the stream so that EOF can be
+    watched while a step sleeps without losing any bytes the client sends meanwhile."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self.buf = bytearray()
+
+    async def fill(self) -> bool:
+        """Read more bytes into the buffer; False at EOF."""
+        data = await self._reader.read(_READ_CHUNK)
+        self.buf += data
+        return bool(data)
+
+    async def read_request(self) -> tuple[str, str, dict[str, str], bytes] | None:
+        """Parse one request (method, path, headers, body); None when the client is done."""
+        while (end := self.buf.find(b"\r\n\r\n")) < 0:
+            if not await self.fill():
+                return None
+        lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
+        method, path, _version = lines[0].split(" ", 2)
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        start = end + 4
+        stop = start + int(headers.get("content-length", "0"))
+        while len(self.buf) < stop:
+            if not await self.fill():
+                return None
+        body = bytes(self.buf[start:stop])
+        del self.buf[:stop]
+        return method, path, headers, body
+
+    async def wait_closed(self) -> None:
+        """Return when the client closes the connection (bytes sent meanwhile are kept)."""
+        while await self.fill():
+            pass
+
+    async def sleep_or_close(self, seconds: float) -> None:
+        """Sleep ``seconds``; raise _ClientGone if the client leaves first."""
+        watcher = asyncio.ensure_future(self.wait_closed())
+        try:
+            done, _ = await asyncio.wait({watcher}, timeout=seconds)
+        finally:
+            # Await the cancellation: until the watcher has unwound, the stream still
+            # counts it as the reader and the next read() would raise RuntimeError.
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        if done:
+            raise _ClientGone
+
+
+def _response(status: int, body: bytes, extra_headers: str = "", close: bool = False) -> bytes:
+    """Serialise one HTTP/1.1 response."""
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
+        f"content-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        f"connection: {'close' if close else 'keep-alive'}\r\n"
+        f"{extra_headers}\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+def _error_body(status: int, message: str) -> bytes:
+    kind, code = _ERROR_KINDS.get(status, ("api_error", None))
+    return json.dumps(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    ).encode()
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible chat-completions server whose answers each test scripts.
+
+    Each model name has a queue of steps, consumed one per request; the last one repeats
+    forever. Models without a script use the default step (reply "ok").
+    """
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.requests: list[RecordedRequest] = []
+        self.closed_early: list[str] = []
+        self.errors: list[Exception] = []  # crashes of a connection handler (server bugs)
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._scripts: dict[str, deque[Step]] = {}
+        self._default: Step = reply("ok")
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> FakeOpenAIServer:
+        """Start serving on an ephemeral port in a background thread."""
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        port = asyncio.run_coroutine_threadsafe(self._listen(), loop).result(timeout=10)
+        self.url = f"http://127.0.0.1:{port}/v1"
+        return self
+
+    def stop(self) -> None:
+        """Close every connection (ending hanging steps) and stop the thread."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
+        self._loop = self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- scripting ---------------------------------------------------------------
+
+    def script(self, model: str, *steps: Step) -> None:
+        """Queue behaviours for ``model`` (the name the server receives, without the
+        ``openai/`` prefix litellm strips); the last step repeats forever."""
+        if not steps:
+            raise ValueError("script() needs at least one step")
+        with self._lock:
+            self._scripts[model] = deque(steps)
+
+    def default(self, step: Step) -> None:
+        """Set the behaviour for models that have no script."""
+        self._default = step
+
+    def requests_for(self, model: str) -> list[RecordedRequest]:
+        """Requests received for ``model``, in arrival order."""
+        return [r for r in self.requests if r.model == model]
+
+    def _next_step(self, model: str) -> Step:
+        with self._lock:
+            queue = self._scripts.get(model)
+            if not queue:
+                return self._default
+            return queue.popleft() if len(queue) > 1 else queue[0]
+
+    # -- serving -----------------------------------------------------------------
+
+    async def _listen(self) -> int:
+        # A large backlog so that a burst of hundreds of connects is never dropped.
+        self._server = await asyncio.start_server(
+            self._handle, "127.0.0.1", 0, backlog=2048
+        )
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _shutdown(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        conn = _Connection(reader)
+        try:
+            while (request := await conn.read_request()) is not None:
+                method, path, headers, body = request
+                close = headers.get("connection", "").lower() == "close"
+                payload = await self._respond(conn, method, path, headers, body)
+                if payload is None:
+                    return
+                writer.write(_response(*payload, close=close))
+                await writer.drain()
+                if close:
+                    return
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception as exc:  # kept for the fixture to fail the test with
+            self.errors.append(exc)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _respond(
+        self, conn: _Connection, method: str, path: str, headers: dict[str, str], raw: bytes
+    ) -> tuple[int, bytes, str] | None:
+        """Build (status, body, extra headers) for one request; None if the client left."""
+        if method != "POST" or path.split("?", 1)[0] not in _PATHS:
+            return 404, _error_body(404, f"no route for {method} {path}"), ""
+        try:
+            body = json.loads(raw)
+            model = str(body["model"])
+        except (ValueError, KeyError, TypeError):
+            return 400, _error_body(400, "request body must be JSON with a model"), ""
+        if body.get("stream"):
+            return 400, _error_body(400, "the fake server does not stream"), ""
+        request = RecordedRequest(
+            model=model,
+            messages=list(body.get("messages", [])),
+            body=body,
+            headers=headers,
+            path=path,
+            received_at=time.monotonic(),
+        )
+        self.requests.append(request)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            # Yield once so requests that arrive together overlap even for instant steps:
+            # max_in_flight then shows whether a caller really sent them concurrently.
+            await asyncio.sleep(0)
+            return await self._run_step(conn, request, self._next_step(model))
+        except _ClientGone:
+            self.closed_early.append(model)
+            return None
+        finally:
+            self.in_flight -= 1
+
+    async def _run_step(
+        self, conn: _Connection, request: RecordedRequest, step: Step
+    ) -> tuple[int, bytes, str]:
+        match step:
+            case HangStep():
+                await conn.wait_closed()
+                raise _ClientGone
+            case ReplyStep():
+                if step.latency > 0:
+                    await conn.sleep_or_close(step.latency)
+                try:
+                    content = step.content(request)
+                except Exception as exc:  # a broken responder should fail loudly, not hang
+                    return 500, _error_body(500, f"responder raised {exc!r}"), ""
+                return 200, self._completion(request, step, content), ""
+            case ErrorStep():
+                if step.latency > 0:
+                    await conn.sleep_or_close(step.latency)
+                extra = "" if step.retry_after is None else f"retry-after: {step.retry_after:g}\r\n"
+                return step.status, _error_body(step.status, step.message), extra
+            case MalformedStep():
+                return step.status, step.body.encode(), ""
+
+    def _completion(self, request: RecordedRequest, step: ReplyStep, content: str) -> bytes:
+        return json.dumps(
+            {
+                "id": f"chatcmpl-fake-{next(self._ids)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request.model,
+                "system_fingerprint": "fp_fake",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": step.prompt_tokens,
+                    "completion_tokens": step.completion_tokens,
+                    "total_tokens": step.prompt_tokens + step.completion_tokens,
+                },
+            }
+        ).encode()

@@ -1,0 +1,274 @@
+"""The fake OpenAI server behaves like a provider for raw httpx and for litellm.
+
+The litellm cases double as documentation of how litellm 1.110 reports each failure the
+fake can produce, which the model gateway relies on to classify errors:
+
+- malformed body (200, not JSON)    -> litellm.InternalServerError (status 500),
+  "OpenAIException - Expecting value: line 1 column 1 (char 0)"
+- malformed_json (200, no choices)  -> litellm.InternalServerError (status 500),
+  "... provider returned a response with no 'choices' ..."
+- 429                               -> litellm.RateLimitError (status 429); the
+  Retry-After header is on ``exc.response.headers``
+- 500                               -> litellm.InternalServerError (status 500)
+- 401                               -> litellm.AuthenticationError (status 401)
+- hang with ``timeout=``            -> litellm.Timeout (an openai.APITimeoutError,
+  status 408), "Request timed out ... timeout value=..."
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["LITELLM_OFFLINE_MODE"] = "True"
+
+import litellm  # noqa: E402  (must follow the offline settings above)
+
+from tests.fakes.openai_server import (  # noqa: E402
+    FakeOpenAIServer,
+    RecordedRequest,
+    Step,
+    error,
+    hang,
+    malformed,
+    malformed_json,
+    reply,
+    reply_json,
+    responder,
+)
+
+litellm.suppress_debug_info = True
+
+USER = [{"role": "user", "content": "What is 2+2?"}]
+
+
+def _chat(server: FakeOpenAIServer, model: str, **extra: Any) -> httpx.Response:
+    """One synchronous call, as a plain OpenAI client would make it."""
+    return httpx.post(
+        f"{server.url}/chat/completions",
+        json={"model": model, "messages": USER, **extra},
+        headers={"Authorization": "Bearer test-key"},
+        timeout=10,
+    )
+
+
+async def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll until ``predicate()`` holds; the server records events on its own thread."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def test_reply_has_completion_shape_and_usage(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", reply("four", prompt_tokens=7, completion_tokens=3))
+
+    body = _chat(fake_server, "gpt").json()
+
+    assert body["object"] == "chat.completion"
+    assert body["model"] == "gpt"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "four"}
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"] == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+
+
+def test_script_is_consumed_then_last_step_repeats(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", reply("one"), error(500), reply("last"))
+
+    contents = [_chat(fake_server, "gpt") for _ in range(5)]
+
+    assert [r.status_code for r in contents] == [200, 500, 200, 200, 200]
+    texts = [r.json()["choices"][0]["message"]["content"] for r in contents if r.is_success]
+    assert texts == ["one", "last", "last", "last"]
+
+
+def test_unscripted_models_use_the_default(fake_server: FakeOpenAIServer) -> None:
+    assert _chat(fake_server, "anything").json()["choices"][0]["message"]["content"] == "ok"
+    fake_server.default(reply_json({"answer": 4}))
+    assert _chat(fake_server, "other").json()["choices"][0]["message"]["content"] == '{"answer": 4}'
+
+
+def test_responder_answers_from_the_prompt(fake_server: FakeOpenAIServer) -> None:
+    def echo_last(request: RecordedRequest) -> str:
+        return f"you said: {request.messages[-1]['content']}"
+
+    fake_server.script("gpt", responder(echo_last))
+
+    content = _chat(fake_server, "gpt").json()["choices"][0]["message"]["content"]
+    assert content == "you said: What is 2+2?"
+
+
+def test_rate_limit_carries_retry_after(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", error(429, "slow down", retry_after=2))
+
+    response = _chat(fake_server, "gpt")
+
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "2"
+    assert response.json()["error"]["message"] == "slow down"
+    assert response.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+def test_server_error(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", error(500, "boom"))
+
+    response = _chat(fake_server, "gpt")
+
+    assert response.status_code == 500
+    assert response.json()["error"]["type"] == "server_error"
+    assert "retry-after" not in response.headers
+
+
+def test_malformed_bodies(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("raw", malformed())
+    fake_server.script("nochoices", malformed_json())
+
+    raw = _chat(fake_server, "raw")
+    assert raw.status_code == 200 and raw.text == "not json at all"
+    no_choices = _chat(fake_server, "nochoices")
+    assert no_choices.status_code == 200 and "choices" not in no_choices.json()
+
+
+def test_stream_and_unknown_routes_are_rejected(fake_server: FakeOpenAIServer) -> None:
+    assert _chat(fake_server, "gpt", stream=True).status_code == 400
+    assert httpx.get(f"{fake_server.url}/models", timeout=10).status_code == 404
+
+
+def test_requests_are_recorded(fake_server: FakeOpenAIServer) -> None:
+    before = time.monotonic()
+    _chat(fake_server, "a", temperature=0.2)
+    _chat(fake_server, "b")
+
+    assert [r.model for r in fake_server.requests] == ["a", "b"]
+    (recorded,) = fake_server.requests_for("a")
+    assert recorded.messages == USER
+    assert recorded.body["temperature"] == 0.2
+    assert recorded.headers["authorization"] == "Bearer test-key"
+    assert recorded.path == "/v1/chat/completions"
+    assert recorded.received_at >= before
+
+
+async def test_latency_is_honoured(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("slow", reply("late", latency=0.3))
+    fake_server.script("slowfail", error(503, latency=0.2))
+
+    async with httpx.AsyncClient(base_url=fake_server.url, timeout=10) as client:
+        for model, latency in [("slow", 0.3), ("slowfail", 0.2)]:
+            started = time.monotonic()
+            await client.post("/chat/completions", json={"model": model, "messages": USER})
+            assert time.monotonic() - started >= latency
+
+
+async def test_hang_is_seen_as_closed_early_when_the_client_gives_up(
+    fake_server: FakeOpenAIServer,
+) -> None:
+    fake_server.script("stuck", hang())
+
+    async with httpx.AsyncClient(base_url=fake_server.url, timeout=0.3) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            await client.post("/chat/completions", json={"model": "stuck", "messages": USER})
+
+    await _wait_for(lambda: fake_server.closed_early == ["stuck"])
+    assert fake_server.in_flight == 0
+
+
+def test_stop_ends_a_hanging_request() -> None:
+    server = FakeOpenAIServer().start()
+    server.script("stuck", hang())
+    failures: list[httpx.HTTPError] = []
+
+    def call() -> None:
+        try:
+            _chat(server, "stuck")
+        except httpx.HTTPError as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    while not server.requests:
+        time.sleep(0.01)
+    server.stop()
+    worker.join(timeout=5)
+
+    assert not worker.is_alive()
+    assert isinstance(failures[0], httpx.RemoteProtocolError)
+
+
+async def test_two_hundred_concurrent_calls(fake_server: FakeOpenAIServer) -> None:
+    fake_server.default(reply("ok", latency=0.05))
+    # Ten clients of twenty connections: one httpx pool of 200 is slow on the client side.
+    clients = [httpx.AsyncClient(base_url=fake_server.url, timeout=30) for _ in range(10)]
+
+    try:
+        responses = await asyncio.gather(
+            *(
+                clients[i % 10].post("/chat/completions", json={"model": f"m{i}", "messages": USER})
+                for i in range(200)
+            )
+        )
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients))
+
+    assert all(r.status_code == 200 for r in responses)
+    assert len(fake_server.requests) == 200
+    assert fake_server.max_in_flight > 1
+    assert fake_server.in_flight == 0
+
+
+async def test_litellm_reads_reply_and_usage(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", reply("four", prompt_tokens=7, completion_tokens=3))
+
+    response = await litellm.acompletion(
+        model="openai/gpt",
+        messages=USER,
+        api_base=fake_server.url,
+        api_key="test-key",
+        max_retries=0,
+    )
+
+    assert response.choices[0].message.content == "four"
+    assert response.usage.prompt_tokens == 7
+    assert response.usage.completion_tokens == 3
+    assert fake_server.requests_for("gpt")[0].messages == USER
+
+
+@pytest.mark.parametrize(
+    ("step", "exc_type", "status"),
+    [
+        (malformed(), litellm.InternalServerError, 500),
+        (malformed_json(), litellm.InternalServerError, 500),
+        (error(429, "slow down", retry_after=2), litellm.RateLimitError, 429),
+        (error(500), litellm.InternalServerError, 500),
+        (error(401, "bad key"), litellm.AuthenticationError, 401),
+        (hang(), litellm.Timeout, 408),
+    ],
+    ids=["malformed", "malformed_json", "429", "500", "401", "hang"],
+)
+async def test_litellm_error_classes(
+    fake_server: FakeOpenAIServer, step: Step, exc_type: type[Exception], status: int
+) -> None:
+    fake_server.script("gpt", step)
+
+    with pytest.raises(exc_type) as caught:
+        await litellm.acompletion(
+            model="openai/gpt",
+            messages=USER,
+            api_base=fake_server.url,
+            api_key="test-key",
+            max_retries=0,
+            timeout=0.5,
+        )
+
+    assert getattr(caught.value, "status_code", None) == status
+    if status == 429:
+        assert caught.value.response.headers["retry-after"] == "2"  # type: ignore[attr-defined]
+    if status == 408:
+        await _wait_for(lambda: fake_server.closed_early == ["gpt"])
