@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
 
 from panel_cli.cli import confer as confer_command
@@ -44,24 +43,28 @@ def _say(message: str) -> None:
     sys.stderr.write(f"panel: {message}\n")
 
 
+def _is_usage_error(exc: Exception) -> bool:
+    """Click's usage errors (Typer vendors its own click in recent versions, so match by shape)."""
+    return any(cls.__name__ == "ClickException" for cls in type(exc).__mro__)
+
+
 def main() -> None:
     """Entry point: every known error becomes one sentence and its exit code (SPEC §4)."""
     try:
         code = app(standalone_mode=False)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         _say("interrupted.")
         code = 130
-    except click.exceptions.Abort:
-        code = 130
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code
     except PanelError as exc:
         _say(exc.message)
         code = exc.exit_code
     except Exception as exc:
-        if os.environ.get("PANEL_TRACEBACK"):
+        if _is_usage_error(exc):
+            exc.show()  # type: ignore[attr-defined]
+            code = exc.exit_code  # type: ignore[attr-defined]
+        elif os.environ.get("PANEL_TRACEBACK"):
             raise
-        _say(f"unexpected error: {type(exc).__name__}: {exc} (run with --traceback or PANEL_TRACEBACK=1 for details).")
-        code = 1
+        else:
+            _say(f"unexpected error: {type(exc).__name__}: {exc} (run with --traceback or PANEL_TRACEBACK=1 for details).")
+            code = 1
     sys.exit(code if isinstance(code, int) else 0)

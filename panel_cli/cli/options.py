@@ -14,4 +14,4 @@ DEMO = typer.Option(False, "--demo", help="Replace every model by an offline dem
 
 
 def panel_file_argument(required: bool = True) -> Path | None:
-    return typer.Argument(... if required else None, help="Panel YAML file.", dir_okay=False)  # type: ignore[no-any-return]
+    return typer.Argument(... if required else None, help="Panel YAML file.", metavar="FILE", dir_okay=False)  # type: ignore[no-any-return]

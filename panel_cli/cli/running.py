@@ -14,6 +14,7 @@ from rich.console import Console
 
 from panel_cli.config import Panel, resolve_question
 from panel_cli.errors import UserError
+from panel_cli.redact import redact, redact_obj, secret_values
 
 
 def read_stdin_question() -> str | None:
@@ -47,17 +48,18 @@ def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool
     finally:
         if status is not None:
             status.stop()
-    from panel_cli.store.db import TranscriptStore, default_db_path
+    from panel_cli.store.db import TranscriptStore, resolve_db_path
     from panel_cli.view import make_view
 
     run_id = new_run_id()
-    db_path = db or default_db_path()
+    db_path = resolve_db_path(db)
+    secret_names = [m.api_key_env for m in panel.members if m.api_key_env]
 
     async def run() -> object:
         from panel_cli.events import EventBus
         from panel_cli.protocols.base import run_engine
 
-        store = await TranscriptStore.open(db_path)
+        store = await TranscriptStore.open(db_path, secret_names=secret_names)
         view = make_view(console, json_mode=json_mode, quiet=quiet, err_stream=sys.stderr)
         bus = EventBus(run_id, [store, view])
         gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
@@ -70,12 +72,13 @@ def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool
             await store.close()
 
     result = asyncio.run(run())
+    secrets = secret_values(secret_names)
     final_answer = getattr(result, "final_answer", None)
     if json_mode:
-        payload = {"run_id": run_id, **result.model_dump(mode="json")}  # type: ignore[attr-defined]
+        payload = redact_obj({"run_id": run_id, **result.model_dump(mode="json")}, secrets)  # type: ignore[attr-defined]
         sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     elif final_answer is not None and (quiet or not console.is_terminal):
-        sys.stdout.write(final_answer.rstrip() + "\n")
+        sys.stdout.write(redact(final_answer.rstrip(), secrets) + "\n")
     if final_answer is None:
         if not json_mode:
             sys.stderr.write(f"panel: the panel reached no answer (run {run_id}).\n")

@@ -44,6 +44,7 @@ class LiveView:
         self._stage: StageState | None = None
         self._seen: set[tuple[str, int | None]] = set()
         self._live: Live | None = None
+        self._spinner = Spinner("dots", style="cyan")  # one instance, so updates do not restart its animation
 
     async def __call__(self, event: BaseEvent) -> None:
         self.totals.update(event)
@@ -149,7 +150,8 @@ class LiveView:
     def _live_renderable(self) -> RenderableType:
         if self._stage is None:
             return Text("")
-        return Group(self._stage.render(), Spinner("dots", Text(self._stage.progress, style="dim"), style="cyan"))
+        self._spinner.update(text=Text(self._stage.progress, style="dim"))
+        return Group(self._stage.render(), self._spinner)
 
     def _refresh(self, *, now: bool = False) -> None:
         """Hand Live the new picture; it draws it on its next tick unless `now`. Printing

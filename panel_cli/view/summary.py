@@ -64,9 +64,8 @@ def summary_fields(event: RunFinished, totals: RunTotals | None) -> list[tuple[s
         fields.append(("confidence", fmt.percent(float(result["confidence_score"]))))
     if result.get("converged") is not None:
         fields.append(("converged", "yes" if result["converged"] else "no"))
-    rounds = result.get("rounds")
-    if isinstance(rounds, list | int) and not isinstance(rounds, bool):
-        fields.append(("rounds", str(len(rounds) if isinstance(rounds, list) else rounds)))
+    if isinstance(result.get("rounds"), list):
+        fields.append(("rounds", str(len(result["rounds"]))))
     if totals is not None:
         calls = str(totals.calls) + (f" ({totals.failed} failed)" if totals.failed else "")
         fields += [("calls", calls), ("tokens", fmt.tokens(totals.tokens)), ("cost", fmt.cost(totals.cost))]

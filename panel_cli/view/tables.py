@@ -28,6 +28,7 @@ STATUS_STYLES: dict[Status, str] = {
     "timed out": "yellow",
     "cancelled": "dim",
 }
+FAILURE_STATUS: dict[str, Status] = {"timeout": "timed out", "cancelled": "cancelled"}
 BAR_WIDTH = 24
 
 
@@ -50,7 +51,7 @@ class MemberRow:
         self.preview = fmt.one_line(event.text)
 
     def fail(self, event: CallFailed) -> None:
-        self.status = {"timeout": "timed out", "cancelled": "cancelled"}.get(event.kind, "failed")
+        self.status = FAILURE_STATUS.get(event.kind, "failed")
         self.latency = event.latency
         self.preview = fmt.one_line(f"{event.kind}: {event.message}")
 
@@ -107,7 +108,7 @@ class StageState:
         if show_ranking:
             table.add_column("ranking", no_wrap=True)
         # The only column allowed to shrink on a narrow terminal; its cells still stay one line.
-        table.add_column("answer", min_width=16, style="dim")
+        table.add_column("rationale" if show_vote else "answer", min_width=16, style="dim")
 
         for row in rows:
             member = Text.assemble((f"{row.label} ", "cyan") if row.label else "", row.name)
@@ -124,10 +125,16 @@ class StageState:
                 cells.append(vote_cell(row.vote))
             if show_ranking:
                 cells.append(Text(", ".join(row.ranking or [])))
-            failed = row.status in ("failed", "timed out")
-            cells.append(Text(row.preview, style="red" if failed else "", no_wrap=True, overflow="ellipsis"))
+            cells.append(preview_cell(row))
             table.add_row(*cells)
         return table
+
+
+def preview_cell(row: MemberRow) -> Text:
+    """A vote round's call text is the structured vote itself (JSON); its rationale reads better."""
+    failed = row.status in ("failed", "timed out")
+    text = fmt.one_line(row.vote.rationale) if row.vote and row.vote.rationale else row.preview
+    return Text(text, style="red" if failed else "", no_wrap=True, overflow="ellipsis")
 
 
 def vote_cell(vote: VoteCast | None) -> Text:

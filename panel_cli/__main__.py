@@ -1,0 +1,3 @@
+from panel_cli.cli.app import main
+
+main()

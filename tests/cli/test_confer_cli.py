@@ -1,0 +1,177 @@
+"""`panel confer` as a user runs it: a real subprocess, offline, against demo or the fake server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import hang, reply, responder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def panel(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "panel_cli", *args],
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def write_panel(path: Path, server_url: str, names: list[str], **extra: str) -> Path:
+    lines = ["name: fake", "members:"]
+    for name in names:
+        lines += [f"  - name: {name}", f"    model: openai/{name}", f"    api_base: {server_url}"]
+    lines += [f"{key}: {value}" for key, value in extra.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_demo_json_is_the_only_thing_on_stdout(tmp_path):
+    result = panel("confer", "configs/demo.yaml", "--json", "--db", str(tmp_path / "runs.db"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["final_answer"].startswith("[simulated]")
+    assert data["winner"] in {"sage", "skeptic", "pragmatist", "engineer"}
+    assert data["calls"] == 4 * (1 + len(data["rounds"]))
+    rows = sqlite3.connect(tmp_path / "runs.db").execute("select id, status from runs").fetchall()
+    assert rows == [(data["run_id"], "finished")]
+
+
+def test_question_on_stdin_and_agents_subset(tmp_path):
+    result = panel("confer", "configs/demo.yaml", "--agents", "skeptic,sage", "--max-rounds", "1", "--json", stdin="Tea or coffee?")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["question"] == "Tea or coffee?"
+    assert set(data["initial_answers"]) == {"skeptic", "sage"} and data["calls"] == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["confer", "configs/missing.yaml"], "configs/missing.yaml: no such file."),
+        (["confer", "configs/demo.yaml", "--agents", "sage,ghost"], "'ghost' is not a member"),
+        (["confer", "configs/demo.yaml", "--max-rounds", "0"], "--max-rounds"),
+    ],
+)
+def test_user_errors_exit_2_with_one_sentence(args, message):
+    result = panel(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_panel_file_names_file_line_and_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("members:\n  - name: a\n    model: demo/sage\n    temprature: 0.2\n")
+    result = panel("validate", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"panel: {bad}, line 4: members[0].temprature: unknown field."
+
+
+def test_missing_key_is_found_before_any_call(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    file = tmp_path / "p.yaml"
+    file.write_text("members:\n  - name: claude\n    model: anthropic/claude-sonnet-4-5\nquestion: hi\n")
+    result = panel("confer", str(file), "--db", str(tmp_path / "runs.db"))
+    assert result.returncode == 2
+    assert "ANTHROPIC_API_KEY" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_no_answer_exits_1(tmp_path, fake_server):
+    from tests.fakes.openai_server import error
+
+    fake_server.default(error(400, "refused"))
+    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"], question="hi")
+    result = panel("confer", str(file), "--json", "--db", str(tmp_path / "runs.db"))
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["final_answer"] is None
+    status = sqlite3.connect(tmp_path / "runs.db").execute("select status from runs").fetchone()
+    assert status == ("no_answer",)
+
+
+def test_plain_progress_goes_to_stderr_and_the_answer_to_stdout(tmp_path):
+    result = panel("confer", "configs/demo.yaml", "--max-rounds", "1", "--db", str(tmp_path / "r.db"))
+    assert result.returncode == 0
+    assert result.stdout.startswith("[simulated]") and result.stdout.count("\n") == 1
+    assert "round 1 tallied" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["history", "list", "--help"], ["history", "list"]])
+def test_fast_commands_do_not_import_litellm(args, tmp_path):
+    code = (
+        "import sys\n"
+        f"sys.argv = ['panel', *{args!r}]\n"
+        "from panel_cli.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LITELLM' if 'litellm' in sys.modules else 'NO-LITELLM')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.stdout.strip().endswith("NO-LITELLM"), result.stdout + result.stderr
+
+
+def test_ctrl_c_mid_round_keeps_the_run_as_interrupted(tmp_path, fake_server):
+    def answer_then_hang(request):
+        return "an answer"
+
+    fake_server.script("a", responder(answer_then_hang), hang())
+    fake_server.script("b", responder(answer_then_hang), hang())
+    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"], question="hi")
+    db = tmp_path / "runs.db"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "panel_cli", "confer", str(file), "--db", str(db)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if len(fake_server.requests) >= 4:
+                break
+            time.sleep(0.1)
+        assert len(fake_server.requests) >= 4, "the vote round never started"
+        time.sleep(0.3)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    con = sqlite3.connect(db)
+    assert con.execute("select status from runs").fetchone() == ("interrupted",)
+    types = [row[0] for row in con.execute("select type from events order by seq")]
+    assert types[0] == "run_started" and types[-1] == "run_interrupted"
+    assert types.count("call_finished") == 2 and "stage_started" in types
+    calls = con.execute("select stage, error_kind from calls order by ts").fetchall()
+    assert calls[:2] == [("answer", None), ("answer", None)]
+    assert ("vote", "cancelled") in calls
+
+
+def test_no_key_reaches_the_database(tmp_path, fake_server, monkeypatch):
+    secret = "sk-test-Zq8Xv3Lm1Np0Rt7Ws2Ke9Yb4"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+
+    def leak(request):
+        return f"my header was {request.headers.get('authorization')}"
+
+    fake_server.script("a", responder(leak))
+    fake_server.script("b", responder(leak))
+    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"], question=f"is {secret} safe?", max_rounds="1")
+    db = tmp_path / "runs.db"
+    result = panel("confer", str(file), "--db", str(db), "--json")
+    assert result.returncode == 0, result.stderr
+    assert any(secret in str(r.headers) for r in fake_server.requests), "the key was really used"
+    for path in tmp_path.glob("runs.db*"):
+        assert secret.encode() not in path.read_bytes(), path.name
+    assert secret not in result.stdout

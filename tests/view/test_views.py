@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from rich.console import Console
+
+from panel_cli.events import RunFinished, parse_event
+from panel_cli.view import LiveView, NullView, PlainView, make_view
+from tests.view.sample import confer_events, play, screen
+
+
+def test_make_view_picks_by_mode_and_terminal() -> None:
+    terminal = Console(file=StringIO(), force_terminal=True)
+    pipe = Console(file=StringIO(), force_terminal=False)
+    err = StringIO()
+
+    assert isinstance(make_view(terminal, json_mode=True, quiet=False, err_stream=err), NullView)
+    assert isinstance(make_view(terminal, json_mode=False, quiet=True, err_stream=err), NullView)
+    assert isinstance(make_view(terminal, json_mode=False, quiet=False, err_stream=err), LiveView)
+    plain = make_view(pipe, json_mode=False, quiet=False, err_stream=err)
+    assert isinstance(plain, PlainView) and plain.stream is err
+
+
+async def test_null_view_prints_nothing(console: Console, capsys: pytest.CaptureFixture[str]) -> None:
+    await play(NullView(), confer_events())
+    assert screen(console) == ""
+    assert capsys.readouterr() == ("", "")
+
+
+def _final_part(text: str) -> str:
+    return text[text.rindex("╭─ answer") :]
+
+
+async def test_replay_of_stored_events_draws_the_same(console: Console) -> None:
+    stamped = await play(LiveView(console), confer_events())
+    live_stream = StringIO()
+    live_plain = PlainView(live_stream)
+    for event in stamped:
+        await live_plain(event)
+
+    stored = [event.model_dump(mode="json") for event in stamped]
+    replayed = [parse_event(payload) for payload in stored]
+    assert isinstance(replayed[-1], RunFinished)
+
+    replay_console = Console(file=StringIO(), force_terminal=True, width=120)
+    replay_view = LiveView(replay_console)
+    replay_stream = StringIO()
+    plain = PlainView(replay_stream)
+    for event in replayed:
+        await replay_view(event)
+        await plain(event)
+    replay_view.close()
+
+    assert _final_part(screen(replay_console)) == _final_part(screen(console))
+    assert replay_stream.getvalue() == live_stream.getvalue()
+
+
+_SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+def _has_colour(output: str) -> bool:
+    """True when any SGR sequence sets a foreground or background colour."""
+    for params in _SGR.findall(output):
+        codes = [int(code) for code in params.split(";") if code]
+        if any(30 <= c <= 38 or 40 <= c <= 48 or 90 <= c <= 97 or 100 <= c <= 107 for c in codes):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("no_color", [None, "1"])
+async def test_no_color_env_is_honoured(monkeypatch: pytest.MonkeyPatch, no_color: str | None) -> None:
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    console = Console(file=StringIO(), force_terminal=True, width=120)
+    await play(LiveView(console), confer_events())
+    assert isinstance(console.file, StringIO)
+    assert _has_colour(console.file.getvalue()) is (no_color is None)
