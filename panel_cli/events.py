@@ -110,6 +110,7 @@ class RoundTallied(BaseEvent):
     scores: dict[str, float]
     winner_label: str | None = None
     winner: str | None = None
+    authors: dict[str, str] = Field(default_factory=dict)
 
 
 class RankingParsed(BaseEvent):

@@ -15,6 +15,7 @@ class Task(StrEnum):
     ANSWER = "answer"
     CONFER_VOTE = "confer.vote"
     COUNCIL_REVIEW = "council.review"
+    COUNCIL_REVIEW_NAMED = "council.review.named"
     COUNCIL_SYNTHESIS = "council.synthesis"
     BALLOT = "ballot"
     CRITIC = "critic"

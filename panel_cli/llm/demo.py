@@ -19,7 +19,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from panel_cli.tasks import BLOCK_END, Task, find_task
+from panel_cli.tasks import BLOCK_END, BLOCK_START, Task, find_task
 
 SIMULATED = "[simulated]"
 DEFAULT_DELAY = 0.8
@@ -162,6 +162,25 @@ def _council_review(persona: str, prompt: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
+_NAMED_BLOCK = re.compile(r"^Member (.+?):\s*$", re.MULTILINE)
+
+
+def _council_review_named(persona: str, prompt: str, rng: random.Random) -> str:
+    """A review for a council that is not anonymised: the answers are headed by member
+    names (`Member gpt:`), so the ranking names members instead of labels."""
+    inside = prompt.split(BLOCK_START, 1)[-1].split(BLOCK_END, 1)[0]
+    headers = list(_NAMED_BLOCK.finditer(inside))
+    blocks = {
+        header.group(1): inside[header.end() : headers[i + 1].start() if i + 1 < len(headers) else len(inside)].strip()
+        for i, header in enumerate(headers)
+    }
+    order = sorted(blocks, key=lambda name: (-_quality(blocks[name], persona), name))
+    lines = [f"{SIMULATED} Review in the voice of the {persona}."]
+    lines += [f"{name}: {'strong and specific' if name == order[0] else 'reasonable, but less complete'}." for name in blocks]
+    lines += ["", "FINAL RANKING:"] + [f"{place}. {name}" for place, name in enumerate(order, start=1)]
+    return "\n".join(lines)
+
+
 def _synthesis(persona: str, prompt: str, rng: random.Random) -> str:
     blocks = _blocks(prompt)
     best = max(blocks.values(), key=lambda text: _quality(text, persona)) if blocks else _answer(persona, prompt, rng)
@@ -203,6 +222,7 @@ _WRITERS = {
     Task.ANSWER: _answer,
     Task.CONFER_VOTE: _confer_vote,
     Task.COUNCIL_REVIEW: _council_review,
+    Task.COUNCIL_REVIEW_NAMED: _council_review_named,
     Task.COUNCIL_SYNTHESIS: _synthesis,
     Task.SYNTHESIS: _synthesis,
     Task.BALLOT: _ballot,

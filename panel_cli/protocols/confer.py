@@ -197,7 +197,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         winner = authors[winner_label] if winner_label else None
         revised = {vote.voter: vote.revised_answer for vote in votes}
         winner_answer = revised.get(winner, block[winner_label]) if winner and winner_label else None
-        await emit(RoundTallied(round=index, scores=scores, winner_label=winner_label, winner=winner))
+        await emit(RoundTallied(round=index, scores=scores, winner_label=winner_label, winner=winner, authors=authors))
         rounds.append(
             ConferRound(
                 index=index, block=block, authors=authors, votes=votes, scores=scores,

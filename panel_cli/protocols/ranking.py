@@ -93,13 +93,6 @@ def parse_ranking(text: str, known: Mapping[str, str]) -> list[str]:
     return ranking
 
 
-def known_labels(labels: Iterable[str], noun: str) -> dict[str, str]:
-    """The matching table `parse_ranking` needs for labels shown as `<noun> <key>`: each
-    label is known by its key alone (`a` for `Model A`), case-folded."""
-    prefix = f"{noun} "
-    return {label.removeprefix(prefix).casefold(): label for label in labels}
-
-
 class RankedMember(BaseModel):
     """One line of the aggregate ranking."""
 

@@ -150,7 +150,8 @@ def vote_cell(vote: VoteCast | None) -> Text:
 
 
 def render_tally(tally: RoundTallied) -> Table:
-    """One bar per label, as long as its summed confidence; the winner's in bold green."""
+    """One bar per label, as long as its summed confidence, named by its author (the user may
+    see who wrote what; only the members may not); the winner's in bold green."""
     grid = Table.grid(padding=(0, 1), pad_edge=True)
     top = max(tally.scores.values(), default=0) or 1
     for label, score in sorted(tally.scores.items()):
@@ -158,7 +159,7 @@ def render_tally(tally: RoundTallied) -> Table:
         style = "bold green" if won else "cyan"
         bar = "█" * max(round(score / top * BAR_WIDTH), 1 if score > 0 else 0)
         grid.add_row(
-            Text(label, style="bold"),
+            Text.assemble((label, "bold"), (f" {tally.authors[label]}" if label in tally.authors else "", "dim")),
             Text(bar.ljust(BAR_WIDTH), style=style),
             Text(fmt.number(score), style=style, justify="right"),
             Text(f"winner: {tally.winner}" if won and tally.winner else "", style=style),

@@ -1,0 +1,332 @@
+"""council (SPEC §2.2): answers, anonymous peer review with rankings, then a chairman's synthesis.
+
+The prompts and the bookkeeping (labels, what each reviewer is shown, failure texts) are
+pure and sit at the top; the ranking arithmetic lives in `ranking.py`; the engine below
+only gathers calls and emits events. Members are told apart by name everywhere, never by
+model, so two members on one model are two members with two labels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from panel_cli.config import Member, Panel
+from panel_cli.errors import UserError
+from panel_cli.events import RankingParsed, StageStarted, WarningRaised
+from panel_cli.llm.gateway import CallResult, Gateway
+from panel_cli.protocols.base import Emit, ProtocolResult, labels_for, stage_deadline
+from panel_cli.protocols.ranking import (
+    BiasReport,
+    RankedMember,
+    ReviewFacts,
+    aggregate_rankings,
+    bias_report,
+    has_ranking,
+    parse_ranking,
+    review_order,
+)
+from panel_cli.tasks import Task, mark, render_labelled
+
+DEFAULT_STAGE_TIMEOUT = 300.0
+NO_RESPONSES = "Council deliberation failed: no responses collected"
+LABEL_NOUN = "Model"
+NAMED_NOUN = "Member"
+
+Outcome = Literal["answered", "no_responses", "synthesis_failed"]
+
+
+class CouncilResponse(BaseModel):
+    """One member's stage-1 answer, or why it has none, always under its real name."""
+
+    name: str
+    model: str
+    label: str | None = None
+    text: str | None = None
+    duration: float
+    success: bool
+    error_kind: str | None = None
+    error: str | None = None
+
+
+class CouncilReview(BaseModel):
+    """One member's review: its evaluation (or why it is unavailable), the labels it was
+    shown in the order shown, and its parsed ranking of canonical labels, best first."""
+
+    reviewer: str
+    evaluation: str
+    ranking: list[str] = Field(default_factory=list)
+    shown: list[str] = Field(default_factory=list)
+    success: bool
+    duration: float = 0.0
+
+
+class ChairFailure(BaseModel):
+    chairman: str
+    reason: str
+
+
+class CouncilSynthesis(BaseModel):
+    """Who wrote the final answer; `failures` lists each chairman that failed before it
+    (or all of them, when none succeeded)."""
+
+    chairman: str | None
+    model: str | None
+    text: str
+    success: bool
+    failures: list[ChairFailure] = Field(default_factory=list)
+
+
+class CouncilResult(ProtocolResult):
+    question: str
+    outcome: Outcome
+    stage1_responses: list[CouncilResponse]
+    stage2_reviews: list[CouncilReview]
+    stage3_synthesis: CouncilSynthesis | None
+    aggregate_ranking: list[RankedMember]
+    top_ranked: str | None
+    labels: dict[str, str] = Field(description="label -> member name, over the members that answered")
+    successful_responses: int
+    member_count: int
+    anonymize: bool
+    shuffle: bool
+    self_review: bool
+    seed: int | None
+    bias: BiasReport
+    duration: float
+
+    @property
+    def reached_answer(self) -> bool:
+        """A failure text (`Council deliberation failed: …`, `Synthesis failed: …`) is the
+        final answer SPEC §2.2 asks for, but it is not an answer: the run exits 1."""
+        return self.outcome == "answered"
+
+
+def check_council(panel: Panel) -> list[Member]:
+    """The chairmen to try, in order, once the panel is known to be a valid council."""
+    if len(panel.members) < 2:
+        raise UserError(f"A council needs at least 2 members; panel '{panel.name}' has {len(panel.members)}.")
+    return panel.chairmen()
+
+
+def assign_labels(order: list[str], answered: set[str]) -> dict[str, str]:
+    """`Model A`, `Model B`, … -> author, in member order over the members that answered."""
+    authors = [name for name in order if name in answered]
+    return {f"{LABEL_NOUN} {label}": name for label, name in zip(labels_for(len(authors)), authors, strict=True)}
+
+
+def failure_reason(kind: str | None, error: str | None) -> str:
+    """`timeout`, or the kind and the provider's words: what a person needs to know."""
+    if kind == "timeout":
+        return "timeout"
+    return f"{kind or 'failed'} ({error})" if error else kind or "failed"
+
+
+def answer_prompt(question: str) -> str:
+    return mark(f"Question:\n{question}\n\nGive your best, complete answer to the question.", Task.ANSWER)
+
+
+def review_prompt(question: str, shown: dict[str, str], anonymize: bool) -> str:
+    """The reviewer sees the answers it is given, keyed by display key (`A` or a member
+    name), and nothing else: with `anonymize` no name or model appears anywhere in it."""
+    noun = LABEL_NOUN if anonymize else NAMED_NOUN
+    intro = (
+        "Several panel members answered the question independently. Their answers follow, labelled; the authors are not named."
+        if anonymize
+        else "Several panel members answered the question independently. Their answers follow under their authors' names."
+    )
+    form = "<labels, best first, separated by commas>" if anonymize else "<member names, best first, separated by commas>"
+    return mark(
+        f"Question:\n{question}\n\n{intro}\n\n{render_labelled(shown, noun)}\n\n"
+        "Evaluate each answer in turn: what it gets right, and what it gets wrong or leaves out. "
+        "Then rank every answer, best first, on a final line of exactly this form:\n"
+        f"FINAL RANKING: {form}\n"
+        f"Name each answer once, as it is {'labelled' if anonymize else 'headed'} above.",
+        Task.COUNCIL_REVIEW if anonymize else Task.COUNCIL_REVIEW_NAMED,
+    )
+
+
+def synthesis_prompt(
+    question: str,
+    answers: dict[str, str],
+    authors: dict[str, str],
+    models: dict[str, str],
+    reviews: list[CouncilReview],
+    aggregate: list[RankedMember],
+) -> str:
+    """Everything the chairman needs, with real names: the labelled answers and who wrote
+    each, the reviews under their reviewers' names, and the aggregate ranking."""
+    block = render_labelled({label.removeprefix(f"{LABEL_NOUN} "): text for label, text in answers.items()}, LABEL_NOUN)
+    who = "\n".join(f"- {label}: {name} ({models[name]})" for label, name in authors.items())
+    review_text = "\n\n".join(f"Review by {review.reviewer}:\n{review.evaluation}" for review in reviews) or "(no reviews)"
+    ranking = (
+        "\n".join(
+            f"{place}. {entry.label} ({entry.name}): average rank {entry.average_rank:.2f} over {entry.count} review{'s' if entry.count != 1 else ''}"
+            for place, entry in enumerate(aggregate, start=1)
+        )
+        or "(no rankings could be read)"
+    )
+    return mark(
+        f"Question:\n{question}\n\n"
+        "You chair a council. Its members answered the question independently, then reviewed and ranked "
+        "each other's answers without knowing who wrote which.\n\n"
+        f"The answers:\n{block}\n\nWho wrote each answer:\n{who}\n\n"
+        f"The reviews, under their reviewers' names:\n<reviews>\n{review_text}\n</reviews>\n\n"
+        f"The aggregate ranking (lower average is better):\n{ranking}\n\n"
+        "Write the council's final answer to the question. Build on the strongest answers and the reviewers' "
+        "points, settle their disagreements, and answer the question directly.",
+        Task.COUNCIL_SYNTHESIS,
+    )
+
+
+class _Labels:
+    """How the answers are named. Internally every answer has a label (`Model A`, …, in
+    member order over the members that answered). A reviewer sees each under a *key* with
+    a noun (`Model A`, or `Member gpt` when not anonymised), and its ranking holds
+    *canonical* entries: the label, or the author's name when not anonymised."""
+
+    def __init__(self, order: list[str], answered: dict[str, str], anonymize: bool) -> None:
+        self.authors = assign_labels(order, set(answered))
+        self.of_member = {name: label for label, name in self.authors.items()}
+        self.answers = {label: answered[name] for label, name in self.authors.items()}
+        self.noun = LABEL_NOUN if anonymize else NAMED_NOUN
+        self.key = {label: label.removeprefix(f"{LABEL_NOUN} ") if anonymize else name for label, name in self.authors.items()}
+        self.canonical = {label: label if anonymize else name for label, name in self.authors.items()}
+        self.author_of_canonical = {self.canonical[label]: name for label, name in self.authors.items()}
+
+    def own(self, member: str) -> str | None:
+        """The canonical entry of a member's own answer, if it has one."""
+        label = self.of_member.get(member)
+        return None if label is None else self.canonical[label]
+
+    def known(self, shown: list[str]) -> dict[str, str]:
+        """What `parse_ranking` may recognise for a reviewer: only the labels it was shown."""
+        return {self.key[label].casefold(): self.canonical[label] for label in shown}
+
+
+async def _answer_stage(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> list[CallResult]:
+    await emit(StageStarted(stage="answer", members=panel.member_names))
+    deadline = stage_deadline(panel.timeouts.get("answer", DEFAULT_STAGE_TIMEOUT))
+    prompt = [{"role": "user", "content": answer_prompt(question)}]
+    return list(await asyncio.gather(*(gateway.call(m, prompt, stage="answer", deadline=deadline) for m in panel.members)))
+
+
+async def _review_stage(
+    panel: Panel, question: str, labels: _Labels, seed: int | None, gateway: Gateway, emit: Emit
+) -> list[CouncilReview]:
+    """Every member reviews, including one that failed stage 1; only its own reply is parsed."""
+    await emit(StageStarted(stage="review", members=panel.member_names, block=labels.answers))
+    deadline = stage_deadline(panel.timeouts.get("review", DEFAULT_STAGE_TIMEOUT))
+
+    async def review_of(member: Member) -> CouncilReview:
+        """Call, parse and announce one review as soon as it arrives, so the view shows it live."""
+        order = review_order(
+            list(labels.authors), member.name, labels.of_member.get(member.name),
+            shuffle=panel.shuffle, seed=seed, self_review=panel.self_review,
+        )
+        shown = [labels.canonical[label] for label in order]
+        if not order:
+            await emit(WarningRaised(message="there is no answer but its own to review; no review asked", member=member.name))
+            return CouncilReview(reviewer=member.name, evaluation="Review unavailable: no other answers", success=False)
+        prompt = review_prompt(question, {labels.key[label]: labels.answers[label] for label in order}, panel.anonymize)
+        reply = await gateway.call(member, [{"role": "user", "content": prompt}], stage="review", deadline=deadline)
+        if not reply.ok:
+            return CouncilReview(
+                reviewer=member.name, evaluation=f"Review unavailable: {failure_reason(reply.error_kind, reply.error)}",
+                shown=shown, success=False, duration=reply.latency,
+            )
+        ranking = parse_ranking(reply.text, labels.known(order))
+        await emit(RankingParsed(reviewer=member.name, ranking=ranking))
+        if not has_ranking(reply.text):
+            await emit(WarningRaised(message="the review has no FINAL RANKING line; its ranking is empty", member=member.name))
+        invented = [entry for entry in ranking if entry not in shown]
+        if invented:
+            listed = ", ".join(f"'{entry}'" for entry in invented)
+            await emit(WarningRaised(message=f"ranked {listed}, which is not an answer it was shown", member=member.name))
+        return CouncilReview(
+            reviewer=member.name, evaluation=reply.text.strip(), ranking=ranking, shown=shown, success=True, duration=reply.latency
+        )
+
+    return list(await asyncio.gather(*(review_of(member) for member in panel.members)))
+
+
+async def _synthesis_stage(
+    panel: Panel, chairmen: list[Member], prompt_text: str, gateway: Gateway, emit: Emit
+) -> CouncilSynthesis:
+    """The first chairman that answers writes the final answer; each failure hands over to
+    the next, so one failing chairman does not lose the whole run."""
+    await emit(StageStarted(stage="synthesis", members=[chairmen[0].name]))
+    prompt = [{"role": "user", "content": prompt_text}]
+    failures: list[ChairFailure] = []
+    for index, chairman in enumerate(chairmen):
+        # Each chairman gets the whole synthesis time: a backup after a timeout needs it.
+        deadline = stage_deadline(panel.timeouts.get("synthesis", None))
+        reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline)
+        if reply.ok:
+            return CouncilSynthesis(chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures)
+        failures.append(ChairFailure(chairman=chairman.name, reason=failure_reason(reply.error_kind, reply.error)))
+        if index + 1 < len(chairmen):
+            backup = chairmen[index + 1].name
+            await emit(
+                WarningRaised(message=f"chairman failed ({failures[-1].reason}); backup chairman {backup} takes over", member=chairman.name)
+            )
+    reasons = failures[0].reason if len(failures) == 1 else "; ".join(f"{f.chairman}: {f.reason}" for f in failures)
+    return CouncilSynthesis(chairman=None, model=None, text=f"Synthesis failed: {reasons}", success=False, failures=failures)
+
+
+async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> CouncilResult:
+    chairmen = check_council(panel)
+    started = time.perf_counter()
+    seed = panel.seed
+    if panel.shuffle and seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+
+    replies = await _answer_stage(panel, question, gateway, emit)
+    answered = {reply.member: reply.text.strip() for reply in replies if reply.ok}
+    labels = _Labels(panel.member_names, answered, panel.anonymize)
+    responses = [
+        CouncilResponse(
+            name=member.name, model=member.model, label=labels.of_member.get(member.name),
+            text=answered.get(member.name), duration=reply.latency, success=reply.ok,
+            error_kind=reply.error_kind, error=reply.error,
+        )
+        for member, reply in zip(panel.members, replies, strict=True)
+    ]
+    reviews: list[CouncilReview] = []
+    aggregate: list[RankedMember] = []
+    synthesis: CouncilSynthesis | None = None
+    if answered:
+        reviews = await _review_stage(panel, question, labels, seed, gateway, emit)
+        aggregate = aggregate_rankings((review.ranking for review in reviews), labels.author_of_canonical, labels.of_member)
+        await emit(RankingParsed(aggregate=[entry.model_dump() for entry in aggregate]))
+        models = {member.name: member.model for member in panel.members}
+        prompt = synthesis_prompt(question, labels.answers, labels.authors, models, reviews, aggregate)
+        synthesis = await _synthesis_stage(panel, chairmen, prompt, gateway, emit)
+    else:
+        await emit(WarningRaised(message="no member answered; the review and synthesis stages are skipped"))
+
+    outcome: Outcome = "no_responses" if synthesis is None else "answered" if synthesis.success else "synthesis_failed"
+    bias = bias_report(ReviewFacts(own=labels.own(r.reviewer), shown=r.shown, ranking=r.ranking) for r in reviews)
+    return CouncilResult(
+        final_answer=NO_RESPONSES if synthesis is None else synthesis.text,
+        question=question,
+        outcome=outcome,
+        stage1_responses=responses,
+        stage2_reviews=reviews,
+        stage3_synthesis=synthesis,
+        aggregate_ranking=aggregate,
+        top_ranked=aggregate[0].name if aggregate else None,
+        labels=labels.authors,
+        successful_responses=len(answered),
+        member_count=len(panel.members),
+        anonymize=panel.anonymize,
+        shuffle=panel.shuffle,
+        self_review=panel.self_review,
+        seed=seed,
+        bias=bias,
+        duration=time.perf_counter() - started,
+    )
