@@ -7,9 +7,6 @@ from pathlib import Path
 import typer
 
 from panel_cli.cli import options
-from panel_cli.cli.running import apply_demo, execute, parse_names, question_for
-from panel_cli.config import load_panel
-from panel_cli.errors import UserError
 
 
 def confer(
@@ -24,6 +21,10 @@ def confer(
     demo: bool = options.DEMO,
 ) -> None:
     """Every member answers, then votes anonymously with confidence until the winner is stable."""
+    from panel_cli.cli.running import apply_demo, execute, parse_names, question_for
+    from panel_cli.config import load_panel
+    from panel_cli.errors import UserError
+
     panel = load_panel(panel_file)
     names = parse_names(agents, "--agents")
     if names:
