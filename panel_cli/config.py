@@ -321,3 +321,43 @@ def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, std
         except OSError:
             raise UserError(f"question_file {path} cannot be read.")
     raise UserError("No question: give one with -q/--question, on stdin, or as 'question' in the panel file.")
+
+
+def panel_from_members(
+    names: list[str], chairman: list[str] | None = None, protocol: Protocol = "council", **fields: Any
+) -> Panel:
+    """A panel for a run without a file: `--members gpt-4o,claude` (aliases or model ids).
+
+    Each member is named as typed, so `--chairman gpt-4o` or `--aggregator gpt-4o` finds it.
+    The same model twice gives two members, `gpt-4o` and `gpt-4o-2`: members are told apart
+    by name, never by model. A chairman that is not among the members joins as an inline
+    member on that model (with a unique name too), so any model can chair."""
+    taken: set[str] = set()
+
+    def unique(base: str) -> str:
+        name, count = base, 1
+        while name in taken:
+            count += 1
+            name = f"{base}-{count}"
+        taken.add(name)
+        return name
+
+    members = [{"name": unique(typed), "model": typed} for typed in names]
+    member_names = [member["name"] for member in members]
+    chairs: list[str | dict[str, str]] = [
+        typed if typed in member_names else {"name": unique(typed), "model": typed} for typed in chairman or []
+    ]
+    data: dict[str, Any] = {"name": protocol, "protocol": protocol, "members": members, **fields}
+    if chairs:
+        data["chairman"] = chairs[0] if len(chairs) == 1 else chairs
+    try:
+        return Panel.model_validate(data)
+    except ValidationError as exc:
+        error = max(exc.errors(), key=lambda found: len(_clean_loc(tuple(found["loc"]))))
+        loc = _clean_loc(tuple(error["loc"]))
+        where = _field_name(loc)
+        if loc[:1] == ("members",) and len(loc) > 1:
+            where = f"member '{names[loc[1]]}'"
+        elif loc[:1] == ("chairman",) and chairman:
+            where = f"chairman '{chairman[loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0]}'"
+        raise UserError(f"{where}: {_problem(dict(error))}.") from None

@@ -12,6 +12,8 @@ import sys
 import typer
 
 from panel_cli.cli import confer as confer_command
+from panel_cli.cli import council as council_command
+from panel_cli.cli import ensemble as ensemble_command
 from panel_cli.cli import inspect as inspect_commands
 from panel_cli.cli.history import history_app
 from panel_cli.errors import PanelError
@@ -34,6 +36,8 @@ def main_options(
 
 
 app.command("confer")(confer_command.confer)
+app.command("council")(council_command.council)
+app.command("ensemble")(ensemble_command.ensemble)
 app.command("validate")(inspect_commands.validate)
 app.command("models")(inspect_commands.models)
 app.add_typer(history_app, name="history")

@@ -79,7 +79,7 @@ def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool
         sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     elif final_answer is not None and (quiet or not console.is_terminal):
         sys.stdout.write(redact(final_answer.rstrip(), secrets) + "\n")
-    if final_answer is None:
+    if not result.reached_answer:  # type: ignore[attr-defined]
         if not json_mode:
             sys.stderr.write(f"panel: the panel reached no answer (run {run_id}).\n")
         raise typer.Exit(1)

@@ -66,6 +66,8 @@ class CouncilReview(BaseModel):
 
 
 class ChairFailure(BaseModel):
+    """A chairman that could not write the answer, and why, so a backup's win is explained."""
+
     chairman: str
     reason: str
 
@@ -82,6 +84,8 @@ class CouncilSynthesis(BaseModel):
 
 
 class CouncilResult(ProtocolResult):
+    """SPEC §2.2's result, plus the bias controls in force and the bias report they inform."""
+
     question: str
     outcome: Outcome
     stage1_responses: list[CouncilResponse]

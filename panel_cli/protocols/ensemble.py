@@ -1,0 +1,318 @@
+"""ensemble (SPEC §2.3): one prompt to every member at once, no peer review, then a rule
+that keeps every result, picks one, or has an aggregator write one.
+
+Modes: `fanout` (every result), `race` (the first success; the rest are cancelled),
+`consensus` (the highest score by the `length` scorer or a judge member), `majority` (the
+response that resembles the most others) and `synthesize` (an aggregator member writes
+one answer; if it fails, the first success). The choosing arithmetic is pure and sits at
+the top; the engine below only gathers calls and emits events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from panel_cli.config import EnsembleMode, Member, Panel
+from panel_cli.errors import UserError
+from panel_cli.events import RoundTallied, StageStarted, WarningRaised
+from panel_cli.llm.gateway import CallResult, Gateway
+from panel_cli.protocols.base import Emit, ProtocolResult, labels_for, stage_deadline
+from panel_cli.protocols.council import answer_prompt, failure_reason
+from panel_cli.tasks import Task, mark, render_labelled
+
+DEFAULT_TIMEOUT = 120.0
+RESEMBLANCE = 0.5
+
+ScorerKind = Literal["length", "judge"]
+
+
+class JudgeScore(BaseModel):
+    """The structured score asked of a judge for one response."""
+
+    score: float = Field(description="0 (useless) to 100 (excellent)")
+    reason: str = Field(default="", description="one sentence")
+
+
+class EnsembleResponse(BaseModel):
+    """One member's result, success or failure, with its score when the mode gives one."""
+
+    name: str
+    model: str
+    text: str | None = None
+    duration: float
+    success: bool
+    error_kind: str | None = None
+    error: str | None = None
+    score: float | None = None
+    note: str | None = None
+
+
+class EnsembleResult(ProtocolResult):
+    question: str
+    mode: EnsembleMode
+    responses: list[EnsembleResponse]
+    chosen: str | None = Field(description="the member whose response is the answer, or the aggregator that wrote it")
+    reason: str = Field(description="why that response is the answer, in one sentence")
+    scores: dict[str, float]
+    scorer: str | None
+    aggregator: str | None
+    successful_responses: int
+    member_count: int
+    duration: float
+
+
+@dataclass(frozen=True)
+class EnsemblePlan:
+    """What a mode needs beyond the members, checked before any call so a typo costs nothing."""
+
+    mode: EnsembleMode
+    scorer: ScorerKind | None = None
+    judge: Member | None = None
+    aggregator: Member | None = None
+
+
+def parse_scorer(value: str) -> tuple[ScorerKind, str | None]:
+    """`length`, or `judge:<member>` with the judge's name."""
+    text = value.strip()
+    if text == "length":
+        return "length", None
+    if text.startswith("judge:") and text[len("judge:") :].strip():
+        return "judge", text[len("judge:") :].strip()
+    raise UserError(f"The scorer '{value}' is not known; use 'length' or 'judge:<member>'.")
+
+
+def _member(panel: Panel, name: str, role: str) -> Member:
+    for member in panel.members:
+        if member.name == name:
+            return member
+    raise UserError(f"The {role} '{name}' is not a member of panel '{panel.name}' (members: {', '.join(panel.member_names)}).")
+
+
+def plan_ensemble(panel: Panel) -> EnsemblePlan:
+    """The judge and aggregator the mode will call. The aggregator is `aggregator`, else the
+    panel's chairman, else its first member."""
+    if panel.mode == "consensus":
+        kind, judge = parse_scorer(panel.scorer)
+        return EnsemblePlan(mode="consensus", scorer=kind, judge=_member(panel, judge, "judge") if judge else None)
+    if panel.mode == "synthesize":
+        aggregator = _member(panel, panel.aggregator, "aggregator") if panel.aggregator else panel.chairmen()[0]
+        return EnsemblePlan(mode="synthesize", aggregator=aggregator)
+    return EnsemblePlan(mode=panel.mode)
+
+
+def distinct_words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    """Shared distinct words over all distinct words; two texts without words share nothing."""
+    union = a | b
+    return len(a & b) / len(union) if union else 0.0
+
+
+def resemblance_counts(texts: Mapping[str, str]) -> dict[str, int]:
+    """For each response, how many of the others it resembles (Jaccard > 0.5)."""
+    words = {name: distinct_words(text) for name, text in texts.items()}
+    return {
+        name: sum(1 for other in words if other != name and jaccard(words[name], words[other]) > RESEMBLANCE)
+        for name in words
+    }
+
+
+def highest(scores: Mapping[str, float], order: list[str]) -> str:
+    """The best-scored name (of at least one); a tie goes to the one earlier in member order."""
+    return min(scores, key=lambda name: (-scores[name], order.index(name)))
+
+
+def render_fanout(responses: list[EnsembleResponse]) -> str:
+    """Every result as one Markdown document, failures included, in member order."""
+    sections = []
+    for response in responses:
+        if response.success:
+            sections.append(f"### {response.name}\n\n{response.text}")
+        else:
+            sections.append(f"### {response.name} — failed\n\n_{failure_reason(response.error_kind, response.error)}_")
+    return "\n\n".join(sections)
+
+
+def judge_prompt(question: str, text: str) -> str:
+    """One response at a time and never its author, so the judge scores the text alone."""
+    return mark(
+        f"Question:\n{question}\n\nA response to the question follows.\n\n{render_labelled({'A': text}, 'Response')}\n\n"
+        "Score how well it answers the question, from 0 (useless) to 100 (excellent), with a one-sentence reason.",
+        Task.JUDGE,
+    )
+
+
+def aggregate_prompt(question: str, texts: list[str]) -> str:
+    block = dict(zip(labels_for(len(texts)), texts, strict=True))
+    return mark(
+        f"Question:\n{question}\n\nSeveral models answered the question independently; their responses follow.\n\n"
+        f"{render_labelled(block, 'Response')}\n\n"
+        "Write one answer to the question that keeps what the responses get right and corrects what they get wrong. "
+        "Answer the question directly; do not describe the responses.",
+        Task.SYNTHESIS,
+    )
+
+
+async def _race(members: list[Member], prompt: list[dict[str, str]], gateway: Gateway, deadline: float | None) -> dict[str, CallResult]:
+    """Calls until the first success, then cancel the rest (their connections close, so a
+    provider stops working for nobody). Members still running when it ends are absent."""
+    pending = {asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline)) for m in members}
+    results: dict[str, CallResult] = {}
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            finished = [task.result() for task in done]
+            results.update((reply.member, reply) for reply in finished)
+            if any(reply.ok for reply in finished):
+                break
+    finally:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    return results
+
+
+@dataclass
+class _Choice:
+    """What a mode decided: the chosen member, why, the scores behind it (if any), and the
+    answer's text when the mode wrote one rather than picked one."""
+
+    chosen: str | None
+    reason: str
+    scores: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    text: str | None = None
+
+
+async def _judge_choice(
+    panel: Panel, judge: Member, question: str, texts: dict[str, str], gateway: Gateway, emit: Emit
+) -> _Choice:
+    """The judge scores each response in its own call; one it cannot score is left out, and
+    when it scores none the first success is the answer."""
+    await emit(StageStarted(stage="judge", members=[judge.name]))
+    deadline = stage_deadline(panel.timeouts.get("review", DEFAULT_TIMEOUT))
+
+    async def score(name: str, text: str) -> JudgeScore | None:
+        prompt = [{"role": "user", "content": judge_prompt(question, text)}]
+        reply = await gateway.call(judge, prompt, stage="judge", deadline=deadline, schema=JudgeScore)
+        if reply.parsed is None:
+            problem = reply.parse_error if reply.ok else failure_reason(reply.error_kind, reply.error)
+            await emit(WarningRaised(message=f"the judge could not score {name}'s response ({problem})", member=judge.name))
+            return None
+        found = JudgeScore.model_validate(reply.parsed)
+        return found.model_copy(update={"score": max(0.0, min(100.0, found.score))})
+
+    found = dict(zip(texts, await asyncio.gather(*(score(name, text) for name, text in texts.items())), strict=True))
+    judged = {name: verdict for name, verdict in found.items() if verdict is not None}
+    scores = {name: verdict.score for name, verdict in judged.items()}
+    notes = {name: verdict.reason for name, verdict in judged.items()}
+    if not scores:
+        reason = "the judge scored no response; the first successful response is the answer"
+        await emit(WarningRaised(message=reason, member=judge.name))
+        return _Choice(next(iter(texts)), reason)
+    chosen = highest(scores, panel.member_names)
+    return _Choice(chosen, f"the judge {judge.name} scored it highest, {scores[chosen]:g} of 100", scores, notes)
+
+
+async def _synthesize(panel: Panel, aggregator: Member, question: str, texts: dict[str, str], gateway: Gateway, emit: Emit) -> _Choice:
+    await emit(StageStarted(stage="synthesis", members=[aggregator.name]))
+    prompt = [{"role": "user", "content": aggregate_prompt(question, list(texts.values()))}]
+    deadline = stage_deadline(panel.timeouts.get("synthesis", None))
+    reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=deadline)
+    if reply.ok:
+        count = f"{len(texts)} response{'s' if len(texts) != 1 else ''}"
+        return _Choice(aggregator.name, f"the aggregator {aggregator.name} wrote it from {count}", text=reply.text.strip())
+    reason = f"the aggregator failed ({failure_reason(reply.error_kind, reply.error)}); the first successful response is the answer"
+    await emit(WarningRaised(message=reason, member=aggregator.name))
+    return _Choice(next(iter(texts)), reason)
+
+
+async def _choose(
+    plan: EnsemblePlan, panel: Panel, question: str, responses: list[EnsembleResponse], gateway: Gateway, emit: Emit
+) -> _Choice:
+    """Apply the mode to the stage's results (there is at least one success)."""
+    order = panel.member_names
+    texts = {r.name: r.text for r in responses if r.success and r.text is not None}
+    if plan.mode == "fanout":
+        return _Choice(None, f"fanout keeps every result: {len(texts)} of {len(responses)} answered", text=render_fanout(responses))
+    if plan.mode == "race":
+        durations = {r.name: r.duration for r in responses if r.name in texts}
+        first = min(durations, key=lambda name: (durations[name], order.index(name)))
+        return _Choice(first, f"first to answer, in {durations[first]:.2f}s; the others were cancelled")
+    if plan.mode == "majority":
+        counts = resemblance_counts(texts)
+        scores = {name: float(count) for name, count in counts.items()}
+        chosen = highest(scores, order)
+        others = len(texts) - 1
+        return _Choice(chosen, f"resembles {counts[chosen]} of the other {others} (over half their distinct words shared)", scores)
+    if plan.mode == "consensus" and plan.judge is not None:
+        return await _judge_choice(panel, plan.judge, question, texts, gateway, emit)
+    if plan.mode == "consensus":
+        scores = {name: float(len(text)) for name, text in texts.items()}
+        chosen = highest(scores, order)
+        return _Choice(chosen, f"the longest response, {scores[chosen]:.0f} characters", scores)
+    assert plan.aggregator is not None, "plan_ensemble always names the aggregator for synthesize"
+    return await _synthesize(panel, plan.aggregator, question, texts, gateway, emit)
+
+
+async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> EnsembleResult:
+    plan = plan_ensemble(panel)
+    started = time.perf_counter()
+
+    await emit(StageStarted(stage="answer", members=panel.member_names))
+    deadline = stage_deadline(panel.timeouts.get("answer", DEFAULT_TIMEOUT))
+    prompt = [{"role": "user", "content": answer_prompt(question)}]
+    if plan.mode == "race":
+        replies = await _race(panel.members, prompt, gateway, deadline)
+    else:
+        gathered = await asyncio.gather(*(gateway.call(m, prompt, stage="answer", deadline=deadline) for m in panel.members))
+        replies = {reply.member: reply for reply in gathered}
+    elapsed = time.perf_counter() - started
+    responses = [_response(member, replies.get(member.name), elapsed) for member in panel.members]
+    answered = [r for r in responses if r.success]
+
+    choice = await _choose(plan, panel, question, responses, gateway, emit) if answered else _Choice(None, "no member answered")
+    for response in responses:
+        response.score = choice.scores.get(response.name)
+        response.note = choice.notes.get(response.name)
+    if choice.scores and choice.chosen is not None:
+        await emit(RoundTallied(scores=choice.scores, winner_label=choice.chosen, winner=choice.chosen))
+    final = choice.text
+    if final is None and choice.chosen is not None:
+        final = next(r.text for r in responses if r.name == choice.chosen)
+    return EnsembleResult(
+        final_answer=final,
+        question=question,
+        mode=plan.mode,
+        responses=responses,
+        chosen=choice.chosen,
+        reason=choice.reason,
+        scores=choice.scores,
+        scorer=panel.scorer if plan.mode == "consensus" else None,
+        aggregator=plan.aggregator.name if plan.aggregator else None,
+        successful_responses=len(answered),
+        member_count=len(panel.members),
+        duration=time.perf_counter() - started,
+    )
+
+
+def _response(member: Member, reply: CallResult | None, elapsed: float) -> EnsembleResponse:
+    """A member's result; no reply means the race was won while it was still running."""
+    if reply is None:
+        return EnsembleResponse(
+            name=member.name, model=member.model, duration=elapsed, success=False,
+            error_kind="cancelled", error="another member answered first",
+        )
+    return EnsembleResponse(
+        name=member.name, model=member.model, text=reply.text.strip() if reply.ok else None, duration=reply.latency,
+        success=reply.ok, error_kind=reply.error_kind, error=reply.error,
+    )
