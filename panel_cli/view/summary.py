@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -51,6 +53,32 @@ class RunTotals:
         return self.ended_at - self.started_at
 
 
+def _council_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    fields: list[tuple[str, str]] = []
+    synthesis = result.get("stage3_synthesis")
+    if isinstance(synthesis, dict) and synthesis.get("chairman"):
+        fields.append(("chairman", str(synthesis["chairman"])))
+    if result.get("top_ranked"):
+        fields.append(("top ranked", str(result["top_ranked"])))
+    bias = result.get("bias")
+    if isinstance(bias, dict):
+        for key, name in (("own_first_share", "own first"), ("shown_first_share", "shown first")):
+            if bias.get(key) is not None:
+                fields.append((name, fmt.percent(float(bias[key]))))
+    return fields
+
+
+def _ensemble_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    if "mode" not in result:
+        return []
+    fields = [("mode", str(result["mode"]))]
+    if result.get("chosen"):
+        fields.append(("chosen", str(result["chosen"])))
+    if result.get("reason"):
+        fields.append(("why", str(result["reason"])))
+    return fields
+
+
 def summary_fields(event: RunFinished, totals: RunTotals | None) -> list[tuple[str, str]]:
     """The summary of a finished run as (name, value) pairs, for the live and the plain view.
 
@@ -66,6 +94,7 @@ def summary_fields(event: RunFinished, totals: RunTotals | None) -> list[tuple[s
         fields.append(("converged", "yes" if result["converged"] else "no"))
     if isinstance(result.get("rounds"), list):
         fields.append(("rounds", str(len(result["rounds"]))))
+    fields += _council_fields(result) + _ensemble_fields(result)
     if totals is not None:
         calls = str(totals.calls) + (f" ({totals.failed} failed)" if totals.failed else "")
         fields += [("calls", calls), ("tokens", fmt.tokens(totals.tokens)), ("cost", fmt.cost(totals.cost))]
