@@ -1,0 +1,400 @@
+"""How much time the gateway and litellm add on top of the models' own latency.
+
+Run by hand (never part of the tests):
+
+    python bench/overhead.py            # the full table, well under two minutes
+    python bench/overhead.py --profile  # also cProfile the gateway's 200-call burst
+
+Figures:
+  1. confer (answer + 2 vote rounds, `until_convergence: false`) against a fake provider that
+     answers every call in 200 ms, for 3, 16 and 64 members: wall time / critical path, the
+     critical path taken both as the nominal 3 x 0.2 s and as the sum, over the three stages,
+     of the slowest call's measured latency (CallFinished.latency). Target <= 1.05.
+  2. throughput of 200 concurrent calls to an instant fake: Gateway.call vs raw httpx
+     (one AsyncClient, pool >= 200, same JSON body), and litellm.acompletion alone vs raw
+     httpx, so what is ours and what is litellm's can be told apart. Median of 2 x 5 bursts
+     after a warm-up burst, the clients interleaved. Target for the gateway >= 0.8. Two more
+     columns: the same against raw aiohttp (the transport litellm sends through; httpx's own
+     pool scans every connection for every request, so at 200 connections httpx is a slow
+     and jumpy yardstick), and this process's CPU per call, which other load on the machine
+     disturbs less than calls/s.
+  3. the cold start: importing litellm, load_litellm() on top, and the first calls of the
+     process (demo provider).
+
+The fake server (tests/fakes/openai_server.py) runs in a child process so that its work
+does not share the client's GIL; every client talks to the same server with the same body.
+Sizes are fixed above (BURST, SIZES, ...); the whole run takes about 1.5 minutes.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before anything imports litellm: offline, local price table, instant demo provider.
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["LITELLM_OFFLINE_MODE"] = "True"
+os.environ["PANEL_DEMO_DELAY"] = "0"
+
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+BURST = 200
+STAGE_LATENCY = 0.2
+SIZES = (3, 16, 64)
+CONFER_REPS = 2
+BURST_REPS = 5
+
+
+# -- the fake server, in a child process ------------------------------------------------
+
+
+def _vote_or_answer(request: Any) -> str:
+    content = str(request.messages[-1]["content"]) if request.messages else ""
+    if "[panel-task: confer.vote]" in content:
+        return json.dumps({"chosen_label": "A", "revised_answer": "answer A", "confidence": 80, "rationale": "best"})
+    return "answer " + request.model
+
+
+def serve(latency: float) -> None:
+    """Child process: serve until stdin closes, printing the URL first."""
+    from tests.fakes.openai_server import FakeOpenAIServer, responder
+
+    server = FakeOpenAIServer().start()
+    server.default(responder(_vote_or_answer, latency=latency))
+    print(server.url, flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+class ChildServer:
+    def __init__(self, latency: float) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(latency)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http"):
+            raise RuntimeError("the fake server did not start")
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+# -- 3. cold start ----------------------------------------------------------------------
+
+
+def cold_start() -> dict[str, float]:
+    from panel_cli.config import Member
+    from panel_cli.llm.gateway import Gateway, load_litellm
+
+    started = time.perf_counter()
+    import litellm  # noqa: F401 - timed apart from what load_litellm adds
+
+    imported = time.perf_counter() - started
+    started = time.perf_counter()
+    load_litellm()
+    loaded = time.perf_counter() - started
+
+    async def run() -> list[float]:
+        async def emit(_event: Any) -> None:
+            return None
+
+        gateway = Gateway(emit)
+        who = Member(name="sage", model="demo/sage")
+        out = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            result = await gateway.call(who, [{"role": "user", "content": "hello"}], stage="answer")
+            assert result.ok, result.error
+            out.append(time.perf_counter() - t0)
+        await gateway.aclose()
+        return out
+
+    first, second, third = asyncio.run(run())
+    return {"import": imported, "load_litellm": loaded, "first_call": first, "second_call": second, "third_call": third}
+
+
+# -- 1. confer overhead -----------------------------------------------------------------
+
+
+async def confer_once(url: str, size: int) -> tuple[float, float, int]:
+    from panel_cli.config import Panel
+    from panel_cli.events import CallFinished, EventBus
+    from panel_cli.llm.gateway import Gateway
+    from panel_cli.protocols.base import run_engine
+    from panel_cli.protocols.confer import confer
+
+    panel = Panel.model_validate(
+        {
+            "name": "bench",
+            "protocol": "confer",
+            "members": [{"name": f"m{i}", "model": f"openai/m{i}", "api_base": url} for i in range(size)],
+            "max_rounds": 2,
+            "until_convergence": False,
+            "defaults": {"retries": 0, "concurrency": max(size, 16)},
+        }
+    )
+    events: list[Any] = []
+
+    async def record(event: Any) -> None:
+        events.append(event)
+
+    bus = EventBus("bench", [record])
+    gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
+    try:
+        started = time.perf_counter()
+        result = await run_engine(confer, panel, "What is best?", gateway, bus.emit)
+        wall = time.perf_counter() - started
+    finally:
+        await gateway.aclose()
+    finished = [e for e in events if isinstance(e, CallFinished)]
+    stages: dict[tuple[str, int | None], float] = {}
+    for event in finished:
+        key = (event.stage, event.round)
+        stages[key] = max(stages.get(key, 0.0), event.latency)
+    assert len(stages) == 3 and len(finished) == 3 * size, (stages, len(finished), result.failures[:3])
+    return wall, sum(stages.values()), len(finished)
+
+
+def bench_confer() -> list[dict[str, Any]]:
+    server = ChildServer(STAGE_LATENCY)
+    rows = []
+    try:
+        asyncio.run(confer_once(server.url, 3))  # warm-up: imports, first-call costs, connections
+        for size in SIZES:
+            runs = [asyncio.run(confer_once(server.url, size)) for _ in range(CONFER_REPS)]
+            wall, measured, _ = min(runs)  # the best of the repetitions: noise only adds
+            nominal = 3 * STAGE_LATENCY
+            rows.append(
+                {"members": size, "wall": wall, "nominal": nominal, "measured": measured,
+                 "vs_nominal": wall / nominal, "vs_measured": wall / measured}
+            )
+    finally:
+        server.stop()
+    return rows
+
+
+# -- 2. throughput ----------------------------------------------------------------------
+
+MESSAGES = [{"role": "user", "content": "hello"}]
+
+
+Samples = list[tuple[float, float]]  # (calls/s, CPU ms per call) of one burst
+
+
+async def burst(fn: Any, reps: int) -> Samples:
+    """calls/s and this process's CPU per call of `BURST` concurrent calls, for each
+    repetition after one warm-up burst. The CPU figure is steadier than the rate when
+    other work shares the machine, and it is what each client itself costs."""
+    await asyncio.gather(*(fn(i) for i in range(BURST)))
+    samples = []
+    for _ in range(reps):
+        started, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(fn(i) for i in range(BURST)))
+        elapsed = time.perf_counter() - started
+        samples.append((BURST / elapsed, (time.process_time() - cpu) * 1000 / BURST))
+    return samples
+
+
+async def raw_httpx(url: str, reps: int) -> Samples:
+    import httpx
+
+    limits = httpx.Limits(max_connections=BURST + 56, max_keepalive_connections=BURST + 56)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        headers = {"Authorization": "Bearer no-key-needed"}
+
+        async def one(_i: int) -> None:
+            response = await client.post(f"{url}/chat/completions", json={"model": "m0", "messages": MESSAGES}, headers=headers)
+            response.raise_for_status()
+            assert response.json()["choices"][0]["message"]["content"]
+
+        return await burst(one, reps)
+
+
+async def raw_aiohttp(url: str, reps: int) -> Samples:
+    """The transport litellm itself sends through, for a floor under all of them."""
+    import aiohttp  # a dependency of litellm, which sends through it by default
+
+    connector = aiohttp.TCPConnector(limit=BURST + 56)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        headers = {"Authorization": "Bearer no-key-needed"}
+
+        async def one(_i: int) -> None:
+            async with session.post(f"{url}/chat/completions", json={"model": "m0", "messages": MESSAGES}, headers=headers) as response:
+                response.raise_for_status()
+                assert (await response.json())["choices"][0]["message"]["content"]
+
+        return await burst(one, reps)
+
+
+async def litellm_alone(url: str, reps: int) -> Samples:
+    """Bare litellm.acompletion, the same request the gateway makes. It shares the process
+    setup of load_litellm (settings, warm-up, frozen GC) but none of the gateway's per-call
+    choices, so Gateway.call / litellm.acompletion shows what the gateway adds or saves."""
+    from panel_cli.llm.gateway import load_litellm
+
+    litellm = load_litellm()
+
+    async def one(_i: int) -> None:
+        response = await litellm.acompletion(
+            model="openai/m0", messages=MESSAGES, api_base=url, api_key="no-key-needed", max_retries=0
+        )
+        assert response.choices[0].message.content
+
+    try:
+        return await burst(one, reps)
+    finally:
+        await litellm.close_litellm_async_clients()
+
+
+async def gateway_calls(url: str, reps: int, profile: bool = False) -> Samples:
+    from panel_cli.config import Defaults, Member
+    from panel_cli.llm.gateway import Gateway
+
+    events: list[Any] = []
+
+    async def record(event: Any) -> None:
+        events.append(event)
+
+    gateway = Gateway(record, defaults=Defaults(concurrency=BURST + 56, retries=0))
+    who = Member(name="m0", model="openai/m0", api_base=url)
+
+    async def one(_i: int) -> None:
+        result = await gateway.call(who, MESSAGES, stage="answer")
+        assert result.ok, result.error
+
+    try:
+        samples = await burst(one, reps)
+        if profile:
+            await profile_burst(one)
+        return samples
+    finally:
+        await gateway.aclose()
+
+
+class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs what is submitted at once, on the caller's thread. litellm hands the synchronous
+    half of every call to the loop's default executor, which cProfile (one thread) misses."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting caller
+            future.set_exception(exc)
+        return future
+
+
+async def profile_burst(one: Any) -> None:
+    """cProfile one burst, in CPU time and with every thread's work on this one."""
+    import cProfile
+    import pstats
+
+    asyncio.get_running_loop().set_default_executor(_InlineExecutor())
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    await asyncio.gather(*(one(i) for i in range(BURST)))
+    await asyncio.sleep(0.2)  # let litellm's background tasks of the burst finish inside the profile
+    profiler.disable()
+    path = Path(tempfile.gettempdir()) / "panel-gateway-burst.prof"
+    profiler.dump_stats(path)
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("cumulative").print_stats(50)
+    stats.sort_stats("tottime").print_stats(25)
+    print(f"profile saved to {path} (python -m pstats {path})")
+
+
+CLIENTS = {"httpx": raw_httpx, "aiohttp": raw_aiohttp, "litellm": litellm_alone, "gateway": gateway_calls}
+
+
+def bench_throughput(profile: bool) -> dict[str, dict[str, float]]:
+    server = ChildServer(0.0)
+    samples: dict[str, Samples] = {name: [] for name in CLIENTS}
+    try:
+        # Two rounds, interleaved, so drift (other load on the machine) hits every client alike.
+        for round_ in range(2):
+            for name, client in CLIENTS.items():
+                if name == "gateway":
+                    samples[name] += asyncio.run(gateway_calls(server.url, BURST_REPS, profile and round_ == 1))
+                else:
+                    samples[name] += asyncio.run(client(server.url, BURST_REPS))
+    finally:
+        server.stop()
+    return {
+        name: {"rate": statistics.median(r for r, _ in runs), "cpu": statistics.median(c for _, c in runs)}
+        for name, runs in samples.items()
+    }
+
+
+# -- report -----------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", action="store_true", help="also cProfile one burst of Gateway.call (CPU time, all threads)")
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve)
+        return
+
+    total = time.perf_counter()
+    cold = cold_start()
+    confer_rows = bench_confer()
+    rates = bench_throughput(args.profile)
+
+    import httpx
+    import litellm
+
+    version = getattr(litellm, "__version__", None)
+    if not version:
+        from importlib.metadata import version as dist_version
+
+        version = dist_version("litellm")
+    print()
+    print(f"python {platform.python_version()} ({platform.python_implementation()}), litellm {version}, "
+          f"httpx {httpx.__version__}, {os.cpu_count()} cores, {platform.platform()}")
+    print()
+    print(f"cold start: import litellm {cold['import']:.2f} s, then load_litellm {cold['load_litellm']:.2f} s; "
+          f"first call {cold['first_call']:.3f} s, then {cold['second_call']:.3f} s, {cold['third_call']:.3f} s (demo provider)")
+    print()
+    print(f"confer, 3 stages at {STAGE_LATENCY * 1000:.0f} ms per call (best of {CONFER_REPS}); target <= 1.05")
+    print(f"  {'members':>7}  {'wall s':>7}  {'path s':>7}  {'wall/path':>9}  {'measured s':>10}  {'wall/measured':>13}")
+    for row in confer_rows:
+        print(f"  {row['members']:>7}  {row['wall']:>7.3f}  {row['nominal']:>7.3f}  {row['vs_nominal']:>9.3f}"
+              f"  {row['measured']:>10.3f}  {row['vs_measured']:>13.3f}")
+    print()
+    print(f"{BURST} concurrent calls to an instant fake, median of {2 * BURST_REPS} bursts; target Gateway.call / httpx >= 0.80")
+    print(f"  {'client':<20} {'calls/s':>8}  {'/ httpx':>7}  {'/ aiohttp':>9}  {'CPU ms/call':>11}")
+    for name, key in (("raw httpx", "httpx"), ("raw aiohttp", "aiohttp"), ("litellm.acompletion", "litellm"), ("Gateway.call", "gateway")):
+        row = rates[key]
+        print(f"  {name:<20} {row['rate']:>8.0f}  {row['rate'] / rates['httpx']['rate']:>7.2f}  "
+              f"{row['rate'] / rates['aiohttp']['rate']:>9.2f}  {row['cpu']:>11.2f}")
+    print(f"  Gateway.call / litellm.acompletion: {rates['gateway']['rate'] / rates['litellm']['rate']:.2f} by rate, "
+          f"{rates['litellm']['cpu'] / rates['gateway']['cpu']:.2f} by CPU (above 1: the gateway is cheaper than bare litellm)")
+    print()
+    print(f"total bench time {time.perf_counter() - total:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
