@@ -44,7 +44,9 @@ def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool
         status = console.status("Loading the model gateway…", spinner="dots")
         status.start()
     try:
-        from panel_cli.llm.gateway import Gateway
+        from panel_cli.llm.gateway import Gateway, load_litellm
+
+        load_litellm()
     finally:
         if status is not None:
             status.stop()

@@ -374,13 +374,15 @@ class Gateway:
         )
 
     async def aclose(self) -> None:
-        """Close litellm's pooled HTTP clients, which otherwise warn about unclosed transports."""
+        """Close litellm's pooled HTTP clients, which otherwise warn about unclosed transports,
+        and forget them, so a later gateway in the same process opens fresh ones."""
         close = getattr(self._litellm, "close_litellm_async_clients", None)
         if close is not None:
-            try:
+            with contextlib.suppress(Exception):
                 await close()
-            except Exception:
-                pass
+        cache = getattr(self._litellm, "in_memory_llm_clients_cache", None)
+        if cache is not None and hasattr(cache, "flush_cache"):
+            cache.flush_cache()
 
 
 def _read_response(response: Any) -> tuple[str, int | None, int | None]:

@@ -192,3 +192,12 @@ async def test_api_key_env_is_sent_as_the_key(fake_server, gateway, monkeypatch)
     fake_server.script("m", reply("ok"))
     await call(gateway, member(fake_server, api_key_env="MY_PROXY_KEY"))
     assert fake_server.requests_for("m")[0].headers["authorization"] == "Bearer proxy-secret-123456"
+
+
+async def test_a_second_gateway_works_after_the_first_is_closed(fake_server):
+    fake_server.default(reply("ok"))
+    for _ in range(2):
+        gw = Gateway(Recorder())
+        result = await call(gw, member(fake_server))
+        await gw.aclose()
+        assert result.ok, result.error
