@@ -128,7 +128,7 @@ def _quality(text: str, persona: str) -> float:
 def _answer(persona: str, prompt: str, rng: random.Random) -> str:
     voice = PERSONAS[persona]
     points = rng.sample(voice["points"], k=2)
-    return f"{SIMULATED} On “{_question(prompt)}”: {voice['opening']} {points[0]} {points[1]}"
+    return f"{SIMULATED} {voice['opening']} On “{_question(prompt)}”: {points[0]} {points[1]}"
 
 
 def _confer_vote(persona: str, prompt: str, rng: random.Random) -> str:
