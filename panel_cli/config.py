@@ -273,9 +273,9 @@ def load_panel(path: str | Path) -> Panel:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"{file}: no such file.")
+        raise UserError(f"{file}: no such file.") from None
     except OSError as exc:
-        raise UserError(f"{file}: cannot be read ({exc.strerror}).")
+        raise UserError(f"{file}: cannot be read ({exc.strerror}).") from None
     return parse_panel(text, file, default_name=Path(path).stem)
 
 
@@ -285,7 +285,7 @@ def parse_panel(text: str, file: str = "<panel>", default_name: str = "panel") -
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
-        raise ConfigError(file, line, None, f"not valid YAML ({exc.problem or exc.context})")
+        raise ConfigError(file, line, None, f"not valid YAML ({exc.problem or exc.context})") from None
     if node is None:
         raise ConfigError(file, None, None, "the file is empty; a panel needs at least 'members'")
     lines: dict[tuple[Any, ...], int] = {}
@@ -319,7 +319,7 @@ def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, std
         try:
             return path.read_text(encoding="utf-8").strip()
         except OSError:
-            raise UserError(f"question_file {path} cannot be read.")
+            raise UserError(f"question_file {path} cannot be read.") from None
     raise UserError("No question: give one with -q/--question, on stdin, or as 'question' in the panel file.")
 
 

@@ -59,7 +59,7 @@ def with_timeout(panel: Panel, timeout: str | None, stages: tuple[str, ...]) -> 
     try:
         seconds = parse_duration(timeout)
     except ValueError as exc:
-        raise UserError(f"--timeout: {exc}.")
+        raise UserError(f"--timeout: {exc}.") from None
     limits = Timeouts.model_validate({**panel.timeouts.model_dump(exclude_unset=True), **dict.fromkeys(stages, seconds)})
     return panel.model_copy(update={"timeouts": limits})
 

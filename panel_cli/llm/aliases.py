@@ -44,7 +44,7 @@ def _read_alias_file(path: Path) -> dict[str, Alias]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise UserError(f"{path}: the alias file is not valid YAML ({exc.problem if hasattr(exc, 'problem') else exc}).")
+        raise UserError(f"{path}: the alias file is not valid YAML ({exc.problem if hasattr(exc, 'problem') else exc}).") from None
     if not isinstance(raw, dict):
         raise UserError(f"{path}: the alias file must map short names to model ids.")
     aliases: dict[str, Alias] = {}
@@ -55,7 +55,7 @@ def _read_alias_file(path: Path) -> dict[str, Alias]:
             try:
                 aliases[str(name)] = Alias.model_validate(value)
             except ValueError:
-                raise UserError(f"{path}: alias '{name}' must have a 'model' and may have an 'api_base', nothing else.")
+                raise UserError(f"{path}: alias '{name}' must have a 'model' and may have an 'api_base', nothing else.") from None
         else:
             raise UserError(f"{path}: alias '{name}' must be a model id or a mapping with 'model'.")
     return aliases

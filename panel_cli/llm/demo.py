@@ -259,7 +259,7 @@ def register_demo_provider(litellm: ModuleType) -> None:
             try:
                 text = demo_reply(persona, messages, int(optional_params.get("seed") or 0))
             except ValueError as exc:
-                raise CustomLLMError(status_code=404, message=str(exc))
+                raise CustomLLMError(status_code=404, message=str(exc)) from None
             prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
             return ModelResponse(
                 model=f"demo/{persona}",

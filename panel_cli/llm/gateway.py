@@ -31,8 +31,8 @@ from pydantic import BaseModel
 from panel_cli.config import Defaults, Member
 from panel_cli.errors import MissingKeyError
 from panel_cli.events import BaseEvent, CallFailed, CallFinished, CallStarted, ErrorKind
-from panel_cli.llm.providers import KEYLESS
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, classify, provider_message, retry_after_seconds
+from panel_cli.llm.providers import KEYLESS
 from panel_cli.llm.structured import json_instructions, parse_structured
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
@@ -326,7 +326,7 @@ class Gateway:
                 per_try = min(limits) if limits else None
                 try:
                     if per_try is not None and per_try <= 0:
-                        raise asyncio.TimeoutError
+                        raise TimeoutError
                     async with self._limit(member):
                         response = await asyncio.wait_for(_acompletion(self._litellm, request), per_try)
                     text, tokens_in, tokens_out = _read_response(response)
@@ -390,7 +390,7 @@ def _read_response(response: Any) -> tuple[str, int | None, int | None]:
         choices = response.choices
         content = choices[0].message.content
     except (AttributeError, IndexError, TypeError):
-        raise ClassifiedError("malformed", "the reply had no message")
+        raise ClassifiedError("malformed", "the reply had no message") from None
     if not isinstance(content, str) or not content.strip():
         raise ClassifiedError("malformed", "the reply was empty")
     usage = getattr(response, "usage", None)

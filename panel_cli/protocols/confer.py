@@ -147,6 +147,38 @@ def vote_prompt(question: str, block: dict[str, str], own_label: str | None) -> 
     )
 
 
+async def _vote(
+    gateway: Gateway,
+    emit: Emit,
+    member: Member,
+    question: str,
+    round_index: int,
+    authors: dict[str, str],
+    block: dict[str, str],
+    own_answer: str | None,
+    deadline: float | None,
+) -> tuple[Vote | None, MemberFailure | None]:
+    """Call, normalise and announce one vote as soon as it arrives, so the view shows it live."""
+    own_label = next((label for label, author in authors.items() if author == member.name), None)
+    prompt = vote_prompt(question, block, own_label)
+    reply = await gateway.call(
+        member, [{"role": "user", "content": prompt}], stage="vote", round=round_index, deadline=deadline, schema=PeerVote
+    )
+    if not reply.ok:
+        return None, MemberFailure(member=member.name, round=round_index, kind=reply.error_kind or "", error=reply.error or "")
+    vote, warning = normalize_vote(member.name, reply.parsed, reply.parse_error, authors, own_answer)
+    if warning:
+        await emit(WarningRaised(message=warning, member=member.name))
+    if vote is not None:
+        await emit(
+            VoteCast(
+                round=round_index, voter=vote.voter, choice=vote.chosen_label, confidence=vote.confidence,
+                rationale=vote.rationale, fallback=vote.fallback,
+            )
+        )
+    return vote, None
+
+
 async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ConferResult:
     members = panel.members
     order = [member.name for member in members]
@@ -172,27 +204,12 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         block = {label: answers[author] for label, author in authors.items()}
         await emit(StageStarted(stage="vote", round=index, members=order, block=block))
         deadline = stage_deadline(vote_timeout)
-        own_labels = {author: label for label, author in authors.items()}
-
-        async def vote_of(member: Member) -> Vote | None:
-            """Call, normalise and announce one vote as soon as it arrives, so the view shows it live."""
-            prompt = vote_prompt(question, block, own_labels.get(member.name))
-            reply = await gateway.call(member, [{"role": "user", "content": prompt}], stage="vote", round=index, deadline=deadline, schema=PeerVote)
-            if not reply.ok:
-                failures.append(MemberFailure(member=member.name, round=index, kind=reply.error_kind or "", error=reply.error or ""))
-                return None
-            vote, warning = normalize_vote(member.name, reply.parsed, reply.parse_error, authors, answers.get(member.name))
-            if warning:
-                await emit(WarningRaised(message=warning, member=member.name))
-            if vote is not None:
-                await emit(
-                    VoteCast(round=index, voter=vote.voter, choice=vote.chosen_label, confidence=vote.confidence, rationale=vote.rationale, fallback=vote.fallback)
-                )
-            return vote
-
-        cast = await asyncio.gather(*(vote_of(member) for member in members))
+        outcomes = await asyncio.gather(
+            *(_vote(gateway, emit, m, question, index, authors, block, answers.get(m.name), deadline) for m in members)
+        )
         calls += len(members)
-        votes = [vote for vote in cast if vote is not None]
+        failures += [failure for _, failure in outcomes if failure is not None]
+        votes = [vote for vote, _ in outcomes if vote is not None]
         scores, winner_label = tally(votes, list(block))
         winner = authors[winner_label] if winner_label else None
         revised = {vote.voter: vote.revised_answer for vote in votes}

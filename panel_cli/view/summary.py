@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from panel_cli.events import BaseEvent, CallFailed, CallFinished, RunFailed, RunFinished, RunInterrupted, RunStarted
 from panel_cli.view import fmt

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai_server import hang, reply, responder
+from tests.fakes.openai_server import hang, responder
 
 ROOT = Path(__file__).resolve().parents[2]
 
