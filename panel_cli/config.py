@@ -302,7 +302,8 @@ def parse_panel(text: str, file: str = "<panel>", default_name: str = "panel") -
         if isinstance(context, _LocatedError):
             raise ConfigError(file, _line_for(context.loc, lines), _field_name(context.loc), context.message) from None
         loc = _clean_loc(tuple(first["loc"]))
-        more = len({_clean_loc(tuple(error["loc"])) for error in errors}) - 1
+        others = {_clean_loc(tuple(error["loc"])) for error in errors} - {loc}
+        more = len({other for other in others if loc[: len(other)] != other})
         problem = _problem(first) + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
         raise ConfigError(file, _line_for(loc, lines), _field_name(loc) or None, problem) from None
 

@@ -238,7 +238,8 @@ class Gateway:
             missing = [key for key in report.get("missing_keys", []) if not key.endswith("_API_BASE")]
             if not report.get("keys_in_environment") and missing:
                 raise MissingKeyError(
-                    f"Member '{member.name}' ({member.model}) needs {' or '.join(missing)} set in the environment."
+                    f"Member '{member.name}' ({member.model}) needs {' or '.join(missing)} set in the environment"
+                    " (or try the panel offline with --demo)."
                 )
 
     def _api_key(self, member: Member) -> str | None:
