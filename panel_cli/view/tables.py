@@ -53,7 +53,7 @@ class MemberRow:
     def fail(self, event: CallFailed) -> None:
         self.status = FAILURE_STATUS.get(event.kind, "failed")
         self.latency = event.latency
-        self.preview = fmt.one_line(f"{event.kind}: {event.message}")
+        self.preview = "" if event.kind == "cancelled" else fmt.one_line(f"{event.kind}: {event.message}")
 
 
 @dataclass
