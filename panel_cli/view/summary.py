@@ -17,6 +17,7 @@ class RunTotals:
 
     calls: int = 0
     failed: int = 0
+    cancelled: int = 0
     tokens: int | None = None
     cost: float | None = None
     started_at: float | None = None
@@ -39,6 +40,9 @@ class RunTotals:
                     self.tokens = (self.tokens or 0) + (event.tokens_in or 0) + (event.tokens_out or 0)
                 if event.cost is not None:
                     self.cost = (self.cost or 0.0) + event.cost
+            case CallFailed(kind="cancelled"):
+                self.calls += 1
+                self.cancelled += 1
             case CallFailed():
                 self.calls += 1
                 self.failed += 1
@@ -95,7 +99,8 @@ def summary_fields(event: RunFinished, totals: RunTotals | None) -> list[tuple[s
         fields.append(("rounds", str(len(result["rounds"]))))
     fields += _council_fields(result) + _ensemble_fields(result)
     if totals is not None:
-        calls = str(totals.calls) + (f" ({totals.failed} failed)" if totals.failed else "")
+        notes = [f"{count} {what}" for count, what in ((totals.failed, "failed"), (totals.cancelled, "cancelled")) if count]
+        calls = str(totals.calls) + (f" ({', '.join(notes)})" if notes else "")
         fields += [("calls", calls), ("tokens", fmt.tokens(totals.tokens)), ("cost", fmt.cost(totals.cost))]
         if totals.wall_time is not None:
             fields.append(("time", f"{totals.wall_time:.1f}s"))
