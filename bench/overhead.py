@@ -257,7 +257,7 @@ async def litellm_alone(url: str, reps: int) -> Samples:
 
     async def one(_i: int) -> None:
         response = await litellm.acompletion(
-            model="openai/m0", messages=MESSAGES, api_base=url, api_key="no-key-needed", max_retries=0
+            model="openai/m0", messages=MESSAGES, api_base=url, api_key="unused", max_retries=0
         )
         assert response.choices[0].message.content
 
