@@ -155,11 +155,13 @@ class Panel(Strict):
             return []
         return list(self.chairman) if isinstance(self.chairman, list) else [self.chairman]
 
-    def member(self, name: str) -> Member:
+    def member(self, name: str, role: str | None = None) -> Member:
+        """The member called `name`; `role` (judge, aggregator, …) names it in the error."""
         for member in self.members:
             if member.name == name:
                 return member
-        raise UserError(f"'{name}' is not a member of panel '{self.name}' (members: {', '.join(self.member_names)}).")
+        who = f"The {role} '{name}'" if role else f"'{name}'"
+        raise UserError(f"{who} is not a member of panel '{self.name}' (members: {', '.join(self.member_names)}).")
 
     @property
     def member_names(self) -> list[str]:
@@ -257,6 +259,12 @@ def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(part for part in loc if isinstance(part, int) or not re.match(r"^(str|Member|list\[|function-)", str(part)))
 
 
+def _most_specific(errors: list[Any]) -> Any:
+    """The error deepest in the file: for a union (`chairman: str | Member | list`) that is
+    the branch the user meant, not the alternatives it failed to be."""
+    return max(errors, key=lambda error: len(_clean_loc(tuple(error["loc"]))))
+
+
 def _problem(error: dict[str, Any]) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown field"
@@ -297,7 +305,7 @@ def parse_panel(text: str, file: str = "<panel>", default_name: str = "panel") -
         return Panel.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
-        first = max(errors, key=lambda error: len(_clean_loc(tuple(error["loc"]))))
+        first = _most_specific(errors)
         context = first.get("ctx", {}).get("error")
         if isinstance(context, _LocatedError):
             raise ConfigError(file, _line_for(context.loc, lines), _field_name(context.loc), context.message) from None
@@ -354,7 +362,7 @@ def panel_from_members(
     try:
         return Panel.model_validate(data)
     except ValidationError as exc:
-        error = max(exc.errors(), key=lambda found: len(_clean_loc(tuple(found["loc"]))))
+        error = _most_specific(exc.errors())
         loc = _clean_loc(tuple(error["loc"]))
         where = _field_name(loc)
         if loc[:1] == ("members",) and len(loc) > 1:

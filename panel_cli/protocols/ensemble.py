@@ -88,21 +88,14 @@ def parse_scorer(value: str) -> tuple[ScorerKind, str | None]:
     raise UserError(f"The scorer '{value}' is not known; use 'length' or 'judge:<member>'.")
 
 
-def _member(panel: Panel, name: str, role: str) -> Member:
-    for member in panel.members:
-        if member.name == name:
-            return member
-    raise UserError(f"The {role} '{name}' is not a member of panel '{panel.name}' (members: {', '.join(panel.member_names)}).")
-
-
 def plan_ensemble(panel: Panel) -> EnsemblePlan:
     """The judge and aggregator the mode will call. The aggregator is `aggregator`, else the
     panel's chairman, else its first member."""
     if panel.mode == "consensus":
         kind, judge = parse_scorer(panel.scorer)
-        return EnsemblePlan(mode="consensus", scorer=kind, judge=_member(panel, judge, "judge") if judge else None)
+        return EnsemblePlan(mode="consensus", scorer=kind, judge=panel.member(judge, role="judge") if judge else None)
     if panel.mode == "synthesize":
-        aggregator = _member(panel, panel.aggregator, "aggregator") if panel.aggregator else panel.chairmen()[0]
+        aggregator = panel.member(panel.aggregator, role="aggregator") if panel.aggregator else panel.chairmen()[0]
         return EnsemblePlan(mode="synthesize", aggregator=aggregator)
     return EnsemblePlan(mode=panel.mode)
 
