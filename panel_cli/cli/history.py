@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.store.db import CallRecord, RunRecord, RunStatus, TranscriptReader
+from panel_cli.view import fmt
 
 history_app = typer.Typer(help="List and inspect the runs kept in the transcript store.", no_args_is_help=True)
 
@@ -26,7 +27,6 @@ DbOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table.")]
 
-UNKNOWN = "—"
 QUESTION_PREVIEW = 60
 STATUS_STYLES = {
     "running": "yellow",
@@ -69,9 +69,9 @@ def list_runs(
                 run.panel,
                 _status(run.status),
                 str(run.calls),
-                _tokens(run.tokens),
-                format_cost(run.cost),
-                Text(_preview(run.question), no_wrap=True, overflow="ellipsis"),
+                fmt.tokens(run.tokens),
+                fmt.cost(run.cost),
+                Text(fmt.one_line(run.question, QUESTION_PREVIEW), no_wrap=True, overflow="ellipsis"),
             )
     _console().print(table)
 
@@ -121,7 +121,7 @@ def _header(run: RunRecord) -> Table:
     grid.add_row("Started", _time(run.started_at))
     if run.finished_at is not None:
         grid.add_row("Ended", f"{_time(run.finished_at)} ({run.finished_at - run.started_at:.1f}s)")
-    grid.add_row("Totals", f"{run.calls} calls · {_tokens(run.tokens)} tokens · {format_cost(run.cost)}")
+    grid.add_row("Totals", f"{run.calls} calls · {fmt.tokens(run.tokens)} tokens · {fmt.cost(run.cost)}")
     return grid
 
 
@@ -139,27 +139,13 @@ def _calls_table(calls: list[CallRecord]) -> Table:
         table.add_row(
             call.member,
             call.stage,
-            UNKNOWN if call.round is None else str(call.round),
-            UNKNOWN if call.latency is None else f"{call.latency:.1f}s",
-            _tokens(sum(known) if known else None),
-            format_cost(call.cost),
+            fmt.UNKNOWN if call.round is None else str(call.round),
+            fmt.UNKNOWN if call.latency is None else f"{call.latency:.1f}s",
+            fmt.tokens(sum(known) if known else None),
+            fmt.cost(call.cost),
             Text.assemble((call.error_kind, "red"), f": {call.error}") if call.error_kind else "",
         )
     return table
-
-
-def format_cost(cost: float | None) -> str:
-    """An unknown cost is a dash, never $0: a provider that reports no price is not free.
-    A known but tiny cost says so instead of rounding to zero."""
-    if cost is None:
-        return UNKNOWN
-    if 0 < cost < 0.0001:
-        return "<$0.0001"
-    return f"${cost:.4f}"
-
-
-def _tokens(tokens: int | None) -> str:
-    return UNKNOWN if tokens is None else f"{tokens:,}"
 
 
 def _time(timestamp: float, seconds: bool = True) -> str:
@@ -169,11 +155,6 @@ def _time(timestamp: float, seconds: bool = True) -> str:
 
 def _status(status: str) -> Text:
     return Text(status, style=STATUS_STYLES.get(status, ""))
-
-
-def _preview(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= QUESTION_PREVIEW else line[: QUESTION_PREVIEW - 1] + "…"
 
 
 def _console() -> Console:

@@ -51,7 +51,7 @@ def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool
         if status is not None:
             status.stop()
     from panel_cli.store.db import TranscriptStore, resolve_db_path
-    from panel_cli.view import make_view
+    from panel_cli.view.base import make_view
 
     run_id = new_run_id()
     db_path = resolve_db_path(db)

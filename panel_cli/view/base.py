@@ -1,10 +1,14 @@
-"""What every view is: an EventBus subscriber that can be closed."""
+"""What every view is (an EventBus subscriber that can be closed), and which one a run gets."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TextIO
+
+from rich.console import Console
 
 from panel_cli.events import BaseEvent
+from panel_cli.view.live import LiveView
+from panel_cli.view.plain import PlainView
 
 
 class View(Protocol):
@@ -25,3 +29,13 @@ class NullView:
 
     def close(self) -> None:
         return None
+
+
+def make_view(console: Console, *, json_mode: bool, quiet: bool, err_stream: TextIO) -> View:
+    """`--json` and `--quiet` draw nothing; a terminal gets the live view; a pipe gets plain
+    progress lines on `err_stream`, leaving stdout to the answer."""
+    if json_mode or quiet:
+        return NullView()
+    if console.is_terminal:
+        return LiveView(console)
+    return PlainView(err_stream)

@@ -1,6 +1,4 @@
-"""The end of a run: the final answer as Markdown in a panel, then a one-line summary.
-
-Kept apart from the live view because `history show` draws a stored run the same way."""
+"""The end of a run: the final answer as Markdown in a panel, then a one-line summary."""
 
 from __future__ import annotations
 

@@ -27,14 +27,14 @@ def tokens(value: int | None) -> str:
 
 
 def cost(value: float | None) -> str:
-    """Dollars; a model without a price reports None, and an unknown cost is never shown as $0."""
+    """Dollars to four places, as providers price tokens; a model without a price reports
+    None, and an unknown cost is never shown as $0. A tiny known cost says so instead of
+    rounding to zero."""
     if value is None:
         return UNKNOWN
-    if value >= 1:
-        return f"${value:,.2f}"
     if 0 < value < 0.0001:
         return "<$0.0001"
-    return f"${value:.4f}"
+    return f"${value:,.4f}"
 
 
 def percent(share: float) -> str:

@@ -7,8 +7,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from panel_cli.cli.history import format_cost, history_app
+from panel_cli.cli.history import history_app
 from panel_cli.errors import UserError
+from panel_cli.view.fmt import cost as format_cost
 from tests.store.sample_runs import ANSWER, ENDINGS, QUESTION, answer_calls, confer_run, record, run_started
 
 app = typer.Typer()

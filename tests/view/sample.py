@@ -23,7 +23,7 @@ from panel_cli.events import (
     VoteCast,
     WarningRaised,
 )
-from panel_cli.view import View
+from panel_cli.view.base import View
 
 RUN_ID = "run-7f3a"
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\r")

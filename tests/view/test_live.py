@@ -5,7 +5,9 @@ from io import StringIO
 from rich.console import Console
 
 from panel_cli.events import CallFailed, CallFinished, RunFailed, RunFinished, RunInterrupted, StageStarted
-from panel_cli.view import LiveView, RunTotals, render_final
+from panel_cli.view.final import render_final
+from panel_cli.view.live import LiveView
+from panel_cli.view.summary import RunTotals
 from tests.view.sample import RUN_ID, confer_events, council_events, play, screen
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from io import StringIO
 
-from panel_cli.view import PlainView
+from panel_cli.view.plain import PlainView
 from tests.view.sample import FINAL_ANSWER, RUN_ID, confer_events, council_events, play
 
 

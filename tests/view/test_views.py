@@ -7,7 +7,9 @@ import pytest
 from rich.console import Console
 
 from panel_cli.events import RunFinished, parse_event
-from panel_cli.view import LiveView, NullView, PlainView, make_view
+from panel_cli.view.base import NullView, make_view
+from panel_cli.view.live import LiveView
+from panel_cli.view.plain import PlainView
 from tests.view.sample import confer_events, play, screen
 
 
