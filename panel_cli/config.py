@@ -174,6 +174,10 @@ class Panel(Strict):
             return [self.members[0]]
         return [self.member(entry) if isinstance(entry, str) else entry for entry in entries]
 
+    def callable_members(self) -> list[Member]:
+        """Everyone a run may call: the members, then any chairman declared inline."""
+        return self.members + [chair for chair in self.chairmen() if chair not in self.members]
+
     def with_members(self, names: list[str]) -> Panel:
         """Only the named members, in the order given (the `--agents` subset)."""
         chosen = [self.member(name) for name in names]

@@ -126,3 +126,11 @@ def test_file_name_becomes_the_panel_name(tmp_path):
     file = tmp_path / "db-choice.yaml"
     file.write_text(MEMBERS)
     assert load_panel(file).name == "db-choice"
+
+
+def test_callable_members_adds_an_inline_chairman_once() -> None:
+    panel = parse_panel(
+        "members:\n  - {name: a, model: demo/sage}\n  - {name: b, model: demo/skeptic}\n"
+        "chairman:\n  - a\n  - {name: judge, model: openai/gpt-4o, api_key_env: JUDGE_KEY}\n"
+    )
+    assert [m.name for m in panel.callable_members()] == ["a", "b", "judge"]

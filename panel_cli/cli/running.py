@@ -8,6 +8,7 @@ import json
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -15,6 +16,9 @@ from rich.console import Console
 from panel_cli.config import Panel, resolve_question
 from panel_cli.errors import UserError
 from panel_cli.redact import redact, redact_obj, secret_values
+
+if TYPE_CHECKING:
+    from panel_cli.protocols.base import Engine, ProtocolResult
 
 
 def read_stdin_question() -> str | None:
@@ -36,7 +40,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool, db: Path | None) -> None:  # noqa: ANN001
+def execute(engine: Engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool, db: Path | None) -> None:
     """Run `engine` and exit with SPEC §4's code: 0 answer, 1 no answer, 2 user error, 130 interrupted."""
     console = Console()
     status = None
@@ -55,9 +59,10 @@ def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool
 
     run_id = new_run_id()
     db_path = resolve_db_path(db)
-    secret_names = [m.api_key_env for m in panel.members if m.api_key_env]
+    callable_members = panel.callable_members()
+    secret_names = [m.api_key_env for m in callable_members if m.api_key_env]
 
-    async def run() -> object:
+    async def run() -> ProtocolResult:
         from panel_cli.events import EventBus
         from panel_cli.protocols.base import run_engine
 
@@ -66,7 +71,7 @@ def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool
         bus = EventBus(run_id, [store, view])
         gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
         try:
-            gateway.check_keys(panel.members + [c for c in panel.chairmen() if c not in panel.members])
+            gateway.check_keys(callable_members)
             return await run_engine(engine, panel, question, gateway, bus.emit)
         finally:
             view.close()
@@ -75,13 +80,13 @@ def execute(engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool
 
     result = asyncio.run(run())
     secrets = secret_values(secret_names)
-    final_answer = getattr(result, "final_answer", None)
+    final_answer = result.final_answer
     if json_mode:
-        payload = redact_obj({"run_id": run_id, **result.model_dump(mode="json")}, secrets)  # type: ignore[attr-defined]
+        payload = redact_obj({"run_id": run_id, **result.model_dump(mode="json")}, secrets)
         sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     elif final_answer is not None and (quiet or not console.is_terminal):
         sys.stdout.write(redact(final_answer.rstrip(), secrets) + "\n")
-    if not result.reached_answer:  # type: ignore[attr-defined]
+    if not result.reached_answer:
         if not json_mode:
             sys.stderr.write(f"panel: the panel reached no answer (run {run_id}).\n")
         raise typer.Exit(1)
