@@ -23,8 +23,6 @@ Protocol = Literal["confer", "council", "vote", "decide", "ensemble", "delphi", 
 VoteMethod = Literal["majority", "supermajority", "unanimous", "ranked_choice", "weighted"]
 EnsembleMode = Literal["fanout", "race", "consensus", "majority", "synthesize"]
 
-DEMO_PERSONAS = tuple(PERSONAS)
-
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -186,8 +184,10 @@ class Panel(Strict):
     def as_demo(self) -> Panel:
         """Every model replaced by a demo persona, for trying a panel with no key."""
 
+        personas = list(PERSONAS)
+
         def demo(member: Member, index: int) -> Member:
-            persona = DEMO_PERSONAS[index % len(DEMO_PERSONAS)]
+            persona = personas[index % len(personas)]
             return member.model_copy(update={"model": f"demo/{persona}", "api_base": None, "api_key_env": None})
 
         chairman = self.chairman

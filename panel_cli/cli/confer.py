@@ -23,7 +23,6 @@ def confer(
     """Every member answers, then votes anonymously with confidence until the winner is stable."""
     from panel_cli.cli.running import apply_demo, execute, parse_names, question_for
     from panel_cli.config import load_panel
-    from panel_cli.errors import UserError
 
     panel = load_panel(panel_file)
     names = parse_names(agents, "--agents")
@@ -36,8 +35,6 @@ def confer(
         updates["until_convergence"] = False
     panel = apply_demo(panel.model_copy(update=updates), demo)
     text = question_for(panel, panel_file, question)
-    if len(panel.members) < 1:
-        raise UserError("confer needs at least one member.")
     from panel_cli.protocols.confer import confer as confer_engine
 
     execute(confer_engine, panel, text, json_mode=json_mode, quiet=quiet, db=db)

@@ -15,6 +15,9 @@ from panel_cli.llm.gateway import Gateway
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
 
+# SPEC: a stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise.
+DEFAULT_STAGE_TIMEOUT = 300.0
+
 
 class ProtocolResult(BaseModel):
     """Every result says what the final answer is and whether the protocol reached one."""

@@ -13,10 +13,9 @@ from pydantic import BaseModel, Field
 from panel_cli.config import Member, Panel
 from panel_cli.events import RoundTallied, StageStarted, VoteCast, WarningRaised
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.base import Emit, ProtocolResult, labels_for, stage_deadline
+from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, ProtocolResult, labels_for, stage_deadline
 from panel_cli.tasks import Task, mark, render_labelled
 
-DEFAULT_STAGE_TIMEOUT = 300.0
 FALLBACK_CONFIDENCE = 50.0
 
 

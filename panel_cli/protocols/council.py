@@ -19,7 +19,7 @@ from panel_cli.config import Member, Panel
 from panel_cli.errors import UserError
 from panel_cli.events import RankingParsed, StageStarted, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
-from panel_cli.protocols.base import Emit, ProtocolResult, labels_for, stage_deadline
+from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, ProtocolResult, labels_for, stage_deadline
 from panel_cli.protocols.ranking import (
     BiasReport,
     RankedMember,
@@ -32,7 +32,6 @@ from panel_cli.protocols.ranking import (
 )
 from panel_cli.tasks import Task, mark, render_labelled
 
-DEFAULT_STAGE_TIMEOUT = 300.0
 NO_RESPONSES = "Council deliberation failed: no responses collected"
 LABEL_NOUN = "Model"
 NAMED_NOUN = "Member"
