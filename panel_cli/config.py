@@ -94,6 +94,9 @@ class Defaults(Strict):
     retries: int = Field(default=2, ge=0, le=10)
     timeout: Duration = None
     concurrency: int = Field(default=16, ge=1)
+    # A reply longer than this is cut (and marked truncated) before it is stored or shown to
+    # other members: one runaway member must not fill the disk or every other prompt.
+    max_response_chars: int = Field(default=200_000, ge=1_000)
 
 
 class Timeouts(Strict):

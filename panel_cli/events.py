@@ -51,23 +51,31 @@ class StageStarted(BaseEvent):
 
 
 class CallStarted(BaseEvent):
+    """`about` names what a call is about when a member makes several in one stage (a
+    judge scoring each member's response), so a view can give each call its own row."""
+
     type: Literal["call_started"] = "call_started"
     call_id: str
     member: str
     model: str
     stage: str
     round: int | None = None
+    about: str | None = None
 
 
 class CallFinished(BaseEvent):
+    """`truncated`: the reply was longer than `max_response_chars` and `text` is its beginning."""
+
     type: Literal["call_finished"] = "call_finished"
     call_id: str
     member: str
     model: str
     stage: str
     round: int | None = None
+    about: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     text: str
+    truncated: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -81,17 +89,35 @@ ErrorKind = Literal[
 
 
 class CallFailed(BaseEvent):
+    """`message` is one clean sentence for people; `detail` is the provider's raw text, kept
+    in the store for whoever debugs the failure and never drawn."""
+
     type: Literal["call_failed"] = "call_failed"
     call_id: str
     member: str
     model: str
     stage: str
     round: int | None = None
+    about: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     kind: ErrorKind
     message: str
+    detail: str | None = None
     latency: float
     attempts: int = 1
+
+
+class MemberSkipped(BaseEvent):
+    """A member that failed for good earlier in the run (bad key, unknown model, refused
+    connection) is not called again; each call it would have made is reported as this."""
+
+    type: Literal["member_skipped"] = "member_skipped"
+    member: str
+    model: str
+    stage: str
+    round: int | None = None
+    about: str | None = None
+    reason: str
 
 
 class VoteCast(BaseEvent):
@@ -150,6 +176,7 @@ Event = Annotated[
     | CallStarted
     | CallFinished
     | CallFailed
+    | MemberSkipped
     | VoteCast
     | RoundTallied
     | RankingParsed
