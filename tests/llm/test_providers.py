@@ -1,0 +1,228 @@
+"""Key checks without litellm: every missing key at once, and the values to redact."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from panel_cli.llm.providers import (
+    AMBIENT,
+    PROVIDER_KEYS,
+    key_status,
+    keys_in_use,
+    missing_keys,
+    missing_keys_litellm,
+)
+
+
+@dataclass
+class M:
+    name: str
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
+@pytest.fixture(autouse=True)
+def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start every test from an environment holding no provider credential at all."""
+    named = {name for found in PROVIDER_KEYS.values() for name in (*found.variables(), found.endpoint or "")}
+    named |= {name for names in AMBIENT.values() for name in names}
+    for name in list(os.environ):
+        if name in named or name.endswith(("_API_KEY", "_TOKEN")) or name.startswith(("AWS_", "AZURE_")):
+            monkeypatch.delenv(name)
+
+
+def test_every_missing_key_is_reported_at_once() -> None:
+    members = [
+        M("claude", "anthropic/claude-sonnet-4-5"),
+        M("gemini", "gemini/gemini-2.5-flash"),
+        M("gpt", "azure/gpt-4o"),
+    ]
+    assert missing_keys(members) == [
+        "Member 'claude' (anthropic/claude-sonnet-4-5) needs ANTHROPIC_API_KEY.",
+        "Member 'gemini' (gemini/gemini-2.5-flash) needs GEMINI_API_KEY or GOOGLE_API_KEY.",
+        "Member 'gpt' (azure/gpt-4o) needs AZURE_API_KEY and AZURE_API_BASE.",
+    ]
+
+
+def test_an_empty_api_key_env_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_KEY", "")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-present")
+    assert missing_keys([M("gpt", "openai/gpt-4o", api_key_env="MY_KEY")]) == [
+        "Member 'gpt' (openai/gpt-4o) needs the environment variable MY_KEY (its api_key_env)."
+    ]
+    monkeypatch.setenv("MY_KEY", "k")
+    assert missing_keys([M("gpt", "anthropic/claude-sonnet-4-5", api_key_env="MY_KEY")]) == []
+
+
+def test_a_variable_set_but_empty_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    assert missing_keys([M("claude", "anthropic/claude-sonnet-4-5")]) == [
+        "Member 'claude' (anthropic/claude-sonnet-4-5) needs ANTHROPIC_API_KEY."
+    ]
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        M("llama", "ollama/llama3.1", api_base="http://localhost:11434"),
+        M("local", "hosted_vllm/x"),
+        M("sage", "demo/sage"),
+        M("studio", "lm_studio/x"),
+        M("proxy", "openai/my-model", api_base="http://localhost:8000/v1"),
+        M("aws", "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0"),
+        M("gcp", "vertex_ai/gemini-2.5-pro"),
+        M("bare", "gpt-4o"),
+        M("hf", "huggingface/some/model"),
+    ],
+)
+def test_members_we_cannot_fault_offline_pass(member: M) -> None:
+    assert missing_keys([member]) == []
+
+
+@pytest.mark.parametrize(
+    ("variables", "model", "expected"),
+    [
+        ({"ANTHROPIC_AUTH_TOKEN": "t"}, "anthropic/claude-sonnet-4-5", []),
+        ({"GOOGLE_API_KEY": "g"}, "gemini/gemini-2.5-flash", []),
+        ({"OR_API_KEY": "o"}, "openrouter/a/b", []),
+        ({"TOGETHER_AI_TOKEN": "t"}, "together_ai/x", []),
+        ({"AZURE_OPENAI_API_KEY": "a", "AZURE_API_BASE": "https://x.openai.azure.com"}, "azure/gpt-4o", []),
+        (
+            {"AZURE_TENANT_ID": "t", "AZURE_CLIENT_ID": "c", "AZURE_CLIENT_SECRET": "s", "AZURE_API_BASE": "https://x"},
+            "azure/gpt-4o",
+            [],
+        ),
+        (
+            {"AZURE_TENANT_ID": "t", "AZURE_CLIENT_ID": "c", "AZURE_API_BASE": "https://x"},
+            "azure/gpt-4o",
+            ["Member 'm' (azure/gpt-4o) needs AZURE_API_KEY."],
+        ),
+        ({"AZURE_API_KEY": "a"}, "azure/gpt-4o", ["Member 'm' (azure/gpt-4o) needs AZURE_API_BASE."]),
+        (
+            {},
+            "text-completion-openai/gpt-3.5-turbo-instruct",
+            ["Member 'm' (text-completion-openai/gpt-3.5-turbo-instruct) needs OPENAI_API_KEY."],
+        ),
+        ({}, "cohere_chat/command-a-03-2025", ["Member 'm' (cohere_chat/command-a-03-2025) needs COHERE_API_KEY."]),
+        ({}, "publicai/x", ["Member 'm' (publicai/x) needs PUBLICAI_API_KEY."]),
+    ],
+)
+def test_providers_accept_what_litellm_reads(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], model: str, expected: list[str]
+) -> None:
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert missing_keys([M("m", model)]) == expected
+
+
+def test_an_api_base_stands_in_for_the_endpoint_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert missing_keys([M("gpt", "azure/gpt-4o", api_base="https://x.openai.azure.com")]) == [
+        "Member 'gpt' (azure/gpt-4o) needs AZURE_API_KEY."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("variables", "args", "status"),
+    [
+        ({"ANTHROPIC_API_KEY": "k"}, ("anthropic",), "set (ANTHROPIC_API_KEY)"),
+        ({}, ("anthropic",), "missing (ANTHROPIC_API_KEY)"),
+        ({}, ("gemini",), "missing (GEMINI_API_KEY or GOOGLE_API_KEY)"),
+        ({"AZURE_API_KEY": "k"}, ("azure",), "missing (AZURE_API_BASE)"),
+        ({"AZURE_API_KEY": "k"}, ("azure", None, "https://x"), "set (AZURE_API_KEY)"),
+        ({}, ("ollama",), "not needed"),
+        ({}, ("demo",), "not needed"),
+        ({}, ("openai", None, "http://localhost:8000/v1"), "not needed (custom api_base)"),
+        ({"OPENAI_API_KEY": "k"}, ("openai", None, "http://localhost:8000/v1"), "set (OPENAI_API_KEY)"),
+        ({}, ("bedrock",), "unknown"),
+        ({}, ("vertex_ai",), "unknown"),
+        ({}, ("nosuchprovider",), "unknown"),
+        ({"MINE": "k"}, ("openai", "MINE"), "set (MINE)"),
+        ({}, ("openai", "MINE"), "missing (MINE)"),
+    ],
+)
+def test_key_status_names_variables_never_values(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], args: tuple[Any, ...], status: str
+) -> None:
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert key_status(*args) == status
+
+
+def test_keys_in_use_collects_every_secret_a_member_may_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    monkeypatch.setenv("MY_PROXY_KEY", "x")
+    monkeypatch.setenv("AZURE_API_KEY", "az-key")
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", "az-secret")
+    monkeypatch.setenv("AZURE_CLIENT_ID", "client-id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    monkeypatch.setenv("HUGGINGFACE_API_KEY", "hf-key")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-used-by-any-member")
+    members = [
+        M("a", "openai/gpt-4o"),
+        M("b", "openai/local", api_base="http://localhost:8000/v1"),
+        M("c", "anthropic/claude-sonnet-4-5", api_key_env="MY_PROXY_KEY"),
+        M("d", "azure/gpt-4o"),
+        M("e", "bedrock/anthropic.claude-v2"),
+        M("f", "huggingface/some/model"),
+    ]
+    used = keys_in_use(members)
+    assert sorted(used) == sorted(["sk-openai", "x", "az-key", "az-secret", "aws-secret", "hf-key"])
+    assert len(used) == len(set(used))
+
+
+def test_missing_keys_litellm_asks_only_about_providers_we_do_not_know(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[str, str | None]] = []
+
+    def validate_environment(model: str, api_base: str | None = None) -> dict[str, Any]:
+        asked.append((model, api_base))
+        if model.startswith("cloudflare/"):
+            return {"keys_in_environment": False, "missing_keys": ["CLOUDFLARE_API_KEY", "CLOUDFLARE_API_BASE"]}
+        if model.startswith("huggingface/"):
+            return {"keys_in_environment": False, "missing_keys": ["HUGGINGFACE_API_KEY"]}
+        return {"keys_in_environment": True, "missing_keys": []}
+
+    fake = SimpleNamespace(validate_environment=validate_environment)
+    members = [
+        M("claude", "anthropic/claude-sonnet-4-5"),
+        M("aws", "bedrock/anthropic.claude-v2"),
+        M("llama", "ollama/llama3.1"),
+        M("mine", "nosuch/x", api_key_env="MINE"),
+        M("cf", "cloudflare/@cf/meta/llama-3-8b-instruct"),
+        M("hf", "huggingface/some/model", api_base="https://my-endpoint"),
+        M("bare", "some-model"),
+    ]
+    assert missing_keys_litellm(fake, members) == [
+        "Member 'cf' (cloudflare/@cf/meta/llama-3-8b-instruct) needs CLOUDFLARE_API_KEY.",
+        "Member 'hf' (huggingface/some/model) needs HUGGINGFACE_API_KEY.",
+    ]
+    assert asked == [
+        ("cloudflare/@cf/meta/llama-3-8b-instruct", None),
+        ("huggingface/some/model", "https://my-endpoint"),
+        ("some-model", None),
+    ]
+
+
+def test_missing_keys_litellm_on_litellm_itself() -> None:
+    """The shape of litellm's `validate_environment` answer, on the real thing."""
+    import litellm
+
+    members = [M("hf", "huggingface/meta-llama/Llama-3.1-8B-Instruct"), M("claude", "anthropic/claude-sonnet-4-5")]
+    assert missing_keys_litellm(litellm, members) == [
+        "Member 'hf' (huggingface/meta-llama/Llama-3.1-8B-Instruct) needs HUGGINGFACE_API_KEY."
+    ]
+
+
+def test_panel_members_are_checked_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    from panel_cli.config import Member
+
+    members = [Member(name="claude", model="anthropic/claude-sonnet-4-5"), Member(name="sage", model="demo/sage")]
+    assert missing_keys(members) == ["Member 'claude' (anthropic/claude-sonnet-4-5) needs ANTHROPIC_API_KEY."]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    assert missing_keys(members) == []
+    assert keys_in_use(members) == ["k"]
