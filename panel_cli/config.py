@@ -1,23 +1,47 @@
 """Panel files: YAML in, pydantic models out, and every error located by file, line and field.
 
-The YAML is composed into nodes first so each value keeps the line it came from; then
-`${VAR}` is expanded, the models validate, and a validation error's location is mapped
-back to the line of the offending field.
+`located_yaml` reads the file defensively into plain values with the line of each field;
+the models here validate them, and each validation error is mapped back to its line.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from panel_cli.errors import ConfigError, UserError
-from panel_cli.llm.aliases import resolve_model
+from panel_cli.llm.aliases import check_api_base, resolve_model
+from panel_cli.llm.catalog import UnknownModel, qualify_model
 from panel_cli.llm.demo import PERSONAS
+from panel_cli.located_yaml import (
+    MAX_FILE_BYTES,
+    LocatedError,
+    bad_byte_line,
+    clean_loc,
+    decode_utf8,
+    describe_error,
+    field_name,
+    line_for,
+    parse_yaml,
+    read_config_text,
+    size_text,
+    specific_errors,
+)
 
 Protocol = Literal["confer", "council", "vote", "decide", "ensemble", "delphi", "supervise", "orchestrate"]
 VoteMethod = Literal["majority", "supermajority", "unanimous", "ranked_choice", "weighted"]
@@ -68,6 +92,8 @@ class Member(Strict):
     timeout: Duration = None
     retries: int | None = Field(default=None, ge=0, le=10)
 
+    _check_api_base = field_validator("api_base")(check_api_base)
+
     @field_validator("model")
     @classmethod
     def _known_persona(cls, model: str) -> str:
@@ -76,11 +102,17 @@ class Member(Strict):
         return model
 
     @model_validator(mode="after")
-    def _resolve_alias(self) -> Member:
+    def _resolve_model(self) -> Member:
+        """An alias becomes its model (and endpoint); then the id is the one litellm routes: a
+        bare name litellm knows gets its provider (`gpt-4o-mini` -> `openai/gpt-4o-mini`), one
+        it does not is refused here, before any call, rather than failing every round."""
         alias = resolve_model(self.model)
-        self.model = alias.model
         if self.api_base is None:
             self.api_base = alias.api_base
+        try:
+            self.model = qualify_model(alias.model, self.api_base)
+        except UnknownModel as exc:
+            raise LocatedError([(("model",), str(exc).rstrip("."))]) from None
         return self
 
     @property
@@ -138,18 +170,41 @@ class Panel(Strict):
     concurrency: dict[str, int] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
 
+    # Filled by parse_panel; kept by model_copy. A panel built from --members has none.
+    _source_file: str | None = PrivateAttr(default=None)
+    _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
+    _expanded_values: list[str] = PrivateAttr(default_factory=list)
+
     @model_validator(mode="after")
     def _check_names(self) -> Panel:
+        problems: list[tuple[tuple[Any, ...], str]] = []
         seen: set[str] = set()
         for index, member in enumerate(self.members):
             if member.name in seen:
-                raise _LocatedError(("members", index, "name"), f"duplicate member name '{member.name}'; names must be unique")
+                problems.append((("members", index, "name"), f"duplicate member name '{member.name}'; names must be unique"))
             seen.add(member.name)
         for index, chair in enumerate(self._chair_entries()):
             if isinstance(chair, str) and chair not in seen:
                 loc: tuple[Any, ...] = ("chairman",) if not isinstance(self.chairman, list) else ("chairman", index)
-                raise _LocatedError(loc, f"'{chair}' is not a member; name a member or give an inline member")
+                problems.append((loc, f"'{chair}' is not a member; name a member or give an inline member"))
+        if problems:
+            raise LocatedError(problems)
         return self
+
+    @property
+    def source_file(self) -> str | None:
+        """The panel file this came from, as its errors name it."""
+        return self._source_file
+
+    @property
+    def expanded_values(self) -> list[str]:
+        """The values the file's `${VAR}`s expanded to: they may be secrets, so output hides them."""
+        return list(self._expanded_values)
+
+    def line_of(self, loc: tuple[Any, ...]) -> int | None:
+        """The line of a field in the panel file (`("members", 2, "model")`), or of the nearest
+        field around it that the file gives; None for a panel that has no file."""
+        return line_for(loc, self._lines) if self._lines else None
 
     def _chair_entries(self) -> list[str | Member]:
         if self.chairman is None:
@@ -179,10 +234,26 @@ class Panel(Strict):
         """Everyone a run may call: the members, then any chairman declared inline."""
         return self.members + [chair for chair in self.chairmen() if chair not in self.members]
 
-    def with_members(self, names: list[str]) -> Panel:
-        """Only the named members, in the order given (the `--agents` subset)."""
+    def with_members(self, names: list[str], option: str = "--agents") -> Panel:
+        """Only the named members, in the order given (the `--agents` subset). A name given
+        twice is refused: two copies of one member would share its name in every vote."""
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise UserError(f"{option}: '{name}' is given twice.")
+            seen.add(name)
         chosen = [self.member(name) for name in names]
-        return self.model_copy(update={"members": chosen})
+        subset = self.model_copy(update={"members": chosen})
+        # Member lines follow the members to their new places, so warnings still point at them.
+        new_index = {self.member_names.index(name): index for index, name in enumerate(names)}
+        lines: dict[tuple[Any, ...], int] = {}
+        for loc, line in self._lines.items():
+            if loc[:1] != ("members",) or len(loc) == 1:
+                lines[loc] = line
+            elif loc[1] in new_index:
+                lines[("members", new_index[loc[1]], *loc[2:])] = line
+        subset._lines = lines
+        return subset
 
     def as_demo(self) -> Panel:
         """Every model replaced by a demo persona, for trying a panel with no key."""
@@ -199,144 +270,112 @@ class Panel(Strict):
         elif isinstance(chairman, list):
             chairman = [demo(c, len(self.members) + i) if isinstance(c, Member) else c for i, c in enumerate(chairman)]
         members = [demo(m, i) for i, m in enumerate(self.members)]
-        return self.model_copy(update={"members": members, "chairman": chairman})
+        # Only what was set is updated, so a check still sees which fields the file set.
+        return self.model_copy(update={"members": members} | ({"chairman": chairman} if chairman is not None else {}))
 
 
-class _LocatedError(ValueError):
-    """Raised inside validators that know which field is wrong, so the line can be found."""
-
-    def __init__(self, loc: tuple[Any, ...], message: str) -> None:
-        super().__init__(message)
-        self.loc, self.message = loc, message
-
-
-_SCALARS = yaml.SafeLoader("")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _expand(text: str, line: int, file: str, field: str) -> str:
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            raise ConfigError(file, line, field, f"environment variable {name} is not set")
-        return os.environ[name]
-
-    return _VAR.sub(replace, text)
-
-
-def _field_name(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _walk(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int], file: str) -> Any:
-    """Node -> plain value, recording each path's line, expanding `${VAR}`, refusing duplicate keys."""
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = _SCALARS.construct_object(key_node)
-            if key in result:
-                raise ConfigError(file, key_node.start_mark.line + 1, _field_name(path + (key,)), "this key appears twice")
-            result[key] = _walk(value_node, path + (key,), lines, file)
-            lines[path + (key,)] = key_node.start_mark.line + 1
-        return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_walk(item, path + (index,), lines, file) for index, item in enumerate(node.value)]
-    value = _SCALARS.construct_object(node)
-    if isinstance(value, str):
-        return _expand(value, node.start_mark.line + 1, file, _field_name(path))
-    return value
-
-
-def _line_for(loc: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> int | None:
-    for end in range(len(loc), -1, -1):
-        if loc[:end] in lines:
-            return lines[loc[:end]]
-    return None
-
-
-def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Drop pydantic's union branch names (`str`, `Member`, `list[...]`) from a location."""
-    return tuple(part for part in loc if isinstance(part, int) or not re.match(r"^(str|Member|list\[|function-)", str(part)))
-
-
-def _most_specific(errors: list[Any]) -> Any:
-    """The error deepest in the file: for a union (`chairman: str | Member | list`) that is
-    the branch the user meant, not the alternatives it failed to be."""
-    return max(errors, key=lambda error: len(_clean_loc(tuple(error["loc"]))))
-
-
-def _problem(error: dict[str, Any]) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown field"
-    if error["type"] == "missing":
-        return "this field is required"
-    message = str(error["msg"])
-    message = message.removeprefix("Value error, ")
-    return message[0].lower() + message[1:] if message else message
+# Panel files -----------------------------------------------------------------------------------
 
 
 def load_panel(path: str | Path) -> Panel:
     """Read and validate a panel file; every problem becomes a ConfigError naming file, line and field."""
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{file}: no such file.") from None
-    except OSError as exc:
-        raise UserError(f"{file}: cannot be read ({exc.strerror}).") from None
-    return parse_panel(text, file, default_name=Path(path).stem)
+    return parse_panel(read_config_text(Path(path), file), file, default_name=Path(path).stem)
 
 
 def parse_panel(text: str, file: str = "<panel>", default_name: str = "panel") -> Panel:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise ConfigError(file, line, None, f"not valid YAML ({exc.problem or exc.context})") from None
-    if node is None:
+    tree = parse_yaml(text, file)
+    if tree.data is None and not tree.problems:
         raise ConfigError(file, None, None, "the file is empty; a panel needs at least 'members'")
-    lines: dict[tuple[Any, ...], int] = {}
-    data = _walk(node, (), lines, file)
-    if not isinstance(data, dict):
+    if not isinstance(tree.data, dict):
         raise ConfigError(file, 1, None, "a panel file is a mapping of fields such as 'members' and 'question'")
+    data = tree.data
+    if "question" in data and "question_file" in data:
+        later = max(("question",), ("question_file",), key=lambda loc: tree.lines.get(loc, 0))
+        tree.add_problem(later, "give 'question' or 'question_file', not both")
     data.setdefault("name", default_name)
     try:
-        return Panel.model_validate(data)
+        panel = Panel.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
-        first = _most_specific(errors)
-        context = first.get("ctx", {}).get("error")
-        if isinstance(context, _LocatedError):
-            raise ConfigError(file, _line_for(context.loc, lines), _field_name(context.loc), context.message) from None
-        loc = _clean_loc(tuple(first["loc"]))
-        others = {_clean_loc(tuple(error["loc"])) for error in errors} - {loc}
-        more = len({other for other in others if loc[: len(other)] != other})
-        problem = _problem(first) + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
-        raise ConfigError(file, _line_for(loc, lines), _field_name(loc) or None, problem) from None
+        tree.add_validation_errors(exc, Panel)
+        raise tree.error() from None
+    if tree.problems:
+        raise tree.error()
+    panel._source_file = file
+    panel._lines = tree.lines
+    panel._expanded_values = tree.expanded_values
+    return panel
 
 
-def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, stdin_text: str | None) -> str:
-    """The question from the command line, stdin, `question` or `question_file`, in that order."""
-    for candidate in (given, stdin_text, panel.question):
-        if candidate and candidate.strip():
-            return candidate.strip()
+# Questions -------------------------------------------------------------------------------------
+
+
+def read_question_text(path: Path, *, file: str, line: int | None, base_dir: Path | None = None) -> str:
+    """The text of a question file named at `file`, `line` (relative paths resolve against
+    `base_dir`, the panel file's folder). Only a regular file under the size limit is read:
+    a FIFO would block forever and /dev/zero never ends, so the kind is checked with stat
+    before opening, and again on the open file in case it was swapped in between."""
+    shown = str(path)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+
+    def refuse(problem: str) -> ConfigError:
+        return ConfigError(file, line, "question_file", f"{shown}: {problem}")
+
+    not_regular = "is not a regular file (a pipe, a device or a socket); put the question in a file"
+    try:
+        kind = os.stat(path).st_mode
+        if stat.S_ISDIR(kind):
+            raise refuse("is a folder, not a file")
+        if not stat.S_ISREG(kind):
+            raise refuse(not_regular)
+        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                raise refuse(not_regular)
+            data = stream.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise refuse("no such file") from None
+    except OSError as exc:
+        raise refuse(f"cannot be read ({exc.strerror})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise refuse(f"is larger than {size_text(MAX_FILE_BYTES)}, too big for a question")
+    try:
+        return decode_utf8(data)
+    except UnicodeDecodeError as exc:
+        raise refuse(f"line {bad_byte_line(data, exc)} is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8") from None
+
+
+def read_question_file(panel: Panel, base_dir: Path | None) -> str:
+    """The question in the panel's `question_file`, errors located at that field."""
+    if panel.question_file is None:
+        raise ValueError("the panel has no question_file")
+    file = panel.source_file or panel.name
+    line = panel.line_of(("question_file",))
+    text = read_question_text(Path(panel.question_file), file=file, line=line, base_dir=base_dir).strip()
+    if not text:
+        raise ConfigError(file, line, "question_file", f"{panel.question_file}: the file is empty")
+    return text
+
+
+def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, stdin: Callable[[], str | None]) -> str:
+    """The question from `-q`, else the file's `question`, else its `question_file`, else
+    stdin. `stdin` is called only when it is needed, so a panel file with its own question
+    never waits on a pipe that stays open (`sleep 30 | panel confer demo.yaml`)."""
+    if given == "-":
+        piped = stdin()
+        if piped is None or not piped.strip():
+            raise UserError("-q -: nothing was piped on stdin.")
+        return piped.strip()
+    if given and given.strip():
+        return given.strip()
+    if panel.question and panel.question.strip():
+        return panel.question.strip()
     if panel.question_file:
-        path = Path(panel.question_file)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        try:
-            return path.read_text(encoding="utf-8").strip()
-        except OSError:
-            raise UserError(f"question_file {path} cannot be read.") from None
-    raise UserError("No question: give one with -q/--question, on stdin, or as 'question' in the panel file.")
+        return read_question_file(panel, base_dir)
+    piped = stdin()
+    if piped and piped.strip():
+        return piped.strip()
+    raise UserError("No question: give one with -q, as 'question' or 'question_file' in the panel file, or on stdin.")
 
 
 def panel_from_members(
@@ -369,11 +408,11 @@ def panel_from_members(
     try:
         return Panel.model_validate(data)
     except ValidationError as exc:
-        error = _most_specific(exc.errors())
-        loc = _clean_loc(tuple(error["loc"]))
-        where = _field_name(loc)
+        error = max(specific_errors(exc.errors()), key=lambda error: len(clean_loc(tuple(error["loc"]))))
+        loc = clean_loc(tuple(error["loc"]))
+        where = field_name(loc)
         if loc[:1] == ("members",) and len(loc) > 1:
             where = f"member '{names[loc[1]]}'"
         elif loc[:1] == ("chairman",) and chairman:
             where = f"chairman '{chairman[loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0]}'"
-        raise UserError(f"{where}: {_problem(dict(error))}.") from None
+        raise UserError(f"{where}: {describe_error(dict(error))}.") from None

@@ -1,6 +1,10 @@
-"""Errors a person can act on. Each carries one sentence and the exit code SPEC §4 gives."""
+"""Errors a person can act on. Each carries one sentence (a ConfigError, one per problem)
+and the exit code SPEC §4 gives."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
 
 
 class PanelError(Exception):
@@ -17,14 +21,34 @@ class UserError(PanelError):
     exit_code = 2
 
 
-class ConfigError(UserError):
-    """A panel file problem, located by file, line and field."""
+class ConfigProblem(NamedTuple):
+    """One problem in a file: where it is, which field, and what is wrong."""
 
-    def __init__(self, file: str, line: int | None, field: str | None, problem: str) -> None:
-        where = file if line is None else f"{file}, line {line}"
-        what = f"{field}: {problem}" if field else problem
-        super().__init__(f"{where}: {what}" + ("" if what.endswith(".") else "."))
+    file: str
+    line: int | None
+    field: str | None
+    problem: str
+
+    def sentence(self) -> str:
+        where = self.file if self.line is None else f"{self.file}, line {self.line}"
+        what = f"{self.field}: {self.problem}" if self.field else self.problem
+        return f"{where}: {what}" + ("" if what.endswith(".") else ".")
+
+
+class ConfigError(UserError):
+    """A panel file problem, located by file, line and field; or several, one line each, so a
+    file with three mistakes takes one fix instead of three runs."""
+
+    def __init__(self, file: str, line: int | None, field: str | None, problem: str, *, more: Sequence[ConfigProblem] = ()) -> None:
+        self.problems = [ConfigProblem(file, line, field, problem), *more]
+        super().__init__("\n".join(entry.sentence() for entry in self.problems))
         self.file, self.line, self.field, self.problem = file, line, field, problem
+
+    @classmethod
+    def listing(cls, problems: Sequence[ConfigProblem]) -> ConfigError:
+        """One error for every problem, in the order given (the first is `file`, `line`, …)."""
+        first, *more = problems
+        return cls(*first, more=more)
 
 
 class MissingKeyError(UserError):

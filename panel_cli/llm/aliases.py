@@ -2,28 +2,47 @@
 
 The table shipped with the tool is `aliases.yaml` beside this file; a user extends or
 overrides it with `aliases.yaml` in their config directory. An alias is either a litellm
-model id or a mapping with `model` and optionally `api_base`.
+model id or a mapping with `model` and optionally `api_base`. A name with a provider
+prefix (`openai/gpt-4o`, `demo/sage`) is a model id already, so it never reads the table:
+a broken user alias file only matters to a panel that uses a short name.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from functools import cache
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from panel_cli.errors import UserError
+from panel_cli.located_yaml import parse_yaml, read_config_text
 
 SHIPPED_ALIASES = Path(__file__).with_name("aliases.yaml")
+
+CREDENTIALS_IN_URL = (
+    "a user or password in the URL is not supported; put the key in an environment variable and name it with api_key_env"
+)
+
+
+def check_api_base(url: str | None) -> str | None:
+    """Refuse `http://user:pass@host`: the URL is shown, stored and sent in error reports,
+    so a password in it would leak. The message never repeats the URL."""
+    if url is None:
+        return None
+    rest = url.split("://", 1)[1] if "://" in url else url
+    if "@" in re.split(r"[/?#]", rest, maxsplit=1)[0]:
+        raise ValueError(CREDENTIALS_IN_URL)
+    return url
 
 
 class Alias(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str
+    model: str = Field(min_length=1)
     api_base: str | None = None
+
+    _check_api_base = field_validator("api_base")(check_api_base)
 
 
 def config_dir() -> Path:
@@ -41,23 +60,30 @@ def user_alias_file() -> Path:
 
 
 def _read_alias_file(path: Path) -> dict[str, Alias]:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: the alias file is not valid YAML ({exc.problem if hasattr(exc, 'problem') else exc}).") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: the alias file must map short names to model ids.")
+    """Every problem in the file, located like a panel file's (file, line, alias name)."""
+    file = str(path)
+    tree = parse_yaml(read_config_text(path, file, kind="alias file"), file, expand_env=False)
+    if tree.data is None:
+        return {}
+    if not isinstance(tree.data, dict):
+        tree.add_problem((), "an alias file maps short names to model ids, like 'gpt: openai/gpt-4o'", line=1)
+        raise tree.error()
     aliases: dict[str, Alias] = {}
-    for name, value in raw.items():
-        if isinstance(value, str):
-            aliases[str(name)] = Alias(model=value)
-        elif isinstance(value, dict):
-            try:
-                aliases[str(name)] = Alias.model_validate(value)
-            except ValueError:
-                raise UserError(f"{path}: alias '{name}' must have a 'model' and may have an 'api_base', nothing else.") from None
+    for name, value in tree.data.items():
+        loc = (name,)
+        if tree.covers(loc):
+            continue
+        if "/" in str(name):
+            tree.add_problem(loc, "an alias is a short name without '/'; a name with a provider prefix is a model id already")
+        elif not isinstance(value, str | dict):
+            tree.add_problem(loc, "an alias is a model id, or a mapping with 'model' and optionally 'api_base'")
         else:
-            raise UserError(f"{path}: alias '{name}' must be a model id or a mapping with 'model'.")
+            try:
+                aliases[str(name)] = Alias.model_validate({"model": value} if isinstance(value, str) else value)
+            except ValidationError as exc:
+                tree.add_validation_errors(exc, Alias, prefix=loc)
+    if tree.problems:
+        raise tree.error()
     return aliases
 
 
@@ -70,10 +96,12 @@ def _load_aliases(user_file: Path) -> dict[str, Alias]:
 
 
 def load_aliases() -> dict[str, Alias]:
-    """Shipped aliases, overridden by the user's."""
+    """Shipped aliases, overridden by the user's; a broken user file is a located ConfigError."""
     return _load_aliases(user_alias_file())
 
 
 def resolve_model(name: str) -> Alias:
     """An alias's target, or the name itself when it is already a model id."""
+    if "/" in name:
+        return Alias(model=name)
     return load_aliases().get(name) or Alias(model=name)

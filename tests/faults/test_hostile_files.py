@@ -1,0 +1,116 @@
+"""Hostile panel files: each is refused with one located sentence and exit code 2.
+
+One test per row of the fault suite. Each runs the real `panel validate` in a subprocess
+(it never imports litellm, so each is quick): a recursion, a hang or a memory blow-up
+would show there as it would for a user, not be hidden by an in-process runner. The
+timeout only guards against a hang; it is not an assertion about speed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MEMBERS = "members:\n  - name: a\n    model: demo/sage\n  - name: b\n    model: demo/skeptic\n"
+HANG_GUARD = 60
+
+
+def refused(tmp_path: Path, name: str, content: str | bytes) -> str:
+    """Write the panel file, validate it, and return the single line it was refused with."""
+    file = tmp_path / name
+    if isinstance(content, str):
+        file.write_text(content, encoding="utf-8")
+    else:
+        file.write_bytes(content)
+    env = {**os.environ, "PANEL_CONFIG_DIR": str(tmp_path / "config"), "NO_COLOR": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "panel_cli", "validate", name],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "unexpected error" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"panel: {name}"), lines[0]
+    return lines[0].removeprefix("panel: ")
+
+
+def test_a_file_over_the_size_limit(tmp_path):
+    content = MEMBERS + "# padding padding padding padding\n" * 40_000
+    assert refused(tmp_path, "big.yaml", content) == "big.yaml: the file is larger than 1 MiB, too big for a panel file."
+
+
+def test_billion_laughs(tmp_path):
+    lines = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+    content = "\n".join(lines) + "\n"
+    assert len(content) < 600
+    assert refused(tmp_path, "laughs.yaml", content) == (
+        "laughs.yaml, line 5: the alias *d takes the values repeated through aliases past 10000, the most a file may repeat."
+    )
+
+
+def test_an_unknown_tag(tmp_path):
+    assert refused(tmp_path, "tag.yaml", MEMBERS + "question: !custom What?\n") == (
+        "tag.yaml, line 6: question: the tag '!custom' is not supported; a panel file holds plain YAML values."
+    )
+
+
+def test_a_python_tag_is_refused_not_run(tmp_path):
+    marker = tmp_path / "ran"
+    content = MEMBERS + f"question: !!python/object/apply:os.system ['touch {marker}']\n"
+    assert refused(tmp_path, "python.yaml", content) == (
+        "python.yaml, line 6: question: the tag '!!python/object/apply:os.system' is not supported; "
+        "a panel file holds plain YAML values."
+    )
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("opener", ["[", "- "])
+def test_deep_nesting(tmp_path, opener):
+    content = "members:\n  " + opener * 100_000 + "x\n"
+    assert refused(tmp_path, "deep.yaml", content) == "deep.yaml, line 2: values are nested more than 100 levels deep here."
+
+
+def test_a_panel_file_that_is_not_utf8(tmp_path):
+    content = MEMBERS.encode() + "question: Café or tea?\n".encode("latin-1")
+    assert refused(tmp_path, "latin.yaml", content) == "latin.yaml, line 6: the file is not UTF-8 text (byte 0xe9); save it as UTF-8."
+
+
+def test_a_question_file_that_is_not_utf8(tmp_path):
+    (tmp_path / "q.md").write_bytes("Café or tea?\n".encode("latin-1"))
+    assert refused(tmp_path, "p.yaml", MEMBERS + "question_file: q.md\n") == (
+        "p.yaml, line 6: question_file: q.md: line 1 is not UTF-8 text (byte 0xe9); save it as UTF-8."
+    )
+
+
+def test_question_file_is_dev_zero(tmp_path):
+    assert refused(tmp_path, "p.yaml", MEMBERS + "question_file: /dev/zero\n") == (
+        "p.yaml, line 6: question_file: /dev/zero: is not a regular file (a pipe, a device or a socket); put the question in a file."
+    )
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_question_file_is_a_fifo(tmp_path):
+    """Nobody ever writes to the FIFO: opening it to read would block forever."""
+    os.mkfifo(tmp_path / "q.fifo")
+    assert refused(tmp_path, "p.yaml", MEMBERS + "question_file: q.fifo\n") == (
+        "p.yaml, line 6: question_file: q.fifo: is not a regular file (a pipe, a device or a socket); put the question in a file."
+    )
+
+
+def test_question_and_question_file_together(tmp_path):
+    (tmp_path / "q.md").write_text("From the file?\n")
+    assert refused(tmp_path, "p.yaml", MEMBERS + "question: Why?\nquestion_file: q.md\n") == (
+        "p.yaml, line 7: question_file: give 'question' or 'question_file', not both."
+    )
