@@ -13,6 +13,13 @@ fake can produce, which the model gateway relies on to classify errors:
 - 401                               -> litellm.AuthenticationError (status 401)
 - hang with ``timeout=``            -> litellm.Timeout (an openai.APITimeoutError,
   status 408), "Request timed out ... timeout value=..."
+- reset_mid_body                    -> litellm.InternalServerError (status 500),
+  "OpenAIException - Connection error."; beneath it aiohttp's ClientPayloadError
+  "Response payload is not completed ... (received 40 of N bytes)"
+- invalid_utf8                      -> litellm.InternalServerError (status 500),
+  "OpenAIException - 'utf-8' codec can't decode byte 0xe9 ..."
+- refused_url                       -> litellm.InternalServerError (status 500),
+  "OpenAIException - Connection error."; beneath it a ConnectionRefusedError
 """
 
 from __future__ import annotations
@@ -38,10 +45,13 @@ from tests.fakes.openai_server import (  # noqa: E402
     Step,
     error,
     hang,
+    invalid_utf8,
     malformed,
     malformed_json,
+    refused_url,
     reply,
     reply_json,
+    reset_mid_body,
     responder,
 )
 
@@ -115,6 +125,37 @@ def test_rate_limit_carries_retry_after(fake_server: FakeOpenAIServer) -> None:
     assert response.headers["retry-after"] == "2"
     assert response.json()["error"]["message"] == "slow down"
     assert response.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+def test_retry_after_can_be_any_text(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", error(429, retry_after="soon"), error(429, retry_after=0.5))
+
+    assert _chat(fake_server, "gpt").headers["retry-after"] == "soon"
+    assert _chat(fake_server, "gpt").headers["retry-after"] == "0.5"
+
+
+def test_invalid_utf8_body(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", invalid_utf8())
+
+    response = _chat(fake_server, "gpt")
+
+    assert response.status_code == 200
+    with pytest.raises(UnicodeDecodeError):
+        response.content.decode("utf-8")
+
+
+def test_reset_mid_body(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", reset_mid_body(25), reply("after"))
+
+    with pytest.raises(httpx.HTTPError):
+        _chat(fake_server, "gpt")
+    assert _chat(fake_server, "gpt").json()["choices"][0]["message"]["content"] == "after"
+    assert len(fake_server.requests_for("gpt")) == 2
+
+
+def test_refused_url_refuses() -> None:
+    with refused_url() as url, pytest.raises(httpx.ConnectError):
+        httpx.post(f"{url}/chat/completions", json={"model": "gpt", "messages": USER}, timeout=5)
 
 
 def test_server_error(fake_server: FakeOpenAIServer) -> None:
@@ -249,8 +290,10 @@ async def test_litellm_reads_reply_and_usage(fake_server: FakeOpenAIServer) -> N
         (error(500), litellm.InternalServerError, 500),
         (error(401, "bad key"), litellm.AuthenticationError, 401),
         (hang(), litellm.Timeout, 408),
+        (reset_mid_body(), litellm.InternalServerError, 500),
+        (invalid_utf8(), litellm.InternalServerError, 500),
     ],
-    ids=["malformed", "malformed_json", "429", "500", "401", "hang"],
+    ids=["malformed", "malformed_json", "429", "500", "401", "hang", "reset", "utf8"],
 )
 async def test_litellm_error_classes(
     fake_server: FakeOpenAIServer, step: Step, exc_type: type[Exception], status: int

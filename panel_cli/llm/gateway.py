@@ -3,15 +3,18 @@
 litellm reaches every provider, but several of its defaults hurt a deliberation tool: its
 SDK retries stretch a short timeout into seconds, custom providers ignore `timeout`, and
 it prints banners. So the gateway owns the deadline (`asyncio.wait_for`), the retries
-(backoff with jitter, honouring Retry-After, never past the stage deadline), a concurrency
-limit per endpoint, structured output and the cost of each call. It reports every call as
-events and never raises for a provider failure: the result says what went wrong.
+(backoff with jitter, honouring Retry-After, never past the call's budget or the stage
+deadline), a concurrency limit per endpoint, structured output, the cost of each call and
+the size of a reply. It reports every call as events and never raises for a provider
+failure: the result says what went wrong. A member that fails for good (a rejected key, an
+unknown model, a refused connection) is not called again in the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import gc
 import os
@@ -20,7 +23,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from functools import cache
 from types import ModuleType
@@ -29,16 +32,24 @@ from typing import Any
 from pydantic import BaseModel
 
 from panel_cli.config import Defaults, Member
-from panel_cli.errors import MissingKeyError
-from panel_cli.events import BaseEvent, CallFailed, CallFinished, CallStarted, ErrorKind
-from panel_cli.llm.errors import RETRYABLE, ClassifiedError, classify, provider_message, retry_after_seconds
-from panel_cli.llm.providers import KEYLESS
+from panel_cli.events import (
+    BaseEvent,
+    CallFailed,
+    CallFinished,
+    CallStarted,
+    ErrorKind,
+    MemberSkipped,
+    WarningRaised,
+)
+from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
 from panel_cli.llm.structured import json_instructions, parse_structured
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
 
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 20.0
+# The longest single wait a provider's Retry-After can impose; asked for more, the call fails.
+MAX_RETRY_WAIT = 60.0
 
 
 # Set while the gateway awaits litellm: litellm then skips the work whose result we never read.
@@ -167,7 +178,9 @@ def _warm_up(litellm: ModuleType) -> None:
 
 class CallResult(BaseModel):
     """What one call produced. `ok` is False when the call itself failed; a reply that is
-    not the structured object asked for is still `ok`, with `parse_error` set."""
+    not the structured object asked for is still `ok`, with `parse_error` set. `truncated`:
+    the reply was longer than `max_response_chars` and `text` is its beginning. `skipped`:
+    no request was made because the member failed for good earlier in the run."""
 
     call_id: str
     member: str
@@ -178,6 +191,8 @@ class CallResult(BaseModel):
     parse_error: str | None = None
     error_kind: ErrorKind | None = None
     error: str | None = None
+    truncated: bool = False
+    skipped: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -205,6 +220,18 @@ def _backoff(attempt: int, rng: random.Random) -> float:
     return rng.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1)))
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.0f}s" if value >= 10 or value == int(value) else f"{value:.1f}s"
+
+
+def _call_end(now: float, call_timeout: float | None, retries: int, deadline: float | None) -> float | None:
+    """When a call must be over: its own budget (every attempt at the per-call timeout,
+    from its first request) or the stage deadline, whichever comes first; None when
+    neither is set. Retries and waits never stretch a call past it."""
+    ends = [end for end in (deadline, None if call_timeout is None else now + call_timeout * (retries + 1)) if end is not None]
+    return min(ends) if ends else None
+
+
 class Gateway:
     def __init__(
         self,
@@ -221,26 +248,11 @@ class Gateway:
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._prices: dict[str, tuple[float, float] | None] = {}
         self._native_schema: dict[str, bool] = {}
+        # Members that failed for good, with the reason (`auth: the provider rejected the
+        # key (401)`); the run's result reports them.
+        self.excluded: dict[str, str] = {}
+        self._excluded_kind: dict[str, ErrorKind] = {}
         self._litellm = load_litellm()
-
-    def check_keys(self, members: Iterable[Member]) -> None:
-        """Find a missing key before the first call, naming the variable to set."""
-        for member in members:
-            if member.api_key_env:
-                if not os.environ.get(member.api_key_env):
-                    raise MissingKeyError(
-                        f"Member '{member.name}' ({member.model}) needs the environment variable {member.api_key_env} (its api_key_env); set it and run again."
-                    )
-                continue
-            if member.provider in KEYLESS or (member.api_base and member.provider == "openai"):
-                continue
-            report = self._litellm.validate_environment(model=member.model, api_base=member.api_base)
-            missing = [key for key in report.get("missing_keys", []) if not key.endswith("_API_BASE")]
-            if not report.get("keys_in_environment") and missing:
-                raise MissingKeyError(
-                    f"Member '{member.name}' ({member.model}) needs {' or '.join(missing)} set in the environment"
-                    " (or try the panel offline with --demo)."
-                )
 
     def _api_key(self, member: Member) -> str | None:
         if member.api_key_env:
@@ -303,61 +315,76 @@ class Gateway:
         *,
         stage: str,
         round: int | None = None,
+        about: str | None = None,
         deadline: float | None = None,
         schema: type[BaseModel] | None = None,
     ) -> CallResult:
         """One model call with our deadline and retries. `deadline` is a `loop.time()` instant:
-        the stage's end, which no attempt or backoff may pass."""
+        the stage's end, which no attempt or wait may pass. `about` says what the call is
+        about when a member makes several in one stage."""
+        if member.name in self.excluded:
+            return await self._skip(member, stage, round, about)
         loop = asyncio.get_running_loop()
         native = schema is not None and self._supports_schema(member.model)
         full = self._messages(member, messages, schema, native)
         request = self._request(member, full, schema if native else None)
         call_id = uuid.uuid4().hex[:16]
-        common = {"call_id": call_id, "member": member.name, "model": member.model, "stage": stage, "round": round}
+        common = {"call_id": call_id, "member": member.name, "model": member.model, "stage": stage, "round": round, "about": about}
         await self.emit(CallStarted(**common))
         retries = member.retries if member.retries is not None else self.defaults.retries
         call_timeout = member.timeout or self.defaults.timeout
+        end, per_try = deadline, None
         started = time.perf_counter()
         attempts = 0
         try:
             while True:
                 attempts += 1
-                remaining = None if deadline is None else deadline - loop.time()
-                limits = [t for t in (call_timeout, remaining) if t is not None]
-                per_try = min(limits) if limits else None
                 try:
-                    if per_try is not None and per_try <= 0:
-                        raise TimeoutError
                     async with self._limit(member):
+                        # Timed once through the concurrency limit: a call queued behind
+                        # other calls to the same endpoint has not started yet.
+                        now = loop.time()
+                        if attempts == 1:
+                            end = _call_end(now, call_timeout, retries, deadline)
+                        limits = [t for t in (call_timeout, None if end is None else end - now) if t is not None]
+                        per_try = min(limits) if limits else None
+                        if per_try is not None and per_try <= 0:
+                            raise TimeoutError
                         response = await asyncio.wait_for(_acompletion(self._litellm, request), per_try)
                     text, tokens_in, tokens_out = _read_response(response)
                     break
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    kind = classify(exc)
-                    delay = retry_after_seconds(exc) if kind == "rate_limited" else None
-                    delay = _backoff(attempts, self._rng) if delay is None else delay
-                    fits = deadline is None or loop.time() + delay < deadline
-                    if kind in RETRYABLE and attempts <= retries and fits:
-                        await asyncio.sleep(delay)
-                        continue
-                    message = provider_message(exc)
-                    if kind == "timeout":
-                        message = f"no reply within {per_try:.1f}s" if per_try else message
-                    await self.emit(
-                        CallFailed(**common, messages=full, kind=kind, message=message, latency=time.perf_counter() - started, attempts=attempts)
-                    )
-                    return CallResult(
-                        call_id=call_id, member=member.name, model=member.model, ok=False, error_kind=kind,
-                        error=message, latency=time.perf_counter() - started, attempts=attempts,
-                    )
+                    failure = describe(exc)
+                    if isinstance(exc, TimeoutError) and per_try is not None:
+                        failure = dataclasses.replace(failure, message=f"no reply within {max(per_try, 0.0):.1f}s")
+                    if failure.kind in RETRYABLE and attempts <= retries:
+                        asked = retry_after_seconds(exc) if failure.kind == "rate_limited" else None
+                        delay = _backoff(attempts, self._rng) if asked is None else asked
+                        fits = delay <= MAX_RETRY_WAIT and (end is None or loop.time() + delay < end)
+                        if fits:
+                            await asyncio.sleep(delay)
+                            continue
+                        if asked is not None:
+                            failure = dataclasses.replace(
+                                failure,
+                                message=f"rate limited; the provider asked to wait {_seconds(asked)}, longer than this call may take",
+                            )
+                    return await self._fail(member, common, full, failure, time.perf_counter() - started, attempts)
         except asyncio.CancelledError:
             await self.emit(
                 CallFailed(**common, messages=full, kind="cancelled", message="cancelled", latency=time.perf_counter() - started, attempts=attempts)
             )
             raise
         latency = time.perf_counter() - started
+        # The cut happens once the whole reply is in memory: litellm reads the body off the
+        # socket itself, and bounding that read would take an HTTP client of our own. It still
+        # keeps a runaway reply out of the store, the view and every other member's prompt.
+        cap = self.defaults.max_response_chars
+        truncated = len(text) > cap
+        if truncated:
+            text = text[:cap]
         cost = self._cost(member.model, tokens_in, tokens_out)
         parsed, parse_error = None, None
         if schema is not None:
@@ -365,13 +392,44 @@ class Gateway:
             parsed = obj.model_dump() if obj is not None else None
         await self.emit(
             CallFinished(
-                **common, messages=full, text=text, tokens_in=tokens_in, tokens_out=tokens_out,
+                **common, messages=full, text=text, truncated=truncated, tokens_in=tokens_in, tokens_out=tokens_out,
                 cost=cost, latency=latency, attempts=attempts,
             )
         )
+        if truncated:
+            await self.emit(WarningRaised(member=member.name, message=f"its reply was cut at {cap:,} characters"))
         return CallResult(
             call_id=call_id, member=member.name, model=member.model, ok=True, text=text, parsed=parsed,
-            parse_error=parse_error, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost, latency=latency, attempts=attempts,
+            parse_error=parse_error, truncated=truncated, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost,
+            latency=latency, attempts=attempts,
+        )
+
+    async def _fail(
+        self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], failure: Failure, latency: float, attempts: int
+    ) -> CallResult:
+        """Report a failed call; a member that failed for good is excluded from the rest of the run."""
+        await self.emit(
+            CallFailed(
+                **common, messages=messages, kind=failure.kind, message=failure.message, detail=failure.detail,
+                latency=latency, attempts=attempts,
+            )
+        )
+        if failure.permanent and member.name not in self.excluded:
+            reason = f"{failure.kind}: {failure.message}"
+            self.excluded[member.name] = reason
+            self._excluded_kind[member.name] = failure.kind
+            await self.emit(WarningRaised(member=member.name, message=f"failed for good ({reason}); it is not called again in this run"))
+        return CallResult(
+            call_id=common["call_id"], member=member.name, model=member.model, ok=False, error_kind=failure.kind,
+            error=failure.message, latency=latency, attempts=attempts,
+        )
+
+    async def _skip(self, member: Member, stage: str, round: int | None, about: str | None) -> CallResult:
+        reason = self.excluded[member.name]
+        await self.emit(MemberSkipped(member=member.name, model=member.model, stage=stage, round=round, about=about, reason=reason))
+        return CallResult(
+            call_id=uuid.uuid4().hex[:16], member=member.name, model=member.model, ok=False, skipped=True,
+            error_kind=self._excluded_kind[member.name], error=f"not called: failed for good earlier ({reason})",
         )
 
     async def aclose(self) -> None:

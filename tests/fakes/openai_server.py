@@ -13,10 +13,12 @@ import asyncio
 import contextlib
 import itertools
 import json
+import socket
+import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -28,13 +30,17 @@ __all__ = [
     "MalformedStep",
     "RecordedRequest",
     "ReplyStep",
+    "ResetStep",
     "Step",
     "error",
     "hang",
+    "invalid_utf8",
     "malformed",
     "malformed_json",
+    "refused_url",
     "reply",
     "reply_json",
+    "reset_mid_body",
     "responder",
 ]
 
@@ -91,19 +97,21 @@ class ReplyStep:
 
 @dataclass(frozen=True)
 class ErrorStep:
-    """An OpenAI-style error response with the given HTTP status."""
+    """An OpenAI-style error response with the given HTTP status. A text `retry_after` is
+    sent as written, so tests can send values a provider should never send (`soon`)."""
 
     status: int
     message: str
-    retry_after: float | None = None
+    retry_after: float | str | None = None
     latency: float = 0.0
 
 
 @dataclass(frozen=True)
 class MalformedStep:
-    """A response whose body is not a valid completion, to exercise parse failures."""
+    """A response whose body is not a valid completion, to exercise parse failures; bytes
+    are sent as they are (a body that is not UTF-8)."""
 
-    body: str
+    body: str | bytes
     status: int = 200
 
 
@@ -112,7 +120,15 @@ class HangStep:
     """Never answer: wait until the client disconnects or the server stops."""
 
 
-Step = ReplyStep | ErrorStep | MalformedStep | HangStep
+@dataclass(frozen=True)
+class ResetStep:
+    """Announce a full completion, send its first `sent` bytes, then reset the connection:
+    a provider or proxy dying in the middle of the body."""
+
+    sent: int = 40
+
+
+Step = ReplyStep | ErrorStep | MalformedStep | HangStep | ResetStep
 
 
 def reply(
@@ -149,16 +165,28 @@ def error(
     status: int,
     message: str = "fake provider error",
     *,
-    retry_after: float | None = None,
+    retry_after: float | str | None = None,
     latency: float = 0.0,
 ) -> ErrorStep:
-    """Fail with ``status``; ``retry_after`` adds a Retry-After header (seconds)."""
+    """Fail with ``status``; ``retry_after`` adds a Retry-After header (seconds, or a raw value)."""
     return ErrorStep(status, message, retry_after, latency)
 
 
-def malformed(body: str = "not json at all", status: int = 200) -> MalformedStep:
+def malformed(body: str | bytes = "not json at all", status: int = 200) -> MalformedStep:
     """Answer with a raw body that is not JSON at all."""
     return MalformedStep(body, status)
+
+
+def invalid_utf8() -> MalformedStep:
+    """Answer with a completion whose content holds bytes that are not UTF-8."""
+    head = b'{"id": "chatcmpl-bad", "object": "chat.completion", "created": 0, "model": "m", "choices": '
+    choice = b'[{"index": 0, "message": {"role": "assistant", "content": "caf\xe9 \xff\xfe"}, "finish_reason": "stop"}]}'
+    return MalformedStep(head + choice)
+
+
+def reset_mid_body(sent: int = 40) -> ResetStep:
+    """Start a completion, then reset the connection after ``sent`` bytes of its body."""
+    return ResetStep(sent)
 
 
 def malformed_json() -> MalformedStep:
@@ -169,6 +197,17 @@ def malformed_json() -> MalformedStep:
 def hang() -> HangStep:
     """Never answer, to exercise timeouts and cancellation."""
     return HangStep()
+
+
+@contextlib.contextmanager
+def refused_url() -> Iterator[str]:
+    """A base URL on 127.0.0.1 where every connection is refused.
+
+    The port stays bound but never listens for as long as the block runs, so no other
+    process can take it meanwhile: connecting gets ECONNREFUSED, as from a stopped server."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
 class _ClientGone(Exception):
@@ -229,6 +268,16 @@ class _Connection:
             raise _ClientGone
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """One response to write; `cut_at` sends only that many bytes of the body, then resets."""
+
+    status: int
+    body: bytes
+    extra_headers: str = ""
+    cut_at: int | None = None
+
+
 def _response(status: int, body: bytes, extra_headers: str = "", close: bool = False) -> bytes:
     """Serialise one HTTP/1.1 response."""
     head = (
@@ -239,6 +288,20 @@ def _response(status: int, body: bytes, extra_headers: str = "", close: bool = F
         f"{extra_headers}\r\n"
     )
     return head.encode("latin-1") + body
+
+
+def _retry_after(value: float | str | None) -> str:
+    if value is None:
+        return ""
+    return f"retry-after: {value if isinstance(value, str) else format(value, 'g')}\r\n"
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Drop the connection with a TCP reset (SO_LINGER 0) rather than an orderly close."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 def _error_body(status: int, message: str) -> bytes:
@@ -356,10 +419,16 @@ class FakeOpenAIServer:
             while (request := await conn.read_request()) is not None:
                 method, path, headers, body = request
                 close = headers.get("connection", "").lower() == "close"
-                payload = await self._respond(conn, method, path, headers, body)
-                if payload is None:
+                answer = await self._respond(conn, method, path, headers, body)
+                if answer is None:
                     return
-                writer.write(_response(*payload, close=close))
+                raw = _response(answer.status, answer.body, answer.extra_headers, close=close)
+                if answer.cut_at is not None:
+                    writer.write(raw[: len(raw) - len(answer.body) + answer.cut_at])
+                    await writer.drain()
+                    _reset(writer)
+                    return
+                writer.write(raw)
                 await writer.drain()
                 if close:
                     return
@@ -373,17 +442,17 @@ class FakeOpenAIServer:
 
     async def _respond(
         self, conn: _Connection, method: str, path: str, headers: dict[str, str], raw: bytes
-    ) -> tuple[int, bytes, str] | None:
-        """Build (status, body, extra headers) for one request; None if the client left."""
+    ) -> _Answer | None:
+        """Build the response to one request; None if the client left."""
         if method != "POST" or path.split("?", 1)[0] not in _PATHS:
-            return 404, _error_body(404, f"no route for {method} {path}"), ""
+            return _Answer(404, _error_body(404, f"no route for {method} {path}"))
         try:
             body = json.loads(raw)
             model = str(body["model"])
         except (ValueError, KeyError, TypeError):
-            return 400, _error_body(400, "request body must be JSON with a model"), ""
+            return _Answer(400, _error_body(400, "request body must be JSON with a model"))
         if body.get("stream"):
-            return 400, _error_body(400, "the fake server does not stream"), ""
+            return _Answer(400, _error_body(400, "the fake server does not stream"))
         request = RecordedRequest(
             model=model,
             messages=list(body.get("messages", [])),
@@ -406,9 +475,7 @@ class FakeOpenAIServer:
         finally:
             self.in_flight -= 1
 
-    async def _run_step(
-        self, conn: _Connection, request: RecordedRequest, step: Step
-    ) -> tuple[int, bytes, str]:
+    async def _run_step(self, conn: _Connection, request: RecordedRequest, step: Step) -> _Answer:
         match step:
             case HangStep():
                 await conn.wait_closed()
@@ -419,17 +486,20 @@ class FakeOpenAIServer:
                 try:
                     content = step.content(request)
                 except Exception as exc:  # a broken responder should fail loudly, not hang
-                    return 500, _error_body(500, f"responder raised {exc!r}"), ""
-                return 200, self._completion(request, step, content), ""
+                    return _Answer(500, _error_body(500, f"responder raised {exc!r}"))
+                return _Answer(200, self._completion(request, step.prompt_tokens, step.completion_tokens, content))
             case ErrorStep():
                 if step.latency > 0:
                     await conn.sleep_or_close(step.latency)
-                extra = "" if step.retry_after is None else f"retry-after: {step.retry_after:g}\r\n"
-                return step.status, _error_body(step.status, step.message), extra
+                return _Answer(step.status, _error_body(step.status, step.message), _retry_after(step.retry_after))
             case MalformedStep():
-                return step.status, step.body.encode(), ""
+                body = step.body if isinstance(step.body, bytes) else step.body.encode()
+                return _Answer(step.status, body)
+            case ResetStep():
+                body = self._completion(request, 10, 20, "this reply never arrives whole " * 20)
+                return _Answer(200, body, cut_at=min(step.sent, len(body) - 1))
 
-    def _completion(self, request: RecordedRequest, step: ReplyStep, content: str) -> bytes:
+    def _completion(self, request: RecordedRequest, prompt_tokens: int, completion_tokens: int, content: str) -> bytes:
         return json.dumps(
             {
                 "id": f"chatcmpl-fake-{next(self._ids)}",
@@ -446,9 +516,9 @@ class FakeOpenAIServer:
                     }
                 ],
                 "usage": {
-                    "prompt_tokens": step.prompt_tokens,
-                    "completion_tokens": step.completion_tokens,
-                    "total_tokens": step.prompt_tokens + step.completion_tokens,
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
                 },
             }
         ).encode()

@@ -1,0 +1,354 @@
+"""Each way a provider can fail, one row per fault, end to end: the fake server, litellm's
+real code path, the gateway. What a row asserts is what a person or a protocol relies on:
+the kind, how many requests were made, the sentence shown, and that nothing raises."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from typing import Any
+
+import pytest
+
+from panel_cli.config import Defaults, Member
+from panel_cli.events import BaseEvent
+from panel_cli.llm.gateway import CallResult, Gateway
+from panel_cli.protocols.confer import confer
+from tests.fakes.openai_server import (
+    FakeOpenAIServer,
+    Step,
+    error,
+    hang,
+    invalid_utf8,
+    malformed,
+    malformed_json,
+    refused_url,
+    reply,
+    reset_mid_body,
+    responder,
+)
+from tests.protocols.conftest import make_panel, task_of, vote_json
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+class NoWait(random.Random):
+    """Backoff that never sleeps, so a retry row costs no time."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return a
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    async def __call__(self, event: BaseEvent) -> None:
+        self.events.append(event)
+
+    def of(self, kind: str) -> list[Any]:
+        return [event for event in self.events if event.type == kind]
+
+
+async def ask(gateway: Gateway, who: Member, **kwargs: Any) -> CallResult:
+    return await gateway.call(who, HELLO, stage="answer", **kwargs)
+
+
+def member(server: FakeOpenAIServer, name: str = "m", **fields: Any) -> Member:
+    return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
+
+
+@pytest.fixture
+async def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+async def gateway(recorder: Recorder):
+    gw = Gateway(recorder, defaults=Defaults(retries=2), rng=NoWait())
+    yield gw
+    await gw.aclose()
+
+
+def assert_clean(message: str | None) -> None:
+    assert message
+    for bad in ("0x", "<", "Exception -", "litellm", "Error:", "\n"):
+        assert bad not in message, f"{bad!r} in {message!r}"
+
+
+# -- rows that already worked and must keep working --------------------------------------
+
+
+async def test_500_then_success_is_retried(fake_server, gateway):
+    fake_server.script("m", error(500, "kaput"), reply("fine"))
+    result = await ask(gateway, member(fake_server))
+    assert result.ok and result.text == "fine" and result.attempts == 2
+    assert len(fake_server.requests_for("m")) == 2
+
+
+async def test_a_hang_is_a_timeout_and_is_not_retried(fake_server, gateway, recorder):
+    fake_server.script("m", hang())
+    result = await ask(gateway, member(fake_server, timeout=0.3))
+    assert (result.ok, result.error_kind, result.attempts) == (False, "timeout", 1)
+    assert result.error == "no reply within 0.3s"
+    assert len(fake_server.requests_for("m")) == 1
+    assert "m" not in gateway.excluded
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [(reply(""), "the reply was empty"), (malformed(""), "the reply was not valid JSON")],
+    ids=["empty-content", "empty-body"],
+)
+async def test_an_empty_reply_is_malformed_and_not_retried(fake_server, gateway, step, message):
+    fake_server.script("m", step)
+    result = await ask(gateway, member(fake_server))
+    assert (result.error_kind, result.error, result.attempts) == ("malformed", message, 1)
+    assert len(fake_server.requests_for("m")) == 1
+
+
+# -- 1. a Retry-After we cannot read ------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["soon", "0x10", "1,5", "Mon, 99 Foo 2024 25:61:00 GMT", "inf", "nan", "-5"])
+async def test_a_malformed_retry_after_falls_back_to_backoff(fake_server, gateway, value):
+    fake_server.script("flaky", error(429, "slow down", retry_after=value), reply("flaky answer"))
+    fake_server.script("a", reply("a answer"))
+    fake_server.script("b", reply("b answer"))
+    results = await asyncio.gather(*(ask(gateway, member(fake_server, name)) for name in ("flaky", "a", "b")))
+    assert [(r.ok, r.text, r.attempts) for r in results] == [
+        (True, "flaky answer", 2),
+        (True, "a answer", 1),
+        (True, "b answer", 1),
+    ]
+    assert len(fake_server.requests_for("flaky")) == 2
+
+
+# -- 2. waits are bounded -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("retry_after", [3600, "Wed, 21 Oct 2099 07:28:00 GMT"], ids=["seconds", "date"])
+async def test_a_retry_after_beyond_the_cap_fails_now(fake_server, gateway, retry_after):
+    fake_server.script("m", error(429, "slow down", retry_after=retry_after), reply("too late"))
+    result = await ask(gateway, member(fake_server))
+    assert (result.error_kind, result.attempts) == ("rate_limited", 1)
+    assert re.fullmatch(r"rate limited; the provider asked to wait \d+s, longer than this call may take", result.error)
+    assert len(fake_server.requests_for("m")) == 1
+
+
+async def test_a_retry_after_beyond_the_call_budget_fails_now(fake_server, gateway):
+    # Per-call timeout 0.5 s and 2 retries: the call may take 1.5 s in all, so a wait of 5 s
+    # (under the 60 s cap) cannot fit.
+    fake_server.script("m", error(429, "slow down", retry_after=5), reply("too late"))
+    result = await ask(gateway, member(fake_server, timeout=0.5))
+    assert (result.error_kind, result.attempts) == ("rate_limited", 1)
+    assert result.error == "rate limited; the provider asked to wait 5s, longer than this call may take"
+
+
+async def test_the_huge_retry_after_with_a_short_timeout_fails_now(fake_server, gateway):
+    fake_server.script("m", error(429, "slow down", retry_after=3600))
+    result = await ask(gateway, member(fake_server, timeout=0.5))
+    assert (result.error_kind, result.attempts) == ("rate_limited", 1)
+    assert result.error == "rate limited; the provider asked to wait 3600s, longer than this call may take"
+
+
+async def test_retries_stop_at_the_call_budget(fake_server, gateway):
+    # Per-call timeout 0.2 s and 5 retries: a budget of 1.2 s from the call's start. Waits
+    # of 0.5 s fit twice (ending near 0.5 s and 1.0 s); the third would end past 1.2 s.
+    fake_server.script("m", error(429, "slow down", retry_after=0.5))
+    result = await ask(gateway, member(fake_server, timeout=0.2, retries=5))
+    assert (result.error_kind, result.attempts) == ("rate_limited", 3)
+    assert len(fake_server.requests_for("m")) == 3
+    assert result.error == "rate limited; the provider asked to wait 0.5s, longer than this call may take"
+
+
+# -- 3. a reply too large -------------------------------------------------------------------
+
+
+async def test_a_huge_reply_is_cut_before_anyone_sees_it(fake_server, recorder):
+    fake_server.script("m", reply("x" * 1_000_000))
+    gw = Gateway(recorder, defaults=Defaults(max_response_chars=5_000), rng=NoWait())
+    try:
+        result = await ask(gw, member(fake_server))
+    finally:
+        await gw.aclose()
+    assert result.ok and result.truncated and len(result.text) == 5_000
+    (finished,) = recorder.of("call_finished")
+    assert finished.truncated and len(finished.text) <= 5_000
+    (warning,) = recorder.of("warning")
+    assert (warning.member, warning.message) == ("m", "its reply was cut at 5,000 characters")
+
+
+async def test_a_reply_within_the_cap_is_whole(fake_server, recorder):
+    fake_server.script("m", reply("y" * 5_000))
+    gw = Gateway(recorder, defaults=Defaults(max_response_chars=5_000))
+    try:
+        result = await ask(gw, member(fake_server))
+    finally:
+        await gw.aclose()
+    assert result.ok and not result.truncated and len(result.text) == 5_000
+    assert not recorder.of("warning") and not recorder.of("call_finished")[0].truncated
+
+
+# -- 4. a body broken in transit is malformed, and asked once --------------------------------
+
+
+async def test_a_connection_reset_mid_body_is_malformed_and_not_retried(fake_server, gateway, recorder):
+    fake_server.script("m", reset_mid_body(), reply("never asked"))
+    result = await ask(gateway, member(fake_server))
+    assert (result.error_kind, result.attempts) == ("malformed", 1)
+    assert re.fullmatch(r"the connection broke in the middle of the reply \(40 of \d+ bytes arrived\)", result.error)
+    assert len(fake_server.requests_for("m")) == 1
+    (failed,) = recorder.of("call_failed")
+    assert "ClientPayloadError" in failed.detail and "m" not in gateway.excluded
+
+
+async def test_a_body_that_is_not_utf8_is_malformed_and_not_retried(fake_server, gateway):
+    fake_server.script("m", invalid_utf8(), reply("never asked"))
+    result = await ask(gateway, member(fake_server))
+    assert (result.error_kind, result.error, result.attempts) == ("malformed", "the reply was not valid UTF-8", 1)
+    assert len(fake_server.requests_for("m")) == 1
+
+
+# -- 5. one clean sentence per kind; the raw text goes to the detail -------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "kind", "message"),
+    [
+        (error(429, "Rate limit reached for requests"), "rate_limited", "rate limited (429): Rate limit reached for requests"),
+        (
+            error(401, "Incorrect API key provided: sk-abc***xyz. You can find your API key at https://platform.openai.com/account/api-keys."),
+            "auth",
+            "the provider rejected the key (401): Incorrect API key provided: sk-abc***xyz",
+        ),
+        (error(403, "Country, region, or territory not supported"), "auth", "the provider denied access (403): Country, region, or territory not supported"),
+        (
+            error(404, "The model `m` does not exist or you do not have access to it."),
+            "not_found",
+            "model not found (404): The model `m` does not exist or you do not have access to it",
+        ),
+        (error(400, "Invalid 'temperature': decimal above maximum value"), "bad_request", "the provider rejected the request (400): Invalid 'temperature': decimal above maximum value"),
+        (error(500, "The server had an error while processing your request. Sorry about that!"), "server", "the provider failed (500): The server had an error while processing your request"),
+        (malformed("<html><body><h1>502 Bad Gateway</h1></body></html>", status=502), "server", "the provider failed (502)"),
+        (malformed(), "malformed", "the reply was not valid JSON"),
+        (malformed_json(), "malformed", "the reply had no choices"),
+    ],
+    ids=["429", "401", "403", "404", "400", "500", "502-html", "not-json", "no-choices"],
+)
+async def test_each_kind_has_one_clean_sentence(fake_server, recorder, step, kind, message):
+    fake_server.script("m", step)
+    gw = Gateway(recorder, defaults=Defaults(retries=0))
+    try:
+        result = await ask(gw, member(fake_server))
+    finally:
+        await gw.aclose()
+    assert (result.error_kind, result.error) == (kind, message)
+    assert_clean(result.error)
+    (failed,) = recorder.of("call_failed")
+    assert failed.message == message
+    assert "OpenAIException" in failed.detail
+
+
+async def test_a_timeout_has_one_clean_sentence(fake_server, gateway, recorder):
+    fake_server.script("m", hang())
+    result = await ask(gateway, member(fake_server, timeout=0.2))
+    assert (result.error_kind, result.error) == ("timeout", "no reply within 0.2s")
+    assert_clean(recorder.of("call_failed")[0].message)
+
+
+async def test_a_refused_connection_has_one_clean_sentence(gateway, recorder):
+    with refused_url() as url:
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        result = await ask(gateway, Member(name="down", model="openai/down", api_base=url))
+    assert result.error_kind == "connection" and result.attempts == 3
+    assert result.error == f"could not connect to 127.0.0.1:{port} (connection refused)"
+    assert_clean(result.error)
+    (failed,) = recorder.of("call_failed")
+    assert "ConnectionRefusedError" in failed.detail
+
+
+# -- 6. a member that fails for good is not called again -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "kind", "reason"),
+    [
+        (error(401, "bad key"), "auth", "auth: the provider rejected the key (401): bad key"),
+        (error(403, "no access"), "auth", "auth: the provider denied access (403): no access"),
+        (error(404, "no such model"), "not_found", "not_found: model not found (404): no such model"),
+        (error(400, "bad request"), "bad_request", "bad_request: the provider rejected the request (400): bad request"),
+    ],
+    ids=["401", "403", "404", "400"],
+)
+async def test_a_member_that_fails_for_good_is_skipped_afterwards(fake_server, gateway, recorder, step, kind, reason):
+    fake_server.script("m", step, reply("never asked"))
+    first = await ask(gateway, member(fake_server), round=0)
+    later = await ask(gateway, member(fake_server), round=1, about="Answer A")
+    assert first.error_kind == kind and not first.skipped
+    assert gateway.excluded == {"m": reason}
+    assert len(fake_server.requests_for("m")) == 1
+    assert (later.ok, later.skipped, later.error_kind, later.attempts) == (False, True, kind, 0)
+    assert later.error == f"not called: failed for good earlier ({reason})"
+    (warning,) = recorder.of("warning")
+    assert (warning.member, warning.message) == ("m", f"failed for good ({reason}); it is not called again in this run")
+    (skipped,) = recorder.of("member_skipped")
+    assert (skipped.member, skipped.model, skipped.stage, skipped.round, skipped.about, skipped.reason) == (
+        "m", "openai/m", "answer", 1, "Answer A", reason,
+    )
+    assert [e.type for e in recorder.events].count("call_started") == 1
+
+
+async def test_a_refused_member_is_skipped_afterwards(gateway, recorder):
+    with refused_url() as url:
+        down = Member(name="down", model="openai/down", api_base=url)
+        await ask(gateway, down)
+        later = await ask(gateway, down)
+    assert later.skipped and later.error_kind == "connection"
+    assert gateway.excluded["down"].startswith("connection: could not connect to 127.0.0.1:")
+    assert len(recorder.of("call_failed")) == 1 and len(recorder.of("member_skipped")) == 1
+
+
+async def test_concurrent_failures_warn_once(fake_server, gateway, recorder):
+    fake_server.script("m", error(401, "bad key", latency=0.05))
+    await asyncio.gather(*(ask(gateway, member(fake_server)) for _ in range(3)))
+    assert len(recorder.of("call_failed")) == 3
+    assert len(recorder.of("warning")) == 1 and list(gateway.excluded) == ["m"]
+
+
+@pytest.mark.parametrize(
+    ("step", "fields"),
+    [(error(500, "kaput"), {}), (error(429, "slow"), {}), (hang(), {"timeout": 0.2}), (reset_mid_body(), {})],
+    ids=["500", "429", "timeout", "reset"],
+)
+async def test_a_passing_failure_does_not_exclude(fake_server, recorder, step: Step, fields):
+    fake_server.script("m", step, reply("back again"))
+    gw = Gateway(recorder, defaults=Defaults(retries=0), rng=NoWait())
+    try:
+        first = await ask(gw, member(fake_server, **fields))
+        second = await ask(gw, member(fake_server, **fields))
+    finally:
+        await gw.aclose()
+    assert not first.ok and second.ok and second.text == "back again"
+    assert gw.excluded == {} and not recorder.of("member_skipped")
+
+
+async def test_confer_asks_a_rejected_member_once(fake_server, run_protocol):
+    def answer(request):
+        return vote_json("A", 80, "revised") if task_of(request) == "confer.vote" else "an answer"
+
+    fake_server.script("ann-model", responder(answer))
+    fake_server.script("bob-model", responder(answer))
+    fake_server.script("bad-model", error(401, "Incorrect API key provided"))
+    panel = make_panel(fake_server, ["ann", "bob", "bad"], max_rounds=3, until_convergence=False)
+    result, events = await run_protocol(confer, panel)
+    assert len(result.rounds) == 3
+    assert len(fake_server.requests_for("bad-model")) == 1
+    assert len(fake_server.requests_for("ann-model")) == len(fake_server.requests_for("bob-model")) == 4
+    skipped = events.of("member_skipped")
+    assert [(e.member, e.round) for e in skipped] == [("bad", 1), ("bad", 2), ("bad", 3)]
+    reason = "auth: the provider rejected the key (401): Incorrect API key provided"
+    assert {e.reason for e in skipped} == {reason}
+    warnings = [e for e in events.of("warning") if e.member == "bad"]
+    assert [w.message for w in warnings] == [f"failed for good ({reason}); it is not called again in this run"]
