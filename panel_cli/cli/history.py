@@ -12,19 +12,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from panel_cli.store.db import CallRecord, RunRecord, RunStatus, TranscriptReader
+from panel_cli.cli import completion
+from panel_cli.store.db import CallRecord, RunMember, RunRecord, RunStatus, RunSummary, TranscriptReader
 from panel_cli.view import fmt
 
 history_app = typer.Typer(help="List and inspect the runs kept in the transcript store.", no_args_is_help=True)
 
-DbOption = Annotated[
-    Path | None,
-    typer.Option("--db", help="Transcript database to read (default: $PANEL_DB, else the user data folder)."),
-]
+DB_HELP = "Transcript database (default: $PANEL_DB, else panel.db in the user data folder)."
+DbOption = Annotated[Path | None, typer.Option("--db", help=DB_HELP, dir_okay=False)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table.")]
 
 QUESTION_PREVIEW = 60
@@ -35,6 +35,67 @@ STATUS_STYLES = {
     "failed": "red",
     "interrupted": "magenta",
 }
+
+
+class RunRow(BaseModel):
+    """A run in `history list --json`, under the names every protocol's `--json` result uses."""
+
+    run_id: str
+    protocol: str
+    question: str
+    reached_answer: bool
+    duration_s: float | None
+    calls: int
+    tokens: int | None
+    cost: float | None
+    panel: str
+    status: RunStatus
+    started_at: float
+    finished_at: float | None
+
+    @classmethod
+    def of(cls, run: RunSummary) -> RunRow:
+        return cls(**_envelope(run), panel=run.panel, status=run.status, started_at=run.started_at, finished_at=run.finished_at)
+
+
+class RunDetail(BaseModel):
+    """`history show --json`: the result envelope every protocol's `--json` shares first (so a
+    script reads a stored run as it reads a live one), then what the store kept. `calls` is
+    the count, as in the envelope; the calls themselves are `call_records`."""
+
+    run_id: str
+    protocol: str
+    question: str
+    final_answer: str | None
+    reached_answer: bool
+    duration_s: float | None
+    calls: int
+    tokens: int | None
+    cost: float | None
+    warnings: list[Any]
+    panel: str
+    status: RunStatus
+    started_at: float
+    finished_at: float | None
+    members: list[RunMember]
+    config: dict[str, Any]
+    result: dict[str, Any] | None
+    error: str | None
+    call_records: list[CallRecord]
+    events: list[dict[str, Any]]
+
+
+def _envelope(run: RunSummary) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "protocol": run.protocol,
+        "question": run.question,
+        "reached_answer": run.reached_answer,
+        "duration_s": run.duration_s,
+        "calls": run.calls,
+        "tokens": run.tokens,
+        "cost": run.cost,
+    }
 
 
 @history_app.command("list")
@@ -48,10 +109,10 @@ def list_runs(
     with TranscriptReader.open(db) as reader:
         runs = reader.list_runs(limit, status=status)
         if as_json:
-            _print_json([run.model_dump(mode="json") for run in runs])
+            _print_json([RunRow.of(run).model_dump(mode="json") for run in runs])
             return
         if not runs:
-            _console().print(f"No runs yet in {reader.path}.")
+            _console().print(Text(_nothing_found(reader, status)), soft_wrap=True)  # a long path stays whole
             return
         # Only the question may shrink on a narrow terminal: Rich narrows wrappable columns
         # first, and its Text is cut with an ellipsis instead of wrapped.
@@ -63,10 +124,10 @@ def list_runs(
         table.add_column("question")
         for run in runs:
             table.add_row(
-                reader.short_id(run.id),
+                Text(reader.short_id(run.id)),
                 _time(run.started_at, seconds=False),
-                run.protocol,
-                run.panel,
+                Text(run.protocol),
+                Text(run.panel),
                 _status(run.status),
                 str(run.calls),
                 fmt.tokens(run.tokens),
@@ -76,9 +137,19 @@ def list_runs(
     _console().print(table)
 
 
+def _nothing_found(reader: TranscriptReader, status: RunStatus | None) -> str:
+    """An empty filter must not read as an empty store."""
+    total = reader.count_runs() if status else 0
+    if not total:
+        return f"No runs yet in {reader.path}."
+    return f"No {status} runs in {reader.path} ({total} run{'' if total == 1 else 's'} in all)."
+
+
 @history_app.command("show")
 def show_run(
-    run_id: Annotated[str, typer.Argument(metavar="ID", help="A run id, or any unique beginning of one.")],
+    run_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A run id, or any unique beginning of one.", autocompletion=completion.run_ids)
+    ],
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -88,9 +159,22 @@ def show_run(
         calls = reader.run_calls(run.id)
         events = reader.run_events(run.id) if as_json else []
     if as_json:
-        _print_json(
-            {**run.model_dump(mode="json"), "calls": [call.model_dump(mode="json") for call in calls], "events": events}
+        detail = RunDetail(
+            **_envelope(run),
+            final_answer=run.final_answer,
+            warnings=run.warnings,
+            panel=run.panel,
+            status=run.status,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            members=run.members,
+            config=run.config,
+            result=run.result,
+            error=run.error,
+            call_records=calls,
+            events=events,
         )
+        _print_json(detail.model_dump(mode="json"))
         return
     console = _console()
     console.print(_header(run))
@@ -110,14 +194,14 @@ def _header(run: RunRecord) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
-    grid.add_row("Run", run.id)
-    grid.add_row("Question", run.question)
+    grid.add_row("Run", Text(run.id))
+    grid.add_row("Question", Text(run.question))
     grid.add_row("Status", _status(run.status))
     if run.error:
-        grid.add_row("Error", run.error)
-    grid.add_row("Protocol", f"{run.protocol} · panel {run.panel}")
+        grid.add_row("Error", Text(run.error))
+    grid.add_row("Protocol", Text(f"{run.protocol} · panel {run.panel}"))
     if run.members:
-        grid.add_row("Members", ", ".join(f"{member.name} ({member.model})" for member in run.members))
+        grid.add_row("Members", Text(", ".join(f"{member.name} ({member.model})" for member in run.members)))
     grid.add_row("Started", _time(run.started_at))
     if run.finished_at is not None:
         grid.add_row("Ended", f"{_time(run.finished_at)} ({run.finished_at - run.started_at:.1f}s)")
@@ -126,6 +210,8 @@ def _header(run: RunRecord) -> Table:
 
 
 def _calls_table(calls: list[CallRecord]) -> Table:
+    """One row per call. A failure shows its clean message; the provider's raw `detail` stays
+    in the store (and `--json`) for whoever debugs it."""
     table = Table(title="Calls", header_style="bold")
     table.add_column("member")
     table.add_column("stage")
@@ -133,19 +219,27 @@ def _calls_table(calls: list[CallRecord]) -> Table:
     table.add_column("latency", justify="right")
     table.add_column("tokens", justify="right")
     table.add_column("cost", justify="right")
-    table.add_column("error")
+    table.add_column("note")
     for call in calls:
         known = [count for count in (call.tokens_in, call.tokens_out) if count is not None]
         table.add_row(
-            call.member,
-            call.stage,
+            Text(call.member),
+            Text(call.stage),
             fmt.UNKNOWN if call.round is None else str(call.round),
             fmt.UNKNOWN if call.latency is None else f"{call.latency:.1f}s",
             fmt.tokens(sum(known) if known else None),
             fmt.cost(call.cost),
-            Text.assemble((call.error_kind, "red"), f": {call.error}") if call.error_kind else "",
+            _note(call),
         )
     return table
+
+
+def _note(call: CallRecord) -> Text:
+    if call.error_kind:
+        return Text.assemble((call.error_kind, "red"), f": {call.error or ''}")
+    if call.truncated:
+        return Text("reply truncated", style="yellow")
+    return Text("")
 
 
 def _time(timestamp: float, seconds: bool = True) -> str:
@@ -158,9 +252,10 @@ def _status(status: str) -> Text:
 
 
 def _console() -> Console:
-    """Markup off: questions, answers and provider errors are data, and a `[bold]` in
-    one of them must print as written. Styles are applied with `Text` instead."""
-    return Console(markup=False)
+    """Questions, answers, names and provider errors are data: a `[bold]`, a `[/INST]` or a
+    `:smile:` in one of them must print as written, so markup, emoji codes and highlighting
+    are off, and styles are applied with `Text`."""
+    return Console(markup=False, emoji=False, highlight=False)
 
 
 def _print_json(data: Any) -> None:

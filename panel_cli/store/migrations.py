@@ -80,6 +80,14 @@ def m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX calls_run_id ON calls(run_id)")
 
 
+@migration
+def m002_call_detail_and_truncation(db: sqlite3.Connection) -> None:
+    """`detail` keeps a failed call's raw provider text for whoever debugs it; `truncated`
+    marks a reply cut at `max_response_chars`, so its stored response is only a beginning."""
+    db.execute("ALTER TABLE calls ADD COLUMN detail TEXT")
+    db.execute("ALTER TABLE calls ADD COLUMN truncated INTEGER")
+
+
 def schema_version(db: sqlite3.Connection) -> int:
     return db.execute("PRAGMA user_version").fetchone()[0]
 

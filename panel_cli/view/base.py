@@ -22,7 +22,7 @@ class View(Protocol):
 
 
 class NullView:
-    """For `--json` and `--quiet`: stdout carries the result alone, so nothing is drawn."""
+    """For `--quiet`, and `--json` off a terminal: nothing is drawn anywhere."""
 
     async def __call__(self, event: BaseEvent) -> None:
         return None
@@ -32,10 +32,15 @@ class NullView:
 
 
 def make_view(console: Console, *, json_mode: bool, quiet: bool, err_stream: TextIO) -> View:
-    """`--json` and `--quiet` draw nothing; a terminal gets the live view; a pipe gets plain
-    progress lines on `err_stream`, leaving stdout to the answer."""
-    if json_mode or quiet:
+    """`--quiet` draws nothing. `--json` keeps stdout for the result alone, but a person at a
+    terminal still watches the run: the live view goes to stderr when stderr is a terminal,
+    and nothing is drawn when it is not. Otherwise a terminal gets the live view, and a pipe
+    gets plain progress lines on `err_stream`, leaving stdout to the answer."""
+    if quiet:
         return NullView()
+    if json_mode:
+        err_console = Console(file=err_stream)
+        return LiveView(err_console) if err_console.is_terminal else NullView()
     if console.is_terminal:
         return LiveView(console)
     return PlainView(err_stream)

@@ -8,10 +8,10 @@ from rich.panel import Panel
 from rich.text import Text
 
 from panel_cli.events import RunFinished
-from panel_cli.view.summary import RunTotals, summary_fields
+from panel_cli.view.summary import ViewTotals, summary_fields
 
 
-def render_final(console: Console, event: RunFinished, totals: RunTotals | None = None) -> None:
+def render_final(console: Console, event: RunFinished, totals: ViewTotals | None = None) -> None:
     """Print the final answer and the summary. Without `totals` (calls, tokens, cost counted
     from the run's events) the summary holds only what `event.result` says."""
     if event.final_answer:
@@ -22,7 +22,7 @@ def render_final(console: Console, event: RunFinished, totals: RunTotals | None 
     console.print(summary_line(event, totals, console.width))
 
 
-def summary_line(event: RunFinished, totals: RunTotals | None, width: int) -> Text:
+def summary_line(event: RunFinished, totals: ViewTotals | None, width: int) -> Text:
     """`winner alice · confidence 83% · …`, wrapped between fields only, never inside one."""
     line = Text()
     column = 0

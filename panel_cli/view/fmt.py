@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 UNKNOWN = "—"
+NO_AGGREGATE = "aggregate ranking: none (no review gave a usable ranking)"
 
 
 def one_line(text: str, limit: int = 60) -> str:
@@ -39,3 +42,17 @@ def cost(value: float | None) -> str:
 
 def percent(share: float) -> str:
     return f"{share * 100:.0f}%"
+
+
+def who(member: str, about: str | None) -> str:
+    """`engineer → sage` for a call about sage's response, so a member's several calls in one
+    stage tell apart."""
+    return f"{member} → {about}" if about else member
+
+
+def tally_order(scores: Mapping[str, float], *, best_first: bool) -> list[tuple[str, float]]:
+    """confer's rounds keep label order, so a label sits at the same place every round; a
+    choice made once (ensemble's) reads best first, ties in label order."""
+    if best_first:
+        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return sorted(scores.items())

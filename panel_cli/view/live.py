@@ -12,6 +12,7 @@ from panel_cli.events import (
     CallFailed,
     CallFinished,
     CallStarted,
+    MemberSkipped,
     RankingParsed,
     RoundTallied,
     RunFailed,
@@ -24,7 +25,7 @@ from panel_cli.events import (
 )
 from panel_cli.view import fmt
 from panel_cli.view.final import render_final
-from panel_cli.view.summary import RunTotals
+from panel_cli.view.summary import ViewTotals
 from panel_cli.view.tables import StageState, render_aggregate, warning_line
 
 
@@ -38,7 +39,7 @@ class LiveView:
 
     def __init__(self, console: Console, *, refresh_per_second: float = 8) -> None:
         self.console = console
-        self.totals = RunTotals()
+        self.totals = ViewTotals()
         self._refresh_per_second = refresh_per_second
         self._labels: dict[str, str] = {}
         self._stage: StageState | None = None
@@ -54,11 +55,11 @@ class LiveView:
                 self._print_header(event)
             case StageStarted():
                 self._open_stage(event.stage, event.round, event.members)
-            case CallStarted() | CallFinished() | CallFailed():
+            case CallStarted() | CallFinished() | CallFailed() | MemberSkipped():
                 self._on_call(event)
             case VoteCast():
                 if self._stage and self._stage.round == event.round:
-                    self._stage.add_member(event.voter, self._labels.get(event.voter)).vote = event
+                    self._stage.member_row(event.voter, self._labels.get(event.voter)).vote = event
             case RoundTallied():
                 if self._stage and self._stage.round == event.round:
                     self._stage.tally = event
@@ -99,7 +100,7 @@ class LiveView:
         self.console.print(members)
         self.console.print()
 
-    def _on_call(self, event: CallStarted | CallFinished | CallFailed) -> None:
+    def _on_call(self, event: CallStarted | CallFinished | CallFailed | MemberSkipped) -> None:
         """Calls land in their stage's table. A call from a stage nobody announced opens a
         table of its own; a late call from a stage already printed only counts in the totals."""
         stage = self._stage
@@ -107,25 +108,29 @@ class LiveView:
             if (event.stage, event.round) in self._seen:
                 return
             stage = self._open_stage(event.stage, event.round, [])
-        row = stage.add_member(event.member, self._labels.get(event.member))
+        label = self._labels.get(event.member)
+        if isinstance(event, MemberSkipped):
+            stage.skip(event, label)
+            return
+        row = stage.call_row(event.call_id, event.member, label, event.about)
         if isinstance(event, CallFinished):
             row.finish(event)
         elif isinstance(event, CallFailed):
             row.fail(event)
 
     def _on_ranking(self, event: RankingParsed) -> None:
-        if event.reviewer is not None and self._stage is not None:
-            self._stage.add_member(event.reviewer, self._labels.get(event.reviewer)).ranking = event.ranking
-        if event.aggregate:
+        if event.reviewer is not None:
             if self._stage is not None:
-                self._stage.aggregate = event.aggregate
-            else:
-                self.console.print(render_aggregate(event.aggregate))
+                self._stage.member_row(event.reviewer, self._labels.get(event.reviewer)).ranking = event.ranking
+        elif self._stage is not None:
+            self._stage.aggregate = event.aggregate
+        else:
+            self.console.print(render_aggregate(event.aggregate))
 
     def _open_stage(self, stage: str, round_: int | None, members: list[str]) -> StageState:
         new = StageState(stage, round_)
         for name in members:
-            new.add_member(name, self._labels.get(name))
+            new.announce(name, self._labels.get(name))
         self._seen.add(new.key)
         self._finish_stage(new)
         if self._live is None:

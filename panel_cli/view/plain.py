@@ -12,6 +12,7 @@ from panel_cli.events import (
     CallFailed,
     CallFinished,
     CallStarted,
+    MemberSkipped,
     RankingParsed,
     RoundTallied,
     RunFailed,
@@ -23,7 +24,9 @@ from panel_cli.events import (
     WarningRaised,
 )
 from panel_cli.view import fmt
-from panel_cli.view.summary import RunTotals, summary_fields
+from panel_cli.view.summary import ViewTotals, summary_fields
+
+QUESTION_LIMIT = 200
 
 
 class PlainView:
@@ -31,7 +34,7 @@ class PlainView:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.totals = RunTotals()
+        self.totals = ViewTotals()
 
     async def __call__(self, event: BaseEvent) -> None:
         self.totals.update(event)
@@ -44,37 +47,47 @@ class PlainView:
         self.stream.flush()
 
     def line(self, event: BaseEvent) -> str | None:
-        """The line for one event, or None for an event type this view does not know."""
+        """The line for one event (two for the run's start, which gives the question), or None
+        for an event type this view does not know."""
         match event:
             case RunStarted():
                 names = ", ".join(member.name for member in event.members)
-                return f"run started  {event.protocol}  {event.panel}  members: {names}  run {event.run_id}"
+                started = f"run started  {event.protocol}  {event.panel}  members: {names}  run {event.run_id}"
+                return f"{started}\nquestion: {fmt.one_line(event.question, QUESTION_LIMIT)}"
             case StageStarted():
                 started = f"{_where(event.stage, event.round)}{event.stage} started"
                 return f"{started}  {', '.join(event.members)}" if event.members else started
             case CallStarted():
-                return f"{_where(event.stage, event.round)}call started  {event.member}  {event.model}"
+                who = fmt.who(event.member, event.about)
+                return f"{_where(event.stage, event.round)}call started  {who}  {event.model}"
             case CallFinished():
-                line = f"{_where(event.stage, event.round)}call finished  {event.member}  {fmt.seconds(event.latency)}"
+                who = fmt.who(event.member, event.about)
+                line = f"{_where(event.stage, event.round)}call finished  {who}  {fmt.seconds(event.latency)}"
                 if event.tokens_in is not None or event.tokens_out is not None:
                     line += f"  {(event.tokens_in or 0) + (event.tokens_out or 0):,} tok"
-                return line
+                return line + ("  truncated" if event.truncated else "")
             case CallFailed():
                 message = fmt.one_line(event.message, 200)
-                return f"{_where(event.stage, event.round)}call failed  {event.member}  {event.kind}: {message}"
+                who = fmt.who(event.member, event.about)
+                return f"{_where(event.stage, event.round)}call failed  {who}  {event.kind}: {message}"
+            case MemberSkipped():
+                reason = fmt.one_line(event.reason, 200)
+                return f"{_where(event.stage, event.round)}skipped  {fmt.who(event.member, event.about)}  {reason}"
             case VoteCast():
                 detail = "" if event.confidence is None else fmt.number(event.confidence)
                 if event.fallback:
                     detail = f"{detail}, fallback: kept own answer" if detail else "fallback: kept own answer"
                 vote = f"{event.voter} -> {event.choice}" + (f" ({detail})" if detail else "")
                 return f"[round {event.round}] vote  {vote}" if event.round is not None else f"vote  {vote}"
+            case RoundTallied(round=None):
+                return f"scores: {_scores(event)} -> {event.winner or event.winner_label or 'no winner'}"
             case RoundTallied():
-                scores = " ".join(f"{label}={fmt.number(score)}" for label, score in sorted(event.scores.items()))
                 outcome = f"{event.winner_label} ({event.winner})" if event.winner_label else "no winner"
-                title = "round tallied" if event.round is None else f"round {event.round} tallied"
-                return f"{title}: {scores} -> {outcome}"
+                return f"round {event.round} tallied: {_scores(event)} -> {outcome}"
             case RankingParsed(reviewer=str(reviewer)):
                 return f"ranking  {reviewer}: {', '.join(event.ranking) or '(none)'}"
+            case RankingParsed(aggregate=[]):
+                return fmt.NO_AGGREGATE
             case RankingParsed():
                 places = ", ".join(
                     f"{place}. {entry.get('name')} ({_average(entry.get('average_rank'))})"
@@ -97,6 +110,12 @@ class PlainView:
 def _where(stage: str, round_: int | None) -> str:
     """`[round 1] ` when the event has a round, `[reviews] ` when only a stage."""
     return f"[{stage}] " if round_ is None else f"[round {round_}] "
+
+
+def _scores(tally: RoundTallied) -> str:
+    """`A=170 B=50` in label order for a confer round; best first for a choice made once."""
+    order = fmt.tally_order(tally.scores, best_first=tally.round is None)
+    return " ".join(f"{label}={fmt.number(score)}" for label, score in order)
 
 
 def _average(value: Any) -> str:

@@ -1,59 +1,30 @@
-"""Run totals counted from the events themselves, so a replay sums up exactly like the live run."""
+"""The summary of a run, from totals counted on its events, so a replay sums up exactly like
+the live run and like the result envelope."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from panel_cli.events import BaseEvent, CallFailed, CallFinished, RunFailed, RunFinished, RunInterrupted, RunStarted
+from panel_cli.events import BaseEvent, RunFinished, RunStarted
+from panel_cli.totals import RunTotals
 from panel_cli.view import fmt
+
+SIMULATED_COST = "simulated, free"
 
 
 @dataclass
-class RunTotals:
-    """Calls, tokens, cost and wall time of one run. `tokens` and `cost` stay None until a call
-    reports them: an unknown cost is shown as unknown, not as free."""
+class ViewTotals(RunTotals):
+    """The run's totals, counted as the result envelope counts them, plus what only the summary
+    needs: `simulated` when every member is a demo persona, so the run cost nothing and no
+    price may be shown as money."""
 
-    calls: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    tokens: int | None = None
-    cost: float | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-
-    @classmethod
-    def from_events(cls, events: Iterable[BaseEvent]) -> RunTotals:
-        totals = cls()
-        for event in events:
-            totals.update(event)
-        return totals
+    simulated: bool = False
 
     def update(self, event: BaseEvent) -> None:
-        match event:
-            case RunStarted(ts=ts) if ts:
-                self.started_at = ts
-            case CallFinished():
-                self.calls += 1
-                if event.tokens_in is not None or event.tokens_out is not None:
-                    self.tokens = (self.tokens or 0) + (event.tokens_in or 0) + (event.tokens_out or 0)
-                if event.cost is not None:
-                    self.cost = (self.cost or 0.0) + event.cost
-            case CallFailed(kind="cancelled"):
-                self.calls += 1
-                self.cancelled += 1
-            case CallFailed():
-                self.calls += 1
-                self.failed += 1
-            case RunFinished(ts=ts) | RunFailed(ts=ts) | RunInterrupted(ts=ts) if ts:
-                self.ended_at = ts
-
-    @property
-    def wall_time(self) -> float | None:
-        if self.started_at is None or self.ended_at is None:
-            return None
-        return self.ended_at - self.started_at
+        super().update(event)
+        if isinstance(event, RunStarted):
+            self.simulated = bool(event.members) and all(m.model.startswith("demo/") for m in event.members)
 
 
 def _council_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -82,7 +53,7 @@ def _ensemble_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
     return fields
 
 
-def summary_fields(event: RunFinished, totals: RunTotals | None) -> list[tuple[str, str]]:
+def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[str, str]]:
     """The summary of a finished run as (name, value) pairs, for the live and the plain view.
 
     The protocol's own facts come from `event.result`, and only those it has: confer has a
@@ -101,7 +72,11 @@ def summary_fields(event: RunFinished, totals: RunTotals | None) -> list[tuple[s
     if totals is not None:
         notes = [f"{count} {what}" for count, what in ((totals.failed, "failed"), (totals.cancelled, "cancelled")) if count]
         calls = str(totals.calls) + (f" ({', '.join(notes)})" if notes else "")
-        fields += [("calls", calls), ("tokens", fmt.tokens(totals.tokens)), ("cost", fmt.cost(totals.cost))]
+        fields.append(("calls", calls))
+        if totals.skipped:
+            fields.append(("skipped", f"{totals.skipped} call{'' if totals.skipped == 1 else 's'}"))
+        cost = SIMULATED_COST if totals.simulated else fmt.cost(totals.cost)
+        fields += [("tokens", fmt.tokens(totals.tokens)), ("cost", cost)]
         if totals.wall_time is not None:
             fields.append(("time", f"{totals.wall_time:.1f}s"))
     fields.append(("run", event.run_id or fmt.UNKNOWN))

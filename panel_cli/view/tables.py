@@ -1,9 +1,9 @@
 """What the live view knows about one stage, and how it draws it.
 
 A stage (confer's round 0 `answer` or a `vote` round, council's answers or reviews, …) is a
-table with one row per member, plus the round's tally, an aggregate ranking and the
-warnings raised meanwhile, so a finished stage prints as one block. User text (answers,
-names, warnings) always goes in as `Text`, never as markup, so a `[` in an answer is a `[`.
+table with one row per call, plus the round's tally, an aggregate ranking and the warnings
+raised meanwhile, so a finished stage prints as one block. User text (answers, names,
+warnings) always goes in as `Text`, never as markup, so a `[` in an answer is a `[`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from panel_cli.events import CallFailed, CallFinished, RoundTallied, VoteCast, WarningRaised
+from panel_cli.events import CallFailed, CallFinished, MemberSkipped, RoundTallied, VoteCast, WarningRaised
 from panel_cli.view import fmt
 
-Status = Literal["waiting", "answered", "failed", "timed out", "cancelled"]
+Status = Literal["waiting", "answered", "failed", "timed out", "cancelled", "skipped"]
 
 STATUS_STYLES: dict[Status, str] = {
     "waiting": "dim",
@@ -27,42 +27,63 @@ STATUS_STYLES: dict[Status, str] = {
     "failed": "bold red",
     "timed out": "yellow",
     "cancelled": "dim",
+    "skipped": "dim",
 }
 FAILURE_STATUS: dict[str, Status] = {"timeout": "timed out", "cancelled": "cancelled"}
 BAR_WIDTH = 24
+TRUNCATED = " (truncated)"
+WINNER = "★"
 
 
 @dataclass
-class MemberRow:
+class CallRow:
+    """One row of a stage: a member announced by the stage and still waiting, or one call.
+    `about` is what the call is about when a member makes several (a judge scoring each
+    response), so each of those calls has a row of its own."""
+
     name: str
     label: str | None = None
+    about: str | None = None
+    call_id: str | None = None
     status: Status = "waiting"
     latency: float | None = None
     tokens: int | None = None
     preview: str = ""
+    truncated: bool = False
     vote: VoteCast | None = None
     ranking: list[str] | None = None
+
+    @property
+    def free(self) -> bool:
+        """An announced row that no call (nor a skip) has claimed yet."""
+        return self.call_id is None and self.status == "waiting"
 
     def finish(self, event: CallFinished) -> None:
         self.status = "answered"
         self.latency = event.latency
         if event.tokens_in is not None or event.tokens_out is not None:
             self.tokens = (event.tokens_in or 0) + (event.tokens_out or 0)
-        self.preview = fmt.one_line(event.text)
+        self.truncated = event.truncated
+        self.preview = fmt.one_line(event.text, 60 - len(TRUNCATED) if event.truncated else 60)
 
     def fail(self, event: CallFailed) -> None:
+        """Shows the clean `message`; the provider's raw `detail` is for the store only."""
         self.status = FAILURE_STATUS.get(event.kind, "failed")
         self.latency = event.latency
         self.preview = "" if event.kind == "cancelled" else fmt.one_line(f"{event.kind}: {event.message}")
+
+    def skip(self, event: MemberSkipped) -> None:
+        self.status = "skipped"
+        self.preview = fmt.one_line(event.reason)
 
 
 @dataclass
 class StageState:
     stage: str
     round: int | None
-    rows: dict[str, MemberRow] = field(default_factory=dict)
+    rows: list[CallRow] = field(default_factory=list)
     tally: RoundTallied | None = None
-    aggregate: list[dict[str, Any]] = field(default_factory=list)
+    aggregate: list[dict[str, Any]] | None = None
     warnings: list[WarningRaised] = field(default_factory=list)
 
     @property
@@ -75,66 +96,206 @@ class StageState:
 
     @property
     def progress(self) -> str:
-        done = sum(row.status != "waiting" for row in self.rows.values())
+        done = sum(row.status != "waiting" for row in self.rows)
         return f"{self.title} · {done}/{len(self.rows)} done"
 
-    def add_member(self, name: str, label: str | None) -> MemberRow:
-        if name not in self.rows:
-            self.rows[name] = MemberRow(name, label)
-        return self.rows[name]
+    def announce(self, name: str, label: str | None) -> None:
+        """A member the stage will call: a waiting row until its first call arrives."""
+        if not any(row.name == name for row in self.rows):
+            self.rows.append(CallRow(name, label))
+
+    def member_row(self, name: str, label: str | None) -> CallRow:
+        """The member's first row, for what belongs to the member rather than to one call
+        (its vote, its ranking)."""
+        for row in self.rows:
+            if row.name == name:
+                return row
+        self.rows.append(CallRow(name, label))
+        return self.rows[-1]
+
+    def call_row(self, call_id: str, name: str, label: str | None, about: str | None) -> CallRow:
+        """The call's row: the one it already has, else its member's row if no call has
+        claimed it, else a new row."""
+        for row in self.rows:
+            if row.call_id == call_id:
+                return row
+        row = self._free_row(name, label)
+        row.call_id, row.about = call_id, about
+        return row
+
+    def skip(self, event: MemberSkipped, label: str | None) -> None:
+        row = self._free_row(event.member, label)
+        row.about = event.about
+        row.skip(event)
+
+    def _free_row(self, name: str, label: str | None) -> CallRow:
+        for row in self.rows:
+            if row.name == name and row.free:
+                return row
+        self.rows.append(CallRow(name, label))
+        return self.rows[-1]
+
+    def winner_rows(self) -> list[CallRow]:
+        """Where the ★ goes: the rows about the winner when calls are about someone (a judge's
+        scores), else the winner's own rows."""
+        winner = self.tally.winner if self.tally else None
+        if winner is None:
+            return []
+        if any(row.about for row in self.rows):
+            return [row for row in self.rows if row.about == winner]
+        return [row for row in self.rows if row.name == winner]
 
     def render(self) -> RenderableType:
-        parts: list[RenderableType] = [self._table()]
+        parts: list[RenderableType] = [StageTable(self)]
+        if self.winner_rows():
+            legend = "the round's winner" if self.round is not None else "the chosen response"
+            parts.append(Text.assemble((f"{WINNER} ", "bold green"), (legend, "dim")))
         if self.tally is not None:
             parts += [Text(), render_tally(self.tally)]
-        if self.aggregate:
+        if self.aggregate is not None:
             parts += [Text(), render_aggregate(self.aggregate)]
         parts += [warning_line(warning) for warning in self.warnings]
         return Group(*parts)
 
-    def _table(self) -> Table:
-        rows = list(self.rows.values())
-        show_vote = self.stage == "vote" or any(row.vote for row in rows)
-        show_ranking = any(row.ranking is not None for row in rows)
-        winner = self.tally.winner if self.tally else None
 
-        table = Table(title=Text(self.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
-        table.add_column("member", no_wrap=True)
-        table.add_column("status", no_wrap=True)
-        table.add_column("latency", justify="right", no_wrap=True)
-        table.add_column("tokens", justify="right", no_wrap=True)
+@dataclass
+class Column:
+    """A table column and its cells. `keep` orders what a narrow terminal gives up first (the
+    highest goes first; 0 is never dropped); `shrink_to` is how narrow a column may get by
+    wrapping or cutting its cells, None when it may not shrink at all."""
+
+    header: str
+    cells: list[Text] | list[Preview]
+    keep: int
+    shrink_to: int | None = None
+    justify: Literal["left", "right"] = "left"
+    style: str = ""
+
+    @property
+    def natural(self) -> int:
+        return max([len(self.header), *(cell.cell_len for cell in self.cells)])
+
+    @property
+    def minimum(self) -> int:
+        if self.shrink_to is None:
+            return self.natural
+        return min(self.natural, max(self.shrink_to, len(self.header)))
+
+
+# Rich's SIMPLE_HEAD table without edges: one space of padding each side of a cell, and one
+# space between columns.
+CELL_PADDING = 2
+SEPARATOR = 1
+
+
+def fit_columns(columns: list[Column], width: int) -> list[tuple[Column, int]]:
+    """The columns that fit `width`, each with its width. Columns go in `keep` order, highest
+    first, until the rest fit at their minimum; then the spare width goes to the shrinkable
+    columns, most important first, up to their natural width. The member and status columns
+    are never dropped or narrowed, so a name is always whole."""
+    kept = list(columns)
+
+    def needed(chosen: list[Column]) -> int:
+        return sum(column.minimum + CELL_PADDING for column in chosen) + SEPARATOR * (len(chosen) - 1)
+
+    while needed(kept) > width and any(column.keep for column in kept):
+        kept.remove(max(kept, key=lambda column: column.keep))
+    widths = {id(column): column.minimum for column in kept}
+    spare = width - needed(kept)
+    for column in sorted(kept, key=lambda column: column.keep):
+        grow = min(max(spare, 0), column.natural - widths[id(column)])
+        widths[id(column)] += grow
+        spare -= grow
+    return [(column, widths[id(column)]) for column in kept]
+
+
+class StageTable:
+    """A stage's table, laid out for the width it is drawn at: Live redraws it on every
+    refresh, so a resized terminal gets a new layout."""
+
+    def __init__(self, stage: StageState) -> None:
+        self.stage = stage
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = Table(
+            title=Text(self.stage.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
+        )
+        rows = self.stage.rows
+        fitted = fit_columns(self.columns(), options.max_width)
+        for column, width in fitted:
+            table.add_column(column.header, justify=column.justify, style=column.style, width=width)
+        for index in range(len(rows)):
+            table.add_row(*(column.cells[index] for column, _ in fitted))
+        yield table
+
+    def columns(self) -> list[Column]:
+        rows = self.stage.rows
+        starred = {id(row) for row in self.stage.winner_rows()}
+        show_vote = self.stage.stage == "vote" or any(row.vote for row in rows)
+        columns = [
+            Column("member", [member_cell(row, id(row) in starred) for row in rows], keep=0),
+            Column("status", [Text(row.status, style=STATUS_STYLES[row.status]) for row in rows], keep=0),
+            Column(
+                "latency",
+                [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows],
+                keep=5,
+                justify="right",
+            ),
+            Column(
+                "tokens",
+                [Text("" if row.tokens is None else fmt.tokens(row.tokens)) for row in rows],
+                keep=6,
+                justify="right",
+            ),
+        ]
         if show_vote:
-            table.add_column("vote", no_wrap=True)
-        if show_ranking:
-            table.add_column("ranking", no_wrap=True)
-        # The only column allowed to shrink on a narrow terminal; its cells still stay one line.
-        table.add_column("rationale" if show_vote else "answer", min_width=16, style="dim")
-
-        for row in rows:
-            member = Text.assemble((f"{row.label} ", "cyan") if row.label else "", row.name)
-            if row.name == winner:
-                member.stylize("bold green")
-                member.append(" ★", style="bold green")
-            cells: list[RenderableType] = [
-                member,
-                Text(row.status, style=STATUS_STYLES[row.status]),
-                Text("" if row.latency is None else fmt.seconds(row.latency)),
-                Text("" if row.tokens is None else fmt.tokens(row.tokens)),
-            ]
-            if show_vote:
-                cells.append(vote_cell(row.vote))
-            if show_ranking:
-                cells.append(Text(", ".join(row.ranking or [])))
-            cells.append(preview_cell(row))
-            table.add_row(*cells)
-        return table
+            columns.append(Column("vote", [vote_cell(row.vote) for row in rows], keep=2))
+        if any(row.ranking is not None for row in rows):
+            # Wraps between the places of a ranking rather than disappear.
+            columns.append(Column("ranking", [Text(", ".join(row.ranking or [])) for row in rows], keep=3, shrink_to=10))
+        columns.append(
+            Column("rationale" if show_vote else "answer", [preview_cell(row) for row in rows], keep=4, shrink_to=12, style="dim")
+        )
+        return columns
 
 
-def preview_cell(row: MemberRow) -> Text:
-    """A vote round's call text is the structured vote itself (JSON); its rationale reads better."""
+def member_cell(row: CallRow, starred: bool) -> Text:
+    """`A alice`, or `A engineer → sage` for a call about sage's response; ★ on the winner."""
+    cell = Text.assemble((f"{row.label} ", "cyan") if row.label else "", fmt.who(row.name, row.about))
+    if starred:
+        cell.stylize("bold green")
+        cell.append(f" {WINNER}", style="bold green")
+    return cell
+
+
+def preview_cell(row: CallRow) -> Preview:
+    """A vote round's call text is the structured vote itself (JSON); its rationale reads better.
+    A truncated reply says so at the end of its preview."""
     failed = row.status in ("failed", "timed out")
     text = fmt.one_line(row.vote.rationale) if row.vote and row.vote.rationale else row.preview
-    return Text(text, style="red" if failed else "", no_wrap=True, overflow="ellipsis")
+    return Preview(Text(text, style="red" if failed else ""), Text(TRUNCATED, style="yellow") if row.truncated else None)
+
+
+class Preview:
+    """One line cut to its cell with an ellipsis, its `mark` (` (truncated)`) kept whole at
+    the end however narrow the cell, since the mark is what must not be missed."""
+
+    def __init__(self, text: Text, mark: Text | None = None) -> None:
+        self.text = text
+        self.mark = mark
+
+    @property
+    def cell_len(self) -> int:
+        return self.text.cell_len + (self.mark.cell_len if self.mark else 0)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        line = self.text.copy()
+        room = options.max_width - (self.mark.cell_len if self.mark else 0)
+        if self.mark is not None and room > 0:
+            line.truncate(room, overflow="ellipsis")
+            line.append_text(self.mark)
+        line.no_wrap, line.overflow = True, "ellipsis"
+        yield line
 
 
 def vote_cell(vote: VoteCast | None) -> Text:
@@ -154,7 +315,7 @@ def render_tally(tally: RoundTallied) -> Table:
     see who wrote what; only the members may not); the winner's in bold green."""
     grid = Table.grid(padding=(0, 1), pad_edge=True)
     top = max(tally.scores.values(), default=0) or 1
-    for label, score in sorted(tally.scores.items()):
+    for label, score in fmt.tally_order(tally.scores, best_first=tally.round is None):
         won = label == tally.winner_label
         style = "bold green" if won else "cyan"
         bar = "█" * max(round(score / top * BAR_WIDTH), 1 if score > 0 else 0)
@@ -169,8 +330,11 @@ def render_tally(tally: RoundTallied) -> Table:
     return grid
 
 
-def render_aggregate(aggregate: list[dict[str, Any]]) -> Table:
-    """The council's aggregate ranking, best first; the bar is longer for a better (lower) average."""
+def render_aggregate(aggregate: list[dict[str, Any]]) -> RenderableType:
+    """The council's aggregate ranking, best first; the bar is longer for a better (lower)
+    average. An empty one says why, rather than print a heading over nothing."""
+    if not aggregate:
+        return Text(fmt.NO_AGGREGATE, style="yellow")
     table = Table(
         title=Text("aggregate ranking", style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
     )

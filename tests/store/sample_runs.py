@@ -35,8 +35,11 @@ def run_started(question: str = QUESTION) -> RunStarted:
     )
 
 
-def answer_calls(run_id: str, cost_gpt: float | None = 0.002, cost_claude: float | None = None) -> list[BaseEvent]:
-    """Round 0: both members answer; claude's provider reports no price."""
+def answer_calls(
+    run_id: str, cost_gpt: float | None = 0.002, cost_claude: float | None = None, truncated: bool = False
+) -> list[BaseEvent]:
+    """Round 0: both members answer; claude's provider reports no price. `truncated`: gpt's
+    reply was longer than `max_response_chars`."""
     messages = [{"role": "user", "content": QUESTION}]
     return [
         StageStarted(stage="answer", round=0, members=["gpt", "claude"]),
@@ -44,7 +47,8 @@ def answer_calls(run_id: str, cost_gpt: float | None = 0.002, cost_claude: float
         CallStarted(call_id=f"{run_id}-2", member="claude", model="anthropic/claude", stage="answer", round=0),
         CallFinished(
             call_id=f"{run_id}-1", member="gpt", model="openai/gpt-4o", stage="answer", round=0,
-            messages=messages, text="PostgreSQL.", tokens_in=100, tokens_out=20, cost=cost_gpt, latency=1.5,
+            messages=messages, text="PostgreSQL.", truncated=truncated, tokens_in=100, tokens_out=20, cost=cost_gpt,
+            latency=1.5,
         ),
         CallFinished(
             call_id=f"{run_id}-2", member="claude", model="anthropic/claude", stage="answer", round=0,
@@ -53,8 +57,9 @@ def answer_calls(run_id: str, cost_gpt: float | None = 0.002, cost_claude: float
     ]
 
 
-def vote_round(run_id: str, error: str = "timed out after 300s") -> list[BaseEvent]:
-    """Round 1: gpt votes, claude's call times out and falls back to its own answer."""
+def vote_round(run_id: str, error: str = "timed out after 300s", detail: str | None = None) -> list[BaseEvent]:
+    """Round 1: gpt votes, claude's call times out (`detail`: the provider's raw text) and
+    falls back to its own answer."""
     messages = [{"role": "user", "content": "Answer A: PostgreSQL.\nAnswer B: SQLite is enough."}]
     return [
         StageStarted(stage="vote", round=1, members=["gpt", "claude"], block={"A": "PostgreSQL.", "B": "SQLite."}),
@@ -66,7 +71,7 @@ def vote_round(run_id: str, error: str = "timed out after 300s") -> list[BaseEve
         ),
         CallFailed(
             call_id=f"{run_id}-4", member="claude", model="anthropic/claude", stage="vote", round=1,
-            messages=messages, kind="timeout", message=error, latency=300.0, attempts=3,
+            messages=messages, kind="timeout", message=error, detail=detail, latency=300.0, attempts=3,
         ),
         VoteCast(round=1, voter="gpt", choice="A", confidence=80, rationale="Mature."),
         VoteCast(round=1, voter="claude", choice="B", confidence=50, fallback=True),

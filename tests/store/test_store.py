@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from panel_cli.errors import UserError
-from panel_cli.events import EventBus, RunFinished, parse_event
+from panel_cli.events import EventBus, MemberSkipped, RunFinished, parse_event
 from panel_cli.store.db import TranscriptReader, TranscriptStore
 from tests.store.sample_runs import ANSWER, ENDINGS, QUESTION, answer_calls, confer_run, record, run_started, vote_round
 
@@ -162,3 +162,52 @@ async def test_concurrent_emits_each_commit_whole(tmp_path: Path) -> None:
     with TranscriptReader.open(path) as reader:
         assert len(reader.run_events("r1")) == 1 + len(vote_round("r1"))
         assert reader.get_run("r1").calls == 2
+
+
+async def test_calls_keep_the_raw_detail_and_truncation(tmp_path: Path) -> None:
+    path = tmp_path / "panel.db"
+    raw = '{"error": "context_length_exceeded"}'
+    await record(path, "r1", [run_started(), *answer_calls("r1", truncated=True), *vote_round("r1", detail=raw)])
+    with TranscriptReader.open(path) as reader:
+        calls = reader.run_calls("r1")
+    assert [call.truncated for call in calls] == [True, False, False, False]
+    assert [call.detail for call in calls] == [None, None, None, raw]
+    with sqlite3.connect(path) as db:
+        stored = db.execute("SELECT truncated, detail FROM calls ORDER BY ts, rowid").fetchall()
+    assert stored == [(1, None), (0, None), (0, None), (None, raw)]  # a failed call has no reply to cut
+
+
+async def test_a_skipped_member_is_an_event_and_not_a_call(tmp_path: Path) -> None:
+    path = tmp_path / "panel.db"
+    skipped = MemberSkipped(member="claude", model="anthropic/claude", stage="vote", round=1, reason="its key was refused")
+    await record(path, "r1", [run_started(), *answer_calls("r1"), skipped, ENDINGS["finished"]])
+    with TranscriptReader.open(path) as reader:
+        events = reader.run_events("r1")
+        assert len(reader.run_calls("r1")) == 2
+        assert reader.get_run("r1").calls == 2
+    assert [event for event in events if event["type"] == "member_skipped"] == [
+        {**skipped.model_dump(mode="json"), "run_id": "r1", "seq": 7, "ts": events[6]["ts"]}
+    ]
+
+
+async def test_reading_writes_nothing(tmp_path: Path) -> None:
+    """The reader opens the file read-only and creates no -wal or -shm file beside it, so it
+    works in a folder nobody may write, and leaves no file behind another user cannot open."""
+    folder = tmp_path / "store"
+    path = folder / "panel.db"
+    await record(path, "r1", confer_run("r1"))
+    before = sorted(file.name for file in folder.iterdir())
+    assert before == ["panel.db"]
+    mtime = path.stat().st_mtime_ns
+
+    with TranscriptReader.open(path) as reader:
+        assert [run.id for run in reader.list_runs()] == ["r1"]
+        assert reader.get_run("r1").status == "finished"
+        assert len(reader.run_calls("r1")) == 4
+        assert reader.run_events("r1")
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            reader._db.execute("DELETE FROM runs")
+        assert sorted(file.name for file in folder.iterdir()) == before
+
+    assert sorted(file.name for file in folder.iterdir()) == before
+    assert path.stat().st_mtime_ns == mtime

@@ -45,14 +45,14 @@ async def play(view: View, events: Iterable[BaseEvent], run_id: str = RUN_ID) ->
 
 
 MEMBERS = [
-    MemberInfo(name="alice", model="demo/sage", label="A"),
-    MemberInfo(name="bob", model="demo/skeptic", label="B"),
-    MemberInfo(name="carol", model="demo/pragmatist", label="C"),
+    MemberInfo(name="alice", model="openai/gpt-4o", label="A"),
+    MemberInfo(name="bob", model="anthropic/claude-sonnet-4-5", label="B"),
+    MemberInfo(name="carol", model="ollama/llama3.1", label="C"),
 ]
 FINAL_ANSWER = "Use **PostgreSQL** with row-level security.\n\n- sessions in Redis\n- keys rotated monthly"
 
 
-def call(member: str, stage: str, round_: int, text: str, latency: float, cost: float | None = None) -> list[BaseEvent]:
+def call(member: str, stage: str, round_: int | None, text: str, latency: float, cost: float | None = None) -> list[BaseEvent]:
     model = next(m.model for m in MEMBERS if m.name == member)
     call_id = f"{member}-{round_}"
     return [
@@ -81,11 +81,11 @@ def confer_events(*, costs: bool = False) -> list[BaseEvent]:
         StageStarted(stage="answer", round=0, members=names),
         *call("alice", "answer", 0, "Use PostgreSQL with row-level security; keep sessions in Redis. " * 3, 1.23, cost),
         *call("bob", "answer", 0, "MongoDB, because the schema will change a lot.", 0.87, cost),
-        CallStarted(call_id="carol-0", member="carol", model="demo/pragmatist", stage="answer", round=0),
+        CallStarted(call_id="carol-0", member="carol", model="ollama/llama3.1", stage="answer", round=0),
         CallFailed(
             call_id="carol-0",
             member="carol",
-            model="demo/pragmatist",
+            model="ollama/llama3.1",
             stage="answer",
             round=0,
             kind="timeout",
@@ -130,3 +130,40 @@ def council_events() -> list[BaseEvent]:
         ),
         RunFinished(final_answer="Pick bob's answer.", result={"top_ranked": "bob"}),
     ]
+
+
+JUDGED = ["alice", "bob", "carol"]
+
+
+def judge_events() -> list[BaseEvent]:
+    """ensemble's consensus with `--scorer judge:alice`: alice scores every response in a call
+    of its own (about its author) in one stage, then bob's response is chosen."""
+    events: list[BaseEvent] = [
+        RunStarted(protocol="ensemble", panel="pick", question="Which database?", members=MEMBERS),
+        StageStarted(stage="answer", members=JUDGED),
+    ]
+    for name in JUDGED:
+        events += call(name, "answer", None, f"{name}'s answer", 1.0)
+    events.append(StageStarted(stage="judge", members=["alice"]))
+    events += [
+        CallStarted(call_id=f"judge-{name}", member="alice", model="openai/gpt-4o", stage="judge", about=name)
+        for name in JUDGED
+    ]
+    scores = {"alice": 60, "bob": 90, "carol": 70}
+    for name in JUDGED:
+        events.append(
+            CallFinished(
+                call_id=f"judge-{name}",
+                member="alice",
+                model="openai/gpt-4o",
+                stage="judge",
+                about=name,
+                text=f'{{"score": {scores[name]}}}',
+                latency=0.5,
+            )
+        )
+    events += [
+        RoundTallied(scores=scores, winner_label="bob", winner="bob"),
+        RunFinished(final_answer="bob's answer", result={"mode": "consensus", "chosen": "bob"}),
+    ]
+    return events

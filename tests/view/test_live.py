@@ -4,11 +4,24 @@ from io import StringIO
 
 from rich.console import Console
 
-from panel_cli.events import CallFailed, CallFinished, RunFailed, RunFinished, RunInterrupted, StageStarted
+from panel_cli.events import (
+    BaseEvent,
+    CallFailed,
+    CallFinished,
+    CallStarted,
+    MemberSkipped,
+    RankingParsed,
+    RoundTallied,
+    RunFailed,
+    RunFinished,
+    RunInterrupted,
+    RunStarted,
+    StageStarted,
+)
 from panel_cli.view.final import render_final
 from panel_cli.view.live import LiveView
-from panel_cli.view.summary import RunTotals
-from tests.view.sample import RUN_ID, confer_events, council_events, play, screen
+from panel_cli.view.summary import ViewTotals
+from tests.view.sample import RUN_ID, call, confer_events, council_events, judge_events, play, screen
 
 
 async def test_confer_rounds_tally_and_final(console: Console) -> None:
@@ -125,9 +138,139 @@ def test_render_final_without_totals_or_answer(console: Console) -> None:
     assert "calls" not in text
 
 
+def totals_of(events: list[BaseEvent]) -> ViewTotals:
+    totals = ViewTotals()
+    for event in events:
+        totals.update(event)
+    return totals
+
+
 def test_run_totals_counts_known_tokens_and_costs() -> None:
-    events = confer_events(costs=True)
-    totals = RunTotals.from_events(events)
-    assert (totals.calls, totals.failed, totals.tokens) == (6, 1, 725)
+    totals = totals_of(confer_events(costs=True))
+    assert (totals.calls, totals.failed, totals.tokens, totals.simulated) == (6, 1, 725, False)
     assert totals.cost is not None and round(totals.cost, 6) == 0.0105
-    assert RunTotals.from_events(confer_events()).cost is None
+    assert totals_of(confer_events()).cost is None
+
+
+async def printed(events: list[BaseEvent], width: int = 120) -> str:
+    """What a replay into a file shows: each finished stage once, without live frames."""
+    console = Console(file=StringIO(), force_terminal=False, width=width)
+    await play(LiveView(console), events)
+    return screen(console)
+
+
+def _rows(text: str, stage_title: str) -> list[str]:
+    """The body lines of the table titled `stage_title`, up to the blank line after it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == stage_title)
+    body = lines[start + 3 :]  # title, header, rule
+    return [line for line in body[: body.index("")] if not line.startswith("★")] if "" in body else body
+
+
+async def test_each_judge_call_has_its_own_row_and_the_star_goes_to_the_winner() -> None:
+    text = await printed(judge_events())
+    judge_rows = [line.strip() for line in _rows(text, "judge")]
+    assert len(judge_rows) == 3
+    assert judge_rows[0].startswith("A alice → alice ") and "★" not in judge_rows[0]
+    assert judge_rows[1].startswith("A alice → bob ★ ")
+    assert judge_rows[2].startswith("A alice → carol ") and "★" not in judge_rows[2]
+    assert [row.split()[-1] for row in judge_rows] == ['60}', '90}', '70}']  # each row keeps its own call
+    assert text.count("★ the chosen response") == 1
+    answer_rows = _rows(text, "answer")
+    assert not any("★" in row for row in answer_rows)  # the tally belongs to the judge's stage
+
+
+async def test_a_call_without_about_stars_its_member() -> None:
+    text = await printed(confer_events())
+    vote_rows = [line.strip() for line in _rows(text, "round 1 · vote")]
+    assert [row for row in vote_rows if "★" in row] == [next(row for row in vote_rows if row.startswith("A alice"))]
+    assert "★ the round's winner" in text
+    assert text.index("★ the round's winner") > text.index("round 1 · vote")
+    assert "★" not in "\n".join(_rows(text, "round 0 · answer"))
+
+
+async def test_a_second_call_of_a_member_with_no_about_gets_a_row_too() -> None:
+    events = [
+        StageStarted(stage="answer", members=["alice"]),
+        *call("alice", "answer", None, "first", 1.0),
+        CallStarted(call_id="again", member="alice", model="openai/gpt-4o", stage="answer"),
+    ]
+    rows = _rows(await printed(events), "answer")
+    assert len(rows) == 2
+    assert "answered" in rows[0] and "first" in rows[0]
+    assert "waiting" in rows[1]
+
+
+async def test_a_skipped_member_shows_skipped_with_its_reason_and_is_not_a_call() -> None:
+    events = confer_events()
+    vote_stage = next(i for i, e in enumerate(events) if isinstance(e, StageStarted) and e.stage == "vote")
+    carol_vote = [e for e in events[vote_stage:] if isinstance(e, CallStarted | CallFinished) and e.member == "carol"]
+    skipped = MemberSkipped(
+        member="carol", model="ollama/llama3.1", stage="vote", round=1, reason="its model was not found earlier"
+    )
+    events = [e for e in events if e not in carol_vote]
+    events.insert(vote_stage + 1, skipped)
+    text = await printed(events)
+    carol = next(line for line in _rows(text, "round 1 · vote") if "C carol" in line)
+    assert "skipped" in carol and "its model was not found earlier" in carol
+    assert "calls 5 (1 failed)" in text  # 6 calls before, minus carol's vote call, which was skipped
+    assert "skipped 1 call" in text
+
+
+async def test_a_truncated_reply_says_so_at_any_width() -> None:
+    for width in (60, 80, 120):
+        events = confer_events()
+        bob = next(e for e in events if isinstance(e, CallFinished) and e.member == "bob")
+        events[events.index(bob)] = bob.model_copy(update={"text": "MongoDB " * 40, "truncated": True})
+        bob_row = next(line for line in _rows(await printed(events, width), "round 0 · answer") if "B bob" in line)
+        assert bob_row.rstrip().endswith("(truncated)"), (width, bob_row)
+        assert "Mong" in bob_row
+
+
+async def test_an_empty_aggregate_ranking_says_why(console: Console) -> None:
+    events = [e for e in council_events() if not (isinstance(e, RankingParsed) and e.reviewer is None)]
+    events.insert(-1, RankingParsed(aggregate=[]))
+    await play(LiveView(console), events)
+    text = screen(console)
+    assert "aggregate ranking: none (no review gave a usable ranking)" in text
+    assert "avg rank" not in text
+
+
+def _bar_order(text: str, names: list[str]) -> list[str]:
+    lines = [line for line in text.splitlines() if "█" in line]
+    return [next(name for name in names if name in line) for line in lines]
+
+
+async def test_ensemble_tally_bars_read_best_first_and_confer_keeps_label_order(console: Console) -> None:
+    await play(LiveView(console), judge_events())
+    assert _bar_order(screen(console), ["alice", "bob", "carol"]) == ["bob", "carol", "alice"]
+
+    other = Console(file=StringIO(), force_terminal=True, width=120)
+    events = confer_events()
+    tally = next(e for e in events if isinstance(e, RoundTallied))
+    events[events.index(tally)] = tally.model_copy(update={"scores": {"A": 50, "B": 170}, "winner_label": "B", "winner": "bob"})
+    await play(LiveView(other), events)
+    bars = [line.split()[0] for line in screen(other).splitlines() if "█" in line]
+    assert bars == ["A", "B"]
+
+
+async def test_a_demo_run_costs_nothing_and_says_so(console: Console) -> None:
+    events = confer_events(costs=True)
+    started = events[0]
+    assert isinstance(started, RunStarted)
+    demo = [member.model_copy(update={"model": f"demo/{member.name}"}) for member in started.members]
+    events[0] = started.model_copy(update={"members": demo})
+    await play(LiveView(console), events)
+    text = screen(console)
+    assert "cost simulated, free" in text
+    assert "$" not in text
+
+
+async def test_a_run_with_one_real_model_keeps_an_unknown_cost_unknown(console: Console) -> None:
+    events = confer_events()
+    started = events[0]
+    assert isinstance(started, RunStarted)
+    mixed = [started.members[0].model_copy(update={"model": "demo/sage"}), *started.members[1:]]
+    events[0] = started.model_copy(update={"members": mixed})
+    await play(LiveView(console), events)
+    assert "cost —" in screen(console)

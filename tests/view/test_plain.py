@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from io import StringIO
 
+from panel_cli.events import CallFinished, MemberSkipped, RankingParsed, RunStarted
 from panel_cli.view.plain import PlainView
-from tests.view.sample import FINAL_ANSWER, RUN_ID, confer_events, council_events, play
+from tests.view.sample import FINAL_ANSWER, MEMBERS, RUN_ID, confer_events, council_events, judge_events, play
 
 
 async def test_one_plain_line_per_event() -> None:
@@ -11,8 +12,9 @@ async def test_one_plain_line_per_event() -> None:
     events = await play(PlainView(stream), confer_events())
     lines = stream.getvalue().splitlines()
 
-    assert len(lines) == len(events)
+    assert len(lines) == len(events) + 1  # the run's start gives the question on a line of its own
     assert lines[0] == f"run started  confer  auth  members: alice, bob, carol  run {RUN_ID}"
+    assert lines[1] == "question: How should we store users?"
     assert "[round 0] answer started  alice, bob, carol" in lines
     assert "[round 0] call finished  bob  0.87s  145 tok" in lines
     assert "[round 0] call failed  carol  timeout: deadline 5s passed" in lines
@@ -41,3 +43,47 @@ async def test_rankings() -> None:
     lines = stream.getvalue().splitlines()
     assert "ranking  alice: Model B, Model A" in lines
     assert "aggregate ranking: 1. bob (avg 1.00), 2. alice (avg 2.00)" in lines
+
+
+async def test_calls_about_someone_skips_truncation_and_an_ensemble_choice() -> None:
+    stream = StringIO()
+    events = judge_events()
+    bob = next(e for e in events if isinstance(e, CallFinished) and e.member == "bob")
+    events[events.index(bob)] = bob.model_copy(update={"truncated": True})
+    events.insert(-2, MemberSkipped(member="carol", model="ollama/llama3.1", stage="judge", about="bob", reason="no key"))
+    await play(PlainView(stream), events)
+    lines = stream.getvalue().splitlines()
+
+    assert "[judge] call started  alice → bob  openai/gpt-4o" in lines
+    assert "[judge] call finished  alice → carol  0.50s" in lines
+    assert "[answer] call finished  bob  1.00s  145 tok  truncated" in lines
+    assert "[judge] skipped  carol → bob  no key" in lines
+    assert "scores: bob=90 carol=70 alice=60 -> bob" in lines  # best first, and no round to tally
+    assert not any("tallied" in line for line in lines)
+    assert "skipped 1 call" in lines[-1] and "calls 6 " in lines[-1]
+
+
+async def test_an_empty_aggregate_ranking_says_why() -> None:
+    stream = StringIO()
+    await play(PlainView(stream), [RankingParsed(aggregate=[])])
+    assert stream.getvalue() == "aggregate ranking: none (no review gave a usable ranking)\n"
+
+
+async def test_a_long_question_is_one_line() -> None:
+    stream = StringIO()
+    question = "How should we\n\nstore   users?\n" + "more detail " * 40
+    await play(PlainView(stream), [RunStarted(protocol="confer", panel="p", question=question, members=MEMBERS)])
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[1].startswith("question: How should we store users? more detail")
+    assert lines[1].endswith("…") and len(lines[1]) <= len("question: ") + 200
+
+
+async def test_a_demo_run_costs_nothing_and_says_so() -> None:
+    stream = StringIO()
+    demo = [member.model_copy(update={"model": f"demo/{member.name}"}) for member in MEMBERS]
+    events = confer_events(costs=True)
+    events[0] = events[0].model_copy(update={"members": demo})
+    await play(PlainView(stream), events)
+    last = stream.getvalue().splitlines()[-1]
+    assert "cost simulated, free" in last and "$" not in last

@@ -13,6 +13,20 @@ from panel_cli.view.plain import PlainView
 from tests.view.sample import confer_events, play, screen
 
 
+class TerminalStream(StringIO):
+    """Stands for stderr on a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def _terminal_from_isatty(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich lets these variables overrule isatty; the tests below decide by isatty alone."""
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def test_make_view_picks_by_mode_and_terminal() -> None:
     terminal = Console(file=StringIO(), force_terminal=True)
     pipe = Console(file=StringIO(), force_terminal=False)
@@ -23,6 +37,23 @@ def test_make_view_picks_by_mode_and_terminal() -> None:
     assert isinstance(make_view(terminal, json_mode=False, quiet=False, err_stream=err), LiveView)
     plain = make_view(pipe, json_mode=False, quiet=False, err_stream=err)
     assert isinstance(plain, PlainView) and plain.stream is err
+
+
+async def test_json_on_a_terminal_draws_the_run_on_stderr() -> None:
+    """stdout carries the JSON alone; a person at the terminal still watches the run."""
+    stdout, err = Console(file=StringIO(), force_terminal=True), TerminalStream()
+    view = make_view(stdout, json_mode=True, quiet=False, err_stream=err)
+    assert isinstance(view, LiveView) and view.console.file is err
+    await play(view, confer_events())
+    drawn = screen(view.console)
+    assert "round 1 · vote" in drawn and "winner alice" in drawn
+    assert screen(stdout) == ""
+
+
+def test_quiet_draws_nothing_even_with_json_on_a_terminal() -> None:
+    terminal = Console(file=StringIO(), force_terminal=True)
+    for json_mode in (True, False):
+        assert isinstance(make_view(terminal, json_mode=json_mode, quiet=True, err_stream=TerminalStream()), NullView)
 
 
 async def test_null_view_prints_nothing(console: Console, capsys: pytest.CaptureFixture[str]) -> None:

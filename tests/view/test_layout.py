@@ -1,0 +1,131 @@
+"""A stage's table on a narrow terminal: columns give way by priority, and the member and
+its status always stay whole."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from panel_cli.events import (
+    BaseEvent,
+    CallFailed,
+    CallFinished,
+    MemberInfo,
+    RankingParsed,
+    RunFinished,
+    RunStarted,
+    StageStarted,
+    WarningRaised,
+)
+from panel_cli.view.live import LiveView
+from panel_cli.view.tables import Column, fit_columns
+from tests.view.sample import play, screen
+
+COUNCIL = [
+    MemberInfo(name="security-architect", model="openai/gpt-4o", label="A"),
+    MemberInfo(name="claude", model="anthropic/claude-sonnet-4-5", label="B"),
+    MemberInfo(name="llama-local", model="ollama/llama3.1", label="C"),
+]
+NAMES = [member.name for member in COUNCIL]
+STATUSES = {"security-architect": "answered", "claude": "timed out", "llama-local": "answered"}
+
+
+def _answer(name: str, stage: str, text: str) -> BaseEvent:
+    if STATUSES[name] == "timed out" and stage == "answer":
+        return CallFailed(
+            call_id=f"{stage}-{name}", member=name, model="m", stage=stage, kind="timeout",
+            message="no reply within 300.0s", latency=300.0,
+        )
+    return CallFinished(
+        call_id=f"{stage}-{name}", member=name, model="m", stage=stage, text=text,
+        tokens_in=1200, tokens_out=640, latency=12.5,
+    )
+
+
+def council_run() -> list[BaseEvent]:
+    events: list[BaseEvent] = [
+        RunStarted(protocol="council", panel="auth", question="How should we architect auth?", members=COUNCIL),
+        StageStarted(stage="answer", members=NAMES),
+        *(_answer(name, "answer", "Use OAuth 2.1 with PKCE and short-lived tokens; " * 4) for name in NAMES),
+        StageStarted(stage="review", members=NAMES),
+    ]
+    for name in NAMES:
+        events.append(_answer(name, "review", "Model A is the most complete. FINAL RANKING: Model A, Model B"))
+        events.append(RankingParsed(reviewer=name, ranking=["Model A", "Model C"]))
+    events += [
+        RankingParsed(
+            aggregate=[
+                {"name": "security-architect", "label": "Model A", "average_rank": 1.0, "count": 3},
+                {"name": "llama-local", "label": "Model C", "average_rank": 2.0, "count": 3},
+            ]
+        ),
+        WarningRaised(message="ranked Model Z, which is not an answer it was shown", member="claude"),
+        StageStarted(stage="synthesis", members=["security-architect"]),
+        _answer("security-architect", "synthesis", "Adopt OAuth 2.1."),
+        RunFinished(final_answer="Adopt OAuth 2.1.", result={"top_ranked": "security-architect"}),
+    ]
+    return events
+
+
+def _table_rows(text: str, title: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index(next(line for line in lines if line.strip() == title))
+    body = lines[start + 3 :]
+    return body[: body.index("")]
+
+
+@pytest.mark.parametrize("width", [60, 80])
+async def test_a_council_table_stays_readable(width: int) -> None:
+    console = Console(file=StringIO(), force_terminal=False, width=width)
+    await play(LiveView(console), council_run())
+    text = screen(console)
+
+    assert all(len(line) <= width for line in text.splitlines())
+    for stage in ("answer", "review"):
+        rows = [row for row in _table_rows(text, stage) if row.strip()]
+        members = [row for row in rows if row.split()[0] in {"A", "B", "C"}]
+        assert len(members) == 3, rows
+        for member, row in zip(COUNCIL, members, strict=True):
+            assert f"{member.label} {member.name} " in row
+            status = STATUSES[member.name] if stage == "answer" else "answered"
+            assert f" {status} " in row
+    review = "\n".join(_table_rows(text, "review"))
+    assert "Model A," in review and "Model C" in review  # the ranking wraps rather than disappears
+
+
+async def test_wide_enough_shows_every_column() -> None:
+    console = Console(file=StringIO(), force_terminal=False, width=140)
+    await play(LiveView(console), council_run())
+    header = next(line for line in screen(console).splitlines() if line.split()[:2] == ["member", "status"])
+    assert header.split() == ["member", "status", "latency", "tokens", "answer"]
+
+
+async def test_at_60_columns_the_least_needed_columns_go_first() -> None:
+    console = Console(file=StringIO(), force_terminal=False, width=60)
+    await play(LiveView(console), council_run())
+    headers = [line.split() for line in screen(console).splitlines() if line.split()[:2] == ["member", "status"]]
+    assert headers[0] == ["member", "status", "latency", "answer"]  # tokens went first
+    assert headers[1] == ["member", "status", "ranking"]  # then latency, then the review's text
+
+
+def test_fit_columns_drops_by_keep_and_gives_spare_width_in_order() -> None:
+    def column(header: str, keep: int, width: int, shrink_to: int | None = None) -> Column:
+        return Column(header, [Text("x" * width)], keep=keep, shrink_to=shrink_to)
+
+    name, status = column("member", 0, 10), column("status", 0, 9)
+    ranking, preview, tokens = column("ranking", 3, 30, shrink_to=10), column("answer", 4, 60, shrink_to=12), column("tokens", 6, 5)
+    columns = [name, status, tokens, ranking, preview]
+
+    assert [(c.header, w) for c, w in fit_columns(columns, 200)] == [
+        ("member", 10), ("status", 9), ("tokens", 6), ("ranking", 30), ("answer", 60)
+    ]
+    narrow = fit_columns(columns, 60)
+    assert [c.header for c, _ in narrow] == ["member", "status", "ranking", "answer"]
+    widths = {c.header: w for c, w in narrow}
+    # ranking is kept before answer, so it gets the spare width first
+    assert widths == {"member": 10, "status": 9, "ranking": 18, "answer": 12}
+    assert sum(widths.values()) + 2 * 4 + 3 == 60
+    assert [c.header for c, _ in fit_columns(columns, 50)] == ["member", "status", "ranking"]
