@@ -19,7 +19,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from panel_cli.tasks import BLOCK_END, BLOCK_START, Task, find_task
+from panel_cli.tasks import FENCE_TAG_PATTERN, Task, find_task
 
 SIMULATED = "[simulated]"
 DEFAULT_DELAY = 0.8
@@ -81,35 +81,75 @@ PERSONAS: dict[str, dict[str, Any]] = {
     },
 }
 
-DEMO_PRICE_IN = 0.5e-6
-DEMO_PRICE_OUT = 1.5e-6
+# Two schools of thought. Every persona speaks for one of them (by its `bias`), in its own
+# opening words, and personas of one school give the same two points for a question: their
+# answers share most of their words, so ensemble's majority mode finds a real majority.
+SCHOOLS: tuple[tuple[str, ...], ...] = (
+    (
+        "Start with the option you can reverse cheaply, and measure it on your real workload before you commit.",
+        "Keep the design simple and write down what would make you change course.",
+        "Run a small pilot with real users before the full rollout.",
+    ),
+    (
+        "Commit to the mainstream choice now, because its community has already solved most problems you will meet.",
+        "Ship the first version quickly and improve it from what production teaches you.",
+        "Give one person clear ownership so that decisions do not stall.",
+    ),
+)
+QUESTION_ECHO_LIMIT = 1000
 
 _QUESTION = re.compile(r"Question:\s*\n?(.+?)(?:\n\n|\n\[panel-task|$)", re.DOTALL)
-_BLOCK = re.compile(r"^(?:Answer|Model|Response) ([A-Z]{1,2}):?\s*$", re.MULTILINE)
+_FENCE = re.compile(
+    rf"^=== (?P<noun>Answer|Model|Response|Member|Review by) (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===$", re.MULTILINE
+)
+_TAG = re.compile(rf"\[{FENCE_TAG_PATTERN}\]")
 _OPTIONS = re.compile(r"Options:\s*\n((?:- .+\n?)+)")
 _WORKERS = re.compile(r"Workers:\s*\n((?:- .+\n?)+)")
 
 
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
 def _rng(persona: str, prompt: str, seed: int) -> random.Random:
-    digest = hashlib.sha256(f"{persona}\x00{seed}\x00{prompt}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
+    """Seeded by the prompt without its fence tags, which are drawn afresh for every run: the
+    same question gives the same demo run."""
+    return random.Random(_digest(f"{persona}\x00{seed}\x00{_TAG.sub('[]', prompt)}"))
 
 
 def _question(prompt: str) -> str:
+    """The question, on one line; a very long one is cut at a word, visibly."""
     match = _QUESTION.search(prompt)
-    text = match.group(1) if match else prompt
-    return " ".join(text.split())[:200]
+    text = " ".join((match.group(1) if match else prompt).split())
+    if len(text) <= QUESTION_ECHO_LIMIT:
+        return text
+    return text[:QUESTION_ECHO_LIMIT].rsplit(" ", 1)[0] + " …"
+
+
+def _fenced(prompt: str) -> dict[str, tuple[str, str]]:
+    """label -> (noun, text) of every fenced text in the prompt. Only fences carrying the tag of
+    the prompt's first fence count, so a fence line forged inside an answer is just text."""
+    first = _FENCE.search(prompt)
+    if first is None:
+        return {}
+    tag = first.group("tag")
+    found: dict[str, tuple[str, str]] = {}
+    for header in _FENCE.finditer(prompt):
+        if header.group("tag") != tag:
+            continue
+        noun, label = header.group("noun"), header.group("label")
+        if label in found:
+            continue
+        closing = f"\n=== end of {noun} {label} [{tag}] ==="
+        end = prompt.find(closing, header.end())
+        if end != -1:
+            found[label] = (noun, prompt[header.end() : end].strip())
+    return found
 
 
 def _blocks(prompt: str) -> dict[str, str]:
-    """Labelled answers (`Answer A:` / `Model A:` headers) in the prompt, by label."""
-    headers = list(_BLOCK.finditer(prompt))
-    blocks: dict[str, str] = {}
-    for index, header in enumerate(headers):
-        end = headers[index + 1].start() if index + 1 < len(headers) else len(prompt)
-        body = prompt[header.end() : end].split(BLOCK_END, 1)[0].split("\n\n[panel-task", 1)[0]
-        blocks[header.group(1)] = body.strip()
-    return blocks
+    """Labelled answers (`Answer A`, `Model A`, `Response A`) in the prompt, by label."""
+    return {label: text for label, (noun, text) in _fenced(prompt).items() if noun in ("Answer", "Model", "Response")}
 
 
 def _listed(pattern: re.Pattern[str], prompt: str) -> list[str]:
@@ -126,9 +166,13 @@ def _quality(text: str, persona: str) -> float:
 
 
 def _answer(persona: str, prompt: str, rng: random.Random) -> str:
+    """The persona's opening, then its school's two points for this question. `rng` is the
+    same for every persona (see `demo_reply`), so personas of one school make the same points."""
     voice = PERSONAS[persona]
-    points = rng.sample(voice["points"], k=2)
-    return f"{SIMULATED} {voice['opening']} On “{_question(prompt)}”: {points[0]} {points[1]}"
+    question = _question(prompt)
+    school = SCHOOLS[(voice["bias"] + _digest(question)) % len(SCHOOLS)]
+    points = rng.sample(school, k=2)
+    return f"{SIMULATED} {voice['opening']} On “{question}”: {points[0]} {points[1]}"
 
 
 def _confer_vote(persona: str, prompt: str, rng: random.Random) -> str:
@@ -162,18 +206,10 @@ def _council_review(persona: str, prompt: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
-_NAMED_BLOCK = re.compile(r"^Member (.+?):\s*$", re.MULTILINE)
-
-
 def _council_review_named(persona: str, prompt: str, rng: random.Random) -> str:
     """A review for a council that is not anonymised: the answers are headed by member
-    names (`Member gpt:`), so the ranking names members instead of labels."""
-    inside = prompt.split(BLOCK_START, 1)[-1].split(BLOCK_END, 1)[0]
-    headers = list(_NAMED_BLOCK.finditer(inside))
-    blocks = {
-        header.group(1): inside[header.end() : headers[i + 1].start() if i + 1 < len(headers) else len(inside)].strip()
-        for i, header in enumerate(headers)
-    }
+    names (`Member gpt`), so the ranking names members instead of labels."""
+    blocks = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Member"}
     order = sorted(blocks, key=lambda name: (-_quality(blocks[name], persona), name))
     lines = [f"{SIMULATED} Review in the voice of the {persona}."]
     lines += [f"{name}: {'strong and specific' if name == order[0] else 'reasonable, but less complete'}." for name in blocks]
@@ -238,7 +274,9 @@ def demo_reply(persona: str, messages: list[dict[str, Any]], seed: int = 0) -> s
         raise ValueError(f"unknown demo persona '{persona}'; choose one of {', '.join(PERSONAS)}")
     prompt = "\n\n".join(str(message.get("content", "")) for message in messages if message.get("role") != "system")
     task = find_task(prompt) or Task.ANSWER
-    return _WRITERS[task](persona, prompt, _rng(persona, prompt, seed))
+    # An answer's randomness is shared by all personas, so those of one school agree.
+    rng = _rng("" if task is Task.ANSWER else persona, prompt, seed)
+    return _WRITERS[task](persona, prompt, rng)
 
 
 def demo_delay() -> float:
@@ -249,7 +287,8 @@ def demo_delay() -> float:
 
 
 def register_demo_provider(litellm: ModuleType) -> None:
-    """Add the `demo` provider and its prices to litellm (idempotent)."""
+    """Add the `demo` provider to litellm (idempotent). It has no price: a simulated call costs
+    nothing, and the views say so rather than show made-up money."""
     from litellm import CustomLLM, ModelResponse
     from litellm.llms.custom_llm import CustomLLMError
 
@@ -278,14 +317,3 @@ def register_demo_provider(litellm: ModuleType) -> None:
 
     if not any(entry.get("provider") == "demo" for entry in litellm.custom_provider_map):
         litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "demo", "custom_handler": DemoLLM()}]
-    litellm.register_model(
-        {
-            f"demo/{persona}": {
-                "input_cost_per_token": DEMO_PRICE_IN,
-                "output_cost_per_token": DEMO_PRICE_OUT,
-                "litellm_provider": "demo",
-                "mode": "chat",
-            }
-            for persona in PERSONAS
-        }
-    )

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 def _objects_in(text: str) -> list[str]:
@@ -38,10 +35,10 @@ def _objects_in(text: str) -> list[str]:
 
 
 def extract_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in a reply: whole text, a ```json fence, or an object amid prose."""
-    candidates = [text.strip()]
-    candidates += [match.strip() for match in _FENCE.findall(text)]
-    candidates += _objects_in(text)
+    """The JSON object a reply ends with: the whole text, else the last object in it, bare, in a
+    ```json fence or amid prose. The last, because a reply may quote another member's JSON
+    before giving its own, and a quoted vote must never be cast as the reply's."""
+    candidates = [text.strip(), *reversed(_objects_in(text))]
     for candidate in candidates:
         try:
             value = json.loads(candidate)

@@ -1,32 +1,118 @@
-"""What every protocol shares: the engine signature, stage deadlines, and the run envelope
-(run started, then finished / failed / interrupted) around an engine."""
+"""What every protocol shares: the engine signature, stage deadlines, the result envelope, and
+the run around an engine (run started, then finished / failed / interrupted)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from panel_cli.config import Panel
-from panel_cli.events import BaseEvent, MemberInfo, RunFailed, RunFinished, RunInterrupted, RunStarted
+from panel_cli.events import (
+    BaseEvent,
+    EventBus,
+    MemberInfo,
+    RunFailed,
+    RunFinished,
+    RunInterrupted,
+    RunStarted,
+    WarningRaised,
+)
 from panel_cli.llm.gateway import Gateway
+from panel_cli.tasks import fence_tag, new_fence_tag
+from panel_cli.totals import RunTotals
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
+
+# A field a check has something to say about: its location in the panel, and the problem.
+Finding = tuple[tuple[str | int, ...], str]
 
 # SPEC: a stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise.
 DEFAULT_STAGE_TIMEOUT = 300.0
 
 
 class ProtocolResult(BaseModel):
-    """Every result says what the final answer is and whether the protocol reached one."""
+    """Every result says what the final answer is, or (when there is none) why not."""
 
     final_answer: str | None
+    failure_reason: str | None = None
 
     @property
     def reached_answer(self) -> bool:
         return self.final_answer is not None
+
+
+class RunEnvelope(BaseModel):
+    """The fields every protocol's result starts with, in this order (SPEC §4), so a script
+    reads any run the same way. `excluded_members` names each member that failed for good
+    and was not called again, with the reason."""
+
+    run_id: str
+    protocol: str
+    question: str
+    final_answer: str | None
+    reached_answer: bool
+    duration_s: float
+    calls: int
+    tokens: int | None
+    cost: float | None
+    warnings: list[str]
+    excluded_members: dict[str, str]
+
+
+class RunOutcome(BaseModel):
+    envelope: RunEnvelope
+    result: ProtocolResult
+
+    def payload(self) -> dict[str, Any]:
+        """The envelope, then the protocol's own fields: what `--json` prints and the store keeps."""
+        return {**self.envelope.model_dump(mode="json"), **self.result.model_dump(mode="json", exclude={"final_answer"})}
+
+
+@dataclass(frozen=True)
+class ProtocolRules:
+    """What a protocol reads from a panel: `panel validate` shows it, and a check warns about
+    what a run would ignore.
+
+    `fields` are the panel fields it uses beyond those every protocol shares; `timeouts` its
+    stages and each one's default limit (None: no limit); `member_fields` the member fields
+    beyond the common ones (`weight`); `check` raises UserError for a panel it cannot run and
+    returns the fields it will ignore all the same, each as (location, problem); `settings`
+    are what `panel validate` shows of a panel, as (name, value) pairs."""
+
+    fields: frozenset[str]
+    timeouts: Mapping[str, float | None]
+    member_fields: frozenset[str] = frozenset()
+    check: Callable[[Panel], list[Finding]] | None = None
+    settings: Callable[[Panel], list[tuple[str, str]]] | None = None
+
+    def limit(self, panel: Panel, stage: str) -> float | None:
+        """A stage's time limit: the panel's, else this protocol's default."""
+        return panel.timeouts.get(stage, self.timeouts[stage])
+
+    def describe(self, panel: Panel) -> list[tuple[str, str]]:
+        own = self.settings(panel) if self.settings else []
+        limits = ", ".join(f"{stage} {describe_duration(self.limit(panel, stage))}" for stage in self.timeouts)
+        return [*own, ("timeouts", limits)]
+
+
+def yes_no(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def describe_duration(seconds: float | None) -> str:
+    """`90s`, `5m`, `1h30m`, or `none`: durations as a panel file writes them."""
+    if seconds is None:
+        return "none"
+    if seconds < 60 or seconds % 60:
+        return f"{seconds:g}s"
+    minutes = int(seconds // 60)
+    hours, minutes = divmod(minutes, 60)
+    return (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes or not hours else "")
 
 
 class Engine(Protocol):
@@ -52,9 +138,18 @@ def labels_for(count: int) -> list[str]:
     return out
 
 
-async def run_engine(engine: Engine, panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ProtocolResult:
-    """Run an engine inside the run envelope, so a store or view always sees how it ended."""
-    await emit(
+async def run_engine(
+    engine: Engine, panel: Panel, question: str, gateway: Gateway, bus: EventBus, warnings: Sequence[str] = ()
+) -> RunOutcome:
+    """Run an engine inside the run envelope, so a store or view always sees how it ended.
+
+    `warnings` found before the run (a field the protocol ignores, …) are raised first, so
+    they are shown, stored and counted like the engine's own. Every quoted text of the run is
+    fenced with one fresh random tag."""
+    totals = RunTotals()
+    bus.subscribe(totals)
+    started = time.perf_counter()
+    stamped = await bus.emit(
         RunStarted(
             protocol=panel.protocol,
             panel=panel.name,
@@ -63,15 +158,32 @@ async def run_engine(engine: Engine, panel: Panel, question: str, gateway: Gatew
             config=panel.model_dump(mode="json", exclude_none=True),
         )
     )
+    for warning in warnings:
+        await bus.emit(WarningRaised(message=warning))
     try:
-        result = await engine(panel, question, gateway, emit)
+        with fence_tag(new_fence_tag()):
+            result = await engine(panel, question, gateway, bus.emit)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        await asyncio.shield(emit(RunInterrupted()))
+        await asyncio.shield(bus.emit(RunInterrupted()))
         raise
     except Exception as exc:
-        await emit(RunFailed(message=f"{type(exc).__name__}: {exc}"))
+        await bus.emit(RunFailed(message=f"{type(exc).__name__}: {exc}"))
         raise
-    await emit(
-        RunFinished(final_answer=result.final_answer, reached_answer=result.reached_answer, result=result.model_dump(mode="json"))
+    outcome = RunOutcome(
+        envelope=RunEnvelope(
+            run_id=stamped.run_id,
+            protocol=panel.protocol,
+            question=question,
+            final_answer=result.final_answer,
+            reached_answer=result.reached_answer,
+            duration_s=round(time.perf_counter() - started, 3),
+            calls=totals.calls,
+            tokens=totals.tokens,
+            cost=totals.cost,
+            warnings=list(totals.warnings),
+            excluded_members=dict(gateway.excluded),
+        ),
+        result=result,
     )
-    return result
+    await bus.emit(RunFinished(final_answer=result.final_answer, reached_answer=result.reached_answer, result=outcome.payload()))
+    return outcome

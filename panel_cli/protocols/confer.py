@@ -13,10 +13,23 @@ from pydantic import BaseModel, Field
 from panel_cli.config import Member, Panel
 from panel_cli.events import RoundTallied, StageStarted, VoteCast, WarningRaised
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, ProtocolResult, labels_for, stage_deadline
+from panel_cli.protocols.base import (
+    DEFAULT_STAGE_TIMEOUT,
+    Emit,
+    ProtocolResult,
+    ProtocolRules,
+    labels_for,
+    stage_deadline,
+    yes_no,
+)
 from panel_cli.tasks import Task, mark, render_labelled
 
 FALLBACK_CONFIDENCE = 50.0
+RULES = ProtocolRules(
+    fields=frozenset({"max_rounds", "until_convergence"}),
+    timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
+    settings=lambda panel: [("max_rounds", str(panel.max_rounds)), ("until_convergence", yes_no(panel.until_convergence))],
+)
 
 
 class PeerVote(BaseModel):
@@ -38,6 +51,9 @@ class Vote(BaseModel):
 
 
 class ConferRound(BaseModel):
+    """One vote round. `signal` is False when every vote cast was a fallback: the winner then
+    came from the tie rule alone, and the round cannot count towards convergence."""
+
     index: int
     block: dict[str, str]
     authors: dict[str, str]
@@ -46,6 +62,7 @@ class ConferRound(BaseModel):
     winner_label: str | None
     winner: str | None
     winner_answer: str | None
+    signal: bool
 
 
 class MemberFailure(BaseModel):
@@ -56,7 +73,6 @@ class MemberFailure(BaseModel):
 
 
 class ConferResult(ProtocolResult):
-    question: str
     winner: str | None
     confidence_score: float
     scores: dict[str, float]
@@ -64,7 +80,6 @@ class ConferResult(ProtocolResult):
     initial_answers: dict[str, str]
     rounds: list[ConferRound]
     failures: list[MemberFailure]
-    calls: int
 
 
 def assign_labels(order: list[str], answers: dict[str, str]) -> dict[str, str]:
@@ -101,10 +116,10 @@ def normalize_vote(
         )
     reason = (problem or "no vote") if parsed is None else f"label '{parsed['chosen_label']}' does not exist"
     if own_label is None or own_answer is None:
-        return None, f"{voter} gave no usable vote ({reason}) and has no answer of its own; no vote this round"
+        return None, f"gave no usable vote ({reason}) and has no answer of its own; no vote this round"
     return (
         Vote(voter=voter, chosen_label=own_label, confidence=FALLBACK_CONFIDENCE, revised_answer=own_answer, fallback=True),
-        f"{voter} gave no usable vote ({reason}); it keeps its own answer at confidence 50",
+        f"gave no usable vote ({reason}); it keeps its own answer at confidence 50",
     )
 
 
@@ -126,8 +141,14 @@ def confidence_score(votes: list[Vote], winner_label: str | None) -> float:
     return won / (100.0 * len(votes))
 
 
+def has_signal(votes: list[Vote]) -> bool:
+    """Whether any vote was a real choice; a round of fallbacks only restates the tie rule."""
+    return any(not vote.fallback for vote in votes)
+
+
 def has_converged(winners: list[str | None]) -> bool:
-    """The same member won the last two vote rounds."""
+    """The same member won the last two vote rounds. A round without signal counts as None,
+    so it breaks a run of wins instead of extending it."""
     return len(winners) >= 2 and winners[-1] is not None and winners[-1] == winners[-2]
 
 
@@ -181,15 +202,13 @@ async def _vote(
 async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ConferResult:
     members = panel.members
     order = [member.name for member in members]
-    answer_timeout = panel.timeouts.get("answer", DEFAULT_STAGE_TIMEOUT)
-    vote_timeout = panel.timeouts.get("vote", DEFAULT_STAGE_TIMEOUT)
-    calls = 0
+    answer_timeout = RULES.limit(panel, "answer")
+    vote_timeout = RULES.limit(panel, "vote")
 
     await emit(StageStarted(stage="answer", round=0, members=order))
     deadline = stage_deadline(answer_timeout)
     prompt = [{"role": "user", "content": answer_prompt(question)}]
     replies = await asyncio.gather(*(gateway.call(m, prompt, stage="answer", round=0, deadline=deadline) for m in members))
-    calls += len(members)
     answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
     initial = dict(answers)
     failures = [MemberFailure(member=r.member, round=0, kind=r.error_kind or "", error=r.error or "") for r in replies if not r.ok]
@@ -206,29 +225,36 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         outcomes = await asyncio.gather(
             *(_vote(gateway, emit, m, question, index, authors, block, answers.get(m.name), deadline) for m in members)
         )
-        calls += len(members)
         failures += [failure for _, failure in outcomes if failure is not None]
         votes = [vote for vote, _ in outcomes if vote is not None]
         scores, winner_label = tally(votes, list(block))
         winner = authors[winner_label] if winner_label else None
         revised = {vote.voter: vote.revised_answer for vote in votes}
         winner_answer = revised.get(winner, block[winner_label]) if winner and winner_label else None
+        signal = has_signal(votes)
         await emit(RoundTallied(round=index, scores=scores, winner_label=winner_label, winner=winner, authors=authors))
+        if winner is not None and not signal:
+            await emit(
+                WarningRaised(
+                    message=f"every vote in round {index} was a fallback; its winner, {winner}, comes from the tie rule"
+                    " (lowest label) and the round does not count towards convergence"
+                )
+            )
         rounds.append(
             ConferRound(
                 index=index, block=block, authors=authors, votes=votes, scores=scores,
-                winner_label=winner_label, winner=winner, winner_answer=winner_answer,
+                winner_label=winner_label, winner=winner, winner_answer=winner_answer, signal=signal,
             )
         )
         answers.update(revised)
-        winners.append(winner)
+        winners.append(winner if signal else None)
         if panel.until_convergence and has_converged(winners):
             break
 
     decided = next((r for r in reversed(rounds) if r.winner is not None), None)
     return ConferResult(
-        question=question,
         final_answer=decided.winner_answer if decided else None,
+        failure_reason=None if decided else "no vote round produced a winner" if rounds else "no member answered the question",
         winner=decided.winner if decided else None,
         confidence_score=confidence_score(decided.votes, decided.winner_label) if decided else 0.0,
         scores=decided.scores if decided else {},
@@ -236,6 +262,5 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         initial_answers=initial,
         rounds=rounds,
         failures=failures,
-        calls=calls,
     )
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -19,7 +18,16 @@ from panel_cli.config import Member, Panel
 from panel_cli.errors import UserError
 from panel_cli.events import RankingParsed, StageStarted, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
-from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, ProtocolResult, labels_for, stage_deadline
+from panel_cli.protocols.base import (
+    DEFAULT_STAGE_TIMEOUT,
+    Emit,
+    Finding,
+    ProtocolResult,
+    ProtocolRules,
+    labels_for,
+    stage_deadline,
+    yes_no,
+)
 from panel_cli.protocols.ranking import (
     BiasReport,
     RankedMember,
@@ -33,6 +41,7 @@ from panel_cli.protocols.ranking import (
 from panel_cli.tasks import Task, mark, render_labelled
 
 NO_RESPONSES = "Council deliberation failed: no responses collected"
+SYNTHESIS_FAILED = "Synthesis failed"
 LABEL_NOUN = "Model"
 NAMED_NOUN = "Member"
 
@@ -83,9 +92,10 @@ class CouncilSynthesis(BaseModel):
 
 
 class CouncilResult(ProtocolResult):
-    """SPEC §2.2's result, plus the bias controls in force and the bias report they inform."""
+    """SPEC §2.2's result, plus the bias controls in force and the bias report they inform.
+    Without an answer, `final_answer` is None and `failure_reason` says why (`Council
+    deliberation failed: no responses collected`, `Synthesis failed: …`)."""
 
-    question: str
     outcome: Outcome
     stage1_responses: list[CouncilResponse]
     stage2_reviews: list[CouncilReview]
@@ -100,13 +110,6 @@ class CouncilResult(ProtocolResult):
     self_review: bool
     seed: int | None
     bias: BiasReport
-    duration: float
-
-    @property
-    def reached_answer(self) -> bool:
-        """A failure text (`Council deliberation failed: …`, `Synthesis failed: …`) is the
-        final answer SPEC §2.2 asks for, but it is not an answer: the run exits 1."""
-        return self.outcome == "answered"
 
 
 def check_council(panel: Panel) -> list[Member]:
@@ -114,6 +117,30 @@ def check_council(panel: Panel) -> list[Member]:
     if len(panel.members) < 2:
         raise UserError(f"A council needs at least 2 members; panel '{panel.name}' has {len(panel.members)}.")
     return panel.chairmen()
+
+
+def _council_findings(panel: Panel) -> list[Finding]:
+    check_council(panel)
+    return []
+
+
+def _council_settings(panel: Panel) -> list[tuple[str, str]]:
+    chairs = ", ".join(chair.name for chair in panel.chairmen())
+    named = "" if panel.chairman is not None else " (the first member; none is named)"
+    return [
+        ("chairman", chairs + named),
+        ("anonymize", yes_no(panel.anonymize)),
+        ("shuffle", yes_no(panel.shuffle) + (f", seed {panel.seed}" if panel.shuffle and panel.seed is not None else "")),
+        ("self_review", yes_no(panel.self_review)),
+    ]
+
+
+RULES = ProtocolRules(
+    fields=frozenset({"chairman", "anonymize", "shuffle", "self_review", "seed"}),
+    timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": None},
+    check=_council_findings,
+    settings=_council_settings,
+)
 
 
 def assign_labels(order: list[str], answered: set[str]) -> dict[str, str]:
@@ -165,7 +192,7 @@ def synthesis_prompt(
     each, the reviews under their reviewers' names, and the aggregate ranking."""
     block = render_labelled({label.removeprefix(f"{LABEL_NOUN} "): text for label, text in answers.items()}, LABEL_NOUN)
     who = "\n".join(f"- {label}: {name} ({models[name]})" for label, name in authors.items())
-    review_text = "\n\n".join(f"Review by {review.reviewer}:\n{review.evaluation}" for review in reviews) or "(no reviews)"
+    review_text = render_labelled({review.reviewer: review.evaluation for review in reviews}, "Review by") if reviews else "(no reviews)"
     ranking = (
         "\n".join(
             f"{place}. {entry.label} ({entry.name}): average rank {entry.average_rank:.2f} over {entry.count} review{'s' if entry.count != 1 else ''}"
@@ -178,7 +205,7 @@ def synthesis_prompt(
         "You chair a council. Its members answered the question independently, then reviewed and ranked "
         "each other's answers without knowing who wrote which.\n\n"
         f"The answers:\n{block}\n\nWho wrote each answer:\n{who}\n\n"
-        f"The reviews, under their reviewers' names:\n<reviews>\n{review_text}\n</reviews>\n\n"
+        f"The reviews, under their reviewers' names:\n{review_text}\n\n"
         f"The aggregate ranking (lower average is better):\n{ranking}\n\n"
         "Write the council's final answer to the question. Build on the strongest answers and the reviewers' "
         "points, settle their disagreements, and answer the question directly.",
@@ -213,7 +240,7 @@ class _Labels:
 
 async def _answer_stage(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> list[CallResult]:
     await emit(StageStarted(stage="answer", members=panel.member_names))
-    deadline = stage_deadline(panel.timeouts.get("answer", DEFAULT_STAGE_TIMEOUT))
+    deadline = stage_deadline(RULES.limit(panel, "answer"))
     prompt = [{"role": "user", "content": answer_prompt(question)}]
     return list(await asyncio.gather(*(gateway.call(m, prompt, stage="answer", deadline=deadline) for m in panel.members)))
 
@@ -223,7 +250,7 @@ async def _review_stage(
 ) -> list[CouncilReview]:
     """Every member reviews, including one that failed stage 1; only its own reply is parsed."""
     await emit(StageStarted(stage="review", members=panel.member_names, block=labels.answers))
-    deadline = stage_deadline(panel.timeouts.get("review", DEFAULT_STAGE_TIMEOUT))
+    deadline = stage_deadline(RULES.limit(panel, "review"))
 
     async def review_of(member: Member) -> CouncilReview:
         """Call, parse and announce one review as soon as it arrives, so the view shows it live."""
@@ -242,19 +269,24 @@ async def _review_stage(
                 reviewer=member.name, evaluation=f"Review unavailable: {failure_reason(reply.error_kind, reply.error)}",
                 shown=shown, success=False, duration=reply.latency,
             )
-        ranking = parse_ranking(reply.text, labels.known(order))
-        await emit(RankingParsed(reviewer=member.name, ranking=ranking))
+        parsed = parse_ranking(reply.text, labels.known(order))
+        await emit(RankingParsed(reviewer=member.name, ranking=parsed.ranking))
         if not has_ranking(reply.text):
             await emit(WarningRaised(message="the review has no FINAL RANKING line; its ranking is empty", member=member.name))
-        invented = [entry for entry in ranking if entry not in shown]
-        if invented:
-            listed = ", ".join(f"'{entry}'" for entry in invented)
-            await emit(WarningRaised(message=f"ranked {listed}, which is not an answer it was shown", member=member.name))
+        if parsed.dropped:
+            await emit(WarningRaised(message=f"ranked {_listing(parsed.dropped)}, not among the answers it was shown; dropped", member=member.name))
         return CouncilReview(
-            reviewer=member.name, evaluation=reply.text.strip(), ranking=ranking, shown=shown, success=True, duration=reply.latency
+            reviewer=member.name, evaluation=reply.text.strip(), ranking=parsed.ranking, shown=shown, success=True,
+            duration=reply.latency,
         )
 
     return list(await asyncio.gather(*(review_of(member) for member in panel.members)))
+
+
+def _listing(entries: list[str], limit: int = 5) -> str:
+    """`'Model Q', 'Model R'` — at most `limit` of them, so a padded ranking makes a short warning."""
+    shown = ", ".join(f"'{entry}'" for entry in entries[:limit])
+    return shown + (f" and {len(entries) - limit} more" if len(entries) > limit else "")
 
 
 async def _synthesis_stage(
@@ -267,7 +299,7 @@ async def _synthesis_stage(
     failures: list[ChairFailure] = []
     for index, chairman in enumerate(chairmen):
         # Each chairman gets the whole synthesis time: a backup after a timeout needs it.
-        deadline = stage_deadline(panel.timeouts.get("synthesis", None))
+        deadline = stage_deadline(RULES.limit(panel, "synthesis"))
         reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline)
         if reply.ok:
             return CouncilSynthesis(chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures)
@@ -278,12 +310,11 @@ async def _synthesis_stage(
                 WarningRaised(message=f"chairman failed ({failures[-1].reason}); backup chairman {backup} takes over", member=chairman.name)
             )
     reasons = failures[0].reason if len(failures) == 1 else "; ".join(f"{f.chairman}: {f.reason}" for f in failures)
-    return CouncilSynthesis(chairman=None, model=None, text=f"Synthesis failed: {reasons}", success=False, failures=failures)
+    return CouncilSynthesis(chairman=None, model=None, text=f"{SYNTHESIS_FAILED}: {reasons}", success=False, failures=failures)
 
 
 async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> CouncilResult:
     chairmen = check_council(panel)
-    started = time.perf_counter()
     seed = panel.seed
     if panel.shuffle and seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -314,9 +345,10 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
 
     outcome: Outcome = "no_responses" if synthesis is None else "answered" if synthesis.success else "synthesis_failed"
     bias = bias_report(ReviewFacts(own=labels.own(r.reviewer), shown=r.shown, ranking=r.ranking) for r in reviews)
+    answered_text = synthesis.text if synthesis is not None and synthesis.success else None
     return CouncilResult(
-        final_answer=NO_RESPONSES if synthesis is None else synthesis.text,
-        question=question,
+        final_answer=answered_text,
+        failure_reason=None if answered_text else NO_RESPONSES if synthesis is None else synthesis.text,
         outcome=outcome,
         stage1_responses=responses,
         stage2_reviews=reviews,
@@ -331,5 +363,4 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
         self_review=panel.self_review,
         seed=seed,
         bias=bias,
-        duration=time.perf_counter() - started,
     )

@@ -23,7 +23,7 @@ from panel_cli.config import EnsembleMode, Member, Panel
 from panel_cli.errors import UserError
 from panel_cli.events import RoundTallied, StageStarted, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
-from panel_cli.protocols.base import Emit, ProtocolResult, labels_for, stage_deadline
+from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, labels_for, stage_deadline
 from panel_cli.protocols.council import answer_prompt, failure_reason
 from panel_cli.tasks import Task, mark, render_labelled
 
@@ -55,7 +55,6 @@ class EnsembleResponse(BaseModel):
 
 
 class EnsembleResult(ProtocolResult):
-    question: str
     mode: EnsembleMode
     responses: list[EnsembleResponse]
     chosen: str | None = Field(description="the member whose response is the answer, or the aggregator that wrote it")
@@ -63,9 +62,11 @@ class EnsembleResult(ProtocolResult):
     scores: dict[str, float]
     scorer: str | None
     aggregator: str | None
+    majority: str | None = Field(
+        default=None, description="majority mode: whose response most others resemble; None when none resembles another"
+    )
     successful_responses: int
     member_count: int
-    duration: float
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,37 @@ def plan_ensemble(panel: Panel) -> EnsemblePlan:
         aggregator = panel.member(panel.aggregator, role="aggregator") if panel.aggregator else panel.chairmen()[0]
         return EnsemblePlan(mode="synthesize", aggregator=aggregator)
     return EnsemblePlan(mode=panel.mode)
+
+
+# Which panel field each mode reads beyond the members: a field set for another mode is ignored.
+MODE_FIELDS: dict[str, set[str]] = {"consensus": {"scorer"}, "synthesize": {"aggregator", "chairman"}}
+
+
+def check_ensemble(panel: Panel) -> list[Finding]:
+    """The mode's judge and aggregator must exist; a field only another mode reads is named."""
+    plan_ensemble(panel)
+    used = MODE_FIELDS.get(panel.mode, set())
+    ignored = sorted(field for field in set().union(*MODE_FIELDS.values()) - used if field in panel.model_fields_set)
+    return [((field,), f"not used by mode {panel.mode}") for field in ignored]
+
+
+def _ensemble_settings(panel: Panel) -> list[tuple[str, str]]:
+    plan = plan_ensemble(panel)
+    settings = [("mode", panel.mode)]
+    if plan.mode == "consensus":
+        settings.append(("scorer", panel.scorer))
+    if plan.aggregator is not None:
+        settings.append(("aggregator", plan.aggregator.name))
+    return settings
+
+
+RULES = ProtocolRules(
+    fields=frozenset({"mode", "scorer", "aggregator", "chairman"}),
+    # `review` limits a judge's scoring, `synthesis` the aggregator.
+    timeouts={"answer": DEFAULT_TIMEOUT, "review": DEFAULT_TIMEOUT, "synthesis": None},
+    check=check_ensemble,
+    settings=_ensemble_settings,
+)
 
 
 def distinct_words(text: str) -> set[str]:
@@ -184,6 +216,7 @@ class _Choice:
     scores: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     text: str | None = None
+    majority: bool = True
 
 
 async def _judge_choice(
@@ -192,11 +225,11 @@ async def _judge_choice(
     """The judge scores each response in its own call; one it cannot score is left out, and
     when it scores none the first success is the answer."""
     await emit(StageStarted(stage="judge", members=[judge.name]))
-    deadline = stage_deadline(panel.timeouts.get("review", DEFAULT_TIMEOUT))
+    deadline = stage_deadline(RULES.limit(panel, "review"))
 
     async def score(name: str, text: str) -> JudgeScore | None:
         prompt = [{"role": "user", "content": judge_prompt(question, text)}]
-        reply = await gateway.call(judge, prompt, stage="judge", deadline=deadline, schema=JudgeScore)
+        reply = await gateway.call(judge, prompt, stage="judge", deadline=deadline, schema=JudgeScore, about=name)
         if reply.parsed is None:
             problem = reply.parse_error if reply.ok else failure_reason(reply.error_kind, reply.error)
             await emit(WarningRaised(message=f"the judge could not score {name}'s response ({problem})", member=judge.name))
@@ -219,7 +252,7 @@ async def _judge_choice(
 async def _synthesize(panel: Panel, aggregator: Member, question: str, texts: dict[str, str], gateway: Gateway, emit: Emit) -> _Choice:
     await emit(StageStarted(stage="synthesis", members=[aggregator.name]))
     prompt = [{"role": "user", "content": aggregate_prompt(question, list(texts.values()))}]
-    deadline = stage_deadline(panel.timeouts.get("synthesis", None))
+    deadline = stage_deadline(RULES.limit(panel, "synthesis"))
     reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=deadline)
     if reply.ok:
         count = f"{len(texts)} response{'s' if len(texts) != 1 else ''}"
@@ -245,6 +278,10 @@ async def _choose(
         counts = resemblance_counts(texts)
         scores = {name: float(count) for name, count in counts.items()}
         chosen = highest(scores, order)
+        if counts[chosen] == 0:
+            reason = "no majority: no response resembles another; the first successful response is the answer"
+            await emit(WarningRaised(message=reason))
+            return _Choice(next(iter(texts)), reason, scores, majority=False)
         others = len(texts) - 1
         return _Choice(chosen, f"resembles {counts[chosen]} of the other {others} (over half their distinct words shared)", scores)
     if plan.mode == "consensus" and plan.judge is not None:
@@ -259,10 +296,10 @@ async def _choose(
 
 async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> EnsembleResult:
     plan = plan_ensemble(panel)
-    started = time.perf_counter()
+    started = time.perf_counter()  # a cancelled racer's duration is the time until the race ended
 
     await emit(StageStarted(stage="answer", members=panel.member_names))
-    deadline = stage_deadline(panel.timeouts.get("answer", DEFAULT_TIMEOUT))
+    deadline = stage_deadline(RULES.limit(panel, "answer"))
     prompt = [{"role": "user", "content": answer_prompt(question)}]
     if plan.mode == "race":
         replies = await _race(panel.members, prompt, gateway, deadline)
@@ -284,7 +321,7 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
         final = next(r.text for r in responses if r.name == choice.chosen)
     return EnsembleResult(
         final_answer=final,
-        question=question,
+        failure_reason=None if final is not None else "no member answered",
         mode=plan.mode,
         responses=responses,
         chosen=choice.chosen,
@@ -292,9 +329,9 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
         scores=choice.scores,
         scorer=panel.scorer if plan.mode == "consensus" else None,
         aggregator=plan.aggregator.name if plan.aggregator else None,
+        majority=(choice.chosen if choice.majority else None) if plan.mode == "majority" else None,
         successful_responses=len(answered),
         member_count=len(panel.members),
-        duration=time.perf_counter() - started,
     )
 
 

@@ -4,8 +4,9 @@ measure two common biases of peer review.
 Pure functions with no I/O, so the parse rules and the arithmetic are tested by hand and the
 engine only decides which text to feed them. A ranking holds *canonical labels*: the label
 exactly as the reviewer was shown it (`Model A`, or a member's name when the council is not
-anonymised), whatever spelling the reviewer used; an entry that names no label it was shown
-is kept as written, so a reviewer's invention is visible rather than silently dropped.
+anonymised), whatever spelling the reviewer used. Only labels the reviewer was shown count,
+each once: an entry that names none is dropped (and reported), so padding a ranking with
+invented labels cannot push a rival down.
 """
 
 from __future__ import annotations
@@ -68,29 +69,41 @@ def _match(item: str, known: Mapping[str, str]) -> str | None:
     return None
 
 
-def parse_ranking(text: str, known: Mapping[str, str]) -> list[str]:
-    """The ranking at the end of one review, best first.
+class ParsedRanking(BaseModel):
+    """A review's ranking of the labels it was shown, best first, and the entries dropped
+    from it because they name no such label (as written, for the warning)."""
+
+    ranking: list[str]
+    dropped: list[str]
+
+
+def parse_ranking(text: str, known: Mapping[str, str]) -> ParsedRanking:
+    """The ranking at the end of one review.
 
     Read from the text after the *last* `FINAL RANKING:` (so a marker quoted earlier never
     counts) up to the next blank line, as a comma-separated list or numbered lines. Blank
     lines straight after the marker are skipped, since models often write the list as a
     Markdown block. A label listed twice counts once, at its first place; an entry that is
-    not a known label is kept as written. No marker: an empty ranking."""
+    not a known label is dropped, and the places close up around it. No marker: an empty
+    ranking."""
     markers = list(_MARKER.finditer(text))
     if not markers:
-        return []
+        return ParsedRanking(ranking=[], dropped=[])
     rest = text[markers[-1].end() :].lstrip()
     section = _BLANK_LINE.split(rest, maxsplit=1)[0]
     ranking: list[str] = []
+    dropped: list[str] = []
     for line in section.splitlines():
         for part in _items(line):
             item = _clean(part)
             if not item:
                 continue
-            entry = _match(item, known) or item
-            if entry not in ranking:
+            entry = _match(item, known)
+            if entry is None:
+                dropped.append(item)
+            elif entry not in ranking:
                 ranking.append(entry)
-    return ranking
+    return ParsedRanking(ranking=ranking, dropped=dropped)
 
 
 class RankedMember(BaseModel):
@@ -106,9 +119,8 @@ def aggregate_rankings(rankings: Iterable[Sequence[str]], authors: Mapping[str, 
     """Each member's mean 1-based place over the rankings that list it, best (lowest) first;
     ties go to the member ranked more often, then to the earlier label.
 
-    `authors` maps a canonical label to the member who wrote that answer; entries it does
-    not know (inventions) still take their place in the list, so the members after them
-    keep the place the reviewer gave them. `labels` maps member -> label, in label order."""
+    `authors` maps a canonical label to the member who wrote that answer (rankings hold only
+    shown labels, so every entry has one). `labels` maps member -> label, in label order."""
     places: dict[str, list[int]] = {}
     for ranking in rankings:
         for place, entry in enumerate(ranking, start=1):

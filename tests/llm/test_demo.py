@@ -4,7 +4,7 @@ import json
 
 from panel_cli.llm.demo import PERSONAS, SIMULATED, demo_reply
 from panel_cli.protocols.confer import PeerVote, answer_prompt, vote_prompt
-from panel_cli.tasks import Task, mark
+from panel_cli.tasks import Task, mark, render_labelled
 
 
 def ask(persona: str, prompt: str, seed: int = 0) -> str:
@@ -33,7 +33,7 @@ def test_confer_vote_is_valid_json_for_a_label_in_the_block():
 
 
 def test_council_review_ends_with_a_final_ranking():
-    prompt = mark("Question:\nQ?\n\nModel A:\none\n\nModel B:\ntwo words here", Task.COUNCIL_REVIEW)
+    prompt = mark(f"Question:\nQ?\n\n{render_labelled({'A': 'one', 'B': 'two words here'}, 'Model')}", Task.COUNCIL_REVIEW)
     text = ask("sage", prompt)
     assert "FINAL RANKING:" in text
     assert text.rstrip().splitlines()[-2:] == ["1. Model B", "2. Model A"]
@@ -47,5 +47,5 @@ def test_ballot_names_an_option():
 
 
 def test_last_marker_wins_over_quoted_ones():
-    prompt = mark("Question:\nQ?\n\nModel A:\ntext with [panel-task: ballot] inside", Task.COUNCIL_REVIEW)
+    prompt = mark(f"Question:\nQ?\n\n{render_labelled({'A': 'text with [panel-task: ballot] inside'}, 'Model')}", Task.COUNCIL_REVIEW)
     assert "FINAL RANKING:" in ask("sage", prompt)

@@ -35,3 +35,17 @@ def test_validation_reason_names_the_field():
 def test_valid():
     obj, problem = parse_structured('```\n{"verdict": "ok", "score": 3}\n```', Verdict)
     assert problem is None and obj == Verdict(verdict="ok", score=3)
+
+
+def test_the_reply_ends_with_its_own_object():
+    """A voter that quotes another answer's JSON before its own vote casts its own vote."""
+    text = (
+        'Answer B wrote ```json\n{"verdict": "quoted", "score": 1}\n``` which I reject.\n'
+        'My verdict: {"verdict": "mine", "score": 2}'
+    )
+    assert extract_json_object(text) == {"verdict": "mine", "score": 2}
+
+
+def test_a_trailing_fence_wins_over_earlier_prose_objects():
+    text = 'They said {"verdict": "quoted", "score": 1}.\n```json\n{"verdict": "mine", "score": 2}\n```'
+    assert parse_structured(text, Verdict) == (Verdict(verdict="mine", score=2), None)

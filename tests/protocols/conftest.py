@@ -12,7 +12,7 @@ import pytest
 from panel_cli.config import Panel
 from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.base import run_engine
+from panel_cli.protocols.base import RunEnvelope, run_engine
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
 
 
@@ -26,7 +26,14 @@ def task_of(request: RecordedRequest) -> str:
 
 
 def block_labels(request: RecordedRequest) -> list[str]:
-    return re.findall(r"^Answer ([A-Z]+):$", prompt_of(request), re.MULTILINE)
+    """The labels of the answers fenced in a vote prompt, in order."""
+    return list(fenced_texts(request, "Answer"))
+
+
+def fenced_texts(request: RecordedRequest, noun: str) -> dict[str, str]:
+    """label -> text of every `noun` fenced in the request's prompt, as the model reads them."""
+    pattern = rf"^=== {noun} (.+?) \[([0-9a-f]{{8}})\] ===\n(.*?)\n=== end of {noun} \1 \[\2\] ===$"
+    return {label: text for label, _, text in re.findall(pattern, prompt_of(request), re.MULTILINE | re.DOTALL)}
 
 
 def vote_json(label: str, confidence: float, revised: str, rationale: str = "because") -> str:
@@ -40,8 +47,11 @@ def make_panel(server: FakeOpenAIServer, names: list[str], **fields: Any) -> Pan
 
 
 class Recorder:
+    """Every event of a run, and the run's envelope once it ends."""
+
     def __init__(self) -> None:
         self.events: list[BaseEvent] = []
+        self.envelope: RunEnvelope | None = None
 
     async def __call__(self, event: BaseEvent) -> None:
         self.events.append(event)
@@ -57,9 +67,10 @@ def run_protocol() -> Callable[..., Any]:
         bus = EventBus("test-run", [recorder])
         gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
         try:
-            result = await run_engine(engine, panel, question, gateway, bus.emit)
+            outcome = await run_engine(engine, panel, question, gateway, bus)
         finally:
             await gateway.aclose()
-        return result, recorder
+        recorder.envelope = outcome.envelope
+        return outcome.result, recorder
 
     return run

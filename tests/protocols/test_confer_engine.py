@@ -25,7 +25,7 @@ async def test_converges_after_two_vote_rounds_with_exact_call_count(fake_server
     result, events = await run_protocol(confer, make_panel(fake_server, names))
     assert result.converged is True
     assert len(result.rounds) == 2
-    assert len(fake_server.requests) == 3 * (1 + 2) == result.calls
+    assert len(fake_server.requests) == 3 * (1 + 2) == events.envelope.calls
     assert result.winner == "ann"
     assert result.final_answer == "ann revised"
     assert result.scores == {"A": 240.0, "B": 0.0, "C": 0.0}
@@ -74,6 +74,31 @@ async def test_unstructured_vote_falls_back_to_own_answer_at_50(fake_server, run
     assert result.rounds[0].scores == {"A": 0.0, "B": 90.0}
     warnings = events.of("warning")
     assert len(warnings) == 1 and warnings[0].member == "bob" and "50" in warnings[0].message
+
+
+async def test_a_round_of_fallbacks_cannot_converge_and_says_the_tie_rule_decided(fake_server, run_protocol):
+    """A=50 B=50 C=50: the winner comes from the tie rule alone; two such rounds are not a
+    stable winner, and the result warns."""
+    for name in ["ann", "bob", "cy"]:
+        fake_server.script(
+            f"{name}-model", responder(lambda r, name=name: "no JSON here" if task_of(r) == "confer.vote" else f"{name} answer")
+        )
+    result, events = await run_protocol(confer, make_panel(fake_server, ["ann", "bob", "cy"], max_rounds=3))
+
+    assert [r.scores for r in result.rounds] == [{"A": 50.0, "B": 50.0, "C": 50.0}] * 3
+    assert [r.signal for r in result.rounds] == [False, False, False]
+    assert result.converged is False and len(result.rounds) == 3
+    assert result.winner == "ann" and result.final_answer == "ann answer"
+    tie_warnings = [w for w in events.of("warning") if "tie rule" in w.message]
+    assert len(tie_warnings) == 3 and tie_warnings[0].member is None
+
+
+async def test_warnings_do_not_repeat_the_members_name(fake_server, run_protocol):
+    fake_server.script("ann-model", always("A", 80, "ann revised"))
+    fake_server.script("flaky-model", responder(lambda r: "nope" if task_of(r) == "confer.vote" else "flaky answer"))
+    _, events = await run_protocol(confer, make_panel(fake_server, ["ann", "flaky"], max_rounds=1))
+    (warning,) = [w for w in events.of("warning") if w.member == "flaky"]
+    assert warning.message.startswith("gave no usable vote")
 
 
 async def test_confidence_is_clamped(fake_server, run_protocol):

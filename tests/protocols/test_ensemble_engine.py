@@ -131,6 +131,20 @@ async def test_majority_picks_the_response_most_others_resemble(fake_server, run
     (tally,) = events.of("round_tallied")
     assert tally.winner == "bob" and tally.scores == result.scores
     assert [r.score for r in result.responses] == [0.0, 2.0, 2.0, 2.0]
+    assert result.majority == "bob"
+
+
+async def test_no_majority_says_so_and_falls_back_to_the_first_success(fake_server, run_protocol):
+    fake_server.script("ann-model", error(500, "down"))
+    fake_server.script("bob-model", reply("Use Rust for the parser"))
+    fake_server.script("cy-model", reply("PostgreSQL with a read replica"))
+    fake_server.script("dee-model", reply("Buy a bigger machine first"))
+    result, events = await run_protocol(ensemble, make_panel(fake_server, ["ann", "bob", "cy", "dee"], mode="majority"))
+
+    assert result.majority is None and result.chosen == "bob"
+    assert result.final_answer == "Use Rust for the parser"
+    assert result.reason.startswith("no majority")
+    assert any(w.message.startswith("no majority") for w in events.of("warning"))
 
 
 async def test_consensus_by_length_with_ties_to_member_order(fake_server, run_protocol):
@@ -166,6 +180,8 @@ async def test_consensus_by_a_judge_member(fake_server, run_protocol):
     assert len(judge_calls) == 3
     assert all("ann answer" not in prompt_of(r) or "bob answer" not in prompt_of(r) for r in judge_calls), "one response per call"
     assert [e.stage for e in events.of("stage_started")] == ["answer", "judge"]
+    judged = sorted(e.about for e in events.of("call_started") if e.stage == "judge")
+    assert judged == ["ann", "bob", "judge"], "each judge call says which response it scores"
 
 
 async def test_a_judge_that_scores_nothing_leaves_the_first_success(fake_server, run_protocol):

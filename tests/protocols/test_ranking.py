@@ -19,64 +19,74 @@ NAMED = {"gpt-4o": "gpt-4o", "gpt-4o-2": "gpt-4o-2", "claude": "claude"}
 
 
 def test_comma_list():
-    assert parse_ranking("Good work all round.\n\nFINAL RANKING: Model C, Model A, Model B", ANON) == ["Model C", "Model A", "Model B"]
+    assert parse_ranking("Good work all round.\n\nFINAL RANKING: Model C, Model A, Model B", ANON).ranking == ["Model C", "Model A", "Model B"]
 
 
 def test_numbered_lines_with_comments_after_the_label():
     text = "FINAL RANKING:\n1. Model B - the clearest, by far\n2) Model C: thin\n3. Model A (too long)"
-    assert parse_ranking(text, ANON) == ["Model B", "Model C", "Model A"]
+    assert parse_ranking(text, ANON).ranking == ["Model B", "Model C", "Model A"]
 
 
 def test_bold_labels_and_a_bold_marker():
     text = "**FINAL RANKING:**\n1. **Model B**\n2. **Model A**\n3. *Model C*"
-    assert parse_ranking(text, ANON) == ["Model B", "Model A", "Model C"]
+    assert parse_ranking(text, ANON).ranking == ["Model B", "Model A", "Model C"]
 
 
 def test_bare_letters_and_mixed_case():
-    assert parse_ranking("final ranking: b, A, model c", ANON) == ["Model B", "Model A", "Model C"]
-    assert parse_ranking("Final Ranking:\n- c\n- MODEL a\n- Response B.", ANON) == ["Model C", "Model A", "Model B"]
+    assert parse_ranking("final ranking: b, A, model c", ANON).ranking == ["Model B", "Model A", "Model C"]
+    assert parse_ranking("Final Ranking:\n- c\n- MODEL a\n- Response B.", ANON).ranking == ["Model C", "Model A", "Model B"]
 
 
 def test_a_label_listed_twice_counts_once_at_its_first_place():
-    assert parse_ranking("FINAL RANKING: Model B, Model A, Model B, Model C", ANON) == ["Model B", "Model A", "Model C"]
+    assert parse_ranking("FINAL RANKING: Model B, Model A, Model B, Model C", ANON).ranking == ["Model B", "Model A", "Model C"]
 
 
-def test_an_invented_label_is_kept_as_written():
-    assert parse_ranking("FINAL RANKING: Model Q, Model A, the third one", ANON) == ["Model Q", "Model A", "the third one"]
+def test_an_invented_label_is_dropped_and_reported():
+    parsed = parse_ranking("FINAL RANKING: Model Q, Model A, the third one", ANON)
+    assert parsed.ranking == ["Model A"] and parsed.dropped == ["Model Q", "the third one"]
+
+
+def test_padding_a_ranking_cannot_push_a_rival_down():
+    """A reviewer lists a hundred invented labels before its rival: the rival is still second."""
+    padding = ", ".join(f"Model Z{index}" for index in range(100))
+    parsed = parse_ranking(f"FINAL RANKING: Model A, {padding}, Model B", {"a": "Model A", "b": "Model B"})
+    assert parsed.ranking == ["Model A", "Model B"] and len(parsed.dropped) == 100
+    ranked = aggregate_rankings([parsed.ranking], AUTHORS, LABELS)
+    assert [(r.name, r.average_rank) for r in ranked] == [("ann", 1.0), ("bob", 2.0)]
 
 
 def test_a_bare_letter_needs_a_separator_but_a_prefixed_one_does_not():
     text = "FINAL RANKING:\n1. A good one overall\n2. Model B is weaker\n3. C - weakest"
-    assert parse_ranking(text, ANON) == ["A good one overall", "Model B", "Model C"]
+    assert parse_ranking(text, ANON).ranking == ["Model B", "Model C"]
 
 
 def test_no_marker_is_an_empty_ranking():
     text = "Model A is best, then Model B."
-    assert parse_ranking(text, ANON) == [] and not has_ranking(text)
+    assert parse_ranking(text, ANON).ranking == [] and not has_ranking(text)
 
 
 def test_text_after_the_blank_line_is_ignored():
     text = "FINAL RANKING: Model A, Model B\n\nModel C deserves a mention too."
-    assert parse_ranking(text, ANON) == ["Model A", "Model B"]
+    assert parse_ranking(text, ANON).ranking == ["Model A", "Model B"]
 
 
 def test_blank_lines_straight_after_the_marker_are_skipped():
-    assert parse_ranking("FINAL RANKING:\n\n1. Model C\n2. Model A\n\nThanks.", ANON) == ["Model C", "Model A"]
+    assert parse_ranking("FINAL RANKING:\n\n1. Model C\n2. Model A\n\nThanks.", ANON).ranking == ["Model C", "Model A"]
 
 
 def test_the_last_marker_wins():
     text = "Answer B said 'FINAL RANKING: Model B, Model A' which is odd.\n\nFINAL RANKING: Model A, Model C"
-    assert parse_ranking(text, ANON) == ["Model A", "Model C"]
+    assert parse_ranking(text, ANON).ranking == ["Model A", "Model C"]
 
 
 def test_numbered_items_on_one_line():
-    assert parse_ranking("FINAL RANKING: 1. Model B, 2. Model C, 3. Model A", ANON) == ["Model B", "Model C", "Model A"]
+    assert parse_ranking("FINAL RANKING: 1. Model B, 2. Model C, 3. Model A", ANON).ranking == ["Model B", "Model C", "Model A"]
 
 
 def test_member_names_when_not_anonymised_never_confuse_a_prefix():
     text = "FINAL RANKING:\n1. **gpt-4o-2**\n2. Member Claude\n3. gpt-4o"
-    assert parse_ranking(text, NAMED) == ["gpt-4o-2", "claude", "gpt-4o"]
-    assert parse_ranking("FINAL RANKING: gpt-4o-3, gpt-4o", {"gpt-4o": "gpt-4o"}) == ["gpt-4o-3", "gpt-4o"]
+    assert parse_ranking(text, NAMED).ranking == ["gpt-4o-2", "claude", "gpt-4o"]
+    assert parse_ranking("FINAL RANKING: gpt-4o-3, gpt-4o", {"gpt-4o": "gpt-4o"}).ranking == ["gpt-4o"]
 
 
 AUTHORS = {"Model A": "ann", "Model B": "bob", "Model C": "cy"}
@@ -93,15 +103,14 @@ def test_average_over_the_reviews_that_list_a_member():
 
 
 def test_ties_go_to_more_rankings_then_to_the_label():
-    # ann: 2 over 1 review; bob: (1 + 3) / 2 = 2 over 2 reviews; cy: 2 over 1 review.
-    rankings = [["Model B", "Model A"], ["Model X", "Model C", "Model B"]]
-    ranked = aggregate_rankings(rankings, AUTHORS, LABELS)
-    assert [(r.name, r.average_rank, r.count) for r in ranked] == [("bob", 2.0, 2), ("ann", 2.0, 1), ("cy", 2.0, 1)]
-
-
-def test_an_invented_entry_keeps_its_place_and_is_not_aggregated():
-    ranked = aggregate_rankings([["Model Q", "Model A"]], AUTHORS, LABELS)
-    assert ranked == [RankedMember(name="ann", label="Model A", average_rank=2.0, count=1)]
+    # dee: 1 over 1 review; bob: (1 + 3) / 2 = 2 over 2 reviews; ann and cy: 2 over 1 review each.
+    authors = {**AUTHORS, "Model D": "dee"}
+    labels = {**LABELS, "dee": "Model D"}
+    rankings = [["Model B", "Model A"], ["Model D", "Model C", "Model B"]]
+    ranked = aggregate_rankings(rankings, authors, labels)
+    assert [(r.name, r.average_rank, r.count) for r in ranked] == [
+        ("dee", 1.0, 1), ("bob", 2.0, 2), ("ann", 2.0, 1), ("cy", 2.0, 1),
+    ]
 
 
 def test_no_rankings_no_aggregate():
