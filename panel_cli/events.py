@@ -9,10 +9,12 @@ must carry everything a view needs to draw it.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from panel_cli.redact import redact_obj
 
 
 class BaseEvent(BaseModel):
@@ -197,14 +199,22 @@ def parse_event(payload: dict[str, Any]) -> BaseEvent:
     return event_adapter.validate_python(payload)
 
 
-class EventBus:
-    """Stamps each event with the run id, a sequence number and a time, then hands it to
-    every subscriber in order. Subscribers are awaited, so the store has written an event
-    before the engine moves on."""
+def _scrubbed(event: BaseEvent, secrets: Sequence[str]) -> BaseEvent:
+    data = event.model_dump()
+    clean = redact_obj(data, secrets)
+    return event if clean == data else type(event).model_validate(clean)
 
-    def __init__(self, run_id: str, subscribers: list[Subscriber] | None = None) -> None:
+
+class EventBus:
+    """Stamps each event with the run id, a sequence number and a time, scrubs the run's
+    `secrets` out of it, then hands it to every subscriber in order. Scrubbing here, once,
+    means no store, view or log can forget to. Subscribers are awaited, so the store has
+    written an event before the engine moves on."""
+
+    def __init__(self, run_id: str, subscribers: list[Subscriber] | None = None, secrets: Sequence[str] = ()) -> None:
         self.run_id = run_id
         self.subscribers: list[Subscriber] = list(subscribers or [])
+        self.secrets = tuple(secrets)
         self._seq = 0
 
     def subscribe(self, subscriber: Subscriber) -> None:
@@ -213,6 +223,8 @@ class EventBus:
     async def emit(self, event: BaseEvent) -> BaseEvent:
         self._seq += 1
         stamped = event.model_copy(update={"run_id": self.run_id, "seq": self._seq, "ts": time.time()})
+        if self.secrets:
+            stamped = _scrubbed(stamped, self.secrets)
         for subscriber in self.subscribers:
             await subscriber(stamped)
         return stamped

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import typer
 
-from panel_cli.cli import options
+from panel_cli.cli import completion, options
 
 
 def confer(
     panel_file: Path = options.panel_file_argument(),
     question: str | None = options.QUESTION,
-    agents: str | None = typer.Option(None, "--agents", help="Only these members, comma-separated (e.g. gpt,claude)."),
+    agents: str | None = typer.Option(
+        None, "--agents", help="Only these members, comma-separated (e.g. gpt,claude).", autocompletion=completion.member_names
+    ),
     max_rounds: int | None = typer.Option(None, "--max-rounds", min=1, max=50, help="At most this many vote rounds."),
     no_convergence: bool = typer.Option(False, "--no-convergence", help="Run every round even when the winner is stable."),
     json_mode: bool = options.JSON,
@@ -21,20 +23,24 @@ def confer(
     demo: bool = options.DEMO,
 ) -> None:
     """Every member answers, then votes anonymously with confidence until the winner is stable."""
-    from panel_cli.cli.running import apply_demo, execute, parse_names, question_for
+    from panel_cli.cli.running import apply_demo, begin_run, declared_protocol, execute, parse_names, question_for
+
+    loader = begin_run()
     from panel_cli.config import load_panel
+    from panel_cli.protocols.checks import check_panel
+    from panel_cli.protocols.confer import confer as confer_engine
 
     panel = load_panel(panel_file)
+    declared = declared_protocol(panel)
     names = parse_names(agents, "--agents")
     if names:
-        panel = panel.with_members(names)
+        panel = panel.with_members(names, "--agents")
     updates: dict[str, object] = {"protocol": "confer"}
     if max_rounds is not None:
         updates["max_rounds"] = max_rounds
     if no_convergence:
         updates["until_convergence"] = False
     panel = apply_demo(panel.model_copy(update=updates), demo)
+    warnings = check_panel(panel, "confer", declared)
     text = question_for(panel, panel_file, question)
-    from panel_cli.protocols.confer import confer as confer_engine
-
-    execute(confer_engine, panel, text, json_mode=json_mode, quiet=quiet, db=db)
+    execute(loader, confer_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)

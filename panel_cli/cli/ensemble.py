@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from panel_cli.cli import options
+from panel_cli.cli import completion, options
 from panel_cli.cli.council import MEMBERS, TIMEOUT, panel_for, with_timeout
 
 
@@ -21,7 +21,9 @@ def ensemble(
         "majority: the most typical answer; synthesize: an aggregator merges them.",
     ),
     scorer: str | None = typer.Option(None, "--scorer", help="For consensus: length, or judge:<member>."),
-    aggregator: str | None = typer.Option(None, "--aggregator", help="For synthesize: the member that writes the answer."),
+    aggregator: str | None = typer.Option(
+        None, "--aggregator", help="For synthesize: the member that writes the answer.", autocompletion=completion.member_names
+    ),
     timeout: str | None = TIMEOUT,
     json_mode: bool = options.JSON,
     quiet: bool = options.QUIET,
@@ -31,14 +33,18 @@ def ensemble(
     """One prompt to every member at once, no peer review; the mode decides what comes back."""
     from typing import get_args
 
-    from panel_cli.cli.running import apply_demo, execute, question_for
+    from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
+
+    loader = begin_run()
     from panel_cli.config import EnsembleMode
     from panel_cli.errors import UserError
+    from panel_cli.protocols.checks import check_panel
+    from panel_cli.protocols.ensemble import ensemble as ensemble_engine
 
     modes = get_args(EnsembleMode)
     if mode is not None and mode not in modes:
         raise UserError(f"--mode: '{mode}' is not a mode; choose {', '.join(modes[:-1])} or {modes[-1]}.")
-    panel = panel_for(panel_file, members, None, "ensemble")
+    panel, declared = panel_for(panel_file, members, None, "ensemble")
     updates: dict[str, object] = {}
     if mode is not None:
         updates["mode"] = mode
@@ -52,9 +58,6 @@ def ensemble(
     if aggregator is not None and panel.mode != "synthesize":
         raise UserError(f"--aggregator applies to --mode synthesize, not {panel.mode}.")
     panel = apply_demo(with_timeout(panel, timeout, ("answer",)), demo)
+    warnings = check_panel(panel, "ensemble", declared)
     text = question_for(panel, panel_file, question)
-    from panel_cli.protocols.ensemble import ensemble as ensemble_engine
-    from panel_cli.protocols.ensemble import plan_ensemble
-
-    plan_ensemble(panel)
-    execute(ensemble_engine, panel, text, json_mode=json_mode, quiet=quiet, db=db)
+    execute(loader, ensemble_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)

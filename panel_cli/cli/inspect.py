@@ -1,48 +1,108 @@
-"""`panel validate` and `panel models`: look at panels and models without calling one."""
+"""`panel validate` and `panel models`: look at panels and models without calling one.
+
+Everything the user wrote (names, questions, models) is printed as plain text, never as
+Rich markup: a `[/INST]` in a question prints as written.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from panel_cli.cli import options
+from panel_cli.cli import completion
+
+# A question is shown on one line, cut to this many characters: a 100 KB question is data to
+# check, not something to print.
+QUESTION_PREVIEW = 100
 
 
-def validate(panel_file: Path = options.panel_file_argument()) -> None:
-    """Check a panel file and show what it declares; no model is called."""
-    from panel_cli.config import load_panel
+def validate(
+    panel_files: list[Path] = typer.Argument(
+        ..., help="Panel YAML files.", metavar="FILE...", dir_okay=False, autocompletion=completion.panel_files
+    ),
+) -> None:
+    """Check panel files as a run would (protocol included) and show what each declares; no model is called."""
+    from panel_cli.errors import UserError
+
+    console = Console(markup=False, highlight=False)
+    # soft_wrap: a located error is one line, however narrow the terminal or the pipe.
+    errors = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+    failed = 0
+    for index, panel_file in enumerate(panel_files):
+        if index:
+            console.print()
+        try:
+            _validate_one(console, errors, panel_file)
+        except UserError as exc:
+            failed += 1
+            for line in exc.message.splitlines():
+                errors.print(Text(f"panel: {line}"))
+    if failed:
+        if len(panel_files) > 1:
+            errors.print(Text(f"panel: {failed} of {len(panel_files)} files are not valid."))
+        raise typer.Exit(2)
+
+
+def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
+    from panel_cli.config import load_panel, read_question_file
     from panel_cli.llm.providers import key_status
+    from panel_cli.protocols.checks import RULES, check_panel
+    from panel_cli.view.fmt import one_line
 
     panel = load_panel(panel_file)
-    console = Console()
-    console.print(f"[bold]{panel.name}[/bold]: {panel.protocol}, {len(panel.members)} members — {panel_file} is valid.")
-    table = Table("member", "model", "api_base", "key", "weight")
-    for member in panel.members:
-        table.add_row(member.name, member.model, member.api_base or "", key_status(member.provider, member.api_key_env, member.api_base), f"{member.weight:g}")
+    warnings = check_panel(panel, panel.protocol)
+    question = panel.question
+    if panel.question_file and not question:
+        question = read_question_file(panel, panel_file.parent)
+    rules = RULES[panel.protocol]
+
+    console.print(
+        Text.assemble((panel.name, "bold"), f": {panel.protocol}, {len(panel.members)} members — ", str(panel_file), " is valid.")
+    )
+    source = f" (from {panel.question_file})" if panel.question_file else ""
+    shown = f"{one_line(question, QUESTION_PREVIEW)}{source}" if question else "none in the file (give one with -q or on stdin)"
+    console.print(Text.assemble(("question: ", "dim"), shown))
+    show_weight = "weight" in rules.member_fields
+    table = Table("member", "model", "api_base", "key", *(["weight"] if show_weight else []))
+    for member in panel.callable_members():
+        row = [member.name, member.model, member.api_base or "", key_status(member.provider, member.api_key_env, member.api_base)]
+        table.add_row(*(Text(cell) for cell in row), *([Text(f"{member.weight:g}")] if show_weight else []))
     console.print(table)
-    chairs = ", ".join(c.name for c in panel.chairmen()) if panel.chairman else "—"
-    console.print(f"chairman: {chairs}   max_rounds: {panel.max_rounds}   until_convergence: {panel.until_convergence}")
-    if panel.question or panel.question_file:
-        console.print(f"question: {panel.question or 'from ' + str(panel.question_file)}")
+    defaults = panel.defaults
+    settings = [
+        *rules.describe(panel),
+        ("defaults", f"temperature {_or_default(defaults.temperature)}, max_tokens {_or_default(defaults.max_tokens)}, "
+         f"retries {defaults.retries}, concurrency {defaults.concurrency}"),
+    ]
+    for name, value in settings:
+        console.print(Text.assemble((f"{name}: ", "dim"), value))
+    for warning in warnings:
+        errors.print(Text(f"warning: {warning}", style="yellow"))
+
+
+def _or_default(value: object) -> str:
+    return "provider default" if value is None else str(value)
 
 
 def models() -> None:
     """Aliases, demo personas, and which provider keys are set (names only, never values)."""
     from panel_cli.llm.aliases import load_aliases, user_alias_file
+    from panel_cli.llm.demo import PERSONAS
     from panel_cli.llm.providers import PROVIDER_KEYS, key_status
 
-    console = Console()
+    console = Console(markup=False, highlight=False)
     aliases = Table("alias", "model", "api_base", title="Aliases")
     for name, alias in sorted(load_aliases().items()):
-        aliases.add_row(name, alias.model, alias.api_base or "")
+        aliases.add_row(Text(name), Text(alias.model), Text(alias.api_base or ""))
     console.print(aliases)
     console.print(f"Add your own in {user_alias_file()} (name: provider/model).\n")
     keys = Table("provider", "key", title="Provider keys")
     for provider in PROVIDER_KEYS:
         keys.add_row(provider, key_status(provider))
     console.print(keys)
-    from panel_cli.llm.demo import PERSONAS
-
     console.print("\nDemo personas (no key, no network): " + ", ".join(f"demo/{p}" for p in PERSONAS))
+    console.print("Any litellm model id works too, e.g. openai/gpt-4o-mini or ollama/llama3.1 (with api_base).")

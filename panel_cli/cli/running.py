@@ -1,94 +1,201 @@
 """Wiring one protocol run: panel -> engine -> events -> (view, store), then the output and
-exit code. Every protocol command ends here, so they all behave alike."""
+exit code. Every protocol command ends here, so they all behave alike.
+
+A run starts litellm's import (about 6 s) in a background thread first, and does everything
+that needs no model meanwhile: the panel's checks, the question, the key check, the store
+and the view. Only then does it wait for litellm and make the checks that need it.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
+import threading
 import uuid
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
+from panel_cli.cli.signals import on_sigterm_exit, run_until_signal
 from panel_cli.config import Panel, resolve_question
-from panel_cli.errors import UserError
+from panel_cli.errors import MissingKeyError, UserError
 from panel_cli.redact import redact, redact_obj, secret_values
 
 if TYPE_CHECKING:
-    from panel_cli.protocols.base import Engine, ProtocolResult
+    from panel_cli.protocols.base import Engine, RunOutcome
+
+# A question piped on stdin larger than this is a mistake (a binary, a log), not a question.
+STDIN_LIMIT = 1 << 20
 
 
-def read_stdin_question() -> str | None:
-    """The question piped on stdin, if any; a terminal on stdin means there is none."""
-    if sys.stdin is None or sys.stdin.isatty():
+class GatewayLoader:
+    """litellm's import, started in a thread as soon as a protocol command begins."""
+
+    def __init__(self) -> None:
+        self._module: ModuleType | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._load, name="panel-load-litellm", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        from panel_cli.llm.gateway import load_litellm
+
+        try:
+            self._module = load_litellm()
+        except BaseException as exc:  # re-raised in the main thread, where it can be reported
+            self._error = exc
+
+    def wait(self, console: Console, show_progress: bool) -> ModuleType:
+        if self._thread.is_alive() and show_progress:
+            with console.status("Loading the model gateway…", spinner="dots"):
+                self._thread.join()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._module is not None
+        return self._module
+
+
+def begin_run() -> GatewayLoader:
+    """Call first in a protocol command: SIGTERM exits like Ctrl-C from now on, and litellm
+    starts loading while the command reads its panel."""
+    on_sigterm_exit()
+    return GatewayLoader()
+
+
+def declared_protocol(panel: Panel) -> str | None:
+    """The protocol a panel file names, or None when it names none (read before a command
+    sets the protocol it runs)."""
+    return panel.protocol if "protocol" in panel.model_fields_set else None
+
+
+def read_stdin() -> str | None:
+    """The question piped on stdin; on a terminal, asked for at a prompt. Called only when no
+    other source gives a question, so a pipe meant for something else is never read."""
+    stream = sys.stdin
+    if stream is None or stream.closed:
         return None
+    if stream.isatty():
+        return typer.prompt("Question", err=True)
     try:
-        return sys.stdin.read()
+        text = stream.read(STDIN_LIMIT + 1)
+    except UnicodeDecodeError:
+        raise UserError("The question on stdin is not UTF-8 text.") from None
     except OSError:
         return None
+    if len(text) > STDIN_LIMIT:
+        raise UserError(f"The question on stdin is longer than {STDIN_LIMIT:,} characters; put a shorter one in question_file.")
+    return text
 
 
 def question_for(panel: Panel, panel_file: Path | None, given: str | None) -> str:
-    stdin_text = None if given else read_stdin_question()
-    return resolve_question(panel, panel_file.parent if panel_file else None, given, stdin_text)
+    return resolve_question(panel, panel_file.parent if panel_file else None, given, read_stdin)
 
 
 def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def execute(engine: Engine, panel: Panel, question: str, *, json_mode: bool, quiet: bool, db: Path | None) -> None:
-    """Run `engine` and exit with SPEC §4's code: 0 answer, 1 no answer, 2 user error, 130 interrupted."""
-    console = Console()
-    status = None
-    if console.is_terminal and not (json_mode or quiet):
-        status = console.status("Loading the model gateway…", spinner="dots")
-        status.start()
-    try:
-        from panel_cli.llm.gateway import Gateway, load_litellm
+def _preflight(panel: Panel) -> None:
+    """Every missing key at once, before litellm has even loaded."""
+    from panel_cli.llm.providers import missing_keys
 
-        load_litellm()
-    finally:
-        if status is not None:
-            status.stop()
+    missing = missing_keys(panel.callable_members())
+    if missing:
+        raise MissingKeyError(_listed(missing, "or try the panel offline with --demo."))
+
+
+def _litellm_checks(litellm: ModuleType, panel: Panel) -> None:
+    """What only litellm can tell, before the first call: that it can route every model, and
+    the keys of providers our own table does not know."""
+    from panel_cli.llm.catalog import check_with_litellm
+    from panel_cli.llm.providers import missing_keys_litellm
+
+    members = panel.callable_members()
+    unknown = [
+        f"Member '{member.name}': {problem}"
+        for member in members
+        if (problem := check_with_litellm(litellm, member.model, member.api_base)) is not None
+    ]
+    if unknown:
+        raise UserError(_listed(unknown, "`panel models` lists the short names."))
+    missing = missing_keys_litellm(litellm, members)
+    if missing:
+        raise MissingKeyError(_listed(missing, "or try the panel offline with --demo."))
+
+
+def _listed(problems: list[str], advice: str) -> str:
+    """One problem: one sentence. Several: one per line, so none hides behind the first."""
+    lines = [problem if problem.endswith(".") else problem + "." for problem in problems]
+    return "\n".join([*lines, advice[0].upper() + advice[1:]]) if len(lines) > 1 else f"{lines[0]} {advice}"
+
+
+def run_secrets(panel: Panel) -> list[str]:
+    """What this run must never write down or draw: keys named like secrets, every key a member
+    uses, and the values of the `${VAR}`s its panel file expanded."""
+    from panel_cli.llm.providers import keys_in_use
+
+    members = panel.callable_members()
+    names = [member.api_key_env for member in members if member.api_key_env]
+    return secret_values(names, known=[*keys_in_use(members), *panel.expanded_values])
+
+
+def execute(
+    loader: GatewayLoader,
+    engine: Engine,
+    panel: Panel,
+    question: str,
+    *,
+    warnings: list[str],
+    json_mode: bool,
+    quiet: bool,
+    db: Path | None,
+) -> None:
+    """Run `engine` and exit with SPEC §4's code: 0 answer, 1 no answer, 2 user error, 130 or
+    143 interrupted. `warnings` (found by the checks) are raised inside the run, so they are
+    shown and stored with it."""
     from panel_cli.store.db import TranscriptStore, resolve_db_path
     from panel_cli.view.base import make_view
 
+    console = Console()
+    _preflight(panel)
+    secrets = run_secrets(panel)
     run_id = new_run_id()
     db_path = resolve_db_path(db)
-    callable_members = panel.callable_members()
-    secret_names = [m.api_key_env for m in callable_members if m.api_key_env]
+    # With --json, stdout carries the result alone: progress, if any, goes to a terminal on stderr.
+    progress = Console(stderr=True) if json_mode else console
+    litellm = loader.wait(progress, show_progress=progress.is_terminal and not quiet)
+    _litellm_checks(litellm, panel)
 
-    async def run() -> ProtocolResult:
+    async def run() -> RunOutcome:
         from panel_cli.events import EventBus
+        from panel_cli.llm.gateway import Gateway
         from panel_cli.protocols.base import run_engine
 
-        store = await TranscriptStore.open(db_path, secret_names=secret_names)
+        store = await TranscriptStore.open(db_path)
         view = make_view(console, json_mode=json_mode, quiet=quiet, err_stream=sys.stderr)
-        bus = EventBus(run_id, [store, view])
+        bus = EventBus(run_id, [store, view], secrets=secrets)
         gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
         try:
-            gateway.check_keys(callable_members)
-            return await run_engine(engine, panel, question, gateway, bus.emit)
+            return await run_engine(engine, panel, question, gateway, bus, warnings)
         finally:
             view.close()
             await gateway.aclose()
             await store.close()
 
-    result = asyncio.run(run())
-    secrets = secret_values(secret_names)
-    final_answer = result.final_answer
+    outcome = run_until_signal(run, run_id)
+    result = outcome.result
     if json_mode:
-        payload = redact_obj({"run_id": run_id, **result.model_dump(mode="json")}, secrets)
+        payload = redact_obj(outcome.payload(), secrets)
         sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-    elif final_answer is not None and (quiet or not console.is_terminal):
-        sys.stdout.write(redact(final_answer.rstrip(), secrets) + "\n")
+    elif result.final_answer is not None and (quiet or not console.is_terminal):
+        sys.stdout.write(redact(result.final_answer.rstrip(), secrets) + "\n")
     if not result.reached_answer:
-        if not json_mode:
-            sys.stderr.write(f"panel: the panel reached no answer (run {run_id}).\n")
+        reason = redact(result.failure_reason or "the panel reached no answer", secrets)
+        sys.stderr.write(f"panel: {reason} (run {run_id}).\n")
         raise typer.Exit(1)
 
 

@@ -48,8 +48,10 @@ def test_demo_json_is_the_only_thing_on_stdout(tmp_path):
     assert rows == [(data["run_id"], "finished")]
 
 
-def test_question_on_stdin_and_agents_subset(tmp_path):
-    result = panel("confer", "configs/demo.yaml", "--agents", "skeptic,sage", "--max-rounds", "1", "--json", stdin="Tea or coffee?")
+def test_dash_q_dash_reads_the_question_from_stdin_and_agents_subset(tmp_path):
+    result = panel(
+        "confer", "configs/demo.yaml", "--agents", "skeptic,sage", "--max-rounds", "1", "--json", "-q", "-", stdin="Tea or coffee?"
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["question"] == "Tea or coffee?"
@@ -76,7 +78,7 @@ def test_bad_panel_file_names_file_line_and_field(tmp_path):
     bad.write_text("members:\n  - name: a\n    model: demo/sage\n    temprature: 0.2\n")
     result = panel("validate", str(bad))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"panel: {bad}, line 4: members[0].temprature: unknown field."
+    assert result.stderr.strip() == f"panel: {bad}, line 4: members[0].temprature: unknown field (did you mean 'temperature'?)."
 
 
 def test_missing_key_is_found_before_any_call(tmp_path, monkeypatch):

@@ -42,7 +42,7 @@ def council_member(request: RecordedRequest) -> str:
     prompt = str(request.messages[-1]["content"])
     task = re.findall(r"\[panel-task: ([a-z.]+)\]", prompt)[-1]
     if task == "council.review":
-        labels = re.findall(r"^Model ([A-Z]+):$", prompt, re.MULTILINE)
+        labels = re.findall(r"^=== Model ([A-Z]+) \[[0-9a-f]{8}\] ===$", prompt, re.MULTILINE)
         return "FINAL RANKING: " + ", ".join(f"Model {label}" for label in labels)
     if task == "council.synthesis":
         return f"The council's answer, by {request.model}."
@@ -86,8 +86,8 @@ def test_a_council_with_no_answers_exits_1(fake_server: FakeOpenAIServer, tmp_pa
         app, ["council", "--members", "openai/a,openai/b", "-q", "Q?", "--quiet", "--db", str(tmp_path / "r.db")]
     )
     assert outcome.exit_code == 1
-    assert "Council deliberation failed: no responses collected" in outcome.stdout
-    assert "reached no answer" in outcome.stderr
+    assert outcome.stdout == "", "no answer: nothing on stdout"
+    assert "panel: Council deliberation failed: no responses collected (run " in outcome.stderr
     assert len(fake_server.requests) == 2
 
 

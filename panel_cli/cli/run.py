@@ -1,0 +1,36 @@
+"""`panel run FILE`: run a panel with the protocol its file names (SPEC §4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from panel_cli.cli import options
+
+
+def run(
+    panel_file: Path = options.panel_file_argument(),
+    question: str | None = options.QUESTION,
+    json_mode: bool = options.JSON,
+    quiet: bool = options.QUIET,
+    db: Path | None = options.DB,
+    demo: bool = options.DEMO,
+) -> None:
+    """Run a panel with the protocol its file names (protocol: confer, council, …)."""
+    from panel_cli.cli.confer import confer
+    from panel_cli.cli.council import council
+    from panel_cli.cli.ensemble import ensemble
+    from panel_cli.config import load_panel
+    from panel_cli.protocols.checks import check_panel
+
+    panel = load_panel(panel_file)
+    check_panel(panel, panel.protocol)  # a protocol this version cannot run stops here, located
+    common: dict[str, Any] = {"panel_file": panel_file, "question": question, "json_mode": json_mode, "quiet": quiet, "db": db, "demo": demo}
+    # Each command with its own options at their defaults: the file decides.
+    commands: dict[str, tuple[Any, dict[str, Any]]] = {
+        "confer": (confer, {"agents": None, "max_rounds": None, "no_convergence": False}),
+        "council": (council, {"members": None, "chairman": None, "no_anonymize": False, "timeout": None}),
+        "ensemble": (ensemble, {"members": None, "mode": None, "scorer": None, "aggregator": None, "timeout": None}),
+    }
+    command, own = commands[panel.protocol]
+    command(**common, **own)
