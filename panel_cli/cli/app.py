@@ -1,50 +1,142 @@
 """The `panel` command: the Typer app, its command groups, and the one top-level error handler.
 
-Command modules import the engine, the gateway (and so litellm) inside the command
-function, so `panel --help` and `panel history …` start fast.
+`panel --help` must cost little more than any Typer CLI's help, so nothing here imports the
+store, the config models or litellm. Command modules import those inside the command
+function; `panel history`, whose module imports the store at the top, is registered as a
+`LazyGroup` that imports it only when a command line reaches it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from functools import cached_property
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.models import DefaultPlaceholder
 
 from panel_cli.cli import confer as confer_command
 from panel_cli.cli import council as council_command
 from panel_cli.cli import ensemble as ensemble_command
 from panel_cli.cli import inspect as inspect_commands
-from panel_cli.cli.history import history_app
+from panel_cli.cli import run as run_command
 from panel_cli.errors import PanelError
+
+# history_app's own help, repeated here so that `panel --help` need not import it;
+# tests/cli/test_app.py checks that the two agree.
+HISTORY_HELP = "List and inspect the runs kept in the transcript store."
+
+
+class PlainFlags:
+    """Typer's Rich help prints a value type after every option, flags included
+    (`--json <bool>`), though a flag takes no value. A blank metavar prints nothing.
+    Done on the command rather than on each option, so that Typer's own flags (`--help`,
+    `--install-completion`) and every command module's flags read alike."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        params: list[Any] = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class PanelCommand(PlainFlags, TyperCommand):
+    """A command of `panel`: Typer's, with plain flags in its help."""
+
+
+class PanelGroup(PlainFlags, TyperGroup):
+    """A command group of `panel`: Typer's, with plain flags in its help."""
+
+
+def adopt(sub_app: typer.Typer) -> None:
+    """Build a sub-app's group and commands with panel's classes where it uses Typer's
+    defaults (`Typer.command` records `TyperCommand` when given no class)."""
+    if isinstance(sub_app.info.cls, DefaultPlaceholder) or sub_app.info.cls is None:
+        sub_app.info.cls = PanelGroup
+    for command in sub_app.registered_commands:
+        if command.cls is None or command.cls is TyperCommand:
+            command.cls = PanelCommand
+
+
+class LazyGroup(TyperGroup):
+    """Stands for a Typer sub-app in its parent's command list and in completion, and
+    imports the sub-app only when a command line reaches it. The real group then parses,
+    helps and runs: `make_context` hands the command line to it, so the context's command
+    is the real group from there on."""
+
+    def __init__(self, name: str, import_path: str, help: str) -> None:
+        super().__init__(name=name, help=help)
+        self.import_path = import_path
+
+    @cached_property
+    def group(self) -> TyperGroup:
+        module_name, _, attribute = self.import_path.partition(":")
+        sub_app: typer.Typer = getattr(importlib.import_module(module_name), attribute)
+        adopt(sub_app)
+        return typer.main.get_group(sub_app)
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: typer.Context | None = None, **extra: Any
+    ) -> typer.Context:
+        return self.group.make_context(info_name, args, parent=parent, **extra)
+
+
+class RootGroup(PanelGroup):
+    """The `panel` group: the commands registered on `app`, then the lazily loaded groups."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.add_command(LazyGroup("history", "panel_cli.cli.history:history_app", help=HISTORY_HELP))
+
 
 app = typer.Typer(
     name="panel",
+    cls=RootGroup,
     help="Let several language models deliberate together, live in the terminal, every run kept.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"panel {version('panel-cli')}")
+        raise typer.Exit()
 
 
 @app.callback()
 def main_options(
     traceback: bool = typer.Option(False, "--traceback", help="Show the full traceback of an unexpected error."),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, expose_value=False, callback=show_version, help="Show panel's version and exit."
+    ),
 ) -> None:
     if traceback:
         os.environ["PANEL_TRACEBACK"] = "1"
 
 
-app.command("confer")(confer_command.confer)
-app.command("council")(council_command.council)
-app.command("ensemble")(ensemble_command.ensemble)
-app.command("validate")(inspect_commands.validate)
-app.command("models")(inspect_commands.models)
-app.add_typer(history_app, name="history")
+app.command("confer", cls=PanelCommand)(confer_command.confer)
+app.command("council", cls=PanelCommand)(council_command.council)
+app.command("ensemble", cls=PanelCommand)(ensemble_command.ensemble)
+app.command("validate", cls=PanelCommand)(inspect_commands.validate)
+app.command("models", cls=PanelCommand)(inspect_commands.models)
+app.command("run", cls=PanelCommand)(run_command.run)
 
 
 def _say(message: str) -> None:
-    sys.stderr.write(f"panel: {message}\n")
+    """Each line of a message on its own `panel:` line: several problems read as a list. A
+    key quoted in an unexpected error is scrubbed like everywhere else."""
+    from panel_cli.redact import redact, secret_values
+
+    for line in redact(message, secret_values()).splitlines() or [""]:
+        sys.stderr.write(f"panel: {line}\n")
 
 
 def _is_usage_error(exc: Exception) -> bool:
@@ -53,9 +145,12 @@ def _is_usage_error(exc: Exception) -> bool:
 
 
 def main() -> None:
-    """Entry point: every known error becomes one sentence and its exit code (SPEC §4)."""
+    """Entry point: every known error becomes one sentence and its exit code (SPEC §4).
+
+    The program name is fixed so that `python -m panel_cli` prints the same usage lines
+    and answers the same completion variable (`_PANEL_COMPLETE`) as the `panel` script."""
     try:
-        code = app(standalone_mode=False)
+        code = app(prog_name="panel", standalone_mode=False)
     except (KeyboardInterrupt, typer.Abort):
         _say("interrupted.")
         code = 130

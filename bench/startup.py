@@ -1,0 +1,196 @@
+"""What starting `panel` costs, against floors that come from outside our code.
+
+Run by hand (never part of the tests), from the repository root, in the project's venv:
+
+    python bench/startup.py                    # both figures, about a minute and a half
+    python bench/startup.py --help-runs 20 --request-runs 10
+
+Figures:
+  1. `panel --help`: the CPU time (user + sys of the child, from os.wait4) of `panel --help`
+     divided by that of a minimal two-command Typer app with Rich help (`typer_floor.py`,
+     written to a temp folder), the floor for any Typer CLI. Median of --help-runs runs of
+     each, interleaved. Target <= 1.3.
+  2. `panel confer` to its first request: the wall time from spawning `panel confer` (a
+     3-member panel at the fake server, --json, a dummy OPENAI_API_KEY) to the first request
+     reaching the server, divided by the wall time from spawning `python -c "import litellm"`
+     to the end of that import: every command that calls a model pays that import, so it is
+     the floor. The child's exit is left out of the floor (litellm's exit handlers add about
+     a second, which would flatter the ratio); the ratio against the whole process is printed
+     beside it. Median of --request-runs runs of each, interleaved. Target <= 1.10.
+
+Both run the programs as a person does: `panel` is the console script beside this Python
+(`python -m panel_cli` when there is none), in a fresh process each time, with the same
+offline litellm settings as the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+TYPER_FLOOR = '''\
+import typer
+
+app = typer.Typer()
+
+
+@app.command()
+def hello(name: str) -> None:
+    """Say hello."""
+    print(f"hello {name}")
+
+
+@app.command()
+def bye(name: str, loud: bool = False) -> None:
+    """Say goodbye."""
+    print(f"bye {name}")
+
+
+if __name__ == "__main__":
+    app()
+'''
+
+PANEL_FILE = """\
+name: startup
+protocol: confer
+question: Which is better?
+members:
+  - {{name: a, model: openai/a, api_base: "{url}"}}
+  - {{name: b, model: openai/b, api_base: "{url}"}}
+  - {{name: c, model: openai/c, api_base: "{url}"}}
+max_rounds: 1
+defaults: {{retries: 0}}
+"""
+
+
+def panel_command() -> list[str]:
+    script = Path(sys.executable).parent / "panel"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "panel_cli"]
+
+
+def environment(folder: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_OFFLINE_MODE": "True",
+        "OPENAI_API_KEY": "sk-dummy-bench-key",
+        "PANEL_DB": str(folder / "bench.db"),
+        "PANEL_CONFIG_DIR": str(folder),
+        "COLUMNS": "100",
+    }
+
+
+def cpu_seconds(command: list[str], env: dict[str, str]) -> float:
+    """user + sys CPU of one child process, as the kernel accounted it."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    _, status, usage = os.wait4(process.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(command)} failed")
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_help(runs: int, folder: Path) -> dict[str, float]:
+    floor = folder / "typer_floor.py"
+    floor.write_text(TYPER_FLOOR)
+    env = environment(folder)
+    panel: list[float] = []
+    typer_app: list[float] = []
+    for _ in range(runs):
+        panel.append(cpu_seconds([*panel_command(), "--help"], env))
+        typer_app.append(cpu_seconds([sys.executable, str(floor), "--help"], env))
+    return {"panel": statistics.median(panel), "typer": statistics.median(typer_app)}
+
+
+def import_seconds(env: dict[str, str]) -> tuple[float, float]:
+    """From spawning `python -c "import litellm"` to the end of the import, and to the
+    process's exit. The child reads the same system-wide monotonic clock as this process
+    at the end of its import. The exit is not part of the floor: litellm's exit handlers
+    and the teardown of its objects take about a second after the import."""
+    code = "import litellm, time; print(time.monotonic())"
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env, cwd=ROOT)
+    exited = time.monotonic()
+    return float(result.stdout.split()[-1]) - started, exited - started
+
+
+def first_request_seconds(server: FakeOpenAIServer, panel_file: Path, env: dict[str, str]) -> float:
+    """From spawning `panel confer` to the first request's arrival at the fake server
+    (both on this process's monotonic clock). The run is left to finish."""
+    server.requests.clear()
+    command = [*panel_command(), "confer", str(panel_file), "--json"]
+    started = time.monotonic()
+    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    if result.returncode not in (0, 1) or not server.requests:
+        raise RuntimeError(f"panel confer failed ({result.returncode}): {result.stderr.strip()}")
+    return min(request.received_at for request in server.requests) - started
+
+
+def bench_first_request(runs: int, folder: Path) -> dict[str, float]:
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    env = environment(folder)
+    with FakeOpenAIServer() as server:
+        panel_file = folder / "startup.yaml"
+        panel_file.write_text(PANEL_FILE.format(url=server.url))
+        first: list[float] = []
+        imported: list[float] = []
+        exited: list[float] = []
+        for _ in range(runs):
+            first.append(first_request_seconds(server, panel_file, env))
+            done, gone = import_seconds(env)
+            imported.append(done)
+            exited.append(gone)
+    return {
+        "first_request": statistics.median(first),
+        "import_litellm": statistics.median(imported),
+        "import_litellm_exit": statistics.median(exited),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--help-runs", type=int, default=15, help="runs of each program for figure 1 (>= 10)")
+    parser.add_argument("--request-runs", type=int, default=7, help="runs of each program for figure 2 (>= 5)")
+    args = parser.parse_args()
+    if args.help_runs < 10 or args.request_runs < 5:
+        parser.error("at least 10 runs for figure 1 and 5 for figure 2: a median of fewer is noise")
+
+    from importlib.metadata import version
+
+    print(f"python {platform.python_version()}, typer {version('typer')}, rich {version('rich')}, "
+          f"litellm {version('litellm')}, {os.cpu_count()} cores, {platform.platform()}")
+    print(f"panel is run as: {' '.join(panel_command())}")
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        help_cpu = bench_help(args.help_runs, folder)
+        print()
+        print(f"1. --help CPU (user+sys), median of {args.help_runs} interleaved runs; target <= 1.30")
+        print(f"   panel --help      {help_cpu['panel'] * 1000:7.1f} ms")
+        print(f"   Typer floor       {help_cpu['typer'] * 1000:7.1f} ms")
+        print(f"   ratio             {help_cpu['panel'] / help_cpu['typer']:7.2f}")
+        request = bench_first_request(args.request_runs, folder)
+        print()
+        print(f"2. start to first request, wall, median of {args.request_runs} interleaved runs; target <= 1.10")
+        print(f"   panel confer (3 members) to its first request  {request['first_request']:6.2f} s")
+        print(f"   python -c 'import litellm' to import done      {request['import_litellm']:6.2f} s")
+        print(f"   ratio                                          {request['first_request'] / request['import_litellm']:6.2f}")
+        print(f"   (python -c 'import litellm' to its exit: {request['import_litellm_exit']:.2f} s; "
+              f"ratio {request['first_request'] / request['import_litellm_exit']:.2f} against that)")
+
+if __name__ == "__main__":
+    main()

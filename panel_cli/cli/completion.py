@@ -1,0 +1,107 @@
+"""Shell completion: panel files, member names, run ids.
+
+The shell runs `panel` on every TAB, so each callback imports what it needs inside
+itself, and a callback that cannot answer (a bad file, no database yet) offers nothing
+rather than an error: a traceback in the middle of a command line helps nobody.
+Command modules pass these as `autocompletion=` to their arguments and options.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+PANEL_SUFFIXES = (".yaml", ".yml")
+RUN_LIMIT = 200
+
+
+def panel_files(incomplete: str) -> list[str]:
+    """Panel files (`*.yaml`, `*.yml`) and the folders that may hold them. The shell script
+    Typer installs takes these words as they are, with no file completion of its own, so
+    folders are offered too (with a trailing `/`) to walk into."""
+    head = incomplete[: incomplete.rfind("/") + 1]
+    prefix = incomplete[len(head) :]
+    try:
+        entries = list(os.scandir(Path(head or ".").expanduser()))
+    except OSError:
+        return []
+    words = []
+    for entry in entries:
+        if not entry.name.startswith(prefix) or (entry.name.startswith(".") and not prefix.startswith(".")):
+            continue
+        try:
+            if entry.is_dir():
+                words.append(f"{head}{entry.name}/")
+            elif entry.name.endswith(PANEL_SUFFIXES):
+                words.append(f"{head}{entry.name}")
+        except OSError:
+            continue
+    return sorted(words)
+
+
+def member_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Names of the members of the panel file given earlier on the command line (the
+    `panel_file` argument), for a comma-separated option such as `--agents a,b`: the names
+    already typed stay, and are not offered again.
+
+    Click stops parsing at the option whose value is being completed, before it assigns
+    the positional arguments, so a file typed before `--agents` is found in `ctx.args`
+    (the first positional word) rather than in `ctx.params`."""
+    panel_file = ctx.params.get("panel_file") or (ctx.args[0] if ctx.args else None)
+    if not panel_file:
+        return []
+    from panel_cli.config import load_panel
+    from panel_cli.errors import PanelError
+
+    try:
+        names = [member.name for member in load_panel(panel_file).members]
+    except PanelError:
+        return []
+    typed, _, last = incomplete.rpartition(",")
+    chosen = set(typed.split(",")) if typed else set()
+    return [f"{typed},{name}" if typed else name for name in names if name.startswith(last) and name not in chosen]
+
+
+def default_db_path() -> Path:
+    """The transcript database when `--db` is not given. The same rule as the store's
+    `default_db_path`, kept here so that completing a run id does not import the store
+    (and with it pydantic and aiosqlite) on every TAB."""
+    if env := os.environ.get("PANEL_DB"):
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("panel", appauthor=False)) / "panel.db"
+
+
+def run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+    """Ids of the stored runs that begin with what is typed, newest first, each with a
+    short description for shells that show one (zsh, fish). The file is opened read-only
+    with the standard library: completing must never create, migrate or write it."""
+    import sqlite3
+
+    db = ctx.params.get("db")
+    path = Path(db).expanduser() if db else default_db_path()
+    if not path.is_file():
+        return []
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = connection.execute(
+                "SELECT id, started_at, protocol, question FROM runs WHERE substr(id, 1, ?) = ? "
+                "ORDER BY started_at DESC LIMIT ?",
+                (len(incomplete), incomplete, RUN_LIMIT),
+            ).fetchall()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return []
+    return [(run_id, _describe(started, protocol, question)) for run_id, started, protocol, question in rows]
+
+
+def _describe(started: float | None, protocol: str | None, question: str | None) -> str:
+    from datetime import datetime
+
+    when = datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M") if started else ""
+    return " ".join(part for part in (when, protocol, " ".join((question or "").split())[:60]) if part)
