@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 # A question piped on stdin larger than this is a mistake (a binary, a log), not a question.
 STDIN_LIMIT = 1 << 20
+KEY_ADVICE = ("Set it, or try the panel offline with --demo.", "Set them, or try the panel offline with --demo.")
 
 
 class GatewayLoader:
@@ -105,7 +106,7 @@ def _preflight(panel: Panel) -> None:
 
     missing = missing_keys(panel.callable_members())
     if missing:
-        raise MissingKeyError(_listed(missing, "or try the panel offline with --demo."))
+        raise MissingKeyError(_listed(missing, KEY_ADVICE))
 
 
 def _litellm_checks(litellm: ModuleType, panel: Panel) -> None:
@@ -121,16 +122,19 @@ def _litellm_checks(litellm: ModuleType, panel: Panel) -> None:
         if (problem := check_with_litellm(litellm, member.model, member.api_base)) is not None
     ]
     if unknown:
-        raise UserError(_listed(unknown, "`panel models` lists the short names."))
+        raise UserError(_listed(unknown))
     missing = missing_keys_litellm(litellm, members)
     if missing:
-        raise MissingKeyError(_listed(missing, "or try the panel offline with --demo."))
+        raise MissingKeyError(_listed(missing, KEY_ADVICE))
 
 
-def _listed(problems: list[str], advice: str) -> str:
-    """One problem: one sentence. Several: one per line, so none hides behind the first."""
+def _listed(problems: list[str], advice: tuple[str, str] | None = None) -> str:
+    """One problem per line, so none hides behind the first, then the advice (singular or
+    plural) on a line of its own."""
     lines = [problem if problem.endswith(".") else problem + "." for problem in problems]
-    return "\n".join([*lines, advice[0].upper() + advice[1:]]) if len(lines) > 1 else f"{lines[0]} {advice}"
+    if advice is not None:
+        lines.append(advice[0] if len(lines) == 1 else advice[1])
+    return "\n".join(lines)
 
 
 def run_secrets(panel: Panel) -> list[str]:

@@ -81,13 +81,25 @@ def test_bad_panel_file_names_file_line_and_field(tmp_path):
     assert result.stderr.strip() == f"panel: {bad}, line 4: members[0].temprature: unknown field (did you mean 'temperature'?)."
 
 
-def test_missing_key_is_found_before_any_call(tmp_path, monkeypatch):
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+def test_every_missing_key_is_listed_at_once_before_any_call(tmp_path, monkeypatch):
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "MY_PROXY_KEY"):
+        monkeypatch.delenv(name, raising=False)
     file = tmp_path / "p.yaml"
-    file.write_text("members:\n  - name: claude\n    model: anthropic/claude-sonnet-4-5\nquestion: hi\n")
+    file.write_text(
+        "question: hi\nmembers:\n  - name: claude\n    model: anthropic/claude-sonnet-4-5\n"
+        "  - name: gpt\n    model: openai/gpt-4o\n"
+        "  - name: proxy\n    model: openai/x\n    api_base: http://127.0.0.1:9\n    api_key_env: MY_PROXY_KEY\n"
+    )
     result = panel("confer", str(file), "--db", str(tmp_path / "runs.db"))
     assert result.returncode == 2
-    assert "ANTHROPIC_API_KEY" in result.stderr and "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines == [
+        "panel: Member 'claude' (anthropic/claude-sonnet-4-5) needs ANTHROPIC_API_KEY.",
+        "panel: Member 'gpt' (openai/gpt-4o) needs OPENAI_API_KEY.",
+        "panel: Member 'proxy' (openai/x) needs the environment variable MY_PROXY_KEY (its api_key_env).",
+        "panel: Set them, or try the panel offline with --demo.",
+    ]
+    assert not (tmp_path / "runs.db").exists(), "nothing was started"
 
 
 def test_no_answer_exits_1(tmp_path, fake_server):
