@@ -19,7 +19,6 @@ import functools
 import gc
 import os
 import random
-import threading
 import time
 import uuid
 import warnings
@@ -54,22 +53,33 @@ MAX_RETRY_WAIT = 60.0
 
 # Set while the gateway awaits litellm: litellm then skips the work whose result we never read.
 _QUIET: ContextVar[bool] = ContextVar("panel_quiet_litellm_call", default=False)
-WARM_UP_TIMEOUT = 30.0
 
 
 @cache
 def load_litellm() -> ModuleType:
     """Import litellm once, quietly and offline-safe; only commands that call models get here.
 
-    Besides the settings, three things make calls cheaper (see bench/overhead.py):
-    litellm's own per-call cost and success logging are skipped for the gateway's calls
-    (`_skip_litellm_bookkeeping`), the first call's one-time work is done here instead
-    (`_warm_up`), and the objects of the import are frozen out of the garbage collector."""
+    Besides the settings, two things make it cheaper (bench/startup.py, bench/overhead.py):
+    the import runs without the garbage collector and its objects are then frozen out of
+    the collector's way, and litellm's own per-call cost and success logging are skipped
+    for the gateway's calls (`_skip_litellm_bookkeeping`). The first call's one-time work
+    (lazy imports, a tokenizer for some providers) is left to that call: done here it only
+    delayed the first request, while during a run much of it overlaps the wait for the
+    other members' replies."""
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "True")
     import logging
 
-    import litellm
+    # The import builds ~400k objects that live as long as the process. The collector walked
+    # the growing heap again and again while they were built (a quarter of the import's
+    # time), and every full collection after it walked them all again (half a second per
+    # pause, some 15% of a burst of calls). Frozen, they are never walked.
+    gc.disable()
+    try:
+        import litellm
+    finally:
+        gc.freeze()
+        gc.enable()
 
     litellm.suppress_debug_info = True
     litellm.drop_params = True
@@ -80,11 +90,9 @@ def load_litellm() -> ModuleType:
 
     register_demo_provider(litellm)
     _skip_litellm_bookkeeping()
-    _warm_up(litellm)
-    # litellm leaves ~400k long-lived objects behind; every full collection walked them all
-    # (about half a second per pause here, some 15% of a burst of calls). Freezing moves
-    # them out of the collector's way for good; they live as long as the process anyway.
-    gc.freeze()
+    # The first call's schema builds warn about TypedDict `ReadOnly` items; litellm filters
+    # that warning at import, but a test harness may have reset the filters since.
+    warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier.*")
     return litellm
 
 
@@ -146,34 +154,6 @@ def _quiet_call() -> Iterator[None]:
 async def _acompletion(litellm: ModuleType, request: dict[str, Any]) -> Any:
     with _quiet_call():
         return await litellm.acompletion(**request)
-
-
-def _warm_up(litellm: ModuleType) -> None:
-    """Do the first call's one-time work now, offline, so round 0 does not pay for it.
-
-    A process's first litellm call took ~0.4 s (openai-compatible) to ~1.3 s (`demo/`,
-    anthropic, and most other providers): lazy imports (litellm.proxy._types alone is
-    half a second), deferred pydantic schema builds, and, for every provider except
-    openai, tiktoken's cl100k_base read from litellm's bundled copy. No network is
-    involved. A mock completion and the encoding cover it. It runs in a thread of its own
-    because the caller may already be inside an event loop; a failure only means the first
-    call pays as before."""
-
-    def work() -> None:
-        with contextlib.suppress(Exception), _quiet_call():
-            litellm.completion(
-                model="openai/gpt-4o-mini", messages=[{"role": "user", "content": "warm-up"}],
-                mock_response="ok", api_key="warm-up",
-            )
-        with contextlib.suppress(Exception):
-            litellm.encoding  # noqa: B018 - the attribute loads and caches the tokenizer
-
-    # The schema builds warn about TypedDict `ReadOnly` items; litellm filters that warning
-    # at import, but a test harness may have reset the filters since: keep it filtered.
-    warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier.*")
-    thread = threading.Thread(target=work, name="panel-litellm-warm-up", daemon=True)
-    thread.start()
-    thread.join(WARM_UP_TIMEOUT)
 
 
 class CallResult(BaseModel):
