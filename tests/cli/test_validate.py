@@ -96,20 +96,3 @@ def test_a_file_for_another_protocol_is_run_with_one_warning(tmp_path):
     assert result["protocol"] == "confer"
     (warning,) = result["warnings"]
     assert "the file is written for council; this run uses confer" in warning
-
-
-def test_user_text_is_printed_as_written(tmp_path):
-    text = "name: '[/bold] panel'\nquestion: 'Why does [/INST] end [red]the prompt?'\nmembers:\n  - name: '[/INST]'\n    model: demo/sage\n"
-    outcome = runner.invoke(app, ["validate", str(write(tmp_path / "p.yaml", text))])
-    assert outcome.exit_code == 0, outcome.output
-    assert "[/bold] panel: confer" in outcome.stdout
-    assert "Why does [/INST] end [red]the prompt?" in outcome.stdout and "│ [/INST]" in outcome.stdout
-
-
-def test_a_long_question_is_shown_as_a_preview(tmp_path):
-    question = "word " * 20_000
-    file = write(tmp_path / "p.yaml", f"question: {question}\n{TWO}")
-    outcome = runner.invoke(app, ["validate", str(file)])
-    assert outcome.exit_code == 0, outcome.output
-    (line,) = [line for line in outcome.stdout.splitlines() if line.startswith("question:")]
-    assert len(line) <= 120 and line.endswith("…")
