@@ -119,11 +119,6 @@ class Engine(Protocol):
     async def __call__(self, panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ProtocolResult: ...
 
 
-def stage_deadline(seconds: float | None) -> float | None:
-    """A stage's end as a `loop.time()` instant, which the gateway never lets a call pass."""
-    return None if seconds is None else asyncio.get_running_loop().time() + seconds
-
-
 def labels_for(count: int) -> list[str]:
     """A, B, …, Z, then AA, AB, … so a panel of any size has labels."""
     out = []

@@ -6,12 +6,12 @@ at the top; the engine below only gathers calls and emits events.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 
 from pydantic import BaseModel, Field
 
 from panel_cli.config import Member, Panel
-from panel_cli.events import RoundTallied, StageStarted, VoteCast, WarningRaised
+from panel_cli.events import RoundTallied, VoteCast, WarningRaised
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
@@ -19,9 +19,9 @@ from panel_cli.protocols.base import (
     ProtocolResult,
     ProtocolRules,
     labels_for,
-    stage_deadline,
     yes_no,
 )
+from panel_cli.protocols.stages import broadcast, gather_each, open_stage
 from panel_cli.tasks import Task, mark, render_labelled
 
 FALLBACK_CONFIDENCE = 50.0
@@ -175,10 +175,11 @@ async def _vote(
     round_index: int,
     authors: dict[str, str],
     block: dict[str, str],
-    own_answer: str | None,
+    answers: dict[str, str],
     deadline: float | None,
 ) -> tuple[Vote | None, MemberFailure | None]:
     """Call, normalise and announce one vote as soon as it arrives, so the view shows it live."""
+    own_answer = answers.get(member.name)
     own_label = next((label for label, author in authors.items() if author == member.name), None)
     prompt = vote_prompt(question, block, own_label)
     reply = await gateway.call(
@@ -205,10 +206,8 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     answer_timeout = RULES.limit(panel, "answer")
     vote_timeout = RULES.limit(panel, "vote")
 
-    await emit(StageStarted(stage="answer", round=0, members=order))
-    deadline = stage_deadline(answer_timeout)
     prompt = [{"role": "user", "content": answer_prompt(question)}]
-    replies = await asyncio.gather(*(gateway.call(m, prompt, stage="answer", round=0, deadline=deadline) for m in members))
+    replies = await broadcast(gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout)
     answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
     initial = dict(answers)
     failures = [MemberFailure(member=r.member, round=0, kind=r.error_kind or "", error=r.error or "") for r in replies if not r.ok]
@@ -220,11 +219,11 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
             break
         authors = assign_labels(order, answers)
         block = {label: answers[author] for label, author in authors.items()}
-        await emit(StageStarted(stage="vote", round=index, members=order, block=block))
-        deadline = stage_deadline(vote_timeout)
-        outcomes = await asyncio.gather(
-            *(_vote(gateway, emit, m, question, index, authors, block, answers.get(m.name), deadline) for m in members)
+        stage = await open_stage(emit, "vote", members=order, limit=vote_timeout, round=index, block=block)
+        vote = functools.partial(
+            _vote, gateway, emit, question=question, round_index=index, authors=authors, block=block, answers=answers, deadline=stage.deadline
         )
+        outcomes = await gather_each(members, vote)
         failures += [failure for _, failure in outcomes if failure is not None]
         votes = [vote for vote, _ in outcomes if vote is not None]
         scores, winner_label = tally(votes, list(block))

@@ -8,7 +8,6 @@ model, so two members on one model are two members with two labels.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import Literal
 
@@ -16,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from panel_cli.config import Member, Panel
 from panel_cli.errors import UserError
-from panel_cli.events import RankingParsed, StageStarted, WarningRaised
+from panel_cli.events import RankingParsed, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
@@ -25,7 +24,6 @@ from panel_cli.protocols.base import (
     ProtocolResult,
     ProtocolRules,
     labels_for,
-    stage_deadline,
     yes_no,
 )
 from panel_cli.protocols.ranking import (
@@ -38,6 +36,7 @@ from panel_cli.protocols.ranking import (
     parse_ranking,
     review_order,
 )
+from panel_cli.protocols.stages import broadcast, gather_each, open_stage, stage_deadline
 from panel_cli.tasks import Task, mark, render_labelled
 
 NO_RESPONSES = "Council deliberation failed: no responses collected"
@@ -239,18 +238,15 @@ class _Labels:
 
 
 async def _answer_stage(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> list[CallResult]:
-    await emit(StageStarted(stage="answer", members=panel.member_names))
-    deadline = stage_deadline(RULES.limit(panel, "answer"))
     prompt = [{"role": "user", "content": answer_prompt(question)}]
-    return list(await asyncio.gather(*(gateway.call(m, prompt, stage="answer", deadline=deadline) for m in panel.members)))
+    return await broadcast(gateway, emit, panel.members, prompt, stage="answer", limit=RULES.limit(panel, "answer"))
 
 
 async def _review_stage(
     panel: Panel, question: str, labels: _Labels, seed: int | None, gateway: Gateway, emit: Emit
 ) -> list[CouncilReview]:
     """Every member reviews, including one that failed stage 1; only its own reply is parsed."""
-    await emit(StageStarted(stage="review", members=panel.member_names, block=labels.answers))
-    deadline = stage_deadline(RULES.limit(panel, "review"))
+    stage = await open_stage(emit, "review", members=panel.member_names, limit=RULES.limit(panel, "review"), block=labels.answers)
 
     async def review_of(member: Member) -> CouncilReview:
         """Call, parse and announce one review as soon as it arrives, so the view shows it live."""
@@ -263,7 +259,7 @@ async def _review_stage(
             await emit(WarningRaised(message="there is no answer but its own to review; no review asked", member=member.name))
             return CouncilReview(reviewer=member.name, evaluation="Review unavailable: no other answers", success=False)
         prompt = review_prompt(question, {labels.key[label]: labels.answers[label] for label in order}, panel.anonymize)
-        reply = await gateway.call(member, [{"role": "user", "content": prompt}], stage="review", deadline=deadline)
+        reply = await gateway.call(member, [{"role": "user", "content": prompt}], stage="review", deadline=stage.deadline)
         if not reply.ok:
             return CouncilReview(
                 reviewer=member.name, evaluation=f"Review unavailable: {failure_reason(reply.error_kind, reply.error)}",
@@ -280,7 +276,7 @@ async def _review_stage(
             duration=reply.latency,
         )
 
-    return list(await asyncio.gather(*(review_of(member) for member in panel.members)))
+    return await gather_each(panel.members, review_of)
 
 
 def _listing(entries: list[str], limit: int = 5) -> str:
@@ -294,12 +290,13 @@ async def _synthesis_stage(
 ) -> CouncilSynthesis:
     """The first chairman that answers writes the final answer; each failure hands over to
     the next, so one failing chairman does not lose the whole run."""
-    await emit(StageStarted(stage="synthesis", members=[chairmen[0].name]))
+    limit = RULES.limit(panel, "synthesis")
+    stage = await open_stage(emit, "synthesis", members=[chairmen[0].name], limit=limit)
     prompt = [{"role": "user", "content": prompt_text}]
     failures: list[ChairFailure] = []
     for index, chairman in enumerate(chairmen):
         # Each chairman gets the whole synthesis time: a backup after a timeout needs it.
-        deadline = stage_deadline(RULES.limit(panel, "synthesis"))
+        deadline = stage.deadline if index == 0 else stage_deadline(limit)
         reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline)
         if reply.ok:
             return CouncilSynthesis(chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures)

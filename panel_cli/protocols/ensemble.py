@@ -21,10 +21,11 @@ from pydantic import BaseModel, Field
 
 from panel_cli.config import EnsembleMode, Member, Panel
 from panel_cli.errors import UserError
-from panel_cli.events import RoundTallied, StageStarted, WarningRaised
+from panel_cli.events import RoundTallied, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
-from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, labels_for, stage_deadline
+from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, labels_for
 from panel_cli.protocols.council import answer_prompt, failure_reason
+from panel_cli.protocols.stages import broadcast, gather_each, open_stage
 from panel_cli.tasks import Task, mark, render_labelled
 
 DEFAULT_TIMEOUT = 120.0
@@ -224,12 +225,11 @@ async def _judge_choice(
 ) -> _Choice:
     """The judge scores each response in its own call; one it cannot score is left out, and
     when it scores none the first success is the answer."""
-    await emit(StageStarted(stage="judge", members=[judge.name]))
-    deadline = stage_deadline(RULES.limit(panel, "review"))
+    stage = await open_stage(emit, "judge", members=[judge.name], limit=RULES.limit(panel, "review"))
 
     async def score(name: str, text: str) -> JudgeScore | None:
         prompt = [{"role": "user", "content": judge_prompt(question, text)}]
-        reply = await gateway.call(judge, prompt, stage="judge", deadline=deadline, schema=JudgeScore, about=name)
+        reply = await gateway.call(judge, prompt, stage="judge", deadline=stage.deadline, schema=JudgeScore, about=name)
         if reply.parsed is None:
             problem = reply.parse_error if reply.ok else failure_reason(reply.error_kind, reply.error)
             await emit(WarningRaised(message=f"the judge could not score {name}'s response ({problem})", member=judge.name))
@@ -237,7 +237,7 @@ async def _judge_choice(
         found = JudgeScore.model_validate(reply.parsed)
         return found.model_copy(update={"score": max(0.0, min(100.0, found.score))})
 
-    found = dict(zip(texts, await asyncio.gather(*(score(name, text) for name, text in texts.items())), strict=True))
+    found = dict(zip(texts, await gather_each(texts.items(), lambda item: score(*item)), strict=True))
     judged = {name: verdict for name, verdict in found.items() if verdict is not None}
     scores = {name: verdict.score for name, verdict in judged.items()}
     notes = {name: verdict.reason for name, verdict in judged.items()}
@@ -250,10 +250,9 @@ async def _judge_choice(
 
 
 async def _synthesize(panel: Panel, aggregator: Member, question: str, texts: dict[str, str], gateway: Gateway, emit: Emit) -> _Choice:
-    await emit(StageStarted(stage="synthesis", members=[aggregator.name]))
+    stage = await open_stage(emit, "synthesis", members=[aggregator.name], limit=RULES.limit(panel, "synthesis"))
     prompt = [{"role": "user", "content": aggregate_prompt(question, list(texts.values()))}]
-    deadline = stage_deadline(RULES.limit(panel, "synthesis"))
-    reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=deadline)
+    reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=stage.deadline)
     if reply.ok:
         count = f"{len(texts)} response{'s' if len(texts) != 1 else ''}"
         return _Choice(aggregator.name, f"the aggregator {aggregator.name} wrote it from {count}", text=reply.text.strip())
@@ -298,13 +297,13 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
     plan = plan_ensemble(panel)
     started = time.perf_counter()  # a cancelled racer's duration is the time until the race ended
 
-    await emit(StageStarted(stage="answer", members=panel.member_names))
-    deadline = stage_deadline(RULES.limit(panel, "answer"))
     prompt = [{"role": "user", "content": answer_prompt(question)}]
+    limit = RULES.limit(panel, "answer")
     if plan.mode == "race":
-        replies = await _race(panel.members, prompt, gateway, deadline)
+        stage = await open_stage(emit, "answer", members=panel.member_names, limit=limit)
+        replies = await _race(panel.members, prompt, gateway, stage.deadline)
     else:
-        gathered = await asyncio.gather(*(gateway.call(m, prompt, stage="answer", deadline=deadline) for m in panel.members))
+        gathered = await broadcast(gateway, emit, panel.members, prompt, stage="answer", limit=limit)
         replies = {reply.member: reply for reply in gathered}
     elapsed = time.perf_counter() - started
     responses = [_response(member, replies.get(member.name), elapsed) for member in panel.members]
