@@ -91,6 +91,8 @@ class Member(Strict):
     weight: float = Field(default=1.0, ge=0)
     timeout: Duration = None
     retries: int | None = Field(default=None, ge=0, le=10)
+    # supervise: this worker's own part of the goal.
+    task: str | None = None
 
     _check_api_base = field_validator("api_base")(check_api_base)
 
@@ -138,6 +140,8 @@ class Timeouts(Strict):
     review: Duration = None
     synthesis: Duration = None
     vote: Duration = None
+    plan: Duration = None
+    task: Duration = None
 
     def get(self, stage: str, default: float | None) -> float | None:
         return getattr(self, stage) if stage in self.model_fields_set else default
@@ -150,6 +154,9 @@ class Panel(Strict):
     question_file: str | None = None
     members: list[Member] = Field(min_length=1)
     chairman: str | Member | list[str | Member] | None = None
+    critic: str | Member | None = None
+    planner: str | Member | None = None
+    max_plan_attempts: int = Field(default=3, ge=1, le=10)
     anonymize: bool = True
     timeouts: Timeouts = Field(default_factory=Timeouts)
     max_rounds: int = Field(default=3, ge=1, le=50)
@@ -187,6 +194,10 @@ class Panel(Strict):
             if isinstance(chair, str) and chair not in seen:
                 loc: tuple[Any, ...] = ("chairman",) if not isinstance(self.chairman, list) else ("chairman", index)
                 problems.append((loc, f"'{chair}' is not a member; name a member or give an inline member"))
+        for role in ("critic", "planner"):
+            entry = getattr(self, role)
+            if isinstance(entry, str) and entry not in seen:
+                problems.append(((role,), f"'{entry}' is not a member; name a member or give an inline member"))
         if problems:
             raise LocatedError(problems)
         return self
@@ -230,9 +241,19 @@ class Panel(Strict):
             return [self.members[0]]
         return [self.member(entry) if isinstance(entry, str) else entry for entry in entries]
 
+    def role(self, name: Literal["critic", "planner"]) -> Member | None:
+        """The member a role names (`critic: gpt`), or the inline member it declares."""
+        entry = getattr(self, name)
+        return self.member(entry, role=name) if isinstance(entry, str) else entry
+
     def callable_members(self) -> list[Member]:
-        """Everyone a run may call: the members, then any chairman declared inline."""
-        return self.members + [chair for chair in self.chairmen() if chair not in self.members]
+        """Everyone a run may call: the members, then any chairman, critic or planner declared inline."""
+        inline = [*self.chairmen(), self.role("critic"), self.role("planner")]
+        extra: list[Member] = []
+        for member in inline:
+            if member is not None and member not in self.members and member not in extra:
+                extra.append(member)
+        return self.members + extra
 
     def with_members(self, names: list[str], option: str = "--agents") -> Panel:
         """Only the named members, in the order given (the `--agents` subset). A name given
@@ -271,7 +292,14 @@ class Panel(Strict):
             chairman = [demo(c, len(self.members) + i) if isinstance(c, Member) else c for i, c in enumerate(chairman)]
         members = [demo(m, i) for i, m in enumerate(self.members)]
         # Only what was set is updated, so a check still sees which fields the file set.
-        return self.model_copy(update={"members": members} | ({"chairman": chairman} if chairman is not None else {}))
+        update: dict[str, Any] = {"members": members}
+        if chairman is not None:
+            update["chairman"] = chairman
+        for offset, role in enumerate(("critic", "planner"), start=len(self.members) + len(self._chair_entries())):
+            entry = getattr(self, role)
+            if isinstance(entry, Member):
+                update[role] = demo(entry, offset)
+        return self.model_copy(update=update)
 
 
 # Panel files -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ RULES: dict[str, ProtocolRules] = {"confer": confer.RULES, "council": council.RU
 
 # Fields every protocol reads, and the member fields only some do.
 COMMON_FIELDS = frozenset({"name", "protocol", "question", "question_file", "members", "defaults", "concurrency", "timeouts"})
-OPTIONAL_MEMBER_FIELDS = frozenset({"weight"})
+OPTIONAL_MEMBER_FIELDS = frozenset({"weight", "task"})
 
 
 def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> list[str]:
