@@ -88,7 +88,7 @@ class Member(Strict):
     max_tokens: int | None = Field(default=None, gt=0)
     api_base: str | None = None
     api_key_env: str | None = None
-    weight: float = Field(default=1.0, ge=0)
+    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     timeout: Duration = None
     retries: int | None = Field(default=None, ge=0, le=10)
     # supervise: this worker's own part of the goal.
@@ -198,6 +198,10 @@ class Panel(Strict):
             entry = getattr(self, role)
             if isinstance(entry, str) and entry not in seen:
                 problems.append(((role,), f"'{entry}' is not a member; name a member or give an inline member"))
+        # Calls, failures and the views tell members apart by name alone.
+        for loc, entry in self._inline_roles():
+            if entry.name in seen:
+                problems.append(((*loc, "name"), f"'{entry.name}' is a member's name; an inline member needs a name of its own"))
         if problems:
             raise LocatedError(problems)
         return self
@@ -216,6 +220,15 @@ class Panel(Strict):
         """The line of a field in the panel file (`("members", 2, "model")`), or of the nearest
         field around it that the file gives; None for a panel that has no file."""
         return line_for(loc, self._lines) if self._lines else None
+
+    def _inline_roles(self) -> list[tuple[tuple[Any, ...], Member]]:
+        """Each role given as an inline member, with its location in the file."""
+        entries: list[tuple[tuple[Any, ...], str | Member | None]] = [(("critic",), self.critic), (("planner",), self.planner)]
+        if isinstance(self.chairman, list):
+            entries += [(("chairman", index), chair) for index, chair in enumerate(self.chairman)]
+        else:
+            entries.append((("chairman",), self.chairman))
+        return [(loc, entry) for loc, entry in entries if isinstance(entry, Member)]
 
     def _chair_entries(self) -> list[str | Member]:
         if self.chairman is None:

@@ -172,6 +172,197 @@ class RunInterrupted(BaseEvent):
     type: Literal["run_interrupted"] = "run_interrupted"
 
 
+class PlannedTask(BaseModel):
+    """One subtask of an accepted orchestrate plan, as validated (panel_cli.protocols.plan)."""
+
+    task_id: str
+    worker: str
+    title: str = ""
+    description: str = ""
+    depends_on: list[str] = Field(default_factory=list)
+    priority: int = 0
+
+
+class PlanProposed(BaseEvent):
+    """orchestrate: the planner replied to plan attempt `attempt`; it is checked next."""
+
+    type: Literal["plan_proposed"] = "plan_proposed"
+    attempt: int
+    planner: str
+
+
+class PlanRejected(BaseEvent):
+    """orchestrate: plan attempt `attempt` was invalid; `error` is what the planner is told.
+    `final`: no attempt is left, and the run fails with this error."""
+
+    type: Literal["plan_rejected"] = "plan_rejected"
+    attempt: int
+    planner: str
+    error: str
+    final: bool = False
+
+
+class PlanAccepted(BaseEvent):
+    """orchestrate: the plan every subtask then runs by, so a view can draw the task graph."""
+
+    type: Literal["plan_accepted"] = "plan_accepted"
+    attempt: int
+    planner: str
+    tasks: list[PlannedTask]
+
+
+class TaskStarted(BaseEvent):
+    type: Literal["task_started"] = "task_started"
+    task_id: str
+    worker: str
+
+
+class TaskFinished(BaseEvent):
+    """`preview`: the output's beginning; the whole output is in the call's own event."""
+
+    type: Literal["task_finished"] = "task_finished"
+    task_id: str
+    worker: str
+    duration: float
+    preview: str = ""
+
+
+class TaskFailed(BaseEvent):
+    type: Literal["task_failed"] = "task_failed"
+    task_id: str
+    worker: str
+    duration: float
+    kind: str
+    error: str
+
+
+class TaskSkipped(BaseEvent):
+    """A subtask never called because `blocked_by`, one of its dependencies, did not succeed."""
+
+    type: Literal["task_skipped"] = "task_skipped"
+    task_id: str
+    worker: str
+    blocked_by: str
+    reason: str
+
+
+class ContributionMade(BaseEvent):
+    """delphi: one expert's contribution to round `round`. `changed` is None in round 1;
+    `structured` is False when the reply was not the object asked for (its text counts,
+    changed)."""
+
+    type: Literal["delphi_contribution"] = "delphi_contribution"
+    round: int
+    expert: str
+    label: str
+    analysis: str
+    changed: bool | None = None
+    structured: bool = True
+
+
+class DelphiRoundEnded(BaseEvent):
+    """delphi: how many experts contributed to round `round`, whether every one reported no
+    change, and whether the rounds stop here before `max_rounds`."""
+
+    type: Literal["delphi_round_ended"] = "delphi_round_ended"
+    round: int
+    experts: int
+    contributed: int
+    unchanged: bool
+    early_stop: bool = False
+
+
+class VerdictGiven(BaseEvent):
+    """supervise: the critic's reading of round `round`. `workers` are every worker (a
+    view's rows); `verdict` is None when no usable verdict came (`problem` says why);
+    `feedback` holds real workers only; `rejected` are the workers it sends back."""
+
+    type: Literal["supervise_verdict"] = "supervise_verdict"
+    round: int
+    critic: str
+    workers: list[str]
+    verdict: Literal["APPROVED", "REJECTED"] | None = None
+    feedback: dict[str, str] = Field(default_factory=dict)
+    rejected: list[str] = Field(default_factory=list)
+    problem: str | None = None
+
+
+class VoteOpened(BaseEvent):
+    """vote and decide: what is voted on and by which rules, before any ballot arrives, so a
+    view (and `panel history retally`) knows the options, the method and the quorum."""
+
+    type: Literal["vote_opened"] = "vote_opened"
+    options: list[str]
+    method: str
+    threshold: float
+    quorum: int
+    voters: list[str]
+    weights: dict[str, float] = Field(default_factory=dict)
+    timeout: float | None = None
+    max_voters: int = 10
+    leader: str | None = None
+
+
+class VoteReceived(BaseEvent):
+    """One ballot as counted (seed 001's `onVoteReceived`). `choice` None is an abstention;
+    `matched_by` says how it was read (structured, text, first, none); a `late` ballot came
+    after collection closed and is not counted."""
+
+    type: Literal["vote_received"] = "vote_received"
+    voter: str
+    choice: str | None = None
+    ranking: list[str] = Field(default_factory=list)
+    confidence: float | None = None
+    reason: str = ""
+    matched_by: str = "none"
+    weight: float = 1.0
+    late: bool = False
+
+
+class QuorumReached(BaseEvent):
+    """Collection is over and the quorum was met (seed 001's `onQuorumReached`: not a live signal)."""
+
+    type: Literal["quorum_reached"] = "quorum_reached"
+    current: int
+    required: int
+
+
+class VoteTallied(BaseEvent):
+    """A vote's count: `panel_cli.protocols.tally.Tally` as JSON (counts, runoff rounds, and
+    the winner or the exact reason there is none)."""
+
+    type: Literal["vote_tallied"] = "vote_tallied"
+    tally: dict[str, Any]
+
+
+class LeaderChose(BaseEvent):
+    """decide: the leader, asked because no option won, and its choice (None when it named
+    no option, or its call failed: then `error` says why)."""
+
+    type: Literal["leader_chose"] = "leader_chose"
+    leader: str
+    choice: str | None = None
+    matched_by: str = "none"
+    confidence: float | None = None
+    reason: str = ""
+    error: str | None = None
+
+
+class DecisionRecorded(BaseEvent):
+    """decide: the decision as the store's `decisions` table keeps it; its id is the run's."""
+
+    type: Literal["decision_recorded"] = "decision_recorded"
+    topic: str
+    winner: str | None
+    vote_counts: dict[str, int]
+    method: str
+    total_votes: int
+    ballots_cast: int
+    leader: str | None = None
+    leader_override: bool = False
+    consensus_reached: bool = False
+
+
 Event = Annotated[
     RunStarted
     | StageStarted
@@ -185,7 +376,23 @@ Event = Annotated[
     | WarningRaised
     | RunFinished
     | RunFailed
-    | RunInterrupted,
+    | RunInterrupted
+    | PlanProposed
+    | PlanRejected
+    | PlanAccepted
+    | TaskStarted
+    | TaskFinished
+    | TaskFailed
+    | TaskSkipped
+    | ContributionMade
+    | DelphiRoundEnded
+    | VerdictGiven
+    | VoteOpened
+    | VoteReceived
+    | QuorumReached
+    | VoteTallied
+    | LeaderChose
+    | DecisionRecorded,
     Field(discriminator="type"),
 ]
 

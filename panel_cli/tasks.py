@@ -26,6 +26,13 @@ class Task(StrEnum):
     PLAN = "plan"
     SYNTHESIS = "synthesis"
     JUDGE = "judge"
+    ORCHESTRATE_TASK = "orchestrate.task"
+    ORCHESTRATE_SYNTHESIS = "orchestrate.synthesis"
+    DELPHI_CONTRIBUTION = "delphi.contribution"
+    DELPHI_SYNTHESIS = "delphi.synthesis"
+    SUPERVISE_WORK = "supervise.work"
+    SUPERVISE_CORRECTION = "supervise.correction"
+    SUPERVISE_SYNTHESIS = "supervise.synthesis"
 
 
 _MARKER = re.compile(r"\[panel-task: ([a-z.]+)\]")

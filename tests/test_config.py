@@ -602,3 +602,9 @@ def test_repeated_model_ids_stay_legal_in_a_panel_from_members():
     panel = panel_from_members(["demo/sage", "demo/sage", "demo/sage"], ["demo/sage"])
     assert panel.member_names == ["demo/sage", "demo/sage-2", "demo/sage-3"]
     assert [c.name for c in panel.chairmen()] == ["demo/sage"]
+
+
+@pytest.mark.parametrize("role", ["chairman", "critic", "planner"])
+def test_an_inline_role_may_not_take_a_members_name(role):
+    text = f"{MEMBERS}{role}:\n  name: a\n  model: demo/sage\n"
+    assert error_of(text) == f"panel.yaml, line 7: {role}.name: 'a' is a member's name; an inline member needs a name of its own."

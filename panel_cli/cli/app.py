@@ -20,9 +20,13 @@ from typer.models import DefaultPlaceholder
 
 from panel_cli.cli import confer as confer_command
 from panel_cli.cli import council as council_command
+from panel_cli.cli import delphi as delphi_command
 from panel_cli.cli import ensemble as ensemble_command
 from panel_cli.cli import inspect as inspect_commands
+from panel_cli.cli import orchestrate as orchestrate_command
 from panel_cli.cli import run as run_command
+from panel_cli.cli import supervise as supervise_command
+from panel_cli.cli import vote as vote_command
 from panel_cli.errors import PanelError
 
 # history_app's own help, repeated here so that `panel --help` need not import it;
@@ -85,6 +89,10 @@ class LazyGroup(TyperGroup):
         return self.group.make_context(info_name, args, parent=parent, **extra)
 
 
+class SpreadOptionsCommand(vote_command.SpreadOptions, PanelCommand):
+    """`panel vote` and `panel decide`: `--options A B C` takes every word up to the next flag."""
+
+
 class RootGroup(PanelGroup):
     """The `panel` group: the commands registered on `app`, then the lazily loaded groups."""
 
@@ -125,9 +133,14 @@ def main_options(
 app.command("confer", cls=PanelCommand)(confer_command.confer)
 app.command("council", cls=PanelCommand)(council_command.council)
 app.command("ensemble", cls=PanelCommand)(ensemble_command.ensemble)
+app.command("delphi", cls=PanelCommand)(delphi_command.delphi)
+app.command("supervise", cls=PanelCommand)(supervise_command.supervise)
+app.command("orchestrate", cls=PanelCommand)(orchestrate_command.orchestrate)
 app.command("validate", cls=PanelCommand)(inspect_commands.validate)
 app.command("models", cls=PanelCommand)(inspect_commands.models)
 app.command("run", cls=PanelCommand)(run_command.run)
+app.command("vote", cls=SpreadOptionsCommand)(vote_command.vote)
+app.command("decide", cls=SpreadOptionsCommand)(vote_command.decide)
 
 
 def _say(message: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from panel_cli.cli import completion, options
-from panel_cli.cli.council import MEMBERS, TIMEOUT, panel_for, with_timeout
+from panel_cli.cli.panels import MEMBERS, TIMEOUT, panel_for, with_timeout
 
 
 def ensemble(
@@ -44,7 +44,7 @@ def ensemble(
     modes = get_args(EnsembleMode)
     if mode is not None and mode not in modes:
         raise UserError(f"--mode: '{mode}' is not a mode; choose {', '.join(modes[:-1])} or {modes[-1]}.")
-    panel, declared = panel_for(panel_file, members, None, "ensemble")
+    panel, declared = panel_for(panel_file, members, None, "ensemble", demo=demo)
     updates: dict[str, object] = {}
     if mode is not None:
         updates["mode"] = mode

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import BaseModel
@@ -18,8 +18,21 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.cli import completion
-from panel_cli.store.db import CallRecord, RunMember, RunRecord, RunStatus, RunSummary, TranscriptReader
+from panel_cli.store.db import (
+    CallRecord,
+    DecisionRecord,
+    RetallyRecord,
+    RunMember,
+    RunRecord,
+    RunStatus,
+    RunSummary,
+    TranscriptReader,
+    record_retally,
+)
 from panel_cli.view import fmt
+
+if TYPE_CHECKING:
+    from panel_cli.protocols.tally import Tally
 
 history_app = typer.Typer(help="List and inspect the runs kept in the transcript store.", no_args_is_help=True)
 
@@ -256,6 +269,168 @@ def _console() -> Console:
     `:smile:` in one of them must print as written, so markup, emoji codes and highlighting
     are off, and styles are applied with `Text`."""
     return Console(markup=False, emoji=False, highlight=False)
+
+
+@history_app.command("decisions")
+def list_decisions(
+    topic: Annotated[str | None, typer.Option("--topic", help="Only decisions whose topic (question) holds this text, in any case.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many decisions to show, newest first.")] = 20,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """List the decisions `panel decide` made: topic, winner, counts, method, leader."""
+    with TranscriptReader.open(db) as reader:
+        decisions = reader.list_decisions(limit, topic=topic)
+        if as_json:
+            _print_json([decision.model_dump(mode="json") for decision in decisions])
+            return
+        if not decisions:
+            where = f" about '{topic}'" if topic else ""
+            _console().print(Text(f"No decisions{where} in {reader.path}."), soft_wrap=True)
+            return
+        table = Table(box=None, pad_edge=False, collapse_padding=True, header_style="bold")
+        for name in ("id", "decided", "method", "winner", "votes", "leader"):
+            table.add_column(name, no_wrap=True)
+        table.add_column("topic")
+        for decision in decisions:
+            table.add_row(
+                Text(reader.short_id(decision.run_id)),
+                _time(decision.decided_at, seconds=False),
+                Text(decision.method),
+                Text(decision.winner or "none", style="" if decision.winner else "yellow"),
+                Text(_decision_votes(decision)),
+                Text(_decision_leader(decision)),
+                Text(fmt.one_line(decision.topic, QUESTION_PREVIEW), no_wrap=True, overflow="ellipsis"),
+            )
+    _console().print(table)
+
+
+def _decision_votes(decision: DecisionRecord) -> str:
+    """`3 of 4` for the winner's votes; the counts when nothing won."""
+    if decision.winner is not None and not decision.leader_override:
+        return f"{decision.vote_counts.get(decision.winner, 0)} of {decision.total_votes}"
+    return ", ".join(f"{option} {count}" for option, count in decision.vote_counts.items() if count) or "no votes"
+
+
+def _decision_leader(decision: DecisionRecord) -> str:
+    if decision.leader is None:
+        return ""
+    return f"{decision.leader} (chose)" if decision.leader_override else decision.leader
+
+
+@history_app.command("retally")
+def retally_run(
+    run_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A vote or decide run's id, or any unique beginning of one.", autocompletion=completion.run_ids)
+    ],
+    method: Annotated[
+        str | None, typer.Option("--method", help="majority, supermajority, unanimous, ranked_choice or weighted (default: the run's).")
+    ] = None,
+    threshold: Annotated[float | None, typer.Option("--threshold", help="supermajority: the share to exceed (default: the run's).")] = None,
+    quorum: Annotated[int | None, typer.Option("--quorum", min=1, help="Fewest ballots for a winner (default: the run's).")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Count a stored vote or decision again from its stored ballots, with no model call, and keep the re-tally."""
+    import time
+    import uuid
+
+    from panel_cli.cli.vote import parse_method
+    from panel_cli.errors import UserError
+    from panel_cli.protocols.tally import retally, stored_vote
+
+    chosen = parse_method(method) if method is not None else None
+    with TranscriptReader.open(db) as reader:
+        run = reader.get_run(run_id)
+        events = reader.run_events(run.id) if run.protocol in ("vote", "decide") else []
+        path = reader.path
+    if run.protocol not in ("vote", "decide"):
+        raise UserError(f"Run {run.id} is a {run.protocol} run; only vote and decide runs have ballots to re-tally.")
+    vote = stored_vote(events)
+    if vote is None:
+        raise UserError(f"Run {run.id} has no stored vote to re-tally: it ended before its vote opened.")
+    if threshold is not None and (chosen or vote.method) != "supermajority":
+        raise UserError(f"--threshold applies to --method supermajority, not {chosen or vote.method}.")
+    recount = retally(vote, method=chosen, threshold=threshold, quorum=quorum)
+    stored = _stored_outcome(run.result)
+    retally_id = uuid.uuid4().hex[:12]
+    payload = {
+        "retally_id": retally_id,
+        "run_id": run.id,
+        "protocol": run.protocol,
+        "question": run.question,
+        "stored": stored,
+        "retally": {
+            "winner": recount.winner,
+            "leader": recount.leader,
+            "leader_override": recount.leader_override,
+            "reason": recount.reason if recount.winner is None else None,
+            **recount.tally.model_dump(mode="json", exclude={"winner", "reason"}),
+            "tally_winner": recount.tally.winner,
+        },
+        "warnings": recount.warnings,
+    }
+    record_retally(
+        path,
+        RetallyRecord(
+            id=retally_id, run_id=run.id, method=recount.tally.method, threshold=recount.tally.threshold,
+            quorum=recount.tally.quorum, winner=recount.winner, leader_override=recount.leader_override,
+            result=payload, created_at=time.time(),
+        ),
+    )
+    if as_json:
+        _print_json(payload)
+        return
+    errors = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    for warning in recount.warnings:
+        errors.print(Text(f"warning: {warning}", style="yellow"))
+    _print_retally(run, stored, payload["retally"], recount.tally, retally_id)
+
+
+def _stored_outcome(result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the run itself concluded, from its stored result (None when it never finished)."""
+    if not result:
+        return None
+    keys = ("winner", "method", "threshold", "quorum", "quorum_met", "vote_counts", "weights", "total_votes", "ballots_cast",
+            "leader_override", "failure_reason")
+    return {key: result.get(key) for key in keys}
+
+
+def _print_retally(run: RunRecord, stored: dict[str, Any] | None, recount: dict[str, Any], counted: Tally, retally_id: str) -> None:
+    """The stored outcome and the recount side by side, then the runoff's rounds if any."""
+    from panel_cli.view.vote import render_rounds
+
+    console = _console()
+    console.print(Text.assemble(("Re-tally of run ", "bold"), (run.id, "bold"), f" ({run.protocol}): ", fmt.one_line(run.question, 100)))
+    if stored is None:
+        console.print(Text(f"The run did not finish ({run.status}); there is no stored outcome to compare with.", style="yellow"))
+    table = Table(header_style="bold")
+    for header in ("", "stored", "re-tally"):
+        table.add_column(header)
+    rows: list[tuple[str, Any]] = [
+        ("method", lambda o: str(o.get("method")) + (f" (more than {o['threshold']:g})" if o.get("threshold") is not None else "")),
+        ("quorum", lambda o: f"{o.get('quorum')}, {'met' if o.get('quorum_met') else 'not met'}"),
+        *((option, lambda o, option=option: _option_cell(o, option)) for option in counted.options),
+        ("votes", lambda o: f"{o.get('total_votes')} of {o.get('ballots_cast')} ballots"),
+        ("winner", lambda o: f"{o['winner']}{' (the leader chose)' if o.get('leader_override') else ''}" if o.get("winner") else "none"),
+    ]
+    if (stored or {}).get("failure_reason") or recount.get("reason"):
+        rows.append(("why none", lambda o: o.get("failure_reason") or o.get("reason") or ""))
+    for name, show in rows:
+        table.add_row(Text(name), Text(show(stored)) if stored is not None else Text("—", style="dim"), Text(show(recount)))
+    console.print(table)
+    if counted.rounds:
+        console.print(render_rounds(counted.rounds))
+    console.print(Text(f"Recorded as re-tally {retally_id}; no model was called.", style="dim"))
+
+
+def _option_cell(outcome: dict[str, Any], option: str) -> str:
+    """An option's votes; with weighted voting, their weight too."""
+    count = (outcome.get("vote_counts") or {}).get(option)
+    if count is None:
+        return "—"
+    weight = (outcome.get("weights") or {}).get(option)
+    return f"{count} (weight {weight:g})" if outcome.get("method") == "weighted" and weight is not None else str(count)
 
 
 def _print_json(data: Any) -> None:

@@ -19,7 +19,11 @@ def run(
     """Run a panel with the protocol its file names (protocol: confer, council, …)."""
     from panel_cli.cli.confer import confer
     from panel_cli.cli.council import council
+    from panel_cli.cli.delphi import delphi
     from panel_cli.cli.ensemble import ensemble
+    from panel_cli.cli.orchestrate import orchestrate
+    from panel_cli.cli.supervise import supervise
+    from panel_cli.cli.vote import decide, vote
     from panel_cli.config import load_panel
     from panel_cli.protocols.checks import check_panel
 
@@ -31,6 +35,14 @@ def run(
         "confer": (confer, {"agents": None, "max_rounds": None, "no_convergence": False}),
         "council": (council, {"members": None, "chairman": None, "no_anonymize": False, "timeout": None}),
         "ensemble": (ensemble, {"members": None, "mode": None, "scorer": None, "aggregator": None, "timeout": None}),
+        "delphi": (delphi, {"members": None, "chairman": None, "max_rounds": None, "no_convergence": False, "timeout": None}),
+        "supervise": (supervise, {"max_rounds": None, "timeout": None}),
+        "orchestrate": (
+            orchestrate,
+            {"members": None, "planner": None, "chairman": None, "max_plan_attempts": None, "timeout": None},
+        ),
+        "vote": (vote, dict.fromkeys(("members", "choices", "method", "threshold", "quorum", "timeout", "no_match"))),
+        "decide": (decide, dict.fromkeys(("members", "choices", "leader", "method", "threshold", "quorum", "timeout", "no_match"))),
     }
     command, own = commands[panel.protocol]
     command(**common, **own)

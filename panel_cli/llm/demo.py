@@ -100,7 +100,7 @@ QUESTION_ECHO_LIMIT = 1000
 
 _QUESTION = re.compile(r"Question:\s*\n?(.+?)(?:\n\n|\n\[panel-task|$)", re.DOTALL)
 _FENCE = re.compile(
-    rf"^=== (?P<noun>Answer|Model|Response|Member|Review by) (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===$", re.MULTILINE
+    rf"^=== (?P<noun>Answer|Model|Response|Member|Review by|Output|Expert|Deliverable|Feedback for) (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===$", re.MULTILINE
 )
 _TAG = re.compile(rf"\[{FENCE_TAG_PATTERN}\]")
 _OPTIONS = re.compile(r"Options:\s*\n((?:- .+\n?)+)")
@@ -224,30 +224,198 @@ def _synthesis(persona: str, prompt: str, rng: random.Random) -> str:
     return f"{SIMULATED} Synthesis by the {persona}: the panel converges on one recommendation.\n\n{core}\n\nWhere members differed, the safer, reversible step comes first."
 
 
+# Personas that answer a ballot in plain prose, as a model without structured output does:
+# the vote engine then reads their choice from the text.
+PROSE_VOTERS = frozenset({"skeptic", "historian"})
+
+
 def _ballot(persona: str, prompt: str, rng: random.Random) -> str:
-    options = _listed(_OPTIONS, prompt) or ["yes", "no"]
-    ranking = sorted(options, key=lambda option: (PERSONAS[persona]["bias"] + options.index(option) * 2 + rng.random()) % len(options))
-    return json.dumps({"choice": ranking[0], "ranking": ranking, "confidence": 60 + rng.randint(0, 35), "reason": f"{SIMULATED} {ranking[0]} fits best."})
+    """A ballot on the last options list in the prompt (a question cannot slip in options of
+    its own). How much an option appeals is mostly shared by every persona, drawn from the
+    question and the option, plus a persona's own nudge: demo panels mostly agree and
+    sometimes split. Prose voters name their choice alone, so it reads unambiguously."""
+    blocks = _OPTIONS.findall(prompt)
+    options = [line[2:].strip() for line in blocks[-1].splitlines() if line.startswith("- ")] if blocks else ["yes", "no"]
+    question = _question(prompt)
+
+    def appeal(option: str) -> float:
+        shared = _digest(f"{question}\x00{option}") / 2**64
+        own = _digest(f"{persona}\x00{question}\x00{option}") / 2**64
+        return shared + 0.6 * own
+
+    ranking = sorted(options, key=lambda option: -appeal(option))
+    voice = PERSONAS[persona]
+    if persona in PROSE_VOTERS:
+        return f"{SIMULATED} {voice['opening']} Weighing it all, my vote goes to {ranking[0]}."
+    reason = f"{SIMULATED} {rng.choice(voice['points'])}"
+    return json.dumps({"choice": ranking[0], "ranking": ranking, "confidence": 55 + rng.randint(0, 40), "reason": reason})
+
+
+_REVIEW_ROUND = re.compile(r"Review round (\d+) of")
+_OWN_CONTRIBUTION = re.compile(r"Your own contribution in round \d+ is Expert ([A-Z]+)\.")
+_ROUND_LABEL = re.compile(r"^(?P<label>[A-Z]+) \(round (?P<round>\d+)\)$")
+_YOUR_TASK = re.compile(r"Your task:\n(.+?)\n\n", re.DOTALL)
+ADOPTED = "Having weighed the panel, I also agree:"
 
 
 def _critic(persona: str, prompt: str, rng: random.Random) -> str:
+    """Reject once, then approve: in review round 1 one worker (drawn from the prompt) is sent
+    back with a concrete request; every later round approves."""
     workers = _listed(_WORKERS, prompt)
-    rejected = [w for w in workers if rng.random() < 0.3] if "Correction round" not in prompt else []
-    return json.dumps(
-        {
-            "verdict": "REJECTED" if rejected else "APPROVED",
-            "feedback": {w: ("Add concrete numbers and one example." if w in rejected else "Good.") for w in workers},
-        }
+    found = _REVIEW_ROUND.search(prompt)
+    if workers and (found is None or found.group(1) == "1"):
+        target = workers[rng.randrange(len(workers))]
+        return json.dumps({"verdict": "REJECTED", "feedback": {target: "Add concrete numbers and one worked example."}})
+    return json.dumps({"verdict": "APPROVED", "feedback": {}})
+
+
+def _school_points(text: str) -> list[str]:
+    """The demo's stock points a text makes, in the order SCHOOLS lists them."""
+    return [point for school in SCHOOLS for point in school if point in text]
+
+
+def _delphi_contribution(persona: str, prompt: str, rng: random.Random) -> str:
+    """A Delphi revision: an expert takes up one point of another school the first time it
+    sees one, and reports no change once it has (or when nobody says anything new), so a
+    demo panel changes in round 2 and settles in round 3."""
+    experts = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Expert"}
+    found = _OWN_CONTRIBUTION.search(prompt)
+    own_label = found.group(1) if found else None
+    own = experts.get(own_label) if own_label else None
+    if own is None:
+        return json.dumps({"analysis": _answer(persona, prompt, rng), "changed": True})
+    if ADOPTED not in own:
+        others = sorted((text for label, text in experts.items() if label != own_label), key=lambda text: -_quality(text, persona))
+        new = [point for text in others for point in _school_points(text) if point not in own]
+        if new:
+            return json.dumps({"analysis": f"{own} {ADOPTED} {new[0]}", "changed": True})
+    return json.dumps({"analysis": own, "changed": False})
+
+
+def _delphi_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
+    """Consensus: the points every expert's latest contribution makes; divergence: those only
+    some make, with who makes them."""
+    latest: dict[str, tuple[int, str]] = {}
+    for label, (noun, text) in _fenced(prompt).items():
+        found = _ROUND_LABEL.match(label)
+        if noun == "Expert" and found and int(found.group("round")) >= latest.get(found.group("label"), (0, ""))[0]:
+            latest[found.group("label")] = (int(found.group("round")), text)
+    points: dict[str, list[str]] = {}
+    for label, (_, text) in sorted(latest.items()):
+        for point in _school_points(text):
+            points.setdefault(point, []).append(label)
+    shared = [point for point, who in points.items() if len(who) == len(latest)]
+    split = [f"{point} (Expert{'s' if len(who) > 1 else ''} {', '.join(who)})" for point, who in points.items() if len(who) < len(latest)]
+    rounds = max((entry[0] for entry in latest.values()), default=0)
+    return "\n".join(
+        [
+            f"{SIMULATED} Delphi synthesis by the {persona}, from {len(latest)} experts over {rounds} round{'s' if rounds != 1 else ''}.",
+            "",
+            "## Points of consensus",
+            *([f"- {point}" for point in shared] or ["- No point is shared by every expert yet."]),
+            "",
+            "## Points of divergence",
+            *([f"- {point}" for point in split] or ["- None left: every expert makes the same points."]),
+            "",
+            "## Recommendation",
+            f"{PERSONAS[persona]['opening']} Act on the points of consensus first, and settle each divergent one with a small, reversible test.",
+        ]
     )
 
 
+def _supervise_work(persona: str, prompt: str, rng: random.Random) -> str:
+    found = _YOUR_TASK.search(prompt)
+    task = " ".join(found.group(1).split()) if found else "the task"
+    voice = PERSONAS[persona]
+    return f"{SIMULATED} Deliverable for “{task}”, in the voice of the {persona}: {voice['opening']} {rng.choice(voice['points'])}"
+
+
+def _supervise_correction(persona: str, prompt: str, rng: random.Random) -> str:
+    """The worker's first deliverable (earlier in its own conversation), corrected as the
+    latest feedback asks."""
+    headers = [header for header in _FENCE.finditer(prompt) if header.group("noun") == "Feedback for"]
+    feedback = _fenced_at(prompt, headers[-1]) if headers else []
+    asked = " ".join(feedback[0].split()) if feedback else "the critic's points"
+    first = re.search(rf"^{re.escape(SIMULATED)} Deliverable for .+$", prompt, re.MULTILINE)
+    core = first.group(0).removeprefix(SIMULATED).strip() if first else _supervise_work(persona, prompt, rng).removeprefix(SIMULATED).strip()
+    return f"{SIMULATED} Corrected. {core} As the critic asked: {asked.rstrip('.')}; for example, 3 of 4 pilot users finished in under 5 minutes."
+
+
+def _fenced_at(prompt: str, header: re.Match[str]) -> list[str]:
+    """The text of the fence that `header` opens, if it is closed."""
+    closing = f"\n=== end of {header.group('noun')} {header.group('label')} [{header.group('tag')}] ==="
+    end = prompt.find(closing, header.end())
+    return [prompt[header.end() : end].strip()] if end != -1 else []
+
+
+def _supervise_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
+    deliverables = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Deliverable"}
+    sections = [f"### {name}\n\n{' '.join(text.replace(SIMULATED, '').split())}" for name, text in deliverables.items()]
+    count = f"{len(deliverables)} deliverable{'s' if len(deliverables) != 1 else ''}"
+    return f"{SIMULATED} Consolidated by the {persona} from {count}.\n\n" + "\n\n".join(sections) + f"\n\nTogether: {PERSONAS[persona]['points'][0]}"
+
+
+# What a demo plan asks of each kind of worker; another kind gets a generic title.
+_PLAN_TITLES = {
+    "research": ("Gather the facts", "Look for the risks"),
+    "analysis": ("Weigh the options", "Size the risks"),
+    "writing": ("Write the answer", "Write up the risks"),
+}
+_SUBTASK = re.compile(r"You are the (?P<worker>.+?) worker of a team answering it\. Your subtask is (?P<id>\S+): (?P<title>.*)")
+
+
+def _plan_title(worker: str, branch: int) -> str:
+    titles = _PLAN_TITLES.get(worker.casefold())
+    return titles[branch] if titles else f"{worker.title()} work" + (" on the risks" if branch else "")
+
+
 def _plan(persona: str, prompt: str, rng: random.Random) -> str:
+    """A valid plan with two parallel branches for the workers the prompt lists: the main
+    path through every worker but the last, a short risk check by the first, and the last
+    worker joining both. A re-plan gets the same valid plan."""
     workers = _listed(_WORKERS, prompt) or ["research", "analysis", "writing"]
-    tasks, previous = [], None
-    for index, worker in enumerate(workers, start=1):
-        tasks.append({"task_id": f"t{index}", "worker": worker, "title": f"{worker.title()} step", "description": f"{SIMULATED} {worker} for: {_question(prompt)}", "depends_on": [previous] if previous else [], "priority": index})
-        previous = f"t{index}"
+    path, last = (workers[:-1][:20], workers[-1]) if len(workers) > 1 else (workers, workers[0])
+    question = _question(prompt)
+    tasks: list[dict[str, Any]] = []
+
+    def add(worker: str, branch: int, depends_on: list[str]) -> str:
+        task_id = f"t{len(tasks) + 1}"
+        title = _plan_title(worker, branch)
+        description = f"{SIMULATED} {title} for: {question}"
+        tasks.append({"task_id": task_id, "worker": worker, "title": title, "description": description, "depends_on": depends_on, "priority": len(tasks) + 1})
+        return task_id
+
+    main = add(path[0], 0, [])
+    risks = add(path[0], 1, [])
+    for worker in path[1:]:
+        main = add(worker, 0, [main])
+    add(last, 0, [main, risks])
     return json.dumps({"subtasks": tasks})
+
+
+def _orchestrate_task(persona: str, prompt: str, rng: random.Random) -> str:
+    """A worker's output: its kind, its subtask, one of its persona's points, and the
+    subtasks it built on."""
+    found = _SUBTASK.search(prompt)
+    worker, task_id, title = (found.group("worker"), found.group("id"), found.group("title").strip()) if found else ("team", "?", "the subtask")
+    inputs = [label for label, (noun, _) in _fenced(prompt).items() if noun == "Output"]
+    voice = PERSONAS[persona]
+    basis = f" It builds on {', '.join(inputs)}." if inputs else ""
+    return (
+        f"{SIMULATED} {title} ({task_id}, the {worker} worker, in the voice of the {persona}): "
+        f"{voice['opening']} {rng.choice(voice['points'])}{basis}"
+    )
+
+
+def _orchestrate_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
+    """The chairman's answer: one line per output it was given, then its own recommendation."""
+    outputs = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Output"}
+    lines = [f"- {label}: {' '.join(text.replace(SIMULATED, '').split())}" for label, text in outputs.items()]
+    return (
+        f"{SIMULATED} Synthesis by the {persona} from {len(outputs)} subtask output{'s' if len(outputs) != 1 else ''}.\n\n"
+        + "\n".join(lines)
+        + f"\n\nTogether: {PERSONAS[persona]['points'][0]}"
+    )
 
 
 def _judge(persona: str, prompt: str, rng: random.Random) -> str:
@@ -265,6 +433,13 @@ _WRITERS = {
     Task.CRITIC: _critic,
     Task.PLAN: _plan,
     Task.JUDGE: _judge,
+    Task.ORCHESTRATE_TASK: _orchestrate_task,
+    Task.ORCHESTRATE_SYNTHESIS: _orchestrate_synthesis,
+    Task.DELPHI_CONTRIBUTION: _delphi_contribution,
+    Task.DELPHI_SYNTHESIS: _delphi_synthesis,
+    Task.SUPERVISE_WORK: _supervise_work,
+    Task.SUPERVISE_CORRECTION: _supervise_correction,
+    Task.SUPERVISE_SYNTHESIS: _supervise_synthesis,
 }
 
 

@@ -1,37 +1,43 @@
 """The protocol-aware checks of a panel, made by `panel validate` and by every run alike, so a
 file that validates never fails at the start of a run.
 
-Errors (a 1-member council, a judge that is not a member, a protocol this version cannot
-run) raise UserError. What a run would silently ignore (`chairman` for confer, a `weight`
+Errors (a 1-member council, a judge that is not a member, a vote without options) raise
+UserError. What a run would silently ignore (`chairman` for confer, a `weight`
 outside weighted voting) comes back as warnings, located like config errors."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from panel_cli.config import Panel
+from panel_cli.config import Panel, Protocol
 from panel_cli.errors import ConfigError
 from panel_cli.located_yaml import field_name
-from panel_cli.protocols import confer, council, ensemble
+from panel_cli.protocols import confer, council, delphi, ensemble, orchestrate, supervise, vote
 from panel_cli.protocols.base import Finding, ProtocolRules
 
-RULES: dict[str, ProtocolRules] = {"confer": confer.RULES, "council": council.RULES, "ensemble": ensemble.RULES}
+# Every protocol a panel file may name (config.Protocol) has its rules here.
+RULES: dict[Protocol, ProtocolRules] = {
+    "confer": confer.RULES,
+    "council": council.RULES,
+    "ensemble": ensemble.RULES,
+    "orchestrate": orchestrate.RULES,
+    "vote": vote.RULES,
+    "decide": vote.DECIDE_RULES,
+    "delphi": delphi.RULES,
+    "supervise": supervise.RULES,
+}
 
 # Fields every protocol reads, and the member fields only some do.
 COMMON_FIELDS = frozenset({"name", "protocol", "question", "question_file", "members", "defaults", "concurrency", "timeouts"})
 OPTIONAL_MEMBER_FIELDS = frozenset({"weight", "task"})
 
 
-def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> list[str]:
+def check_panel(panel: Panel, protocol: Protocol, declared: str | None = None) -> list[str]:
     """Raise UserError if `protocol` cannot run `panel`; return the warnings a run would raise.
 
     `declared` is the protocol the panel file names, if it names one. A file written for
     another protocol gets one warning saying so, rather than one per field it sets for it."""
-    rules = RULES.get(protocol)
-    if rules is None:
-        names = list(RULES)
-        problem = f"'{protocol}' is not available in this version of panel (available: {', '.join(names[:-1])} and {names[-1]})"
-        raise ConfigError(panel.source_file or panel.name, panel.line_of(("protocol",)), "protocol", problem)
+    rules = RULES[protocol]
     findings: list[Finding] = list(rules.check(panel)) if rules.check else []
     if declared is not None and declared != protocol:
         findings = [(("protocol",), f"the file is written for {declared}; this run uses {protocol} and ignores what only {declared} reads")]

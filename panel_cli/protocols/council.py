@@ -36,11 +36,10 @@ from panel_cli.protocols.ranking import (
     parse_ranking,
     review_order,
 )
-from panel_cli.protocols.stages import broadcast, gather_each, open_stage, stage_deadline
+from panel_cli.protocols.stages import Synthesis, broadcast, failure_reason, gather_each, open_stage, synthesis_stage
 from panel_cli.tasks import Task, mark, render_labelled
 
 NO_RESPONSES = "Council deliberation failed: no responses collected"
-SYNTHESIS_FAILED = "Synthesis failed"
 LABEL_NOUN = "Model"
 NAMED_NOUN = "Member"
 
@@ -72,24 +71,6 @@ class CouncilReview(BaseModel):
     duration: float = 0.0
 
 
-class ChairFailure(BaseModel):
-    """A chairman that could not write the answer, and why, so a backup's win is explained."""
-
-    chairman: str
-    reason: str
-
-
-class CouncilSynthesis(BaseModel):
-    """Who wrote the final answer; `failures` lists each chairman that failed before it
-    (or all of them, when none succeeded)."""
-
-    chairman: str | None
-    model: str | None
-    text: str
-    success: bool
-    failures: list[ChairFailure] = Field(default_factory=list)
-
-
 class CouncilResult(ProtocolResult):
     """SPEC §2.2's result, plus the bias controls in force and the bias report they inform.
     Without an answer, `final_answer` is None and `failure_reason` says why (`Council
@@ -98,7 +79,7 @@ class CouncilResult(ProtocolResult):
     outcome: Outcome
     stage1_responses: list[CouncilResponse]
     stage2_reviews: list[CouncilReview]
-    stage3_synthesis: CouncilSynthesis | None
+    stage3_synthesis: Synthesis | None
     aggregate_ranking: list[RankedMember]
     top_ranked: str | None
     labels: dict[str, str] = Field(description="label -> member name, over the members that answered")
@@ -146,13 +127,6 @@ def assign_labels(order: list[str], answered: set[str]) -> dict[str, str]:
     """`Model A`, `Model B`, … -> author, in member order over the members that answered."""
     authors = [name for name in order if name in answered]
     return {f"{LABEL_NOUN} {label}": name for label, name in zip(labels_for(len(authors)), authors, strict=True)}
-
-
-def failure_reason(kind: str | None, error: str | None) -> str:
-    """`timeout`, or the kind and the provider's words: what a person needs to know."""
-    if kind == "timeout":
-        return "timeout"
-    return f"{kind or 'failed'} ({error})" if error else kind or "failed"
 
 
 def answer_prompt(question: str) -> str:
@@ -285,31 +259,6 @@ def _listing(entries: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(entries) - limit} more" if len(entries) > limit else "")
 
 
-async def _synthesis_stage(
-    panel: Panel, chairmen: list[Member], prompt_text: str, gateway: Gateway, emit: Emit
-) -> CouncilSynthesis:
-    """The first chairman that answers writes the final answer; each failure hands over to
-    the next, so one failing chairman does not lose the whole run."""
-    limit = RULES.limit(panel, "synthesis")
-    stage = await open_stage(emit, "synthesis", members=[chairmen[0].name], limit=limit)
-    prompt = [{"role": "user", "content": prompt_text}]
-    failures: list[ChairFailure] = []
-    for index, chairman in enumerate(chairmen):
-        # Each chairman gets the whole synthesis time: a backup after a timeout needs it.
-        deadline = stage.deadline if index == 0 else stage_deadline(limit)
-        reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline)
-        if reply.ok:
-            return CouncilSynthesis(chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures)
-        failures.append(ChairFailure(chairman=chairman.name, reason=failure_reason(reply.error_kind, reply.error)))
-        if index + 1 < len(chairmen):
-            backup = chairmen[index + 1].name
-            await emit(
-                WarningRaised(message=f"chairman failed ({failures[-1].reason}); backup chairman {backup} takes over", member=chairman.name)
-            )
-    reasons = failures[0].reason if len(failures) == 1 else "; ".join(f"{f.chairman}: {f.reason}" for f in failures)
-    return CouncilSynthesis(chairman=None, model=None, text=f"{SYNTHESIS_FAILED}: {reasons}", success=False, failures=failures)
-
-
 async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> CouncilResult:
     chairmen = check_council(panel)
     seed = panel.seed
@@ -329,14 +278,14 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
     ]
     reviews: list[CouncilReview] = []
     aggregate: list[RankedMember] = []
-    synthesis: CouncilSynthesis | None = None
+    synthesis: Synthesis | None = None
     if answered:
         reviews = await _review_stage(panel, question, labels, seed, gateway, emit)
         aggregate = aggregate_rankings((review.ranking for review in reviews), labels.author_of_canonical, labels.of_member)
         await emit(RankingParsed(aggregate=[entry.model_dump() for entry in aggregate]))
         models = {member.name: member.model for member in panel.members}
         prompt = synthesis_prompt(question, labels.answers, labels.authors, models, reviews, aggregate)
-        synthesis = await _synthesis_stage(panel, chairmen, prompt, gateway, emit)
+        synthesis = await synthesis_stage(gateway, emit, chairmen, prompt, limit=RULES.limit(panel, "synthesis"))
     else:
         await emit(WarningRaised(message="no member answered; the review and synthesis stages are skipped"))
 

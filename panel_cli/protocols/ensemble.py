@@ -24,8 +24,8 @@ from panel_cli.errors import UserError
 from panel_cli.events import RoundTallied, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, labels_for
-from panel_cli.protocols.council import answer_prompt, failure_reason
-from panel_cli.protocols.stages import broadcast, gather_each, open_stage
+from panel_cli.protocols.council import answer_prompt
+from panel_cli.protocols.stages import broadcast, failure_reason, gather_each, open_stage
 from panel_cli.tasks import Task, mark, render_labelled
 
 DEFAULT_TIMEOUT = 120.0

@@ -1,5 +1,6 @@
-"""The stage every protocol is built from: announce it, bound it by its time limit, and run
-one piece of work per member (or per response, per subtask) concurrently.
+"""The stages every protocol is built from: announce a stage, bound it by its time limit, and
+run one piece of work per member (or per response, per subtask) concurrently; and the
+chairman's synthesis with its backups.
 
 A protocol module then says only what its stages ask and how it reads the replies."""
 
@@ -10,10 +11,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from panel_cli.config import Member
-from panel_cli.events import BaseEvent, StageStarted
+from panel_cli.events import BaseEvent, StageStarted, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
 
 T = TypeVar("T")
@@ -81,3 +82,55 @@ async def broadcast(
         members,
         lambda member: gateway.call(member, messages, stage=stage, round=round, deadline=current.deadline, schema=schema),
     )
+
+
+def failure_reason(kind: str | None, error: str | None) -> str:
+    """`timeout`, or the kind and the provider's words: what a person needs to know."""
+    if kind == "timeout":
+        return "timeout"
+    return f"{kind or 'failed'} ({error})" if error else kind or "failed"
+
+
+SYNTHESIS_FAILED = "Synthesis failed"
+
+
+class ChairFailure(BaseModel):
+    """A chairman that could not write the answer, and why, so a backup's win is explained."""
+
+    chairman: str
+    reason: str
+
+
+class Synthesis(BaseModel):
+    """Who wrote the final answer; `failures` lists each chairman that failed before it
+    (or all of them, when none succeeded, and then `text` says `Synthesis failed: …`)."""
+
+    chairman: str | None
+    model: str | None
+    text: str
+    success: bool
+    failures: list[ChairFailure] = Field(default_factory=list)
+
+
+async def synthesis_stage(
+    gateway: Gateway, emit: Emit, chairmen: Sequence[Member], prompt_text: str, *, limit: float | None
+) -> Synthesis:
+    """The first chairman that answers writes the final answer; each failure hands over to
+    the next (with the whole time limit: a backup after a timeout needs it), so one failing
+    chairman does not lose the whole run."""
+    stage = await open_stage(emit, "synthesis", members=[chairmen[0].name], limit=limit)
+    prompt = [{"role": "user", "content": prompt_text}]
+    failures: list[ChairFailure] = []
+    for index, chairman in enumerate(chairmen):
+        deadline = stage.deadline if index == 0 else stage_deadline(limit)
+        reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline)
+        if reply.ok:
+            return Synthesis(chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures)
+        failures.append(ChairFailure(chairman=chairman.name, reason=failure_reason(reply.error_kind, reply.error)))
+        if index + 1 < len(chairmen):
+            backup = chairmen[index + 1].name
+            await emit(
+                WarningRaised(message=f"chairman failed ({failures[-1].reason}); backup chairman {backup} takes over", member=chairman.name)
+            )
+    reasons = failures[0].reason if len(failures) == 1 else "; ".join(f"{f.chairman}: {f.reason}" for f in failures)
+    return Synthesis(chairman=None, model=None, text=f"{SYNTHESIS_FAILED}: {reasons}", success=False, failures=failures)

@@ -262,6 +262,25 @@ class TranscriptStore:
                 await self._db.execute(
                     "UPDATE runs SET status = 'interrupted', finished_at = ? WHERE id = ?", (payload["ts"], run_id)
                 )
+            case "decision_recorded":
+                await self._db.execute(
+                    "INSERT OR REPLACE INTO decisions (run_id, topic, winner, vote_counts_json, method, total_votes,"
+                    " ballots_cast, leader, leader_override, consensus_reached, decided_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        run_id,
+                        payload["topic"],
+                        payload["winner"],
+                        _json(payload["vote_counts"]),
+                        payload["method"],
+                        payload["total_votes"],
+                        payload["ballots_cast"],
+                        payload["leader"],
+                        int(payload["leader_override"]),
+                        int(payload["consensus_reached"]),
+                        payload["ts"],
+                    ),
+                )
 
     async def _insert_call(self, payload: dict[str, Any], messages: list[dict[str, Any]]) -> None:
         """One row for a finished or a failed call: each leaves the other's fields empty. A
@@ -381,6 +400,62 @@ class CallRecord(BaseModel):
     detail: str | None = None
     attempts: int = 1
     ts: float
+
+
+class DecisionRecord(BaseModel):
+    """A decide run's outcome as `panel history decisions` lists it; its id is the run's."""
+
+    run_id: str
+    topic: str
+    winner: str | None = None
+    vote_counts: dict[str, int]
+    method: str
+    total_votes: int
+    ballots_cast: int
+    leader: str | None = None
+    leader_override: bool
+    consensus_reached: bool
+    decided_at: float
+
+
+class RetallyRecord(BaseModel):
+    """One recount of a stored vote by `panel history retally`; `result` is what it printed."""
+
+    id: str
+    run_id: str
+    method: str
+    threshold: float | None = None
+    quorum: int
+    winner: str | None = None
+    leader_override: bool = False
+    result: dict[str, Any]
+    created_at: float
+
+
+def record_retally(path: Path, record: RetallyRecord) -> None:
+    """Keep a recount beside the run it recounted; the run itself is never touched. Opened
+    for writing (and migrated) only here, so every other `history` command stays read-only."""
+    db = connect(path)
+    try:
+        db.execute(
+            "INSERT INTO retallies (id, run_id, method, threshold, quorum, winner, leader_override, result_json, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.id,
+                record.run_id,
+                record.method,
+                record.threshold,
+                record.quorum,
+                record.winner,
+                int(record.leader_override),
+                _json(record.result),
+                record.created_at,
+            ),
+        )
+    except sqlite3.DatabaseError as error:
+        raise database_error(path, error, writing=True) from error
+    finally:
+        db.close()
 
 
 _SUMMARY_COLUMNS = "id, protocol, panel, question, status, started_at, finished_at, calls, tokens, cost"
@@ -509,6 +584,31 @@ class TranscriptReader:
         the event a live run emitted (its `messages`, if any, are in `run_calls`)."""
         rows = self._query("SELECT payload_json FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
         return [json.loads(row["payload_json"]) for row in rows]
+
+    def list_decisions(self, limit: int = 20, topic: str | None = None) -> list[DecisionRecord]:
+        """Newest first; with `topic`, only decisions whose topic holds it, in any case."""
+        rows = self._query("SELECT * FROM decisions ORDER BY decided_at DESC")
+        wanted = topic.casefold() if topic else None
+        found: list[DecisionRecord] = []
+        for row in rows:
+            if wanted is not None and wanted not in (row["topic"] or "").casefold():
+                continue
+            fields = dict(row)
+            fields["vote_counts"] = json.loads(fields.pop("vote_counts_json") or "{}")
+            found.append(DecisionRecord.model_validate(fields))
+            if len(found) == limit:
+                break
+        return found
+
+    def run_retallies(self, run_id: str) -> list[RetallyRecord]:
+        """A run's recounts, oldest first."""
+        rows = self._query("SELECT * FROM retallies WHERE run_id = ? ORDER BY created_at, rowid", (run_id,))
+        records = []
+        for row in rows:
+            fields = dict(row)
+            fields["result"] = json.loads(fields.pop("result_json") or "{}")
+            records.append(RetallyRecord.model_validate(fields))
+        return records
 
     def run_calls(self, run_id: str) -> list[CallRecord]:
         """`truncated` is NULL for a failed call and absent from a file that predates it."""

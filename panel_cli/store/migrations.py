@@ -88,6 +88,47 @@ def m002_call_detail_and_truncation(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE calls ADD COLUMN truncated INTEGER")
 
 
+@migration
+def m003_decisions_and_retallies(db: sqlite3.Connection) -> None:
+    """`decisions` keeps every decide run's outcome (its id is the run's), so decisions are
+    listed by topic without reading every run's events. `retallies` keeps each recount of a
+    stored vote by `panel history retally`, beside the run it recounted, which stays as it was."""
+    db.execute(
+        """
+        CREATE TABLE decisions (
+            run_id TEXT PRIMARY KEY,
+            topic TEXT,
+            winner TEXT,
+            vote_counts_json TEXT,
+            method TEXT,
+            total_votes INTEGER,
+            ballots_cast INTEGER,
+            leader TEXT,
+            leader_override INTEGER,
+            consensus_reached INTEGER,
+            decided_at REAL
+        )
+        """
+    )
+    db.execute("CREATE INDEX decisions_decided_at ON decisions(decided_at)")
+    db.execute(
+        """
+        CREATE TABLE retallies (
+            id TEXT PRIMARY KEY,
+            run_id TEXT,
+            method TEXT,
+            threshold REAL,
+            quorum INTEGER,
+            winner TEXT,
+            leader_override INTEGER,
+            result_json TEXT,
+            created_at REAL
+        )
+        """
+    )
+    db.execute("CREATE INDEX retallies_run_id ON retallies(run_id)")
+
+
 def schema_version(db: sqlite3.Connection) -> int:
     return db.execute("PRAGMA user_version").fetchone()[0]
 

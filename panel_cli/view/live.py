@@ -12,7 +12,13 @@ from panel_cli.events import (
     CallFailed,
     CallFinished,
     CallStarted,
+    ContributionMade,
+    DelphiRoundEnded,
+    LeaderChose,
     MemberSkipped,
+    PlanAccepted,
+    PlanRejected,
+    QuorumReached,
     RankingParsed,
     RoundTallied,
     RunFailed,
@@ -20,11 +26,20 @@ from panel_cli.events import (
     RunInterrupted,
     RunStarted,
     StageStarted,
+    TaskFailed,
+    TaskFinished,
+    TaskSkipped,
+    TaskStarted,
+    VerdictGiven,
     VoteCast,
+    VoteOpened,
+    VoteReceived,
+    VoteTallied,
     WarningRaised,
 )
-from panel_cli.view import fmt
+from panel_cli.view import delphi, fmt, supervise, vote
 from panel_cli.view.final import render_final
+from panel_cli.view.orchestrate import TaskStage, rejection_note
 from panel_cli.view.summary import ViewTotals
 from panel_cli.view.tables import StageState, render_aggregate, warning_line
 
@@ -43,6 +58,10 @@ class LiveView:
         self._refresh_per_second = refresh_per_second
         self._labels: dict[str, str] = {}
         self._stage: StageState | None = None
+        # orchestrate: the accepted plan, drawn as a task tree once its subtasks start.
+        self._plan: PlanAccepted | None = None
+        # supervise: every verdict so far, which each critique stage draws as a grid.
+        self._verdicts: list[VerdictGiven] = []
         self._seen: set[tuple[str, int | None]] = set()
         self._live: Live | None = None
         self._spinner = Spinner("dots", style="cyan")  # one instance, so updates do not restart its animation
@@ -65,6 +84,24 @@ class LiveView:
                     self._stage.tally = event
             case RankingParsed():
                 self._on_ranking(event)
+            case PlanRejected():
+                if self._stage:
+                    self._stage.warnings.append(WarningRaised(message=rejection_note(event), member=event.planner))
+            case PlanAccepted():
+                self._plan = event
+            case TaskStarted() | TaskFinished() | TaskFailed() | TaskSkipped():
+                if isinstance(self._stage, TaskStage):
+                    self._stage.update(event)
+            case ContributionMade():
+                if isinstance(self._stage, delphi.ContributionStage) and self._stage.round == event.round:
+                    self._stage.contribute(event)
+            case DelphiRoundEnded():
+                if isinstance(self._stage, delphi.ContributionStage) and self._stage.round == event.round:
+                    self._stage.ended = event
+            case VerdictGiven():
+                self._verdicts.append(event)
+            case VoteOpened() | VoteReceived() | QuorumReached() | VoteTallied() | LeaderChose():
+                self._stage = vote.on_event(self._stage, event, self._labels)
             case WarningRaised():
                 if self._stage:
                     self._stage.warnings.append(event)
@@ -128,7 +165,11 @@ class LiveView:
             self.console.print(render_aggregate(event.aggregate))
 
     def _open_stage(self, stage: str, round_: int | None, members: list[str]) -> StageState:
-        new = StageState(stage, round_)
+        new = TaskStage(stage, round_, plan=self._plan) if self._plan is not None and stage == "subtasks" else StageState(stage, round_)
+        if stage == delphi.STAGE:
+            new = delphi.ContributionStage(stage, round_)
+        elif stage == supervise.STAGE:
+            new = supervise.CritiqueStage(stage, round_, verdicts=self._verdicts)
         for name in members:
             new.announce(name, self._labels.get(name))
         self._seen.add(new.key)

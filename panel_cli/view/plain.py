@@ -12,7 +12,15 @@ from panel_cli.events import (
     CallFailed,
     CallFinished,
     CallStarted,
+    ContributionMade,
+    DecisionRecorded,
+    DelphiRoundEnded,
+    LeaderChose,
     MemberSkipped,
+    PlanAccepted,
+    PlanProposed,
+    PlanRejected,
+    QuorumReached,
     RankingParsed,
     RoundTallied,
     RunFailed,
@@ -20,11 +28,21 @@ from panel_cli.events import (
     RunInterrupted,
     RunStarted,
     StageStarted,
+    TaskFailed,
+    TaskFinished,
+    TaskSkipped,
+    TaskStarted,
+    VerdictGiven,
     VoteCast,
+    VoteOpened,
+    VoteReceived,
+    VoteTallied,
     WarningRaised,
 )
-from panel_cli.view import fmt
+from panel_cli.view import delphi, fmt, supervise
+from panel_cli.view.orchestrate import plain_line as orchestrate_line
 from panel_cli.view.summary import ViewTotals, summary_fields
+from panel_cli.view.vote import plain_line as vote_line
 
 QUESTION_LIMIT = 200
 
@@ -104,6 +122,14 @@ class PlainView:
                 return f"run failed: {event.message}"
             case RunInterrupted():
                 return f"interrupted — the run is kept as interrupted (run id {event.run_id})"
+            case PlanProposed() | PlanRejected() | PlanAccepted() | TaskStarted() | TaskFinished() | TaskFailed() | TaskSkipped():
+                return orchestrate_line(event)
+            case VoteOpened() | VoteReceived() | QuorumReached() | VoteTallied() | LeaderChose() | DecisionRecorded():
+                return vote_line(event)
+            case ContributionMade() | DelphiRoundEnded():
+                return delphi.plain_line(event)
+            case VerdictGiven():
+                return supervise.plain_line(event)
         return None
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from panel_cli.events import BaseEvent, RunFinished, RunStarted
 from panel_cli.totals import RunTotals
-from panel_cli.view import fmt
+from panel_cli.view import delphi, fmt, supervise, vote
+from panel_cli.view.orchestrate import orchestrate_fields
 
 SIMULATED_COST = "simulated, free"
 
@@ -69,6 +70,9 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
     if isinstance(result.get("rounds"), list):
         fields.append(("rounds", str(len(result["rounds"]))))
     fields += _council_fields(result) + _ensemble_fields(result)
+    fields += orchestrate_fields(result)
+    fields += delphi.summary_fields(result) + supervise.summary_fields(result)
+    fields += vote.vote_fields(result)
     if totals is not None:
         notes = [f"{count} {what}" for count, what in ((totals.failed, "failed"), (totals.cancelled, "cancelled")) if count]
         calls = str(totals.calls) + (f" ({', '.join(notes)})" if notes else "")

@@ -26,11 +26,19 @@ COMMANDS = [
     ["confer"],
     ["council"],
     ["ensemble"],
+    ["vote"],
+    ["decide"],
+    ["delphi"],
+    ["supervise"],
+    ["orchestrate"],
+    ["run"],
     ["validate"],
     ["models"],
     ["history"],
     ["history", "list"],
     ["history", "show"],
+    ["history", "decisions"],
+    ["history", "retally"],
 ]
 
 

@@ -55,7 +55,7 @@ def test_one_bad_file_among_several_fails_the_whole_check(tmp_path):
     ("text", "command", "message"),
     [
         ("protocol: council\nquestion: q\nmembers:\n  - name: a\n    model: demo/sage\n", "council", "A council needs at least 2 members"),
-        (f"protocol: vote\nquestion: q\n{TWO}", "run", "protocol: 'vote' is not available in this version of panel"),
+        (f"protocol: vote\nquestion: q\n{TWO}", "run", "A vote needs at least two options to choose between"),
         (f"protocol: ensemble\nquestion: q\nmode: consensus\nscorer: judge:zed\n{TWO}", "ensemble", "The judge 'zed' is not a member"),
     ],
 )
@@ -96,3 +96,12 @@ def test_a_file_for_another_protocol_is_run_with_one_warning(tmp_path):
     assert result["protocol"] == "confer"
     (warning,) = result["warnings"]
     assert "the file is written for council; this run uses confer" in warning
+
+
+def test_every_protocol_a_file_may_name_has_its_rules():
+    from typing import get_args
+
+    from panel_cli.config import Protocol
+    from panel_cli.protocols.checks import RULES
+
+    assert set(RULES) == set(get_args(Protocol))

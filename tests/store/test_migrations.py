@@ -111,7 +111,7 @@ async def test_the_writer_brings_a_version_1_file_forward(tmp_path: Path) -> Non
     await store.close()
     assert columns(path, "calls")[-2:] == ["detail", "truncated"]
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2 == len(MIGRATIONS)
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     with TranscriptReader.open(path) as reader:
         (call,) = reader.run_calls("old")
     assert (call.response, call.truncated, call.detail) == ("Yes.", False, None)

@@ -1,0 +1,240 @@
+"""orchestrate's plans (SPEC §2.7): read a planner's reply into subtasks, and the arithmetic of
+a task graph.
+
+A plan is model output, so it is hostile until checked: every field is validated, and every
+problem is written as a sentence the planner can act on, because the same text goes back to
+it when it is asked to plan again. Task ids become fence labels in other prompts and rows in
+the view, so they are short words, never free text.
+
+Pure functions with no I/O: the engine decides what to feed them, the tests check them by
+hand, and the benchmark measures a run against `critical_path`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from panel_cli.events import PlannedTask
+from panel_cli.llm.structured import extract_json_object
+
+MAX_TASKS = 50
+MAX_ID_LENGTH = 40
+# How many problems one rejection lists: enough to fix a plan in one go, short enough to read.
+MAX_PROBLEMS = 5
+SHOWN_VALUE = 40
+
+_TASK_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_ID_LENGTH - 1}}}")
+
+
+class PlanError(ValueError):
+    """Why a reply is not a usable plan, as the sentences the planner is sent back."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        shown = "; ".join(self.problems[:MAX_PROBLEMS])
+        more = len(self.problems) - MAX_PROBLEMS
+        super().__init__(shown + (f"; and {more} more problem{'s' if more > 1 else ''}" if more > 0 else ""))
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+def _shown(value: Any) -> str:
+    """A value from the reply, quoted on one short line, so a hostile value cannot flood an error."""
+    text = " ".join(str(value).split())
+    if len(text) > SHOWN_VALUE:
+        text = text[: SHOWN_VALUE - 1] + "…"
+    return f"'{text}'"
+
+
+def _listing(names: Sequence[str]) -> str:
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+
+
+def _known_worker(value: str, workers: Sequence[str]) -> str | None:
+    """The worker a plan names: exactly, else the one worker it matches ignoring case."""
+    if value in workers:
+        return value
+    folded = [worker for worker in workers if worker.casefold() == value.strip().casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def _read_task(index: int, entry: Any, workers: Sequence[str], problems: list[str]) -> PlannedTask | None:
+    """One subtask, or None with its problems added. `worker_type` (seed 003's name) stands for
+    `worker`; a subtask that gives both must give the same worker."""
+    if not isinstance(entry, dict):
+        problems.append(f"subtask {index} is not an object")
+        return None
+    before = len(problems)
+    task_id = entry.get("task_id")
+    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id):
+        shown = "no task_id" if task_id is None else f"task_id {_shown(task_id)}"
+        problems.append(
+            f"subtask {index} has {shown}; a task_id is 1 to {MAX_ID_LENGTH} letters, digits, '-', '_' or '.', starting with a letter or digit"
+        )
+        where = f"subtask {index}"
+    else:
+        where = task_id
+    worker_name, worker_type = entry.get("worker"), entry.get("worker_type")
+    named = worker_name if worker_name is not None else worker_type
+    worker: str | None = None
+    if worker_name is not None and worker_type is not None and worker_name != worker_type:
+        problems.append(f"{where} gives worker {_shown(worker_name)} and worker_type {_shown(worker_type)}; give one worker")
+    elif named is None:
+        problems.append(f"{where} names no worker; choose one of {_listing(workers)}")
+    elif not isinstance(named, str) or (worker := _known_worker(named, workers)) is None:
+        problems.append(f"{where}: worker {_shown(named)} is not one of the workers ({_listing(workers)})")
+    texts: dict[str, str] = {}
+    for field in ("title", "description"):
+        value = entry.get(field, "")
+        if not isinstance(value, str):
+            problems.append(f"{where}: {field} must be a string")
+        else:
+            texts[field] = value.strip()
+    if len(texts) == 2 and not (texts["title"] or texts["description"]):
+        problems.append(f"{where} has neither a title nor a description; say what the worker must do")
+    depends_on = entry.get("depends_on", [])
+    if depends_on is None:
+        depends_on = []
+    if not isinstance(depends_on, list) or not all(isinstance(dep, str) for dep in depends_on):
+        problems.append(f"{where}: depends_on must be a list of task_ids")
+        depends_on = []
+    priority = entry.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        problems.append(f"{where}: priority must be a whole number")
+    if len(problems) > before or worker is None or not isinstance(task_id, str):
+        return None
+    return PlannedTask(
+        task_id=task_id,
+        worker=worker,
+        title=texts["title"],
+        description=texts["description"],
+        depends_on=list(dict.fromkeys(depends_on)),
+        priority=priority,
+    )
+
+
+def find_cycle(depends: Mapping[str, Sequence[str]]) -> list[str] | None:
+    """A dependency cycle as the ids along it, first repeated at the end (`t1, t2, t1`: t1
+    waits for t2, which waits for t1); None when there is none. Dependencies on ids that are
+    not in `depends` are ignored."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dep in depends[node]:
+            if dep not in depends:
+                continue
+            if state.get(dep) == 1:
+                return path[path.index(dep) :] + [dep]
+            if dep not in state and (cycle := visit(dep)) is not None:
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in depends:
+        if node not in state and (cycle := visit(node)) is not None:
+            return cycle
+    return None
+
+
+def read_plan(text: str, workers: Sequence[str], max_tasks: int = MAX_TASKS) -> list[PlannedTask]:
+    """The subtasks of a planner's reply (its last JSON object, `{"subtasks": [...]}`), or
+    PlanError with every problem: unique ids, known workers, known dependencies, none on
+    itself, no cycle, at most `max_tasks` subtasks."""
+    data = extract_json_object(text)
+    if data is None:
+        raise PlanError(['the reply holds no JSON object; reply with one object of the form {"subtasks": [...]}'])
+    entries = data.get("subtasks")
+    if not isinstance(entries, list):
+        raise PlanError(["the plan has no 'subtasks' list" if entries is None else "'subtasks' must be a list of subtasks"])
+    if not entries:
+        raise PlanError(["the plan has no subtasks"])
+    if len(entries) > max_tasks:
+        raise PlanError([f"the plan has {len(entries)} subtasks; at most {max_tasks} are allowed"])
+    problems: list[str] = []
+    tasks: list[PlannedTask] = []
+    first_use: dict[str, int] = {}
+    for index, entry in enumerate(entries, start=1):
+        task = _read_task(index, entry, workers, problems)
+        if task is None:
+            # An id is still taken by a subtask with other problems: its dependents are not unknown.
+            task_id = entry.get("task_id") if isinstance(entry, dict) else None
+            if isinstance(task_id, str):
+                first_use.setdefault(task_id, index)
+            continue
+        if task.task_id in first_use:
+            problems.append(f"task_id {_shown(task.task_id)} is used twice (subtasks {first_use[task.task_id]} and {index})")
+            continue
+        first_use[task.task_id] = index
+        tasks.append(task)
+    for task in tasks:
+        for dep in task.depends_on:
+            if dep == task.task_id:
+                problems.append(f"{task.task_id} depends on itself")
+            elif dep not in first_use:
+                problems.append(f"{task.task_id} depends on {_shown(dep)}, which is not a task_id in the plan")
+    if problems:
+        raise PlanError(problems)
+    cycle = find_cycle({task.task_id: task.depends_on for task in tasks})
+    if cycle is not None:
+        raise PlanError([f"the dependencies form a cycle: {' -> '.join(cycle)} (each waits for the next)"])
+    return tasks
+
+
+# The arithmetic of a valid plan (no cycle, every dependency known) ----------------------------
+
+
+def depths(depends: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """How many subtasks stand on the longest chain before each one (0: it starts at once)."""
+    found: dict[str, int] = {}
+
+    def depth(node: str) -> int:
+        if node not in found:
+            found[node] = 1 + max((depth(dep) for dep in depends[node]), default=-1)
+        return found[node]
+
+    for node in depends:
+        depth(node)
+    return found
+
+
+def tree_parents(depends: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
+    """Where each subtask hangs when the graph is drawn as a tree: under its deepest
+    dependency (the first such one it lists), so its indent is its depth; None for a root.
+    Its other dependencies are listed on its row."""
+    depth = depths(depends)
+    return {
+        node: max(deps, key=lambda dep: depth[dep]) if (deps := list(depends[node])) else None for node in depends
+    }
+
+
+def critical_path(depends: Mapping[str, Sequence[str]], seconds: Mapping[str, float]) -> float:
+    """The least time a plan can take when every subtask starts as soon as its dependencies
+    end: the longest chain of durations."""
+    finish: dict[str, float] = {}
+
+    def end(node: str) -> float:
+        if node not in finish:
+            finish[node] = max((end(dep) for dep in depends[node]), default=0.0) + seconds[node]
+        return finish[node]
+
+    return max((end(node) for node in depends), default=0.0)
+
+
+def wave_time(depends: Mapping[str, Sequence[str]], seconds: Mapping[str, float]) -> float:
+    """The time a wave scheduler takes (seed 003's): it starts every subtask whose
+    dependencies are done, then waits for the whole wave before starting the next."""
+    done: set[str] = set()
+    total = 0.0
+    while len(done) < len(depends):
+        wave = [node for node in depends if node not in done and all(dep in done for dep in depends[node])]
+        total += max(seconds[node] for node in wave)
+        done.update(wave)
+    return total

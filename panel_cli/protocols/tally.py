@@ -1,0 +1,342 @@
+"""Counting ballots (SPEC §2.4): five methods, the quorum, and a real instant runoff.
+
+Pure functions with no I/O and no model, so the rules are tested by hand and by property,
+and a vote counted live, recounted by `panel history retally` or counted in a test gives
+the same result. Nothing here imports the event models or the model gateway: `panel
+history` recounts a stored vote from its stored events alone, without loading either.
+
+Abstentions are reported apart in every method: a ballot that names no option counts
+towards the quorum (the voter took part) but not among the votes an option needs a share
+of. A late ballot counts nowhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+Method = Literal["majority", "supermajority", "unanimous", "ranked_choice", "weighted"]
+METHODS: tuple[Method, ...] = ("majority", "supermajority", "unanimous", "ranked_choice", "weighted")
+# How a ballot's choice was read: the structured ballot's own field, the text matched
+# against the options, the first option for a ballot that named none (`no_match: first`),
+# or not at all (an abstention, or a late ballot).
+MatchedBy = Literal["structured", "text", "first", "none"]
+DEFAULT_THRESHOLD = 0.667
+
+
+class Ballot(BaseModel):
+    """One voter's ballot as counted. `choice` is one of the options, or None for an
+    abstention; `ranking` holds real options only, each once, the choice first (empty for
+    an abstention). A `late` ballot arrived after collection closed and is never counted."""
+
+    voter: str
+    choice: str | None = None
+    ranking: list[str] = Field(default_factory=list)
+    confidence: float | None = None
+    reason: str = ""
+    matched_by: MatchedBy = "none"
+    weight: float = 1.0
+    late: bool = False
+
+
+class RunoffRound(BaseModel):
+    """One round of an instant runoff: the first preferences among the options still in
+    (in the order they were listed), then either the winner or the option dropped and where
+    its ballots went. `tied` lists the options that shared the fewest first preferences when
+    the listing order had to choose which one goes."""
+
+    index: int
+    counts: dict[str, int]
+    live: int = Field(description="ballots still in the count")
+    exhausted: int = Field(description="ballots out of the count before this round: none of their options is left")
+    winner: str | None = None
+    eliminated: str | None = None
+    tied: list[str] = Field(default_factory=list)
+    transfers: dict[str, int] = Field(default_factory=dict, description="option -> ballots of the dropped option that went to it")
+    exhausted_now: int = Field(default=0, description="ballots of the dropped option that had no option left")
+
+
+class Tally(BaseModel):
+    """The count of one vote. `vote_counts` and `weights` cover every option (0 included), in
+    the order listed. `total_votes` are the ballots that named an option; `ballots_cast` adds
+    the abstentions (the quorum counts these). `winner_votes` is the winner's count (for a
+    runoff, in its last round). `reason` says exactly why there is no winner."""
+
+    method: Method
+    options: list[str]
+    winner: str | None
+    vote_counts: dict[str, int]
+    weights: dict[str, float]
+    total_votes: int
+    total_weight: float
+    ballots_cast: int
+    abstentions: int
+    quorum: int
+    quorum_met: bool
+    threshold: float | None = Field(description="supermajority: the share an option must exceed")
+    unanimous: bool
+    winner_votes: int
+    rounds: list[RunoffRound] | None = Field(description="ranked_choice: the runoff's rounds; None for the other methods")
+    reason: str | None = None
+
+
+def effective_threshold(value: float) -> tuple[float, str | None]:
+    """A supermajority threshold in (0, 1], else the default and the warning that says so."""
+    if math.isnan(value) or not 0 < value <= 1:
+        return DEFAULT_THRESHOLD, f"the threshold {value:g} is outside (0, 1]; the default {DEFAULT_THRESHOLD} is used"
+    return value, None
+
+
+def tally(
+    ballots: Sequence[Ballot], options: Sequence[str], method: Method, *, threshold: float = DEFAULT_THRESHOLD, quorum: int = 1
+) -> Tally:
+    """Count `ballots` over `options` by `method`. Late ballots are left out; a choice that is
+    not among the options counts as an abstention. The ballots' order never matters."""
+    options = list(options)
+    counted = [ballot for ballot in ballots if not ballot.late]
+    votes = [ballot for ballot in counted if ballot.choice in options]
+    counts = {option: sum(1 for ballot in votes if ballot.choice == option) for option in options}
+    # fsum is exact, so the order the ballots came in cannot change a weight by a rounding.
+    weights = {option: math.fsum(ballot.weight for ballot in votes if ballot.choice == option) for option in options}
+    total = len(votes)
+    threshold, _ = effective_threshold(threshold)
+    quorum_met = len(counted) >= quorum
+    winner: str | None = None
+    winner_votes = 0
+    rounds: list[RunoffRound] | None = [] if method == "ranked_choice" else None
+    if not quorum_met:
+        reason: str | None = f"quorum not met: {_ballots(len(counted))} arrived, {quorum} needed"
+    elif not votes:
+        reason = "no ballot was cast" if not counted else "every ballot abstained"
+    elif method == "ranked_choice":
+        rounds = runoff([preferences(ballot, options) for ballot in votes], options)
+        winner = rounds[-1].winner
+        winner_votes = rounds[-1].counts.get(winner, 0) if winner else 0
+        reason = None if winner else "every ballot was exhausted"
+    else:
+        winner, reason = _by_share(method, counts, weights, total, threshold)
+        winner_votes = counts[winner] if winner else 0
+    return Tally(
+        method=method,
+        options=options,
+        winner=winner,
+        vote_counts=counts,
+        weights=weights,
+        total_votes=total,
+        total_weight=math.fsum(weights.values()),
+        ballots_cast=len(counted),
+        abstentions=len(counted) - total,
+        quorum=quorum,
+        quorum_met=quorum_met,
+        threshold=threshold if method == "supermajority" else None,
+        unanimous=total > 0 and len({ballot.choice for ballot in votes}) == 1,
+        winner_votes=winner_votes,
+        rounds=rounds,
+        reason=reason,
+    )
+
+
+def _by_share(
+    method: Method, counts: Mapping[str, int], weights: Mapping[str, float], total: int, threshold: float
+) -> tuple[str | None, str | None]:
+    """The winner of majority, supermajority, unanimous or weighted, or why there is none."""
+    top = max(counts.values())
+    leaders = [option for option, count in counts.items() if count == top]
+    standing = _standing(counts)
+    if method == "majority":
+        if top * 2 > total:
+            return leaders[0], None
+        return None, f"no option has more than half of the {_votes(total)} ({standing})"
+    if method == "unanimous":
+        if top == total:
+            return leaders[0], None
+        return None, f"the votes are split ({standing})"
+    if method == "weighted":
+        total_weight = math.fsum(weights.values())
+        heaviest = max(weights.values())
+        if total_weight > 0 and heaviest * 2 > total_weight:
+            return next(option for option, weight in weights.items() if weight == heaviest), None
+        shares = ", ".join(f"{option} {weight:g}" for option, weight in weights.items() if weight)
+        return None, f"no option has more than half of the total weight {total_weight:g} ({shares or 'every vote weighs 0'})"
+    # supermajority: a threshold of 1 asks for every vote (no share can exceed 1).
+    clears = top / total > threshold or (threshold == 1 and top == total)
+    if clears and len(leaders) == 1:
+        return leaders[0], None
+    if clears:
+        return None, f"{_and(leaders)} tie with more than {threshold:g} of the {_votes(total)} each"
+    return None, f"no option has more than {threshold:g} of the {_votes(total)} ({standing})"
+
+
+def preferences(ballot: Ballot, options: Sequence[str]) -> list[str]:
+    """A ballot's order of preference for the runoff: its choice first, then the rest of its
+    ranking, real options only, each once."""
+    order: list[str] = []
+    for option in [ballot.choice, *ballot.ranking]:
+        if option in options and option not in order:
+            order.append(option)
+    return order
+
+
+def runoff(ballots: Sequence[Sequence[str]], options: Sequence[str]) -> list[RunoffRound]:
+    """Instant runoff over ranked ballots. Each round counts every live ballot for its
+    highest option still in; an option with more than half of the live ballots wins.
+    Otherwise the option with the fewest first preferences is dropped (of several, the one
+    listed last) and its ballots go to their next option still in, or leave the count when
+    they have none (exhausted). The last round has the winner, or none when every ballot
+    is exhausted."""
+    standing = list(options)
+    rounds: list[RunoffRound] = []
+    while True:
+        tops = [next((option for option in ballot if option in standing), None) for ballot in ballots]
+        counts = {option: sum(1 for top in tops if top == option) for option in standing}
+        live = sum(1 for top in tops if top is not None)
+        index = len(rounds) + 1
+        exhausted = len(ballots) - live
+        if live == 0:
+            rounds.append(RunoffRound(index=index, counts=counts, live=0, exhausted=exhausted))
+            return rounds
+        best = max(counts.values())
+        if best * 2 > live:
+            winner = next(option for option, count in counts.items() if count == best)
+            rounds.append(RunoffRound(index=index, counts=counts, live=live, exhausted=exhausted, winner=winner))
+            return rounds
+        fewest = min(counts.values())
+        tied = [option for option in standing if counts[option] == fewest]
+        dropped = tied[-1]
+        rest = [option for option in standing if option != dropped]
+        transfers: dict[str, int] = {}
+        exhausted_now = 0
+        for ballot, top in zip(ballots, tops, strict=True):
+            if top != dropped:
+                continue
+            following = next((option for option in ballot if option in rest), None)
+            if following is None:
+                exhausted_now += 1
+            else:
+                transfers[following] = transfers.get(following, 0) + 1
+        rounds.append(
+            RunoffRound(
+                index=index, counts=counts, live=live, exhausted=exhausted, eliminated=dropped,
+                tied=tied if len(tied) > 1 else [], transfers={o: transfers[o] for o in rest if o in transfers},
+                exhausted_now=exhausted_now,
+            )
+        )
+        standing = rest
+
+
+def _standing(counts: Mapping[str, int]) -> str:
+    """`PostgreSQL 2, MySQL 1`: the options that got votes, most first."""
+    named = sorted(((option, count) for option, count in counts.items() if count), key=lambda item: -item[1])
+    return ", ".join(f"{option} {count}" for option, count in named)
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _votes(count: int) -> str:
+    return f"{count} vote{'' if count == 1 else 's'}"
+
+
+def _ballots(count: int) -> str:
+    return f"{count} ballot{'' if count == 1 else 's'}"
+
+
+# Re-tallies ------------------------------------------------------------------------------------
+
+
+class StoredVote(BaseModel):
+    """What a stored vote or decision run kept of its vote: the options and rules it was
+    opened with, every ballot (late ones marked), and the leader's choice, if a leader was
+    asked. Read from the run's stored events, so a run that never finished is readable too."""
+
+    options: list[str]
+    method: Method
+    threshold: float
+    quorum: int
+    ballots: list[Ballot]
+    leader: str | None = None
+    leader_choice: str | None = None
+    leader_asked: bool = False
+
+
+def stored_vote(events: Sequence[Mapping[str, Any]]) -> StoredVote | None:
+    """The vote in a run's stored event payloads, or None when the run never opened one.
+    A voter's first ballot is its ballot; the payloads are the run's own, but a store can be
+    edited, so each is validated and a malformed one is skipped."""
+    opened = next((event for event in events if event.get("type") == "vote_opened"), None)
+    if opened is None:
+        return None
+    options = [option for option in opened.get("options", []) if isinstance(option, str)]
+    ballots: list[Ballot] = []
+    seen: set[str] = set()
+    leader: Mapping[str, Any] | None = None
+    for event in events:
+        if event.get("type") == "leader_chose":
+            leader = event
+        if event.get("type") != "vote_received":
+            continue
+        try:
+            ballot = Ballot.model_validate({key: event[key] for key in Ballot.model_fields if key in event})
+        except ValidationError:
+            continue
+        if ballot.voter not in seen:
+            seen.add(ballot.voter)
+            ballots.append(ballot)
+    method = opened.get("method")
+    return StoredVote(
+        options=options,
+        method=method if method in METHODS else "majority",
+        threshold=_number(opened.get("threshold"), DEFAULT_THRESHOLD),
+        quorum=max(int(_number(opened.get("quorum"), 1)), 1),
+        ballots=ballots,
+        leader=opened.get("leader") if isinstance(opened.get("leader"), str) else None,
+        leader_choice=_choice_of(leader, options),
+        leader_asked=leader is not None,
+    )
+
+
+def _number(value: Any, default: float) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else default
+
+
+def _choice_of(event: Mapping[str, Any] | None, options: Sequence[str]) -> str | None:
+    choice = event.get("choice") if event else None
+    return choice if isinstance(choice, str) and choice in options else None
+
+
+class Retally(BaseModel):
+    """A stored vote counted again by other rules, with no model call. For a decision whose
+    recount finds no winner, the leader's stored choice decides, as it did in the run; a
+    leader the run never asked (its own count had a winner) cannot be asked now."""
+
+    tally: Tally
+    winner: str | None
+    leader: str | None
+    leader_override: bool
+    reason: str | None
+    warnings: list[str]
+
+
+def retally(vote: StoredVote, *, method: Method | None = None, threshold: float | None = None, quorum: int | None = None) -> Retally:
+    """Count a stored vote again; what is not given is taken from the vote as it ran."""
+    warnings: list[str] = []
+    chosen = method or vote.method
+    limit = vote.threshold if threshold is None else threshold
+    limit, problem = effective_threshold(limit)
+    if problem and chosen == "supermajority":
+        warnings.append(problem)
+    counted = tally(vote.ballots, vote.options, chosen, threshold=limit, quorum=vote.quorum if quorum is None else quorum)
+    if counted.winner is not None or vote.leader is None:
+        return Retally(tally=counted, winner=counted.winner, leader=vote.leader, leader_override=False, reason=counted.reason, warnings=warnings)
+    if vote.leader_choice is not None:
+        return Retally(tally=counted, winner=vote.leader_choice, leader=vote.leader, leader_override=True, reason=counted.reason, warnings=warnings)
+    why = (
+        f"{counted.reason}; the leader {vote.leader} made no usable choice in the run"
+        if vote.leader_asked
+        else f"{counted.reason}; the leader {vote.leader} was not asked in the run, and a re-tally calls no model"
+    )
+    return Retally(tally=counted, winner=None, leader=vote.leader, leader_override=False, reason=why, warnings=warnings)

@@ -1,0 +1,531 @@
+"""vote and decide (SPEC §2.4): every voter casts a ballot on fixed options, the ballots are
+counted by one of five methods, and a decision's leader chooses when no option wins.
+
+Reading a ballot is pure and sits at the top; the counting is in `tally.py`; the engines
+below only gather calls and emit events. A ballot is model output, so it is read
+defensively: a choice that is not one of the options is no vote for it, a ranking keeps
+real options only, each once, and a confidence is a number from 0 to 100 or nothing.
+
+Collection closes at the vote's time limit (30 s by default). The gateway never lets a call
+run past it, so a voter still busy then is cut off: its ballot is *late*, recorded with
+`late: true` and never counted (a reply that lands after the close, in the instant the
+cut takes, is late the same way). A voter whose own call limit ends it earlier, or whose
+call fails, casts no ballot at all and is listed under `failed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from panel_cli.config import Member, Panel
+from panel_cli.errors import ConfigError, UserError
+from panel_cli.events import (
+    DecisionRecorded,
+    LeaderChose,
+    QuorumReached,
+    VoteOpened,
+    VoteReceived,
+    VoteTallied,
+    WarningRaised,
+)
+from panel_cli.llm.gateway import Gateway
+from panel_cli.llm.structured import extract_json_object
+from panel_cli.located_yaml import field_name
+from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
+from panel_cli.protocols.stages import failure_reason, gather_each, open_stage
+from panel_cli.protocols.tally import (
+    Ballot,
+    MatchedBy,
+    Method,
+    RunoffRound,
+    Tally,
+    effective_threshold,
+    tally,
+)
+from panel_cli.tasks import Task, mark
+
+NoMatch = Literal["abstain", "first"]
+DEFAULT_TIMEOUT = 30.0
+# A reason is one line of a table and of every stored event: a runaway reply must not fill them.
+REASON_LIMIT = 300
+OPTION_LIMIT = 200
+# A call cut at the deadline returns at the deadline, give or take the clock's resolution.
+DEADLINE_SLACK = 0.01
+_QUOTES = "*_`\"'“”‘’"
+
+
+class BallotReply(BaseModel):
+    """The structured ballot asked of each voter, and of a decision's leader."""
+
+    choice: str = Field(description="the option you vote for, exactly as it is listed")
+    ranking: list[str] = Field(default_factory=list, description="every option, best first")
+    confidence: float | None = Field(default=None, description="your confidence in your choice, 0 to 100")
+    reason: str = Field(default="", description="one line")
+
+
+class VoterFailure(BaseModel):
+    """A voter whose call failed: it cast no ballot."""
+
+    voter: str
+    kind: str
+    error: str
+
+
+class VoteResult(ProtocolResult):
+    """SPEC §2.4's result. `final_answer` is the winning option; without one, `failure_reason`
+    says exactly why. `abstained`, `late` and `failed` name the voters in each case;
+    `ballots` holds every ballot, late ones marked; `rounds` is the runoff's (ranked_choice)."""
+
+    winner: str | None
+    method: Method
+    options: list[str]
+    vote_counts: dict[str, int]
+    weights: dict[str, float]
+    threshold: float | None
+    quorum: int
+    quorum_met: bool
+    unanimous: bool
+    total_votes: int
+    winner_votes: int
+    ballots_cast: int
+    abstained: list[str]
+    late: list[str]
+    failed: list[VoterFailure]
+    ballots: list[Ballot]
+    rounds: list[RunoffRound] | None
+
+
+class DecideResult(VoteResult):
+    """A vote inside a group with an optional leader. When no option wins and the leader
+    chooses, `winner` is its choice, `leader_override` true and `consensus_reached` false."""
+
+    leader: str | None
+    leader_ballot: Ballot | None
+    leader_override: bool
+    consensus_reached: bool
+
+
+# Reading ballots -------------------------------------------------------------------------------
+
+
+def _fold(text: str) -> str:
+    """An option name as compared: quotes, emphasis and a closing period off (in any
+    nesting: `"mysql".`, `**MySQL.**`), whitespace collapsed, any case."""
+    trimmed, previous = text, None
+    while trimmed != previous:
+        previous, trimmed = trimmed, trimmed.strip().strip(_QUOTES).rstrip(".")
+    return " ".join(trimmed.split()).casefold()
+
+
+def exact_option(value: str, options: Sequence[str]) -> str | None:
+    """The option a structured field names exactly (any case, any spacing), or None."""
+    wanted = _fold(value)
+    return next((option for option in options if _fold(option) == wanted), None)
+
+
+@functools.lru_cache(maxsize=512)
+def _words(option: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(word) for word in option.split()) + r"(?!\w)", re.IGNORECASE)
+
+
+def match_option(text: str, options: Sequence[str]) -> str | None:
+    """The option a text names: as whole words, in any case. Of several named, the longest
+    wins, so `Do not ship` beats `Ship`; `Shipping` names neither. Of two as long, the one
+    listed first."""
+    named = [option for option in options if _words(option).search(text)]
+    return max(named, key=len) if named else None
+
+
+def read_ranking(entries: Any, options: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A structured ranking: the options it names, best first, each once at its first place,
+    and the entries that name no option (dropped, as written). A ranking given as one
+    string (`A > B > C`) is split."""
+    if isinstance(entries, str):
+        entries = re.split(r"\s*(?:>|,|;|\n)\s*", entries)
+    if not isinstance(entries, list):
+        return [], []
+    ranking: list[str] = []
+    dropped: list[str] = []
+    for entry in entries:
+        option = exact_option(entry, options) if isinstance(entry, str) else None
+        if option is None:
+            if str(entry).strip():
+                dropped.append(_short(entry))
+        elif option not in ranking:
+            ranking.append(option)
+    return ranking, dropped
+
+
+def read_confidence(value: Any) -> float | None:
+    """0 to 100, clamped; None for anything that is not a number (NaN included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip().rstrip("%"))
+        except ValueError:
+            return None
+    if not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return max(0.0, min(100.0, float(value)))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    flat = " ".join(str(value).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _listing(entries: list[str], limit: int = 5) -> str:
+    shown = ", ".join(f"'{entry}'" for entry in entries[:limit])
+    return shown + (f" and {len(entries) - limit} more" if len(entries) > limit else "")
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= REASON_LIMIT else flat[: REASON_LIMIT - 1].rstrip() + "…"
+
+
+def read_ballot(
+    voter: str, text: str, parsed: dict[str, Any] | None, options: Sequence[str], *, no_match: NoMatch, weight: float = 1.0
+) -> tuple[Ballot, list[str]]:
+    """A reply read as a ballot, and the warnings to raise about it.
+
+    A reply holding a ballot object is read by its own fields: a `choice` that is exactly
+    an option is a structured vote; any other choice is matched as text (whole words, the
+    longest option named), and its ranking, confidence and reason are read field by field.
+    A reply with no ballot object is read as prose, matched as text. A ballot that names no
+    option abstains, or with `no_match: first` counts for the first option."""
+    data = parsed if parsed is not None else extract_json_object(text)
+    warnings: list[str] = []
+    matched_by: MatchedBy = "text"
+    ranking: list[str] = []
+    confidence: float | None = None
+    if isinstance(data, dict) and "choice" in data:
+        raw = data["choice"]
+        choice = exact_option(raw, options) if isinstance(raw, str) else None
+        if choice is not None:
+            matched_by = "structured"
+        elif isinstance(raw, str):
+            choice = match_option(raw, options)
+            named = f"; its words name {choice}" if choice else ""
+            warnings.append(f"chose '{_short(raw)}', which is not one of the options{named}")
+        else:
+            warnings.append("its ballot's choice is not text")
+        ranking, dropped = read_ranking(data.get("ranking"), options)
+        if dropped:
+            warnings.append(f"ranked {_listing(dropped)}, not among the options; dropped")
+        confidence = read_confidence(data.get("confidence"))
+        reason = data["reason"] if isinstance(data.get("reason"), str) else ""
+    else:
+        choice = match_option(text, options)
+        reason = text
+    if choice is None and no_match == "first":
+        choice, matched_by = options[0], "first"
+        warnings.append(f"named no option; counted for the first option, {options[0]} (no_match: first)")
+    elif choice is None:
+        matched_by = "none"
+        warnings.append("named no option; recorded as an abstention")
+    ballot = Ballot(
+        voter=voter,
+        choice=choice,
+        ranking=[choice, *(option for option in ranking if option != choice)] if choice else [],
+        confidence=confidence,
+        reason=_one_line(reason),
+        matched_by=matched_by,
+        weight=weight,
+    )
+    return ballot, warnings
+
+
+def is_late(ok: bool, error_kind: str | None, finished: float, deadline: float | None) -> bool:
+    """Whether a ballot missed the close of collection: a reply that returned after the
+    deadline, or a call the gateway cut at the deadline. A timeout well before the deadline
+    is the voter's own call limit: a failure, not a late ballot."""
+    if deadline is None:
+        return False
+    if ok:
+        return finished > deadline
+    return error_kind == "timeout" and finished >= deadline - DEADLINE_SLACK
+
+
+# Prompts ---------------------------------------------------------------------------------------
+
+
+def options_block(options: Sequence[str]) -> str:
+    return "Options:\n" + "\n".join(f"- {option}" for option in options)
+
+
+_INSTRUCTIONS = (
+    "Choose one option. Give your choice exactly as it is written above, your ranking of every option "
+    "(best first), your confidence in your choice from 0 to 100, and a one-line reason."
+)
+
+
+def ballot_prompt(question: str, options: Sequence[str]) -> str:
+    return mark(f"Question:\n{question}\n\nThe panel votes on the question. {options_block(options)}\n\n{_INSTRUCTIONS}", Task.BALLOT)
+
+
+def leader_prompt(question: str, options: Sequence[str], counted: Tally) -> str:
+    """The leader sees how the vote went (counts, never another voter's words) and why it
+    decided nothing."""
+    counts = ", ".join(f"{option} {count}" for option, count in counted.vote_counts.items())
+    abstained = f"; {counted.abstentions} abstained" if counted.abstentions else ""
+    return mark(
+        f"Question:\n{question}\n\nThe panel voted on the question by {counted.method.replace('_', ' ')} and decided "
+        f"nothing: {counted.reason}. The votes: {counts}{abstained}.\n\n"
+        f"You lead the panel, so the choice is yours. {options_block(options)}\n\n{_INSTRUCTIONS}",
+        Task.BALLOT,
+    )
+
+
+# Checks ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VotePlan:
+    """What a vote needs beyond the members, checked before any call."""
+
+    options: list[str]
+    method: Method
+    threshold: float
+    quorum: int
+    no_match: NoMatch
+    max_voters: int
+    leader: Member | None
+
+
+def option_problems(options: Sequence[str]) -> list[tuple[int, str]]:
+    """(index, problem) for each option that cannot be voted on. Options are matched in any
+    case, so two that differ only in case are one option given twice."""
+    problems: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for index, option in enumerate(options):
+        if not option.strip():
+            problems.append((index, "an option cannot be empty"))
+        elif "\n" in option or "\r" in option:
+            problems.append((index, "an option is one line of text"))
+        elif len(option) > OPTION_LIMIT:
+            problems.append((index, f"an option is at most {OPTION_LIMIT} characters"))
+        elif _fold(option) in seen:
+            problems.append((index, f"'{option.strip()}' is given twice (options match in any case)"))
+        seen.add(_fold(option))
+    return problems
+
+
+def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
+    problems = option_problems(panel.options)
+    if problems:
+        index, problem = problems[0]
+        loc: tuple[str | int, ...] = ("options", index)
+        if panel.source_file is None:
+            raise UserError(f"{field_name(loc)}: {problem}.")
+        raise ConfigError(panel.source_file, panel.line_of(loc), field_name(loc), problem)
+    options = [option.strip() for option in panel.options]
+    if len(options) < 2:
+        given = f" ('{options[0]}' is the only one)" if options else ""
+        raise UserError(
+            f"A {protocol} needs at least two options to choose between{given}: give them with --options A B, or as options: in the panel file."
+        )
+    leader = panel.member(panel.leader, role="leader") if protocol == "decide" and panel.leader else None
+    threshold, _ = effective_threshold(panel.threshold)
+    return VotePlan(
+        options=options, method=panel.method, threshold=threshold, quorum=panel.quorum, no_match=panel.no_match,
+        max_voters=panel.max_voters, leader=leader,
+    )
+
+
+def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding]:
+    plan_vote(panel, protocol)
+    findings: list[Finding] = []
+    _, problem = effective_threshold(panel.threshold)
+    if panel.method == "supermajority" and problem:
+        findings.append((("threshold",), problem))
+    elif panel.method != "supermajority" and "threshold" in panel.model_fields_set:
+        findings.append((("threshold",), f"used only by method supermajority, not {panel.method}"))
+    if panel.method != "weighted":
+        findings += [
+            (("members", index, "weight"), f"used only by method weighted, not {panel.method}")
+            for index, member in enumerate(panel.members)
+            if "weight" in member.model_fields_set
+        ]
+    if panel.quorum > len(panel.members):
+        findings.append((("quorum",), f"{panel.quorum} is more than the {len(panel.members)} voters; no vote can reach it"))
+    return findings
+
+
+def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[str, str]]:
+    plan = plan_vote(panel, protocol)
+    method = plan.method + (f", threshold {plan.threshold:g}" if plan.method == "supermajority" else "")
+    settings = [
+        ("method", method),
+        ("options", ", ".join(plan.options)),
+        ("quorum", str(plan.quorum)),
+        ("no_match", plan.no_match),
+        ("max_voters", f"{plan.max_voters} asked at once"),
+    ]
+    if protocol == "decide":
+        settings.append(("leader", plan.leader.name if plan.leader else "none: without a winner nothing is decided"))
+    return settings
+
+
+VOTE_FIELDS = frozenset({"method", "threshold", "quorum", "options", "no_match", "max_voters"})
+RULES = ProtocolRules(
+    fields=VOTE_FIELDS,
+    timeouts={"vote": DEFAULT_TIMEOUT},
+    member_fields=frozenset({"weight"}),
+    check=lambda panel: _findings(panel, "vote"),
+    settings=lambda panel: _settings(panel, "vote"),
+)
+DECIDE_RULES = ProtocolRules(
+    fields=VOTE_FIELDS | {"leader"},
+    timeouts={"vote": DEFAULT_TIMEOUT},
+    member_fields=frozenset({"weight"}),
+    check=lambda panel: _findings(panel, "decide"),
+    settings=lambda panel: _settings(panel, "decide"),
+)
+
+
+# Engines ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Poll:
+    """A vote's collection and count."""
+
+    ballots: list[Ballot]
+    failures: list[VoterFailure]
+    tally: Tally
+
+
+async def _warn(emit: Emit, member: str, warnings: list[str]) -> None:
+    for warning in warnings:
+        await emit(WarningRaised(message=warning, member=member))
+
+
+async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, emit: Emit) -> Poll:
+    """Ask every voter at once (at most `max_voters` at a time) until collection closes,
+    announce each ballot as it arrives, then count."""
+    limit = RULES.limit(panel, "vote")
+    names = panel.member_names
+    stage = await open_stage(emit, "vote", members=names, limit=limit)
+    await emit(
+        VoteOpened(
+            options=plan.options, method=plan.method, threshold=plan.threshold, quorum=plan.quorum, voters=names,
+            weights={member.name: member.weight for member in panel.members}, timeout=limit, max_voters=plan.max_voters,
+            leader=plan.leader.name if plan.leader else None,
+        )
+    )
+    messages = [{"role": "user", "content": ballot_prompt(question, plan.options)}]
+    loop = asyncio.get_running_loop()
+    closed = f"collection closed ({describe_duration(limit)})"
+
+    async def ballot_of(member: Member) -> Ballot | VoterFailure:
+        reply = await gateway.call(member, messages, stage="vote", deadline=stage.deadline, schema=BallotReply)
+        late = is_late(reply.ok, reply.error_kind, loop.time(), stage.deadline)
+        if reply.ok:
+            ballot, warnings = read_ballot(member.name, reply.text, reply.parsed, plan.options, no_match=plan.no_match, weight=member.weight)
+            if late:
+                ballot, warnings = ballot.model_copy(update={"late": True}), [f"its ballot came after {closed}; recorded as late, not counted"]
+        elif late:
+            ballot = Ballot(voter=member.name, weight=member.weight, late=True, reason=f"no ballot before {closed}")
+            warnings = [f"cast no ballot before {closed}; recorded as late, not counted"]
+        else:
+            return VoterFailure(voter=member.name, kind=reply.error_kind or "failed", error=reply.error or "")
+        await _warn(emit, member.name, warnings)
+        await emit(VoteReceived(**ballot.model_dump()))
+        return ballot
+
+    outcomes = await gather_each(panel.members, ballot_of, at_once=plan.max_voters)
+    ballots = [outcome for outcome in outcomes if isinstance(outcome, Ballot)]
+    failures = [outcome for outcome in outcomes if isinstance(outcome, VoterFailure)]
+    counted = tally(ballots, plan.options, plan.method, threshold=plan.threshold, quorum=plan.quorum)
+    if counted.quorum_met:
+        await emit(QuorumReached(current=counted.ballots_cast, required=plan.quorum))
+    await emit(VoteTallied(tally=counted.model_dump(mode="json")))
+    return Poll(ballots=ballots, failures=failures, tally=counted)
+
+
+def _fields(plan: VotePlan, poll: Poll, winner: str | None, reason: str | None) -> dict[str, Any]:
+    """What a vote's and a decision's results share."""
+    counted = poll.tally
+    return {
+        "final_answer": winner,
+        "failure_reason": None if winner else reason,
+        "winner": winner,
+        "method": plan.method,
+        "options": plan.options,
+        "vote_counts": counted.vote_counts,
+        "weights": counted.weights,
+        "threshold": counted.threshold,
+        "quorum": plan.quorum,
+        "quorum_met": counted.quorum_met,
+        "unanimous": counted.unanimous,
+        "total_votes": counted.total_votes,
+        "winner_votes": counted.winner_votes if winner == counted.winner else counted.vote_counts.get(winner or "", 0),
+        "ballots_cast": counted.ballots_cast,
+        "abstained": [ballot.voter for ballot in poll.ballots if ballot.choice is None and not ballot.late],
+        "late": [ballot.voter for ballot in poll.ballots if ballot.late],
+        "failed": poll.failures,
+        "ballots": poll.ballots,
+        "rounds": counted.rounds,
+    }
+
+
+async def vote(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> VoteResult:
+    plan = plan_vote(panel, "vote")
+    poll = await _poll(panel, plan, question, gateway, emit)
+    return VoteResult(**_fields(plan, poll, poll.tally.winner, poll.tally.reason))
+
+
+async def _ask_leader(panel: Panel, plan: VotePlan, leader: Member, question: str, counted: Tally, gateway: Gateway, emit: Emit) -> tuple[Ballot | None, str | None]:
+    """The leader's choice, read like a ballot; or None and why it made none."""
+    stage = await open_stage(emit, "leader", members=[leader.name], limit=RULES.limit(panel, "vote"))
+    prompt = [{"role": "user", "content": leader_prompt(question, plan.options, counted)}]
+    reply = await gateway.call(leader, prompt, stage="leader", deadline=stage.deadline, schema=BallotReply)
+    if not reply.ok:
+        error = failure_reason(reply.error_kind, reply.error)
+        await emit(LeaderChose(leader=leader.name, error=error))
+        return None, f"could not choose: {error}"
+    ballot, warnings = read_ballot(leader.name, reply.text, reply.parsed, plan.options, no_match=plan.no_match, weight=leader.weight)
+    await _warn(emit, leader.name, warnings)
+    await emit(
+        LeaderChose(leader=leader.name, choice=ballot.choice, matched_by=ballot.matched_by, confidence=ballot.confidence, reason=ballot.reason)
+    )
+    return ballot, None if ballot.choice else "named no option"
+
+
+async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> DecideResult:
+    plan = plan_vote(panel, "decide")
+    poll = await _poll(panel, plan, question, gateway, emit)
+    counted = poll.tally
+    winner, reason = counted.winner, counted.reason
+    leader_ballot: Ballot | None = None
+    if winner is None and plan.leader is not None:
+        leader_ballot, problem = await _ask_leader(panel, plan, plan.leader, question, counted, gateway, emit)
+        if leader_ballot is not None and leader_ballot.choice is not None:
+            winner = leader_ballot.choice
+        else:
+            reason = f"{reason}; the leader {plan.leader.name} {problem}"
+    override = counted.winner is None and winner is not None
+    await emit(
+        DecisionRecorded(
+            topic=question, winner=winner, vote_counts=counted.vote_counts, method=plan.method, total_votes=counted.total_votes,
+            ballots_cast=counted.ballots_cast, leader=plan.leader.name if plan.leader else None, leader_override=override,
+            consensus_reached=counted.winner is not None,
+        )
+    )
+    return DecideResult(
+        **_fields(plan, poll, winner, reason),
+        leader=plan.leader.name if plan.leader else None,
+        leader_ballot=leader_ballot,
+        leader_override=override,
+        consensus_reached=counted.winner is not None,
+    )

@@ -1,0 +1,137 @@
+"""delphi's part of the views: a table per round (expert, status, changed?, the analysis),
+the round's outcome under it, its plain lines and its summary fields.
+
+From round 2 an expert's reply is a JSON object, so the table previews the analysis the
+contribution event carries rather than the raw reply. Expert text is always `Text`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from panel_cli.events import ContributionMade, DelphiRoundEnded
+from panel_cli.view import fmt
+from panel_cli.view.tables import (
+    STATUS_STYLES,
+    CallRow,
+    Column,
+    Preview,
+    StageState,
+    fit_columns,
+    member_cell,
+    preview_cell,
+    warning_line,
+)
+
+# The engine's stage for each round's contributions (panel_cli.protocols.delphi.STAGE),
+# named here so the views need not import the engine.
+STAGE = "contribution"
+
+
+@dataclass
+class ContributionStage(StageState):
+    """A Delphi round: the common call rows, each expert's contribution, and how the round ended."""
+
+    contributions: dict[str, ContributionMade] = field(default_factory=dict)
+    ended: DelphiRoundEnded | None = None
+
+    def contribute(self, event: ContributionMade) -> None:
+        self.contributions[event.expert] = event
+        self.member_row(event.expert, event.label).label = event.label
+
+    def render(self) -> RenderableType:
+        parts: list[RenderableType] = [ContributionTable(self)]
+        if self.ended is not None:
+            parts.append(round_note(self.ended))
+        parts += [warning_line(warning) for warning in self.warnings]
+        return Group(*parts)
+
+
+class ContributionTable:
+    """Laid out for the width it is drawn at, like every stage table: on a narrow terminal
+    tokens and latency go first, the expert, its status and `changed?` stay."""
+
+    def __init__(self, stage: ContributionStage) -> None:
+        self.stage = stage
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = Table(title=Text(self.stage.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+        rows = self.stage.rows
+        fitted = fit_columns(self.columns(), options.max_width)
+        for column, width in fitted:
+            table.add_column(column.header, justify=column.justify, style=column.style, width=width)
+        for index in range(len(rows)):
+            table.add_row(*(column.cells[index] for column, _ in fitted))
+        yield table
+
+    def columns(self) -> list[Column]:
+        rows = self.stage.rows
+        found = [self.stage.contributions.get(row.name) if row.status == "answered" else None for row in rows]
+        return [
+            Column("expert", [member_cell(row, False) for row in rows], keep=0),
+            Column("status", [Text(row.status, style=STATUS_STYLES[row.status]) for row in rows], keep=0),
+            Column("changed?", [changed_cell(entry) for entry in found], keep=2),
+            Column("latency", [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows], keep=5, justify="right"),
+            Column("tokens", [Text("" if row.tokens is None else fmt.tokens(row.tokens)) for row in rows], keep=6, justify="right"),
+            Column("analysis", [analysis_cell(row, entry) for row, entry in zip(rows, found, strict=True)], keep=4, shrink_to=12, style="dim"),
+        ]
+
+
+def changed_cell(entry: ContributionMade | None) -> Text:
+    """`yes` / `no`; `first` in round 1; a reply that was not the structured object says so."""
+    if entry is None:
+        return Text("")
+    if entry.changed is None:
+        return Text("first", style="dim")
+    cell = Text("yes", style="cyan") if entry.changed else Text("no", style="green")
+    if not entry.structured:
+        cell.append(" (unstructured)", style="yellow")
+    return cell
+
+
+def analysis_cell(row: CallRow, entry: ContributionMade | None) -> Preview:
+    if entry is None:
+        return preview_cell(row)
+    return Preview(Text(fmt.one_line(entry.analysis)), Text(" (truncated)", style="yellow") if row.truncated else None)
+
+
+def round_note(ended: DelphiRoundEnded) -> Text:
+    """`3 of 3 experts contributed · every one reports no change: no further round`."""
+    note = Text(f"{ended.contributed} of {ended.experts} experts contributed", style="dim")
+    if ended.contributed == 0:
+        note.append(" · the rounds stop here", style="yellow")
+    elif ended.unchanged:
+        note.append(" · every one reports no change", style="green")
+        if ended.early_stop:
+            note.append(": no further round", style="green")
+    return note
+
+
+def plain_line(event: ContributionMade | DelphiRoundEnded) -> str:
+    """`[round 2] contribution  ann (Expert A)  unchanged`; `round 2 ended: 3 of 3 …`."""
+    if isinstance(event, DelphiRoundEnded):
+        line = f"round {event.round} ended: {event.contributed} of {event.experts} experts contributed"
+        if event.contributed and event.unchanged:
+            line += ", every one reports no change"
+        return line + (" -> no further round" if event.early_stop else "")
+    state = "first contribution" if event.changed is None else "changed" if event.changed else "unchanged"
+    state += "" if event.structured else " (unstructured reply)"
+    return f"[round {event.round}] contribution  {event.expert} (Expert {event.label})  {state}"
+
+
+def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Who synthesised, and whether the experts stopped changing before the last round."""
+    if "experts" not in result or "stopped_early" not in result:
+        return []
+    fields: list[tuple[str, str]] = []
+    synthesis = result.get("synthesis")
+    if isinstance(synthesis, dict) and synthesis.get("chairman"):
+        fields.append(("chairman", str(synthesis["chairman"])))
+    if result.get("stopped_early"):
+        fields.append(("stopped early", "yes"))
+    return fields

@@ -1,0 +1,199 @@
+"""How orchestrate looks: the task graph as a tree that updates as subtasks start and end, the
+plain lines of its events, and its facts in the run's summary.
+
+The tree is drawn from events alone (the accepted plan, then each subtask's start and end), so
+a replay draws it as the run did. Each subtask hangs under its deepest dependency, so its
+indent is its depth, and its row lists every dependency it waits for. Plan titles, outputs
+and errors are model text: they go in as `Text`, never as markup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from panel_cli.events import (
+    BaseEvent,
+    PlanAccepted,
+    PlanProposed,
+    PlanRejected,
+    TaskFailed,
+    TaskFinished,
+    TaskSkipped,
+    TaskStarted,
+)
+from panel_cli.protocols.plan import tree_parents
+from panel_cli.view import fmt
+from panel_cli.view.tables import Column, Preview, StageState, fit_columns, warning_line
+
+TaskState = Literal["pending", "running", "succeeded", "failed", "skipped"]
+
+TASK_STYLES: dict[TaskState, str] = {
+    "pending": "dim",
+    "running": "cyan",
+    "succeeded": "green",
+    "failed": "bold red",
+    "skipped": "yellow",
+}
+ERROR_LIMIT = 200
+
+
+@dataclass
+class TaskRow:
+    task_id: str
+    worker: str
+    title: str
+    depends_on: list[str]
+    prefix: str = ""
+    status: TaskState = "pending"
+    start: float | None = None
+    duration: float | None = None
+    note: str = ""
+
+
+def tree_rows(plan: PlanAccepted) -> list[TaskRow]:
+    """The plan's subtasks in drawing order: each root, then its subtree, children in plan
+    order, each with the branch lines (`├─ `, `│  └─ `) that lead to it."""
+    depends = {task.task_id: task.depends_on for task in plan.tasks}
+    parents = tree_parents(depends)
+    children: dict[str | None, list[str]] = {}
+    for task in plan.tasks:
+        children.setdefault(parents[task.task_id], []).append(task.task_id)
+    by_id = {task.task_id: task for task in plan.tasks}
+    rows: list[TaskRow] = []
+
+    def walk(node: str | None, lead: str) -> None:
+        kids = children.get(node, [])
+        for index, kid in enumerate(kids):
+            last = index == len(kids) - 1
+            branch = "" if node is None else ("└─ " if last else "├─ ")
+            task = by_id[kid]
+            rows.append(TaskRow(kid, task.worker, task.title, task.depends_on, prefix=lead + branch))
+            walk(kid, "" if node is None else lead + ("   " if last else "│  "))
+
+    walk(None, "")
+    return rows
+
+
+@dataclass
+class TaskStage(StageState):
+    """The subtasks stage of an orchestrate run: drawn as the task graph rather than as a
+    table of calls (the calls still count in the run's totals)."""
+
+    plan: PlanAccepted | None = None
+    tasks: list[TaskRow] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.plan is not None and not self.tasks:
+            self.tasks = tree_rows(self.plan)
+
+    @property
+    def progress(self) -> str:
+        done = sum(row.status in ("succeeded", "failed", "skipped") for row in self.tasks)
+        running = sum(row.status == "running" for row in self.tasks)
+        return f"subtasks · {done}/{len(self.tasks)} done" + (f", {running} running" if running else "")
+
+    def update(self, event: TaskStarted | TaskFinished | TaskFailed | TaskSkipped) -> None:
+        row = next((row for row in self.tasks if row.task_id == event.task_id), None)
+        if row is None:
+            return
+        match event:
+            case TaskStarted():
+                row.status = "running"
+                origin = self.plan.ts if self.plan is not None else 0.0
+                row.start = max(event.ts - origin, 0.0) if event.ts and origin else None
+            case TaskFinished():
+                row.status, row.duration, row.note = "succeeded", event.duration, event.preview
+            case TaskFailed():
+                row.status, row.duration, row.note = "failed", event.duration, event.error
+            case TaskSkipped():
+                row.status, row.note = "skipped", event.reason
+
+    def render(self) -> RenderableType:
+        return Group(TaskTable(self), *(warning_line(warning) for warning in self.warnings))
+
+
+class TaskTable:
+    """The tree as a table, laid out for the width it is drawn at (Live redraws it on resize)."""
+
+    def __init__(self, stage: TaskStage) -> None:
+        self.stage = stage
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        title = "subtasks" if self.stage.plan is None else f"subtasks · plan by {self.stage.plan.planner}"
+        table = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+        fitted = fit_columns(self.columns(), options.max_width)
+        for column, width in fitted:
+            table.add_column(column.header, justify=column.justify, style=column.style, width=width)
+        for index in range(len(self.stage.tasks)):
+            table.add_row(*(column.cells[index] for column, _ in fitted))
+        yield table
+
+    def columns(self) -> list[Column]:
+        rows = self.stage.tasks
+        return [
+            Column("task", [Text.assemble((row.prefix, "dim"), (row.task_id, "bold")) for row in rows], keep=0),
+            Column("worker", [Text(row.worker) for row in rows], keep=2),
+            Column("after", [Text(", ".join(row.depends_on)) for row in rows], keep=3, shrink_to=8),
+            Column("status", [Text(row.status, style=TASK_STYLES[row.status]) for row in rows], keep=0),
+            Column("start", [Text("" if row.start is None else f"+{fmt.seconds(row.start)}") for row in rows], keep=6, justify="right"),
+            Column("time", [Text("" if row.duration is None else fmt.seconds(row.duration)) for row in rows], keep=5, justify="right"),
+            Column("title / output", [_note(row) for row in rows], keep=4, shrink_to=12, style="dim"),
+        ]
+
+
+def _note(row: TaskRow) -> Preview:
+    """The title until the subtask ends; then its output's beginning, its error, or why it was skipped."""
+    text = fmt.one_line(row.note or row.title)
+    return Preview(Text(text, style="red" if row.status == "failed" else ""))
+
+
+def rejection_note(event: PlanRejected) -> str:
+    """What the plan stage says of a rejected plan."""
+    then = "no attempt is left" if event.final else "the planner is asked again"
+    return f"plan rejected: {fmt.one_line(event.error, ERROR_LIMIT)}; {then}"
+
+
+def plain_line(event: BaseEvent) -> str | None:
+    """The plain view's line (or lines) for an orchestrate event; None for any other event."""
+    match event:
+        case PlanProposed():
+            return f"[round {event.attempt}] plan proposed by {event.planner}"
+        case PlanRejected():
+            return f"[round {event.attempt}] {rejection_note(event)}"
+        case PlanAccepted():
+            lines = [f"[round {event.attempt}] plan accepted: {len(event.tasks)} subtask{'' if len(event.tasks) == 1 else 's'}"]
+            for task in event.tasks:
+                after = f"  after {', '.join(task.depends_on)}" if task.depends_on else ""
+                lines.append(f"  {task.task_id}  {task.worker}{after}  {fmt.one_line(task.title, 80)}")
+            return "\n".join(lines)
+        case TaskStarted():
+            return f"[subtasks] {event.task_id} started  {event.worker}"
+        case TaskFinished():
+            return f"[subtasks] {event.task_id} succeeded  {event.worker}  {fmt.seconds(event.duration)}"
+        case TaskFailed():
+            return f"[subtasks] {event.task_id} failed  {event.worker}  {fmt.seconds(event.duration)}  {fmt.one_line(event.error, ERROR_LIMIT)}"
+        case TaskSkipped():
+            return f"[subtasks] {event.task_id} skipped  {event.worker}  {fmt.one_line(event.reason, ERROR_LIMIT)}"
+    return None
+
+
+def orchestrate_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary's orchestrate facts: the plan, how its subtasks ended, who wrote the answer."""
+    attempts = result.get("plan_attempts")
+    if not isinstance(attempts, list):
+        return []
+    plan = result.get("plan")
+    tried = f" after {len(attempts)} attempts" if len(attempts) > 1 else ""
+    fields = [("plan", f"{len(plan)} subtasks{tried}" if isinstance(plan, list) else f"none valid{tried}")]
+    if isinstance(plan, list):
+        counts = ", ".join(f"{result.get(status, 0)} {status}" for status in ("succeeded", "failed", "skipped"))
+        fields.append(("subtasks", counts))
+    if result.get("chairman"):
+        fields.append(("chairman", str(result["chairman"])))
+    return fields

@@ -1,0 +1,91 @@
+"""supervise's part of the views: under each critique, a worker × round grid of the critic's
+verdicts so far and that round's feedback; its plain lines and its summary fields.
+
+The deliveries and corrections are ordinary stage tables (the reply is the deliverable).
+The critic's feedback is model text: always `Text`, never markup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from panel_cli.events import VerdictGiven
+from panel_cli.view import fmt
+from panel_cli.view.tables import StageState, StageTable, warning_line
+
+# The engine's stage for the critic (panel_cli.protocols.supervise), named here so the
+# views need not import the engine.
+STAGE = "critique"
+FEEDBACK_LIMIT = 300
+
+
+@dataclass
+class CritiqueStage(StageState):
+    """A critique: the critic's call rows, then the grid of every verdict up to this round.
+    `verdicts` is the run's list, shared by every critique stage and filled as verdicts come."""
+
+    verdicts: list[VerdictGiven] = field(default_factory=list)
+
+    def render(self) -> RenderableType:
+        parts: list[RenderableType] = [StageTable(self)]
+        upto = [verdict for verdict in self.verdicts if self.round is None or verdict.round <= self.round]
+        if upto:
+            parts += [Text(), verdict_grid(upto)]
+            current = next((verdict for verdict in upto if verdict.round == self.round), None)
+            if current is not None:
+                parts += feedback_lines(current)
+        parts += [warning_line(warning) for warning in self.warnings]
+        return Group(*parts)
+
+
+def verdict_cell(verdict: VerdictGiven, worker: str) -> Text:
+    if verdict.verdict is None:
+        return Text("no verdict", style="yellow")
+    if worker in verdict.rejected:
+        return Text("✗ rejected", style="bold red")
+    return Text("✓ approved", style="green")
+
+
+def verdict_grid(verdicts: list[VerdictGiven]) -> Table:
+    """One row per worker, one column per review round."""
+    table = Table(title=Text("verdicts", style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("worker", no_wrap=True)
+    for verdict in verdicts:
+        table.add_column(f"round {verdict.round}", no_wrap=True)
+    for worker in verdicts[-1].workers:
+        table.add_row(Text(worker), *(verdict_cell(verdict, worker) for verdict in verdicts))
+    return table
+
+
+def feedback_lines(verdict: VerdictGiven) -> list[Text]:
+    """The round's feedback, worker by worker; why there is no verdict, when there is none."""
+    if verdict.verdict is None:
+        return [Text.assemble((" no usable verdict: ", "yellow"), fmt.one_line(verdict.problem or "unknown", FEEDBACK_LIMIT))]
+    return [
+        Text.assemble((f" {worker}: ", "bold red" if worker in verdict.rejected else "bold"), (fmt.one_line(text, FEEDBACK_LIMIT), "dim"))
+        for worker, text in verdict.feedback.items()
+    ]
+
+
+def plain_line(event: VerdictGiven) -> str:
+    """`[round 1] verdict  critic: REJECTED  writer: Add numbers.`"""
+    head = f"[round {event.round}] verdict  {event.critic}: "
+    if event.verdict is None:
+        return head + f"no usable verdict ({fmt.one_line(event.problem or 'unknown', 200)})"
+    feedback = "; ".join(f"{worker}: {fmt.one_line(text, 200)}" for worker, text in event.feedback.items())
+    return head + event.verdict + (f"  {feedback}" if feedback else "")
+
+
+def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    if "loop_end" not in result:
+        return []
+    fields = [("approved", "yes" if result.get("approved") else "no"), ("corrections", str(result.get("correction_rounds", 0)))]
+    synthesis = result.get("synthesis")
+    if isinstance(synthesis, dict) and synthesis.get("chairman"):
+        fields.append(("chairman", str(synthesis["chairman"])))
+    return fields

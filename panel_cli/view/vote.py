@@ -1,0 +1,277 @@
+"""How a vote is drawn: each ballot as it arrives (voter, choice, ranking, confidence, reason),
+the running tally with bars, the quorum line, every round of an instant runoff, and the
+winner or the exact reason there is none.
+
+The live view hands the vote's events to `on_event`, which turns the stage in progress into
+a `VoteStage` (the stage's table, then the board); the plain view asks `plain_line` for one
+line per event; `panel history retally` draws its recount with `render_tally` and
+`render_rounds`. Option names, reasons and errors are data, always drawn as `Text`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from panel_cli.events import (
+    BaseEvent,
+    DecisionRecorded,
+    LeaderChose,
+    QuorumReached,
+    VoteCast,
+    VoteOpened,
+    VoteReceived,
+    VoteTallied,
+)
+from panel_cli.protocols.tally import RunoffRound, Tally
+from panel_cli.view import fmt
+from panel_cli.view.tables import BAR_WIDTH, WINNER, StageState, StageTable, warning_line
+
+REASON_PREVIEW = 80
+VoteEvent = VoteOpened | VoteReceived | QuorumReached | VoteTallied | LeaderChose | DecisionRecorded
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def choice_text(choice: str | None, matched_by: str, late: bool = False) -> str:
+    """`PostgreSQL`, `MySQL (from text)`, `Ship (first option)`, `abstained` or `late`."""
+    if late:
+        return "late"
+    if choice is None:
+        return "abstained"
+    return choice + {"text": " (from text)", "first": " (first option)"}.get(matched_by, "")
+
+
+@dataclass
+class VoteBoard:
+    """Everything a vote has shown so far, redrawn from its events alone."""
+
+    opened: VoteOpened | None = None
+    ballots: dict[str, VoteReceived] = field(default_factory=dict)
+    quorum: QuorumReached | None = None
+    tally: Tally | None = None
+    leader: LeaderChose | None = None
+
+    def update(self, event: BaseEvent) -> None:
+        match event:
+            case VoteOpened():
+                self.opened = event
+            case VoteReceived():
+                self.ballots.setdefault(event.voter, event)
+            case QuorumReached():
+                self.quorum = event
+            case VoteTallied():
+                self.tally = Tally.model_validate(event.tally)
+            case LeaderChose():
+                self.leader = event
+
+    def running(self) -> dict[str, float]:
+        """The count so far: ballots (or, for weighted, their weight) per option; a runoff's
+        first preferences."""
+        options = self.opened.options if self.opened else []
+        weighted = self.opened is not None and self.opened.method == "weighted"
+        counts = dict.fromkeys(options, 0.0)
+        for ballot in self.ballots.values():
+            if not ballot.late and ballot.choice in counts:
+                counts[ballot.choice] += ballot.weight if weighted else 1
+        return counts
+
+    def renderables(self) -> list[RenderableType]:
+        parts: list[RenderableType] = []
+        if self.opened is not None:
+            parts += [Text(), rules_line(self.opened)]
+            if self.tally is not None:
+                parts.append(render_tally(self.tally))
+            else:
+                parts.append(tally_bars(self.running(), None, weighted=self.opened.method == "weighted"))
+            parts.append(self._quorum_line())
+            apart = self._apart_line()
+            if apart is not None:
+                parts.append(apart)
+        if self.tally is not None and self.tally.rounds:
+            parts += [Text(), render_rounds(self.tally.rounds)]
+        if self.tally is not None:
+            parts.append(outcome_line(self.tally))
+        if self.leader is not None:
+            parts.append(leader_line(self.leader))
+        return parts
+
+    def _quorum_line(self) -> Text:
+        assert self.opened is not None
+        needed = self.opened.quorum
+        if self.quorum is not None:
+            return Text(f"quorum reached: {_plural(self.quorum.current, 'ballot')}, {needed} needed", style="green")
+        if self.tally is not None:
+            return Text(f"quorum not met: {_plural(self.tally.ballots_cast, 'ballot')} arrived, {needed} needed", style="bold red")
+        arrived = sum(1 for ballot in self.ballots.values() if not ballot.late)
+        return Text(f"quorum {needed}: {_plural(arrived, 'ballot')} so far", style="dim")
+
+    def _apart_line(self) -> Text | None:
+        abstained = [name for name, ballot in self.ballots.items() if ballot.choice is None and not ballot.late]
+        late = [name for name, ballot in self.ballots.items() if ballot.late]
+        notes = [f"abstained: {', '.join(abstained)}"] if abstained else []
+        notes += [f"late, not counted: {', '.join(late)}"] if late else []
+        return Text(" · ".join(notes), style="yellow") if notes else None
+
+
+def rules_line(opened: VoteOpened) -> Text:
+    """`majority · quorum 2 · 4 voters, at most 10 at once · collection closes after 30s`."""
+    method = opened.method.replace("_", " ") + (f" (more than {opened.threshold:g})" if opened.method == "supermajority" else "")
+    parts = [method, f"quorum {opened.quorum}", _plural(len(opened.voters), "voter")]
+    if len(opened.voters) > opened.max_voters:
+        parts[-1] += f", at most {opened.max_voters} at once"
+    if opened.timeout is not None:
+        parts.append(f"collection closes after {fmt.number(opened.timeout)}s")
+    if opened.leader:
+        parts.append(f"leader {opened.leader}")
+    return Text(" · ".join(parts), style="bold")
+
+
+def tally_bars(counts: dict[str, float], winner: str | None, *, weighted: bool) -> Table:
+    """One bar per option, in the order listed, as long as its count (or weight); the
+    winner's in bold green with a ★."""
+    grid = Table.grid(padding=(0, 1), pad_edge=True)
+    top = max(counts.values(), default=0) or 1
+    for option, count in counts.items():
+        won = option == winner
+        style = "bold green" if won else "cyan"
+        bar = "█" * max(round(count / top * BAR_WIDTH), 1 if count > 0 else 0)
+        grid.add_row(
+            Text(option, style="bold" if won else ""),
+            Text(bar.ljust(BAR_WIDTH), style=style),
+            Text(fmt.number(count) + (" weight" if weighted else ""), style=style, justify="right"),
+            Text(WINNER if won else "", style=style),
+        )
+    return grid
+
+
+def render_tally(counted: Tally) -> Table:
+    weighted = counted.method == "weighted"
+    return tally_bars(counted.weights if weighted else {o: float(c) for o, c in counted.vote_counts.items()}, counted.winner, weighted=weighted)
+
+
+def round_text(entry: RunoffRound) -> Text:
+    """`round 1: A 2 · B 1 · C 1 — C dropped (tied with B; the one listed last goes); 1 → A`."""
+    line = Text.assemble((f"round {entry.index}: ", "bold"), " · ".join(f"{option} {count}" for option, count in entry.counts.items()))
+    if entry.winner is not None:
+        line.append(f" — {entry.winner} wins with {entry.counts[entry.winner]} of {_plural(entry.live, 'live ballot')}", style="bold green")
+    elif entry.eliminated is not None:
+        line.append(f" — {entry.eliminated} dropped", style="yellow")
+        if entry.tied:
+            others = [option for option in entry.tied if option != entry.eliminated]
+            line.append(f" (tied with {', '.join(others)}; the one listed last goes)", style="yellow")
+        moves = [f"{count} → {option}" for option, count in entry.transfers.items()]
+        moves += [f"{entry.exhausted_now} exhausted"] if entry.exhausted_now else []
+        line.append(f"; its ballots: {', '.join(moves)}" if moves else "; it had no ballots", style="dim")
+    else:
+        line.append(" — every ballot is exhausted", style="bold red")
+    return line
+
+
+def render_rounds(rounds: list[RunoffRound]) -> Group:
+    return Group(Text("instant runoff", style="bold"), *(round_text(entry) for entry in rounds))
+
+
+def outcome_line(counted: Tally) -> Text:
+    if counted.winner is None:
+        return Text(f"no winner: {counted.reason}", style="bold red")
+    share = f"{counted.winner_votes} of {_plural(counted.total_votes, 'vote')}"
+    if counted.method == "weighted":
+        share = f"weight {fmt.number(counted.weights[counted.winner])} of {fmt.number(counted.total_weight)}"
+    return Text.assemble(("winner: ", "bold green"), (counted.winner, "bold green"), (f" — {share}, {counted.method.replace('_', ' ')}", "green"))
+
+
+def leader_line(event: LeaderChose) -> Text:
+    if event.choice is not None:
+        return Text.assemble(
+            ("leader ", "bold"), (event.leader, "bold"), " chose ", (choice_text(event.choice, event.matched_by), "bold green"),
+            (" — the leader's choice decides (leader override)", "green"),
+        )
+    why = event.error or "named no option"
+    return Text(f"leader {event.leader} made no choice: {why}", style="bold red")
+
+
+@dataclass
+class VoteStage(StageState):
+    """A stage of a vote: the stage's table (a row per ballot), then the board."""
+
+    board: VoteBoard = field(default_factory=VoteBoard)
+
+    @classmethod
+    def of(cls, stage: StageState) -> VoteStage:
+        return cls(**{entry.name: getattr(stage, entry.name) for entry in fields(StageState)})
+
+    def render(self) -> RenderableType:
+        return Group(StageTable(self), *self.board.renderables(), *(warning_line(warning) for warning in self.warnings))
+
+
+def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str]) -> StageState | None:
+    """The stage in progress, made a `VoteStage` and updated with one of a vote's events: a
+    ballot fills its voter's row (choice, confidence, reason, ranking)."""
+    if stage is None or isinstance(event, DecisionRecorded):
+        return stage
+    voting = stage if isinstance(stage, VoteStage) else VoteStage.of(stage)
+    voting.board.update(event)
+    if isinstance(event, VoteReceived):
+        row = voting.member_row(event.voter, labels.get(event.voter))
+        row.vote = VoteCast(voter=event.voter, choice=choice_text(event.choice, event.matched_by, event.late), confidence=event.confidence, rationale=event.reason)
+        row.ranking = event.ranking if len(event.ranking) > 1 else None
+    elif isinstance(event, LeaderChose):
+        row = voting.member_row(event.leader, labels.get(event.leader))
+        row.vote = VoteCast(voter=event.leader, choice=choice_text(event.choice, event.matched_by), confidence=event.confidence, rationale=event.reason or event.error or "")
+    return voting
+
+
+# Plain lines -----------------------------------------------------------------------------------
+
+
+def plain_line(event: VoteEvent) -> str | None:
+    """One line (a tally: one per runoff round too) for a pipe or a log."""
+    match event:
+        case VoteOpened():
+            return f"vote opened  {rules_line(event).plain}  options: {', '.join(event.options)}"
+        case VoteReceived(late=True):
+            return f"ballot  {event.voter}  late, not counted: {fmt.one_line(event.reason, REASON_PREVIEW)}"
+        case VoteReceived():
+            detail = "" if event.confidence is None else f" ({fmt.number(event.confidence)})"
+            line = f"ballot  {event.voter} -> {choice_text(event.choice, event.matched_by)}{detail}"
+            if len(event.ranking) > 1:
+                line += f"  ranking {' > '.join(event.ranking)}"
+            return line + (f"  {fmt.one_line(event.reason, REASON_PREVIEW)}" if event.reason else "")
+        case QuorumReached():
+            return f"quorum reached: {_plural(event.current, 'ballot')}, {event.required} needed"
+        case VoteTallied():
+            counted = Tally.model_validate(event.tally)
+            values: dict[str, Any] = counted.weights if counted.method == "weighted" else counted.vote_counts
+            lines = [f"tally ({counted.method}): " + " ".join(f"{option}={fmt.number(value)}" for option, value in values.items())]
+            lines += [f"  runoff {round_text(entry).plain}" for entry in counted.rounds or []]
+            lines.append(outcome_line(counted).plain)
+            return "\n".join(lines)
+        case LeaderChose():
+            return leader_line(event).plain
+        case DecisionRecorded():
+            outcome = event.winner or "no winner"
+            return f"decision recorded: {outcome}" + (" (leader override)" if event.leader_override else "")
+
+
+def vote_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary's vote facts (the winner is already there): method, votes, quorum, and
+    who abstained, was late or was overridden by the leader."""
+    if "vote_counts" not in result:
+        return []
+    fields_: list[tuple[str, str]] = [("method", str(result.get("method")))]
+    if result.get("winner") is not None and not result.get("leader_override"):
+        fields_.append(("votes", f"{result.get('winner_votes')} of {result.get('total_votes')}"))
+    fields_.append(("quorum", "met" if result.get("quorum_met") else "not met"))
+    for key in ("abstained", "late", "failed"):
+        if result.get(key):
+            fields_.append((key, str(len(result[key]))))
+    if result.get("leader_override"):
+        fields_.append(("leader override", str(result.get("leader"))))
+    return fields_
