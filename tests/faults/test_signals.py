@@ -86,14 +86,16 @@ def test_three_quick_ctrl_c_on_sixteen_members_exit_130_with_every_call_kept(fak
     assert con.execute("select count(*), min(error_kind), max(error_kind) from calls").fetchone() == (16, "cancelled", "cancelled")
 
 
-def test_sigterm_while_starting_exits_143_without_a_traceback(tmp_path):
-    """Before the run exists (litellm still loading) SIGTERM stops the command the same way."""
+def test_sigterm_before_the_run_exists_exits_143_without_a_traceback(tmp_path):
+    """Before the run exists (here, waiting for a question on a stdin that never ends, while
+    litellm loads) SIGTERM stops the command the same way, and nothing is stored."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", "confer", "configs/demo.yaml", "--db", str(tmp_path / "runs.db")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        [sys.executable, "-m", "panel_cli", "confer", "configs/demo.yaml", "-q", "-", "--db", str(tmp_path / "runs.db")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )
-    time.sleep(2.0)  # past panel's own start-up, well inside litellm's ~6 s import
+    time.sleep(2.0)  # past panel's own start-up; the command then waits on stdin for good
     process.send_signal(signal.SIGTERM)
     stderr = finish(process)
     assert process.returncode == 143, stderr
-    assert "Traceback" not in stderr
+    assert "Traceback" not in stderr and "interrupted by SIGTERM" in stderr
+    assert not (tmp_path / "runs.db").exists()
