@@ -66,7 +66,9 @@ class CallStarted(BaseEvent):
 
 
 class CallFinished(BaseEvent):
-    """`truncated`: the reply was longer than `max_response_chars` and `text` is its beginning."""
+    """`truncated`: the reply was longer than `max_response_chars` and `text` is its beginning.
+    `request_hash` identifies the request (model, messages, parameters), so a resumed run can
+    take an answered call from the store instead of paying for it again."""
 
     type: Literal["call_finished"] = "call_finished"
     call_id: str
@@ -78,6 +80,7 @@ class CallFinished(BaseEvent):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     text: str
     truncated: bool = False
+    request_hash: str | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
