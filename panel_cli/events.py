@@ -68,7 +68,8 @@ class CallStarted(BaseEvent):
 class CallFinished(BaseEvent):
     """`truncated`: the reply was longer than `max_response_chars` and `text` is its beginning.
     `request_hash` identifies the request (model, messages, parameters), so a resumed run can
-    take an answered call from the store instead of paying for it again."""
+    take an answered call from the store instead of paying for it again. `reused`: this run
+    made no request; the reply is the one the run it resumes got (so no tokens, no cost)."""
 
     type: Literal["call_finished"] = "call_finished"
     call_id: str
@@ -81,6 +82,7 @@ class CallFinished(BaseEvent):
     text: str
     truncated: bool = False
     request_hash: str | None = None
+    reused: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None

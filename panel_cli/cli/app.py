@@ -22,8 +22,10 @@ from panel_cli.cli import confer as confer_command
 from panel_cli.cli import council as council_command
 from panel_cli.cli import delphi as delphi_command
 from panel_cli.cli import ensemble as ensemble_command
+from panel_cli.cli import init as init_command
 from panel_cli.cli import inspect as inspect_commands
 from panel_cli.cli import orchestrate as orchestrate_command
+from panel_cli.cli import resume as resume_command
 from panel_cli.cli import run as run_command
 from panel_cli.cli import supervise as supervise_command
 from panel_cli.cli import vote as vote_command
@@ -139,6 +141,8 @@ app.command("orchestrate", cls=PanelCommand)(orchestrate_command.orchestrate)
 app.command("validate", cls=PanelCommand)(inspect_commands.validate)
 app.command("models", cls=PanelCommand)(inspect_commands.models)
 app.command("run", cls=PanelCommand)(run_command.run)
+app.command("resume", cls=PanelCommand)(resume_command.resume)
+app.command("init", cls=PanelCommand)(init_command.init)
 app.command("vote", cls=SpreadOptionsCommand)(vote_command.vote)
 app.command("decide", cls=SpreadOptionsCommand)(vote_command.decide)
 

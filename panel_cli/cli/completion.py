@@ -67,7 +67,7 @@ def member_names(ctx: typer.Context, incomplete: str) -> list[str]:
 def default_db_path() -> Path:
     """The transcript database when `--db` is not given. The same rule as the store's
     `default_db_path`, kept here so that completing a run id does not import the store
-    (and with it pydantic and aiosqlite) on every TAB."""
+    (and with it pydantic) on every TAB."""
     if env := os.environ.get("PANEL_DB"):
         return Path(env).expanduser()
     from platformdirs import user_data_dir
@@ -89,7 +89,7 @@ def run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
         connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             rows = connection.execute(
-                "SELECT id, started_at, protocol, question FROM runs WHERE substr(id, 1, ?) = ? "
+                "SELECT id, started_at, protocol, question FROM run_texts WHERE substr(id, 1, ?) = ? "
                 "ORDER BY started_at DESC LIMIT ?",
                 (len(incomplete), incomplete, RUN_LIMIT),
             ).fetchall()
@@ -100,8 +100,11 @@ def run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
     return [(run_id, _describe(started, protocol, question)) for run_id, started, protocol, question in rows]
 
 
-def _describe(started: float | None, protocol: str | None, question: str | None) -> str:
+def _describe(started: str | None, protocol: str | None, question: str | None) -> str:
+    """`2026-11-30 14:54 confer Which database…`: the start in local time (the file keeps ISO UTC)."""
     from datetime import datetime
 
-    when = datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M") if started else ""
+    from panel_cli.store.times import epoch
+
+    when = datetime.fromtimestamp(epoch(started)).strftime("%Y-%m-%d %H:%M") if started else ""
     return " ".join(part for part in (when, protocol, " ".join((question or "").split())[:60]) if part)

@@ -25,7 +25,7 @@ from panel_cli.errors import MissingKeyError, UserError
 from panel_cli.redact import redact, redact_obj, secret_values
 
 if TYPE_CHECKING:
-    from panel_cli.protocols.base import Engine, RunOutcome
+    from panel_cli.protocols.base import Continuation, Engine, RunOutcome
 
 # A question piped on stdin larger than this is a mistake (a binary, a log), not a question.
 STDIN_LIMIT = 1 << 20
@@ -157,10 +157,11 @@ def execute(
     json_mode: bool,
     quiet: bool,
     db: Path | None,
+    continuing: Continuation | None = None,
 ) -> None:
     """Run `engine` and exit with SPEC §4's code: 0 answer, 1 no answer, 2 user error, 130 or
     143 interrupted. `warnings` (found by the checks) are raised inside the run, so they are
-    shown and stored with it."""
+    shown and stored with it. `continuing`: the run this one resumes (`panel resume`)."""
     from panel_cli.store.db import TranscriptStore, resolve_db_path
     from panel_cli.view.base import make_view
 
@@ -182,9 +183,10 @@ def execute(
         store = await TranscriptStore.open(db_path)
         view = make_view(console, json_mode=json_mode, quiet=quiet, err_stream=sys.stderr)
         bus = EventBus(run_id, [store, view], secrets=secrets)
-        gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
+        answered = continuing.answered if continuing is not None else None
+        gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency, answered=answered)
         try:
-            return await run_engine(engine, panel, question, gateway, bus, warnings)
+            return await run_engine(engine, panel, question, gateway, bus, warnings, continuing=continuing)
         finally:
             view.close()
             await gateway.aclose()

@@ -7,7 +7,9 @@ it prints banners. So the gateway owns the deadline (`asyncio.wait_for`), the re
 deadline), a concurrency limit per endpoint, structured output, the cost of each call and
 the size of a reply. It reports every call as events and never raises for a provider
 failure: the result says what went wrong. A member that fails for good (a rejected key, an
-unknown model, a refused connection) is not called again in the run.
+unknown model, a refused connection) is not called again in the run. A resumed run's gateway
+holds the replies its earlier run got, by request hash, and answers those requests from them
+instead of paying for them again.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import random
 import time
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Iterator
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -41,6 +44,7 @@ from panel_cli.events import (
     WarningRaised,
 )
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
+from panel_cli.llm.request_hash import request_hash
 from panel_cli.llm.structured import json_instructions, parse_structured
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
@@ -156,11 +160,22 @@ async def _acompletion(litellm: ModuleType, request: dict[str, Any]) -> Any:
         return await litellm.acompletion(**request)
 
 
+class AnsweredCall(Protocol):
+    """A reply the run being resumed got, as the store reads it back (`CallRecord`)."""
+
+    @property
+    def response(self) -> str | None: ...
+
+    @property
+    def truncated(self) -> bool: ...
+
+
 class CallResult(BaseModel):
     """What one call produced. `ok` is False when the call itself failed; a reply that is
     not the structured object asked for is still `ok`, with `parse_error` set. `truncated`:
     the reply was longer than `max_response_chars` and `text` is its beginning. `skipped`:
-    no request was made because the member failed for good earlier in the run."""
+    no request was made because the member failed for good earlier in the run. `reused`: no
+    request was made because the run this one resumes got this very request answered."""
 
     call_id: str
     member: str
@@ -173,6 +188,7 @@ class CallResult(BaseModel):
     error: str | None = None
     truncated: bool = False
     skipped: bool = False
+    reused: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -220,7 +236,11 @@ class Gateway:
         defaults: Defaults | None = None,
         concurrency: dict[str, int] | None = None,
         rng: random.Random | None = None,
+        answered: Mapping[str, Sequence[AnsweredCall]] | None = None,
     ) -> None:
+        """`answered`: the replies the run being resumed got, by request hash, oldest first.
+        Each answers one request: a run that asked the same thing twice (two members on one
+        model, a round whose prompt did not change) got two samples, and so does its resume."""
         self.emit = emit
         self.defaults = defaults or Defaults()
         self.concurrency = dict(concurrency or {})
@@ -232,6 +252,7 @@ class Gateway:
         # key (401)`); the run's result reports them.
         self.excluded: dict[str, str] = {}
         self._excluded_kind: dict[str, ErrorKind] = {}
+        self._answered: dict[str, deque[AnsweredCall]] = {digest: deque(calls) for digest, calls in (answered or {}).items()}
         self._litellm = load_litellm()
 
     def _api_key(self, member: Member) -> str | None:
@@ -308,9 +329,13 @@ class Gateway:
         native = schema is not None and self._supports_schema(member.model)
         full = self._messages(member, messages, schema, native)
         request = self._request(member, full, schema if native else None)
+        digest = request_hash(request)
         call_id = uuid.uuid4().hex[:16]
         common = {"call_id": call_id, "member": member.name, "model": member.model, "stage": stage, "round": round, "about": about}
         await self.emit(CallStarted(**common))
+        earlier = self._take_answered(digest)
+        if earlier is not None:
+            return await self._reuse(member, common, full, digest, earlier, schema)
         retries = member.retries if member.retries is not None else self.defaults.retries
         call_timeout = member.timeout or self.defaults.timeout
         end, per_try = deadline, None
@@ -366,23 +391,53 @@ class Gateway:
         if truncated:
             text = text[:cap]
         cost = self._cost(member.model, tokens_in, tokens_out)
-        parsed, parse_error = None, None
-        if schema is not None:
-            obj, parse_error = parse_structured(text, schema)
-            parsed = obj.model_dump() if obj is not None else None
+        parsed, parse_error = _parse(text, schema)
         await self.emit(
             CallFinished(
-                **common, messages=full, text=text, truncated=truncated, tokens_in=tokens_in, tokens_out=tokens_out,
-                cost=cost, latency=latency, attempts=attempts,
+                **common, messages=full, text=text, truncated=truncated, request_hash=digest, tokens_in=tokens_in,
+                tokens_out=tokens_out, cost=cost, latency=latency, attempts=attempts,
             )
         )
         if truncated:
-            await self.emit(WarningRaised(member=member.name, message=f"its reply was cut at {cap:,} characters"))
+            await self._warn_truncated(member)
         return CallResult(
             call_id=call_id, member=member.name, model=member.model, ok=True, text=text, parsed=parsed,
             parse_error=parse_error, truncated=truncated, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost,
             latency=latency, attempts=attempts,
         )
+
+    def _take_answered(self, digest: str) -> AnsweredCall | None:
+        """The next stored reply to this request not used yet, if any (each is used once)."""
+        replies = self._answered.get(digest)
+        while replies:
+            earlier = replies.popleft()
+            if earlier.response is not None:
+                return earlier
+        return None
+
+    async def _reuse(
+        self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], digest: str, earlier: AnsweredCall,
+        schema: type[BaseModel] | None,
+    ) -> CallResult:
+        """Answer a request from the run being resumed: reported like a call, marked `reused`,
+        with no tokens and no cost, since the earlier run paid for them; no request is made."""
+        text, truncated = earlier.response or "", earlier.truncated
+        await self.emit(
+            CallFinished(
+                **common, messages=messages, text=text, truncated=truncated, request_hash=digest, reused=True,
+                tokens_in=0, tokens_out=0, cost=0.0, latency=0.0, attempts=0,
+            )
+        )
+        if truncated:
+            await self._warn_truncated(member)
+        parsed, parse_error = _parse(text, schema)
+        return CallResult(
+            call_id=common["call_id"], member=member.name, model=member.model, ok=True, text=text, parsed=parsed,
+            parse_error=parse_error, truncated=truncated, reused=True, tokens_in=0, tokens_out=0, cost=0.0,
+        )
+
+    async def _warn_truncated(self, member: Member) -> None:
+        await self.emit(WarningRaised(member=member.name, message=f"its reply was cut at {self.defaults.max_response_chars:,} characters"))
 
     async def _fail(
         self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], failure: Failure, latency: float, attempts: int
@@ -422,6 +477,14 @@ class Gateway:
         cache = getattr(self._litellm, "in_memory_llm_clients_cache", None)
         if cache is not None and hasattr(cache, "flush_cache"):
             cache.flush_cache()
+
+
+def _parse(text: str, schema: type[BaseModel] | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The structured object a reply holds, or why it holds none; (None, None) without a schema."""
+    if schema is None:
+        return None, None
+    obj, parse_error = parse_structured(text, schema)
+    return (obj.model_dump() if obj is not None else None), parse_error
 
 
 def _read_response(response: Any) -> tuple[str, int | None, int | None]:

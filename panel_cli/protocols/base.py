@@ -22,7 +22,7 @@ from panel_cli.events import (
     RunStarted,
     WarningRaised,
 )
-from panel_cli.llm.gateway import Gateway
+from panel_cli.llm.gateway import AnsweredCall, Gateway
 from panel_cli.tasks import fence_tag, new_fence_tag
 from panel_cli.totals import RunTotals
 
@@ -33,6 +33,12 @@ Finding = tuple[tuple[str | int, ...], str]
 
 # SPEC: a stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise.
 DEFAULT_STAGE_TIMEOUT = 300.0
+
+# What RunStarted's config holds beside the panel: the run's fence tag, and the run a
+# resumed run continues. A resumed run rebuilds its panel from the config without them.
+FENCE_TAG_KEY = "fence_tag"
+RESUMED_FROM_KEY = "resumed_from"
+RUN_KEYS = frozenset({FENCE_TAG_KEY, RESUMED_FROM_KEY})
 
 
 class ProtocolResult(BaseModel):
@@ -82,13 +88,16 @@ class ProtocolRules:
     stages and each one's default limit (None: no limit); `member_fields` the member fields
     beyond the common ones (`weight`); `check` raises UserError for a panel it cannot run and
     returns the fields it will ignore all the same, each as (location, problem); `settings`
-    are what `panel validate` shows of a panel, as (name, value) pairs."""
+    are what `panel validate` shows of a panel, as (name, value) pairs. `draw` returns the
+    panel with whatever the run would otherwise draw at random (council's shuffle seed) drawn
+    up front, so the run's config records it and a resumed run draws the same."""
 
     fields: frozenset[str]
     timeouts: Mapping[str, float | None]
     member_fields: frozenset[str] = frozenset()
     check: Callable[[Panel], list[Finding]] | None = None
     settings: Callable[[Panel], list[tuple[str, str]]] | None = None
+    draw: Callable[[Panel], Panel] | None = None
 
     def limit(self, panel: Panel, stage: str) -> float | None:
         """A stage's time limit: the panel's, else this protocol's default."""
@@ -115,6 +124,19 @@ def describe_duration(seconds: float | None) -> str:
     return (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes or not hours else "")
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """What a resumed run takes over from the run it continues: that run's id (recorded as
+    `resumed_from`), its fence tag, so every prompt comes out byte for byte as it did then
+    and hashes alike (None for a run stored before tags were recorded: a fresh one is drawn),
+    and its answered calls by request hash, in the order they ended, which the gateway
+    answers from, each once."""
+
+    run_id: str
+    fence_tag: str | None
+    answered: Mapping[str, Sequence[AnsweredCall]]
+
+
 class Engine(Protocol):
     async def __call__(self, panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ProtocolResult: ...
 
@@ -133,30 +155,59 @@ def labels_for(count: int) -> list[str]:
     return out
 
 
+def run_config(panel: Panel) -> dict[str, Any]:
+    """The panel as RunStarted records it: the fields its file and the command line set, and
+    no default. Rebuilt from this, a resumed run's panel is the same panel, down to which
+    fields were set: a protocol that tells a set field from a default (supervise's
+    `max_rounds`, a stage limit set to `none`) behaves as it did."""
+    return panel.model_dump(mode="json", exclude_unset=True)
+
+
+def drawn(panel: Panel) -> Panel:
+    """The panel with what its protocol draws at random drawn now (`ProtocolRules.draw`)."""
+    from panel_cli.protocols.checks import RULES
+
+    draw = RULES[panel.protocol].draw
+    return draw(panel) if draw is not None else panel
+
+
 async def run_engine(
-    engine: Engine, panel: Panel, question: str, gateway: Gateway, bus: EventBus, warnings: Sequence[str] = ()
+    engine: Engine,
+    panel: Panel,
+    question: str,
+    gateway: Gateway,
+    bus: EventBus,
+    warnings: Sequence[str] = (),
+    *,
+    continuing: Continuation | None = None,
 ) -> RunOutcome:
     """Run an engine inside the run envelope, so a store or view always sees how it ended.
 
     `warnings` found before the run (a field the protocol ignores, …) are raised first, so
     they are shown, stored and counted like the engine's own. Every quoted text of the run is
-    fenced with one fresh random tag."""
+    fenced with one random tag, recorded in the run's config with any seed the protocol draws,
+    so that `continuing` (a resumed run) can fence and draw exactly as the run it continues."""
     totals = RunTotals()
     bus.subscribe(totals)
     started = time.perf_counter()
+    panel = drawn(panel)
+    tag = continuing.fence_tag if continuing is not None and continuing.fence_tag else new_fence_tag()
+    config = run_config(panel) | {FENCE_TAG_KEY: tag}
+    if continuing is not None:
+        config[RESUMED_FROM_KEY] = continuing.run_id
     stamped = await bus.emit(
         RunStarted(
             protocol=panel.protocol,
             panel=panel.name,
             question=question,
             members=[MemberInfo(name=m.name, model=m.model) for m in panel.members],
-            config=panel.model_dump(mode="json", exclude_none=True),
+            config=config,
         )
     )
     for warning in warnings:
         await bus.emit(WarningRaised(message=warning))
     try:
-        with fence_tag(new_fence_tag()):
+        with fence_tag(tag):
             result = await engine(panel, question, gateway, bus.emit)
     except (asyncio.CancelledError, KeyboardInterrupt):
         await asyncio.shield(bus.emit(RunInterrupted()))

@@ -115,11 +115,21 @@ def _council_settings(panel: Panel) -> list[tuple[str, str]]:
     ]
 
 
+def with_seed(panel: Panel) -> Panel:
+    """A shuffling panel without a seed gets one drawn now: the run records it (in its config
+    from the start, in its result at the end), so the orders can be replayed and a resumed
+    run shows each reviewer the same order as before."""
+    if not panel.shuffle or panel.seed is not None:
+        return panel
+    return panel.model_copy(update={"seed": random.SystemRandom().randrange(2**31)})
+
+
 RULES = ProtocolRules(
     fields=frozenset({"chairman", "anonymize", "shuffle", "self_review", "seed"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": None},
     check=_council_findings,
     settings=_council_settings,
+    draw=with_seed,
 )
 
 
@@ -261,9 +271,7 @@ def _listing(entries: list[str], limit: int = 5) -> str:
 
 async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> CouncilResult:
     chairmen = check_council(panel)
-    seed = panel.seed
-    if panel.shuffle and seed is None:
-        seed = random.SystemRandom().randrange(2**31)
+    seed = with_seed(panel).seed
 
     replies = await _answer_stage(panel, question, gateway, emit)
     answered = {reply.member: reply.text.strip() for reply in replies if reply.ok}

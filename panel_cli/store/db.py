@@ -3,40 +3,58 @@
 Writing and reading are split. `TranscriptStore` is an async EventBus subscriber that
 commits each event as it arrives, so Ctrl-C or a crash keeps everything up to that
 moment. `TranscriptReader` uses the standard library driver, so `panel history` starts
-without an event loop. WAL mode lets the two work on the same file at the same time.
+without an event loop. WAL mode lets the two work on the same file at the same time, and
+any number of writing processes at once (each event is one short transaction).
+
+How runs are laid out (each text once, times as ISO-8601 text) is in `texts`, `rows` and
+`migrations`; this module is what the rest of panel uses.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+import re
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import aiosqlite
-from platformdirs import user_data_dir
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from panel_cli.errors import UserError
 from panel_cli.redact import redact_obj, secret_values
-from panel_cli.store.migrations import MIGRATIONS, migrate, schema_version
+from panel_cli.store.migrations import MIGRATIONS, TEXTS_VERSION, migrate, schema_version
+from panel_cli.store.processes import process_alive, this_host
+from panel_cli.store.rows import call_fields, decision_fields, envelope, restore, run_fields
+from panel_cli.store.texts import MissingTextError, TextCache, collect_garbage, decode, dumps, refs_in
+from panel_cli.store.times import epoch, iso_time, optional_epoch
 
 if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
     from panel_cli.events import BaseEvent
+    from panel_cli.store.stats import StatsReport
+    from panel_cli.store.writer import RunWriter
 
 RunStatus = Literal["running", "finished", "no_answer", "failed", "interrupted"]
+ListedStatus = RunStatus | Literal["stale"]  # "stale": running, but its process is gone
 
-BUSY_TIMEOUT_MS = 5000
+Changed = TypeVar("Changed")
+
+PAGE_SIZE = 8192
+# Long enough for a writer to wait out any other (eight processes writing at once, a purge).
+BUSY_TIMEOUT_MS = 30000
 
 
 def default_db_path() -> Path:
     """`PANEL_DB` lets a shell or a test point every command at one file without `--db`."""
     if env := os.environ.get("PANEL_DB"):
         return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
     return Path(user_data_dir("panel", appauthor=False)) / "panel.db"
 
 
@@ -45,8 +63,9 @@ def resolve_db_path(db: Path | str | None = None) -> Path:
     return Path(db).expanduser() if db else default_db_path()
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, *, threads: bool = False) -> sqlite3.Connection:
     """Open a transcript file for writing, creating it if needed, and bring its schema forward.
+    `threads`: the connection is handed to another thread (the store's own).
 
     Every way a file can be unusable becomes a `UserError`: the person can pick another
     `--db` or upgrade panel, and a traceback would tell them neither."""
@@ -60,14 +79,18 @@ def connect(path: Path) -> sqlite3.Connection:
     _check_writable(path)
     db: sqlite3.Connection | None = None
     try:
-        db = sqlite3.connect(path, isolation_level=None)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=not threads)
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         version = schema_version(db)
         if version > len(MIGRATIONS):
             raise _newer_schema_error(path, version)
+        # A new file only: texts are a kilobyte or two, and fill 8 KiB pages better than 4.
+        db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         migrate(db)
+        if 0 < version < TEXTS_VERSION:
+            _reclaim(db)
     except sqlite3.DatabaseError as error:
         if db is not None:
             db.close()
@@ -78,6 +101,18 @@ def connect(path: Path) -> sqlite3.Connection:
         raise
     db.row_factory = sqlite3.Row
     return db
+
+
+def _reclaim(db: sqlite3.Connection) -> None:
+    """Give back the space an older file's inline texts took, once, right after they moved to
+    `texts`. Not worth waiting for: with another process reading, it is left for later."""
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        db.execute("VACUUM")
+    except sqlite3.OperationalError:
+        pass
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
 def database_error(path: Path, error: sqlite3.Error, *, writing: bool) -> UserError:
@@ -172,32 +207,44 @@ def _empty_store() -> sqlite3.Connection:
     return empty
 
 
+
 class TranscriptStore:
     """Writes a run as it happens; subscribe it to the run's EventBus.
 
     The bus awaits each subscriber, and each event is committed before `__call__`
-    returns, so the engine never gets ahead of what is on disk."""
+    returns, so the engine never gets ahead of what is on disk. The writing happens on a
+    thread of the store's own, one event at a time."""
 
-    def __init__(self, db: aiosqlite.Connection, path: Path, secrets: list[str]) -> None:
+    def __init__(self, db: sqlite3.Connection, path: Path, secrets: list[str]) -> None:
+        # Here rather than at the top: `panel history` imports this module and needs neither.
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
+
+        from panel_cli.store.writer import RunWriter
+
         self.path = path
         self._db = db
         self._secrets = secrets
+        self._writer: RunWriter = RunWriter(db, pid=os.getpid(), host=this_host())
+        self._thread: ThreadPoolExecutor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="panel-store")
         # Calls in a stage finish concurrently; one event's statements must commit together.
-        self._lock = asyncio.Lock()
+        self._lock: asyncio.Lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, path: Path | str | None = None, *, secret_names: Iterable[str] = ()) -> TranscriptStore:
         """`secret_names` are the `api_key_env` variables a panel uses, whatever their
         names, so their values are redacted along with the usual `*_API_KEY` ones."""
+        import asyncio
+
         path = resolve_db_path(path)
-        await asyncio.to_thread(lambda: connect(path).close())
-        db = await aiosqlite.connect(path)
-        await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        await db.execute("PRAGMA synchronous = NORMAL")
+        db = await asyncio.to_thread(connect, path, threads=True)
         return cls(db, path, secret_values(secret_names))
 
     async def close(self) -> None:
-        await self._db.close()
+        import asyncio
+
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._db.close)
+        self._thread.shutdown()
 
     async def __aenter__(self) -> TranscriptStore:
         return self
@@ -208,142 +255,35 @@ class TranscriptStore:
         await self.close()
 
     async def __call__(self, event: BaseEvent) -> None:
-        # Redacting the whole payload once means every column below is already clean.
+        import asyncio
+
+        # Redacting the whole payload once means every column and text is already clean.
         payload: dict[str, Any] = redact_obj(event.model_dump(mode="json"), self._secrets)
-        messages = payload.pop("messages", [])
+        messages = payload.pop("messages", None)
         async with self._lock:
             try:
-                await self._write(payload, messages)
-                await self._db.commit()
-            except BaseException:
-                await self._db.rollback()
-                raise
-
-    async def _write(self, payload: dict[str, Any], messages: list[dict[str, Any]]) -> None:
-        run_id = payload["run_id"]
-        if payload["type"] == "run_started":
-            await self._db.execute(
-                "INSERT INTO runs (id, protocol, panel, question, config_json, status, started_at, calls)"
-                " VALUES (?, ?, ?, ?, ?, 'running', ?, 0)",
-                (
-                    run_id,
-                    payload["protocol"],
-                    payload["panel"],
-                    payload["question"],
-                    _json(payload["config"]),
-                    payload["ts"],
-                ),
-            )
-        await self._db.execute(
-            "INSERT INTO events (run_id, seq, ts, type, payload_json) VALUES (?, ?, ?, ?, ?)",
-            (run_id, payload["seq"], payload["ts"], payload["type"], _json(payload)),
-        )
-        match payload["type"]:
-            case "call_finished" | "call_failed":
-                await self._insert_call(payload, messages)
-                await self._update_totals(run_id)
-            case "run_finished":
-                await self._db.execute(
-                    "UPDATE runs SET status = ?, final_answer = ?, result_json = ?, finished_at = ? WHERE id = ?",
-                    (
-                        "finished" if payload["reached_answer"] else "no_answer",
-                        payload["final_answer"],
-                        _json(payload["result"]),
-                        payload["ts"],
-                        run_id,
-                    ),
-                )
-            case "run_failed":
-                await self._db.execute(
-                    "UPDATE runs SET status = 'failed', error = ?, finished_at = ? WHERE id = ?",
-                    (payload["message"], payload["ts"], run_id),
-                )
-            case "run_interrupted":
-                await self._db.execute(
-                    "UPDATE runs SET status = 'interrupted', finished_at = ? WHERE id = ?", (payload["ts"], run_id)
-                )
-            case "decision_recorded":
-                await self._db.execute(
-                    "INSERT OR REPLACE INTO decisions (run_id, topic, winner, vote_counts_json, method, total_votes,"
-                    " ballots_cast, leader, leader_override, consensus_reached, decided_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        run_id,
-                        payload["topic"],
-                        payload["winner"],
-                        _json(payload["vote_counts"]),
-                        payload["method"],
-                        payload["total_votes"],
-                        payload["ballots_cast"],
-                        payload["leader"],
-                        int(payload["leader_override"]),
-                        int(payload["consensus_reached"]),
-                        payload["ts"],
-                    ),
-                )
-
-    async def _insert_call(self, payload: dict[str, Any], messages: list[dict[str, Any]]) -> None:
-        """One row for a finished or a failed call: each leaves the other's fields empty. A
-        skipped member made no call, so `member_skipped` is kept as an event only."""
-        await self._db.execute(
-            "INSERT INTO calls (id, run_id, member, model, stage, round, request_json, response, truncated,"
-            " tokens_in, tokens_out, cost, latency, error_kind, error, detail, attempts, ts)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                payload["call_id"],
-                payload["run_id"],
-                payload["member"],
-                payload["model"],
-                payload["stage"],
-                payload["round"],
-                _json(messages),
-                payload.get("text"),
-                int(payload["truncated"]) if "truncated" in payload else None,
-                payload.get("tokens_in"),
-                payload.get("tokens_out"),
-                payload.get("cost"),
-                payload["latency"],
-                payload.get("kind"),
-                payload.get("message"),
-                payload.get("detail"),
-                payload["attempts"],
-                payload["ts"],
-            ),
-        )
-
-    async def _update_totals(self, run_id: str) -> None:
-        """Kept current after every call, so a run that crashed still shows what it spent.
-        SQL's SUM skips NULLs and is NULL when all are: an unknown cost stays unknown
-        rather than becoming 0, and a partly known one is the sum of what is known."""
-        async with self._db.execute(
-            "SELECT COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(cost) FROM calls WHERE run_id = ?", (run_id,)
-        ) as cursor:
-            row = await cursor.fetchone()
-        assert row is not None
-        calls, tokens_in, tokens_out, cost = row
-        tokens = None if tokens_in is None and tokens_out is None else (tokens_in or 0) + (tokens_out or 0)
-        await self._db.execute(
-            "UPDATE runs SET calls = ?, tokens = ?, cost = ? WHERE id = ?", (calls, tokens, cost, run_id)
-        )
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+                await asyncio.get_running_loop().run_in_executor(self._thread, self._writer.write, payload, messages)
+            except sqlite3.DatabaseError as error:
+                raise database_error(self.path, error, writing=True) from error
 
 
 class RunSummary(BaseModel):
-    """A line of `panel history list`. `tokens` and `cost` are None when no call reported them."""
+    """A line of `panel history list`. `tokens` and `cost` are None when no call reported them;
+    `outcome` is the winner (confer, vote, decide) or the final answer's first line."""
+
+    model_config = ConfigDict(defer_build=True)
 
     id: str
     protocol: str
     panel: str
     question: str
-    status: RunStatus
+    status: ListedStatus
     started_at: float
     finished_at: float | None = None
     calls: int = 0
     tokens: int | None = None
     cost: float | None = None
+    outcome: str | None = None
 
     @property
     def reached_answer(self) -> bool:
@@ -351,7 +291,6 @@ class RunSummary(BaseModel):
 
     @property
     def duration_s(self) -> float | None:
-        """Wall time; None while the run is still going (or crashed before it ended)."""
         return None if self.finished_at is None else self.finished_at - self.started_at
 
 
@@ -359,17 +298,24 @@ class RunMember(BaseModel):
     """`events.MemberInfo` as stored. Declared here so that reading history does not
     build every event model, which costs `panel history` a noticeable part of its start."""
 
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     model: str
     label: str | None = None
 
 
 class RunRecord(RunSummary):
+    """A whole run. `pid` and `host` are the process that wrote it (None for a run from a
+    file older than them)."""
+
     members: list[RunMember]
     config: dict[str, Any]
     final_answer: str | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
+    pid: int | None = None
+    host: str | None = None
 
     @property
     def warnings(self) -> list[Any]:
@@ -380,7 +326,10 @@ class RunRecord(RunSummary):
 
 class CallRecord(BaseModel):
     """One model call; a failed call has `error_kind`, `error` and the provider's raw
-    `detail` instead of a response. A `truncated` response is the beginning of the reply."""
+    `detail` instead of a response. A `truncated` response is the beginning of the reply.
+    `request_hash` identifies the request, so a resumed run can reuse the reply."""
+
+    model_config = ConfigDict(defer_build=True)
 
     id: str
     run_id: str
@@ -388,9 +337,11 @@ class CallRecord(BaseModel):
     model: str
     stage: str
     round: int | None = None
+    about: str | None = None
     messages: list[dict[str, Any]]
     response: str | None = None
     truncated: bool = False
+    request_hash: str | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -404,6 +355,8 @@ class CallRecord(BaseModel):
 
 class DecisionRecord(BaseModel):
     """A decide run's outcome as `panel history decisions` lists it; its id is the run's."""
+
+    model_config = ConfigDict(defer_build=True)
 
     run_id: str
     topic: str
@@ -420,6 +373,8 @@ class DecisionRecord(BaseModel):
 
 class RetallyRecord(BaseModel):
     """One recount of a stored vote by `panel history retally`; `result` is what it printed."""
+
+    model_config = ConfigDict(defer_build=True)
 
     id: str
     run_id: str
@@ -448,8 +403,8 @@ def record_retally(path: Path, record: RetallyRecord) -> None:
                 record.quorum,
                 record.winner,
                 int(record.leader_override),
-                _json(record.result),
-                record.created_at,
+                dumps(record.result),
+                iso_time(record.created_at),
             ),
         )
     except sqlite3.DatabaseError as error:
@@ -458,7 +413,107 @@ def record_retally(path: Path, record: RetallyRecord) -> None:
         db.close()
 
 
-_SUMMARY_COLUMNS = "id, protocol, panel, question, status, started_at, finished_at, calls, tokens, cost"
+def delete_run(path: Path | None, run_id: str) -> None:
+    """Delete one run (its events, calls, decision and recounts) and every text no other run
+    needs. A run whose process is still writing it is refused."""
+    path = resolve_db_path(path)
+    _maintain(path, lambda db: _delete_one(db, run_id))
+
+
+def purge_runs(path: Path | None, *, older_than: float, status: RunStatus | None = None) -> list[str]:
+    """Delete the runs started before `older_than` (epoch seconds), only those with `status`
+    if given, except any still being written; returns their ids, oldest first."""
+    path = resolve_db_path(path)
+
+    def purge(db: sqlite3.Connection) -> list[str]:
+        where, params = "started_at < ?", [iso_time(older_than)]
+        if status is not None:
+            where, params = f"{where} AND status = ?", [*params, status]
+        rows = db.execute(f"SELECT * FROM runs WHERE {where} ORDER BY started_at, id", params).fetchall()
+        ids = [row["id"] for row in rows if listed_status(row) != "running"]
+        _delete_rows(db, ids)
+        return ids
+
+    return _maintain(path, purge)
+
+
+def _maintain(path: Path, change: Callable[[sqlite3.Connection], Changed]) -> Changed:
+    """One write transaction that changes runs, then drops the texts left unreferenced."""
+    db = connect(path)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            outcome = change(db)
+            collect_garbage(db)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return outcome
+    except sqlite3.DatabaseError as error:
+        raise database_error(path, error, writing=True) from error
+    finally:
+        db.close()
+
+
+def _delete_one(db: sqlite3.Connection, run_id: str) -> None:
+    row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise UserError(f"No run has the id '{run_id}'; `panel history list` shows the stored runs.")
+    if listed_status(row) == "running" and row["host"] == this_host():
+        raise UserError(f"Run {run_id} is still running (process {row['pid']}); stop it, or wait for it to end.")
+    _delete_rows(db, [run_id])
+
+
+def _delete_rows(db: sqlite3.Connection, run_ids: list[str]) -> None:
+    ids = json.dumps(run_ids)
+    for table in ("events", "calls", "decisions", "retallies"):
+        db.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT value FROM json_each(?))", (ids,))
+    db.execute("DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))", (ids,))
+
+
+def listed_status(row: Mapping[str, Any]) -> ListedStatus:
+    """A run's status as listed: `stale` for a `running` run whose process is gone from
+    this host. A run written from another host stays `running`: nothing here can tell."""
+    status = row["status"]
+    mine = status == "running" and row["pid"] is not None and row["host"] == this_host()
+    if mine and not process_alive(row["pid"], optional_epoch(row["started_at"])):
+        return "stale"
+    return status
+
+
+def _summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        **{key: row[key] for key in ("id", "protocol", "panel", "question", "calls", "tokens", "cost", "outcome")},
+        "status": listed_status(row),
+        "started_at": optional_epoch(row["started_at"]),
+        "finished_at": optional_epoch(row["finished_at"]),
+    }
+
+
+def search_query(text: str) -> str | None:
+    """FTS5 syntax for what a person typed: every word (or word-with-punctuation, as a
+    phrase) must occur, whatever quotes or operators the text holds."""
+    terms = [term for term in text.split() if re.search(r"\w", term)]
+    return " ".join('"' + term.replace('"', '""') + '"' for term in terms) or None
+
+
+def prefix_successor(prefix: str) -> str | None:
+    """The smallest string after every string that begins with `prefix` (None: there is
+    none), so a prefix is a range of the primary-key index: `id >= prefix AND id < next`."""
+    while prefix:
+        last = ord(prefix[-1])
+        if last < 0x10FFFF:
+            return prefix[:-1] + chr(last + 1 + (0x800 if 0xD7FF <= last < 0xE000 else 0))
+        prefix = prefix[:-1]
+    return None
+
+
+_SUMMARY = (
+    "SELECT r.id, r.protocol, r.panel, question.body AS question, r.status, r.started_at, r.finished_at, r.calls,"
+    " r.tokens, r.cost, r.outcome, r.pid, r.host FROM runs r LEFT JOIN texts question ON question.id = r.question_text"
+)
 
 
 class TranscriptReader:
@@ -466,11 +521,16 @@ class TranscriptReader:
 
     Reading never writes: the file is opened read-only and never migrated, so history works
     on a file the person cannot write (a read-only folder or mount, another user's file). A
-    file from an older panel is read as it is when its schema allows it."""
+    file from an older panel is read through a copy in memory brought forward; the next run
+    written to it brings the file itself forward.
+
+    Records are made with `model_construct`: their fields come from the store's own columns,
+    typed by its schema, and validating them would first build each model's validator, which
+    costs `history list` and `history show` a seventh of their time."""
 
     def __init__(self, db: sqlite3.Connection, path: Path, version: int = len(MIGRATIONS)) -> None:
         self.path = path
-        self.version = version
+        self.version = version  # of the file, before any copy was brought forward
         self._db = db
 
     @classmethod
@@ -492,6 +552,8 @@ class TranscriptReader:
                 # A blank file, or one a writer has created and not yet set up: no runs yet.
                 db.close()
                 return cls(_empty_store(), path)
+            if version < len(MIGRATIONS):
+                db = _brought_forward(db, path, version)
         except sqlite3.DatabaseError as error:
             db.close()
             raise database_error(path, error, writing=False) from error
@@ -512,39 +574,84 @@ class TranscriptReader:
         self.close()
 
     def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
-        """Every read goes through here, so damage found on any page, or a table an older
-        schema lacks, is one sentence rather than a traceback."""
+        """Every read goes through here, so damage found on any page is one sentence rather
+        than a traceback."""
         try:
             return self._db.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as error:
-            missing = str(error).startswith(("no such table", "no such column"))
-            if isinstance(error, sqlite3.OperationalError) and missing and self.version < len(MIGRATIONS):
-                raise UserError(
-                    f"{self.path} was written by an older panel (schema version {self.version}) and cannot be read"
-                    f" as it is; run any protocol command with it (for example `panel confer FILE --db {self.path}`)"
-                    " to upgrade it."
-                ) from error
             raise database_error(self.path, error, writing=False) from error
 
-    def count_runs(self, status: RunStatus | None = None) -> int:
+    def _texts(self, ids: Iterable[int | None]) -> TextCache:
+        """The texts of `ids`, loaded at once."""
+        texts = TextCache(self._db)
+        try:
+            texts.load(text_id for text_id in ids if text_id is not None)
+        except sqlite3.DatabaseError as error:
+            raise database_error(self.path, error, writing=False) from error
+        except MissingTextError as error:
+            raise UserError(
+                f"The transcript database {self.path} is damaged ({error}); move it aside, or pick another file with --db or PANEL_DB."
+            ) from error
+        return texts
+
+    def count_runs(self, status: ListedStatus | None = None) -> int:
+        if status in ("running", "stale"):
+            return len(self.list_runs(limit=-1, status=status))
         where, params = ("WHERE status = ?", [status]) if status else ("", [])
         return int(self._query(f"SELECT count(*) FROM runs {where}", params)[0][0])
 
-    def list_runs(self, limit: int = 20, status: RunStatus | None = None) -> list[RunSummary]:
-        """Newest first."""
-        where, params = ("WHERE status = ?", [status]) if status else ("", [])
-        rows = self._query(
-            f"SELECT {_SUMMARY_COLUMNS} FROM runs {where} ORDER BY started_at DESC LIMIT ?", [*params, limit]
-        )
-        return [RunSummary.model_validate(dict(row)) for row in rows]
+    def list_runs(
+        self,
+        limit: int = 20,
+        *,
+        status: ListedStatus | None = None,
+        protocol: str | None = None,
+        search: str | None = None,
+        since: float | None = None,
+    ) -> list[RunSummary]:
+        """Newest first; `limit` -1 for all. `search` is full-text over questions and final
+        answers (every word must occur, in any case); `since` is epoch seconds."""
+        where: list[str] = []
+        params: list[Any] = []
+        if protocol:
+            where.append("r.protocol = ?")
+            params.append(protocol)
+        if since is not None:
+            where.append("r.started_at >= ?")
+            params.append(iso_time(since))
+        if search is not None and (query := search_query(search)) is not None:
+            found = "SELECT rowid FROM text_search WHERE text_search MATCH ?"
+            where.append(f"(r.question_text IN ({found}) OR r.final_answer_text IN ({found}))")
+            params += [query, query]
+        # Whether a running run is stale is known only here, so those are counted in Python.
+        by_process = status in ("running", "stale")
+        if by_process:
+            where.append("r.status = 'running'")
+            if status == "stale":
+                where.append("r.host = ?")
+                params.append(this_host())
+        elif status:
+            where.append("r.status = ?")
+            params.append(status)
+        sql = f"{_SUMMARY} {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY r.started_at DESC, r.id"
+        if not by_process:
+            sql += " LIMIT ?"
+            params.append(limit)
+        summaries = [RunSummary.model_construct(**_summary(row)) for row in self._query(sql, params)]
+        if by_process:
+            summaries = [summary for summary in summaries if summary.status == status]
+            summaries = summaries if limit < 0 else summaries[:limit]
+        return summaries
 
     def get_run(self, id_or_prefix: str) -> RunRecord:
-        """Accepts any unique prefix of an id, as `git` does, since ids are long to type."""
+        """Accepts any unique prefix of an id, as `git` does, since ids are long to type;
+        found through the primary-key index, as a range."""
         rows = self._query("SELECT * FROM runs WHERE id = ?", (id_or_prefix,))
-        if not rows:
+        if not rows and id_or_prefix:
+            upper = prefix_successor(id_or_prefix)
             rows = self._query(
-                "SELECT * FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started_at DESC LIMIT 6",
-                (len(id_or_prefix), id_or_prefix),
+                f"SELECT * FROM runs WHERE id >= ?{' AND id < ?' if upper else ''} ORDER BY id LIMIT 6",
+                (id_or_prefix, upper) if upper else (id_or_prefix,),
             )
         if not rows:
             raise UserError(f"No run has the id '{id_or_prefix}'; `panel history list` shows the stored runs.")
@@ -552,12 +659,18 @@ class TranscriptReader:
             matches = ", ".join(row["id"] for row in rows[:5]) + (", …" if len(rows) > 5 else "")
             raise UserError(f"The id '{id_or_prefix}' matches several runs ({matches}); give more of it.")
         row = rows[0]
-        return RunRecord.model_validate(
-            {
-                **dict(row),
+        texts = self._texts([row["question_text"], row["final_answer_text"], row["config_text"], *refs_in(row["result_json"])])
+        config = texts.optional(row["config_text"])
+        return RunRecord.model_construct(
+            **{
+                **_summary({**dict(row), "question": texts.optional(row["question_text"])}),
                 "members": self._members(row["id"]),
-                "config": json.loads(row["config_json"] or "{}"),
-                "result": json.loads(row["result_json"]) if row["result_json"] else None,
+                "config": json.loads(config) if config else {},
+                "final_answer": texts.optional(row["final_answer_text"]),
+                "result": decode(json.loads(row["result_json"]), texts) if row["result_json"] else None,
+                "error": row["error"],
+                "pid": row["pid"],
+                "host": row["host"],
             }
         )
 
@@ -575,15 +688,42 @@ class TranscriptReader:
     def _members(self, run_id: str) -> list[RunMember]:
         """The members live in the `run_started` event rather than a column of their own."""
         rows = self._query("SELECT payload_json FROM events WHERE run_id = ? AND type = 'run_started'", (run_id,))
-        if not rows:
+        if not rows or not rows[0]["payload_json"]:
             return []
-        return [RunMember.model_validate(member) for member in json.loads(rows[0]["payload_json"])["members"]]
+        payload = json.loads(rows[0]["payload_json"])
+        members = decode(payload, self._texts(refs_in(rows[0]["payload_json"]))).get("members", [])
+        return [RunMember.model_construct(**{"label": None, **member}) for member in members]
 
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
-        """Payloads in emission order; `panel_cli.events.parse_event` turns each back into
-        the event a live run emitted (its `messages`, if any, are in `run_calls`)."""
-        rows = self._query("SELECT payload_json FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
-        return [json.loads(row["payload_json"]) for row in rows]
+        """Payloads in emission order, every text in place; `panel_cli.events.parse_event`
+        turns each back into the event a live run emitted (its `messages`, if any, are in
+        `run_calls`)."""
+        events = self._query("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
+        run = next(iter(self._query("SELECT * FROM runs WHERE id = ?", (run_id,))), None)
+        calls = self._query("SELECT * FROM calls WHERE run_id = ?", (run_id,))
+        decision = next(iter(self._query("SELECT * FROM decisions WHERE run_id = ?", (run_id,))), None)
+        ids: list[int | None] = [call["response_text"] for call in calls]
+        for row in events:
+            ids += refs_in(row["payload_json"])
+        if run is not None:
+            ids += [run["question_text"], run["final_answer_text"], run["config_text"], *refs_in(run["result_json"])]
+        texts = self._texts(ids)
+        claims: dict[int, dict[str, Any]] = {}
+        for call in calls:
+            given = call_fields(call, texts)
+            claims.update((seq, given) for seq in (call["seq"], call["started_seq"]) if seq is not None)
+        if run is not None:
+            claims.update((run[seq], {}) for seq in ("started_seq", "ended_seq") if run[seq] is not None)
+        if decision is not None and decision["seq"] is not None:
+            claims[decision["seq"]] = decision_fields(decision)
+        payloads = []
+        for row in events:
+            kept = decode(json.loads(row["payload_json"]), texts) if row["payload_json"] else {}
+            given = claims.get(row["seq"])
+            if given == {} and run is not None:
+                given = run_fields(run, texts, row["type"])
+            payloads.append(restore(envelope(row, run_id), kept, given))
+        return payloads
 
     def list_decisions(self, limit: int = 20, topic: str | None = None) -> list[DecisionRecord]:
         """Newest first; with `topic`, only decisions whose topic holds it, in any case."""
@@ -595,6 +735,7 @@ class TranscriptReader:
                 continue
             fields = dict(row)
             fields["vote_counts"] = json.loads(fields.pop("vote_counts_json") or "{}")
+            fields["decided_at"] = optional_epoch(fields["decided_at"])
             found.append(DecisionRecord.model_validate(fields))
             if len(found) == limit:
                 break
@@ -607,16 +748,97 @@ class TranscriptReader:
         for row in rows:
             fields = dict(row)
             fields["result"] = json.loads(fields.pop("result_json") or "{}")
+            fields["created_at"] = optional_epoch(fields["created_at"])
             records.append(RetallyRecord.model_validate(fields))
         return records
 
     def run_calls(self, run_id: str) -> list[CallRecord]:
-        """`truncated` is NULL for a failed call and absent from a file that predates it."""
-        rows = self._query("SELECT * FROM calls WHERE run_id = ? ORDER BY ts, rowid", (run_id,))
-        calls = []
+        """Every call in the order it ended, its messages and response whole. `truncated` is
+        NULL for a failed call."""
+        rows = self._query("SELECT * FROM calls WHERE run_id = ? ORDER BY ts, seq", (run_id,))
+        ids: list[int | None] = []
         for row in rows:
-            fields = dict(row)
-            fields["truncated"] = bool(fields.get("truncated"))
-            fields["messages"] = json.loads(fields["request_json"] or "[]")
-            calls.append(CallRecord.model_validate(fields))
-        return calls
+            ids += [row["response_text"], *refs_in(row["request_json"])]
+        texts = self._texts(ids)
+        return [
+            CallRecord.model_construct(
+                id=row["id"],
+                run_id=row["run_id"],
+                member=row["member"],
+                model=row["model"],
+                stage=row["stage"],
+                round=row["round"],
+                about=row["about"],
+                messages=decode(json.loads(row["request_json"] or "[]"), texts),
+                response=texts.optional(row["response_text"]),
+                truncated=bool(row["truncated"]),
+                request_hash=row["request_hash"],
+                tokens_in=row["tokens_in"],
+                tokens_out=row["tokens_out"],
+                cost=row["cost"],
+                latency=row["latency"],
+                error_kind=row["error_kind"],
+                error=row["error"],
+                detail=row["detail"],
+                attempts=row["attempts"],
+                ts=epoch(row["ts"]),
+            )
+            for row in rows
+        ]
+
+    def answered_calls(self, run_id: str) -> dict[str, list[CallRecord]]:
+        """The run's answered calls by request hash, in the order they ended, for a resumed
+        run to take instead of paying for them again. Every one is kept, not one per hash: a
+        run that asked the same thing twice (two members on one model, a round whose prompt
+        did not change) got two samples, and so does its resume."""
+        answered: dict[str, list[CallRecord]] = {}
+        for call in self.run_calls(run_id):
+            if call.request_hash and call.error_kind is None and call.response is not None:
+                answered.setdefault(call.request_hash, []).append(call)
+        return answered
+
+    def stats(self) -> StatsReport:
+        """Totals over every run. SQL's SUM skips NULLs and is NULL when all are: an unknown
+        cost stays unknown."""
+        from panel_cli.store.stats import ModelUsage, MonthUsage, ProtocolUsage, StatsReport, Usage
+
+        usage = "count(*) AS runs, coalesce(sum(calls), 0) AS calls, sum(tokens) AS tokens, sum(cost) AS cost"
+        (total,) = self._query(f"SELECT {usage} FROM runs")
+        by_protocol = self._query(f"SELECT protocol, {usage} FROM runs GROUP BY protocol ORDER BY protocol")
+        by_month = self._query(f"SELECT substr(started_at, 1, 7) AS month, {usage} FROM runs GROUP BY month ORDER BY month")
+        by_model = self._query(
+            "SELECT model, count(DISTINCT run_id) AS runs, count(*) AS calls,"
+            " CASE WHEN count(tokens_in) + count(tokens_out) THEN coalesce(sum(tokens_in), 0) + coalesce(sum(tokens_out), 0) END"
+            " AS tokens, sum(cost) AS cost FROM calls GROUP BY model ORDER BY model"
+        )
+        return StatsReport(
+            total=Usage.model_validate(dict(total)),
+            by_model=[ModelUsage.model_validate(dict(row)) for row in by_model],
+            by_protocol=[ProtocolUsage.model_validate({**dict(row), "protocol": row["protocol"] or ""}) for row in by_protocol],
+            by_month=[MonthUsage.model_validate({**dict(row), "month": row["month"] or ""}) for row in by_month],
+        )
+
+
+def _brought_forward(db: sqlite3.Connection, path: Path, version: int) -> sqlite3.Connection:
+    """A copy in memory of an older file, migrated; the file itself is left as it is."""
+    memory = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        db.backup(memory)
+        db.close()
+        migrate(memory)
+    except sqlite3.DatabaseError as error:
+        memory.close()
+        raise UserError(
+            f"{path} was written by an older panel (schema version {version}) and cannot be brought forward: {error}."
+        ) from error
+    memory.row_factory = sqlite3.Row
+    return memory
+
+
+def __getattr__(name: str) -> Any:
+    """The models of `stats()` are built when first asked for: `history list` never needs them."""
+    if name in ("Usage", "ModelUsage", "ProtocolUsage", "MonthUsage", "StatsReport"):
+        from panel_cli.store import stats
+
+        return getattr(stats, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

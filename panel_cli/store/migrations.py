@@ -129,6 +129,171 @@ def m003_decisions_and_retallies(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX retallies_run_id ON retallies(run_id)")
 
 
+@migration
+def m004_texts_iso_times_and_search(db: sqlite3.Connection) -> None:
+    """Each distinct text is stored once, in `texts`, and rows refer to it (see
+    `panel_cli.store.texts`); an event leaves out what the row claiming it holds (see
+    `panel_cli.store.rows`); times are ISO-8601 UTC text; a run keeps the pid and host of the
+    process writing it; questions and final answers are indexed for full-text search. The
+    tables of version 3 are renamed, copied run by run with the writer's own code, and
+    dropped."""
+    from panel_cli.store.upgrade import copy_version_3
+
+    for index in ("runs_started_at", "calls_run_id", "decisions_decided_at", "retallies_run_id"):
+        db.execute(f"DROP INDEX IF EXISTS {index}")
+    for table in ("runs", "events", "calls", "decisions", "retallies"):
+        db.execute(f"ALTER TABLE {table} RENAME TO {table}_v3")
+    db.execute(
+        """
+        CREATE TABLE texts (
+            id INTEGER PRIMARY KEY,
+            hash BLOB NOT NULL UNIQUE,           -- the first 16 bytes of the text's SHA-256
+            body TEXT,                           -- the text, or NULL when it is kept as parts
+            parts TEXT,                          -- JSON: "literal", [id] or [id, start, length], joined in order
+            searchable INTEGER NOT NULL DEFAULT 0  -- 1: a question or a final answer, in text_search
+        )
+        """
+    )
+    db.execute("CREATE VIRTUAL TABLE text_search USING fts5(body, content='texts', content_rowid='id')")
+    db.execute(
+        """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            protocol TEXT,
+            panel TEXT,
+            question_text INTEGER,               -- texts.id
+            config_text INTEGER,                 -- texts.id of the panel's JSON
+            status TEXT,                         -- running | finished | no_answer | failed | interrupted
+            started_at TEXT,                     -- ISO-8601 UTC
+            finished_at TEXT,
+            final_answer_text INTEGER,           -- texts.id
+            result_json TEXT,                    -- JSON; {"$text": id} for each long string
+            error TEXT,
+            outcome TEXT,                        -- the winner, or the final answer's first line
+            calls INTEGER NOT NULL DEFAULT 0,
+            tokens INTEGER,
+            cost REAL,
+            pid INTEGER,                         -- the process writing the run, and its host
+            host TEXT,
+            started_seq INTEGER,                 -- the events this row holds the fields of
+            ended_seq INTEGER
+        )
+        """
+    )
+    db.execute("CREATE INDEX runs_started_at ON runs(started_at)")
+    db.execute(
+        """
+        CREATE TABLE events (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            ts TEXT,                             -- ISO-8601 UTC
+            type TEXT,
+            payload_json TEXT,                   -- JSON: what no row holds; NULL for nothing
+            PRIMARY KEY (run_id, seq)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE calls (
+            run_id TEXT NOT NULL,
+            id TEXT NOT NULL,
+            seq INTEGER,                         -- its call_finished or call_failed event
+            started_seq INTEGER,                 -- its call_started event
+            member TEXT,
+            model TEXT,
+            stage TEXT,
+            round INTEGER,
+            about TEXT,
+            request_json TEXT,                   -- JSON messages; {"$text": id} for each long content
+            response_text INTEGER,               -- texts.id
+            truncated INTEGER,
+            reused INTEGER,
+            request_hash TEXT,
+            tokens_in INTEGER,
+            tokens_out INTEGER,
+            cost REAL,
+            latency REAL,
+            error_kind TEXT,
+            error TEXT,
+            detail TEXT,
+            attempts INTEGER,
+            ts TEXT,
+            PRIMARY KEY (run_id, id)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE decisions (
+            run_id TEXT PRIMARY KEY,
+            seq INTEGER,                         -- its decision_recorded event
+            topic TEXT,
+            winner TEXT,
+            vote_counts_json TEXT,
+            method TEXT,
+            total_votes INTEGER,
+            ballots_cast INTEGER,
+            leader TEXT,
+            leader_override INTEGER,
+            consensus_reached INTEGER,
+            decided_at TEXT
+        )
+        """
+    )
+    db.execute("CREATE INDEX decisions_decided_at ON decisions(decided_at)")
+    db.execute(
+        """
+        CREATE TABLE retallies (
+            id TEXT PRIMARY KEY,
+            run_id TEXT,
+            method TEXT,
+            threshold REAL,
+            quorum INTEGER,
+            winner TEXT,
+            leader_override INTEGER,
+            result_json TEXT,
+            created_at TEXT
+        )
+        """
+    )
+    db.execute("CREATE INDEX retallies_run_id ON retallies(run_id)")
+    db.execute(
+        """
+        CREATE VIEW run_texts AS
+        SELECT r.id, r.protocol, r.panel, r.status, r.started_at, r.finished_at, question.body AS question,
+               answer.body AS final_answer, r.outcome, r.error, r.calls, r.tokens, r.cost, config.body AS config
+        FROM runs r
+        LEFT JOIN texts question ON question.id = r.question_text
+        LEFT JOIN texts answer ON answer.id = r.final_answer_text
+        LEFT JOIN texts config ON config.id = r.config_text
+        """
+    )
+    db.execute(
+        """
+        CREATE VIEW call_texts AS
+        SELECT c.run_id, c.id AS call_id, c.ts, c.member, c.model, c.stage, c.round, c.about,
+               (SELECT json_group_array(json_object(
+                    'role', json_extract(m.value, '$.role'),
+                    'content', CASE
+                        WHEN t.id IS NULL THEN json_extract(m.value, '$.content')
+                        WHEN t.body IS NOT NULL THEN t.body
+                        ELSE json_object('parts', json(t.parts)) END))
+                FROM json_each(c.request_json) m
+                LEFT JOIN texts t ON t.id = json_extract(m.value, '$.content."$text"')) AS request,
+               response.body AS response, c.error_kind, c.error, c.tokens_in, c.tokens_out, c.cost, c.latency
+        FROM calls c
+        LEFT JOIN texts response ON response.id = c.response_text
+        """
+    )
+    copy_version_3(db)
+    for table in ("runs", "events", "calls", "decisions", "retallies"):
+        db.execute(f"DROP TABLE {table}_v3")
+
+
+TEXTS_VERSION = len(MIGRATIONS)  # the version whose migration moved every text to `texts`
+
+
 def schema_version(db: sqlite3.Connection) -> int:
     return db.execute("PRAGMA user_version").fetchone()[0]
 

@@ -50,12 +50,18 @@ class LiveView:
     Only the current stage is live; when the next one starts, the finished one is printed
     once to the console, so the scrollback keeps every round and nothing is redrawn twice.
     The console is injected so tests and replays choose where it goes; colour follows the
-    console (and so NO_COLOR)."""
+    console (and so NO_COLOR). `panel history show` draws a stored run with `animate=False`
+    (each stage printed once it ends, never a live area) and `header=False` (it prints a
+    fuller header of its own)."""
 
-    def __init__(self, console: Console, *, refresh_per_second: float = 8) -> None:
+    def __init__(
+        self, console: Console, *, refresh_per_second: float = 8, animate: bool = True, header: bool = True
+    ) -> None:
         self.console = console
         self.totals = ViewTotals()
         self._refresh_per_second = refresh_per_second
+        self._animate = animate
+        self._header = header
         self._labels: dict[str, str] = {}
         self._stage: StageState | None = None
         # orchestrate: the accepted plan, drawn as a task tree once its subtasks start.
@@ -71,7 +77,8 @@ class LiveView:
         match event:
             case RunStarted():
                 self._labels = {m.name: m.label for m in event.members if m.label}
-                self._print_header(event)
+                if self._header:
+                    self._print_header(event)
             case StageStarted():
                 self._open_stage(event.stage, event.round, event.members)
             case CallStarted() | CallFinished() | CallFailed() | MemberSkipped():
@@ -174,7 +181,7 @@ class LiveView:
             new.announce(name, self._labels.get(name))
         self._seen.add(new.key)
         self._finish_stage(new)
-        if self._live is None:
+        if self._live is None and self._animate:
             self._live = Live(
                 self._live_renderable(),
                 console=self.console,

@@ -39,6 +39,13 @@ COMMANDS = [
     ["history", "show"],
     ["history", "decisions"],
     ["history", "retally"],
+    ["history", "replay"],
+    ["history", "delete"],
+    ["history", "purge"],
+    ["history", "stats"],
+    ["history", "export"],
+    ["resume"],
+    ["init"],
 ]
 
 
@@ -132,17 +139,19 @@ def test_member_names_come_from_the_panel_file(tmp_path: Path) -> None:
 def runs_db(tmp_path: Path) -> Path:
     """A transcript file made by the store itself, with three runs."""
     from panel_cli.store.db import connect
+    from panel_cli.store.writer import RunWriter
 
     path = tmp_path / "runs.db"
     db = connect(path)
+    writer = RunWriter(db, pid=None, host=None)
     for run_id, started, question in (
         ("abc123", 1_700_000_000.0, "Which  database\nshould we use?"),
         ("abd456", 1_700_000_100.0, "Ship it?"),
-        ("xyz789", 1_700_000_200.0, None),
+        ("xyz789", 1_700_000_200.0, ""),
     ):
-        db.execute(
-            "INSERT INTO runs (id, protocol, panel, question, status, started_at) VALUES (?, 'confer', 'p', ?, 'finished', ?)",
-            (run_id, question, started),
+        writer.write(
+            {"run_id": run_id, "seq": 1, "ts": started, "type": "run_started", "protocol": "confer", "panel": "p",
+             "question": question, "members": [], "config": {}}
         )
     db.close()
     return path

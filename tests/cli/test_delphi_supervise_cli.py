@@ -131,7 +131,7 @@ def test_history_shows_both_protocols(tmp_path):
     for run_id, stages in ((delphi_id, ("contribution", "synthesis")), (supervise_id, ("work", "critique", "correction", "synthesis"))):
         shown = runner.invoke(app, ["history", "show", run_id, "--db", db])
         assert shown.exit_code == 0, shown.output
-        assert "Final answer" in shown.stdout and all(stage in shown.stdout for stage in stages)
+        assert "╭─ answer" in shown.stdout and all(stage in shown.stdout for stage in stages)
     stored = json.loads(runner.invoke(app, ["history", "show", supervise_id, "--json", "--db", db]).stdout)
     assert stored["protocol"] == "supervise" and stored["result"]["approved"] is True
     assert [e["type"] for e in stored["events"]].count("supervise_verdict") == 2

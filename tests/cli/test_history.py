@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,8 @@ from typer.testing import CliRunner
 
 from panel_cli.cli.history import history_app
 from panel_cli.errors import UserError
-from panel_cli.events import CallFailed, MemberInfo, RunFailed, RunFinished
+from panel_cli.events import BaseEvent, CallFailed, MemberInfo, RunFailed, RunFinished
+from panel_cli.store.db import TranscriptStore
 from panel_cli.view.fmt import cost as format_cost
 from tests.store.sample_runs import (
     ANSWER,
@@ -32,6 +36,30 @@ app.add_typer(history_app, name="history")
 
 # Wide enough that Rich never truncates an id or a column header.
 runner = CliRunner(env={"COLUMNS": "200"})
+DAY = 86400.0
+
+
+def keep(path: Path, run_id: str, events: Sequence[BaseEvent]) -> None:
+    """Store a run as a protocol would; from a test that is not a coroutine, since the history
+    commands run their own event loop."""
+    asyncio.run(record(path, run_id, list(events)))
+
+
+def keep_at(path: Path, run_id: str, events: Sequence[BaseEvent], times: Sequence[float]) -> None:
+    """Store a run whose events happened at `times` (epoch seconds), as if it had run then."""
+
+    async def write() -> None:
+        async with await TranscriptStore.open(path) as store:
+            for seq, (event, ts) in enumerate(zip(events, times, strict=True), start=1):
+                await store(event.model_copy(update={"run_id": run_id, "seq": seq, "ts": ts}))
+
+    asyncio.run(write())
+
+
+def days_ago(days: float, count: int) -> list[float]:
+    """`count` event times a second apart, starting `days` ago."""
+    start = time.time() - days * DAY
+    return [start + index for index in range(count)]
 
 
 @pytest.fixture
@@ -53,11 +81,11 @@ def invoke(*args: str) -> str:
 def test_list_shows_each_run(db: Path) -> None:
     output = invoke("list", "--db", str(db))
     lines = output.splitlines()
-    assert lines[0].split() == ["id", "started", "protocol", "panel", "status", "calls", "tokens", "cost", "question"]
+    assert lines[0].split() == ["id", "started", "protocol", "panel", "question", "status", "outcome", "calls", "cost"]
     crashed, unpriced, finished = lines[1:4]
-    assert crashed.startswith("run-cras ") and "running" in crashed
+    assert crashed.startswith("run-cras ") and " running " in crashed, "its process (this one) is alive"
     assert "no_answer" in unpriced and "—" in unpriced and "$0" not in unpriced
-    assert "finished" in finished and "$0.0050" in finished and "480" in finished
+    assert "finished" in finished and "$0.0050" in finished and " gpt " in finished, "the winner is its outcome"
     assert "confer" in finished and "db-choice" in finished and "Which database" in finished
 
 
@@ -73,12 +101,63 @@ def test_list_json(db: Path) -> None:
     assert [run["run_id"] for run in runs] == ["run-crashed-3", "run-unpriced-2", "run-finished-1"]
     assert list(runs[0]) == [
         "run_id", "protocol", "question", "reached_answer", "duration_s", "calls", "tokens", "cost",
-        "panel", "status", "started_at", "finished_at",
+        "panel", "status", "outcome", "started_at", "finished_at",
     ]
     assert runs[1]["cost"] is None and runs[1]["status"] == "no_answer" and runs[1]["reached_answer"] is False
     assert runs[2]["cost"] == pytest.approx(0.005) and runs[2]["reached_answer"] is True
+    assert runs[2]["outcome"] == "gpt" and runs[0]["outcome"] is None
     assert runs[2]["duration_s"] == pytest.approx(runs[2]["finished_at"] - runs[2]["started_at"])
-    assert runs[0]["duration_s"] is None and runs[0]["finished_at"] is None  # still running (or crashed)
+    assert runs[0]["duration_s"] is None and runs[0]["finished_at"] is None  # still running
+
+
+def test_list_since_a_span_or_a_date(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    for run_id, days in (("old", 40), ("week", 6.5), ("today", 0.01)):
+        keep_at(path, run_id, confer_run(run_id), days_ago(days, len(confer_run(run_id))))
+
+    def since(value: str) -> list[str]:
+        return [run["run_id"] for run in json.loads(invoke("list", "--since", value, "--json", "--db", str(path)))]
+
+    assert since("7d") == ["today", "week"]
+    assert since("1w") == ["today", "week"]
+    assert since("24h") == since("1440m") == ["today"]
+    assert since("60d") == ["today", "week", "old"]
+    assert since(time.strftime("%Y-%m-%d", time.localtime(time.time() - 30 * DAY))) == ["today", "week"]
+    assert since(time.strftime("%Y-%m-%dT%H:%M", time.localtime(time.time() - DAY))) == ["today"]
+    assert since("2100-01-01T00:00:00+00:00") == []
+
+
+@pytest.mark.parametrize("value", ["yesterday", "7 days", "-3d", "2025-13-01", "", "1000000000w"])
+def test_a_since_that_is_no_time_is_one_sentence(db: Path, value: str) -> None:
+    with pytest.raises(UserError) as raised:
+        runner.invoke(app, ["history", "list", "--since", value, "--db", str(db)], catch_exceptions=False)
+    assert raised.value.message == f"--since takes a span such as 7d, 24h or 30m, or a date such as 2025-01-31, not '{value}'."
+
+
+def test_list_by_protocol_status_and_text_together(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    keep(path, "pg", confer_run("pg"))
+    keep(path, "lite", [run_started("Is SQLite enough for [bold]us[/bold]?"), *answer_calls("lite"), ENDINGS["interrupted"]])
+    vote_started = run_started("Which queue?").model_copy(update={"protocol": "vote", "panel": "queues"})
+    keep(path, "queue", [vote_started, RunFinished(final_answer="RabbitMQ", result={"winner": "RabbitMQ"})])
+
+    def listed(*filters: str) -> list[str]:
+        return [run["run_id"] for run in json.loads(invoke("list", *filters, "--json", "--db", str(path)))]
+
+    assert listed("--protocol", "vote") == ["queue"]
+    assert listed("--protocol", "confer") == ["lite", "pg"]
+    assert listed("--protocol", "confer", "--status", "interrupted") == ["lite"]
+    assert listed("--search", "append-only") == ["pg"], "words of the final answer"
+    assert listed("--search", "SQLite") == ["lite"], "words of the question"
+    assert listed("--search", "RabbitMQ", "--protocol", "confer") == []
+    assert listed("--search", "[bold]us[/bold]") == ["lite"], "markup in the text searched for is only text"
+    assert listed("--since", "1h", "--status", "finished", "--limit", "1") == ["queue"]
+
+
+def test_a_filter_that_matches_nothing_says_what_was_asked(db: Path) -> None:
+    found = invoke("list", "--status", "failed", "--protocol", "vote", "--search", "[red]x", "--since", "2d", "--db", str(db))
+    assert found.startswith("No failed vote runs matching '[red]x' since ")
+    assert found.endswith(f" in {db} (3 runs in all).\n")
 
 
 def test_list_reads_panel_db_from_the_environment(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,20 +178,33 @@ def test_a_status_with_no_run_is_not_an_empty_store(db: Path) -> None:
 
 def test_show_a_finished_run(db: Path) -> None:
     output = invoke("show", "run-fin", "--db", str(db))
-    assert "run-finished-1" in output
-    assert QUESTION in output
-    assert "finished" in output
-    assert "gpt (openai/gpt-4o), claude (anthropic/claude)" in output
+    assert [line.rstrip() for line in output.splitlines()[:2]] == ["Run       run-finished-1", f"Question  {QUESTION}"]
+    assert "Status    finished" in output
+    assert "Members   gpt (openai/gpt-4o), claude (anthropic/claude)" in output
     assert "4 calls · 480 tokens · $0.0050" in output
-    assert "append-only tables" in output and "**PostgreSQL**" not in output  # rendered as Markdown
+    assert "round 0 · answer" in output and "round 1 · vote" in output, "each round as the live view draws it"
+    assert "→ A 80" in output and "winner: gpt" in output
+    assert "╭─ answer" in output and "append-only tables" in output and "**PostgreSQL**" not in output  # Markdown
     assert "timeout: timed out after 300s" in output
     assert "300.0s" in output
+    assert output.index("round 1 · vote") < output.index("╭─ answer") < output.index("Calls")
 
 
-def test_show_a_running_run_with_unknown_costs(db: Path) -> None:
+def test_show_a_running_run(db: Path) -> None:
     output = invoke("show", "run-crashed-3", "--db", str(db))
-    assert "running" in output
-    assert "Final answer" not in output
+    assert "Status    running" in output
+    assert "round 0 · answer" in output, "the stage in progress, as far as it came"
+    assert "╭─ answer" not in output
+    assert "The run is still going; this is how far it has come." in output
+
+
+@pytest.mark.parametrize(("ending", "says"), [("failed", "Run failed: Every member failed."), ("interrupted", "Interrupted")])
+def test_show_a_run_that_ended_without_an_answer(tmp_path: Path, ending: str, says: str) -> None:
+    path = tmp_path / "runs.db"
+    keep(path, "r1", [run_started(), *answer_calls("r1"), ENDINGS[ending]])
+    output = invoke("show", "r1", "--db", str(path))
+    assert f"Status    {ending}" in output and says in output and "round 0 · answer" in output
+    assert "never ended" not in output and "still going" not in output
 
 
 def test_show_json(db: Path) -> None:
@@ -120,42 +212,44 @@ def test_show_json(db: Path) -> None:
     run = json.loads(invoke("show", "run-finished-1", "--db", str(db), "--json"))
     assert list(run) == [
         "run_id", "protocol", "question", "final_answer", "reached_answer", "duration_s", "calls", "tokens",
-        "cost", "warnings", "panel", "status", "started_at", "finished_at", "members", "config", "result",
+        "cost", "warnings", "panel", "status", "outcome", "started_at", "finished_at", "members", "config", "result",
         "error", "call_records", "events",
     ]
     assert run["run_id"] == "run-finished-1"
     assert run["final_answer"] == ANSWER and run["reached_answer"] is True
     assert run["duration_s"] == pytest.approx(run["finished_at"] - run["started_at"])
     assert (run["calls"], run["tokens"], run["cost"]) == (4, 480, pytest.approx(0.005))
-    assert run["warnings"] == []
+    assert run["warnings"] == [] and run["outcome"] == "gpt"
     assert [member["name"] for member in run["members"]] == ["gpt", "claude"]
     assert len(run["call_records"]) == 4 and run["call_records"][0]["messages"][0]["role"] == "user"
     assert [event["seq"] for event in run["events"]] == list(range(1, len(confer_run("x")) + 1))
 
 
-async def test_show_json_warnings_come_from_the_result(tmp_path: Path) -> None:
+def test_show_json_warnings_come_from_the_result(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     warned = RunFinished(final_answer=None, reached_answer=False, result={"warnings": ["bob: no structured vote"]})
-    await record(path, "r1", [run_started(), *answer_calls("r1"), warned])
+    keep(path, "r1", [run_started(), *answer_calls("r1"), warned])
     run = json.loads(invoke("show", "r1", "--db", str(path), "--json"))
     assert run["warnings"] == ["bob: no structured vote"]
     assert run["reached_answer"] is False and run["final_answer"] is None and run["status"] == "no_answer"
 
 
-async def test_show_marks_a_truncated_reply_and_keeps_the_raw_detail_off_screen(tmp_path: Path) -> None:
+def test_show_marks_a_truncated_reply_and_keeps_the_raw_detail_off_screen(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
-    await record(path, "r1", [run_started(), *answer_calls("r1", truncated=True), *vote_round("r1", detail=RAW)])
+    keep(path, "r1", [run_started(), *answer_calls("r1", truncated=True), *vote_round("r1", detail=RAW)])
     output = invoke("show", "r1", "--db", str(path))
-    gpt_answer = next(line for line in output.splitlines() if "gpt" in line and "answer" in line)
+    calls = output[output.index("Calls") :]
+    gpt_answer = next(line for line in calls.splitlines() if "gpt" in line and "answer" in line)
     assert "reply truncated" in gpt_answer
-    assert output.count("reply truncated") == 1
+    assert calls.count("reply truncated") == 1
+    assert "PostgreSQL. (truncated)" in output, "the live view's row says so too"
     assert RAW not in output
     records = json.loads(invoke("show", "r1", "--db", str(path), "--json"))["call_records"]
     assert [record["truncated"] for record in records] == [True, False, False, False]
     assert records[3]["detail"] == RAW
 
 
-async def test_markup_in_data_prints_as_written(tmp_path: Path) -> None:
+def test_markup_in_data_prints_as_written(tmp_path: Path) -> None:
     """Questions, names, answers and errors come from people and models: `[/bold]` or a
     Llama `[/INST]` in one of them is text, not markup (nor `:smile:` an emoji code)."""
     path = tmp_path / "runs.db"
@@ -170,16 +264,20 @@ async def test_markup_in_data_prints_as_written(tmp_path: Path) -> None:
         call_id="c1", member="[/bold]gpt", model="openai/gpt-4o", stage="answer", round=0, kind="bad_request",
         message="bad [/i] request", latency=1.0,
     )
-    await record(path, "r1", [started, failed, RunFinished(final_answer="Use [red]this[/red] [/INST]")])
-    await record(path, "r2", [started, RunFailed(message="boom [/] :smile:")])
+    finished = RunFinished(final_answer="Use [red]this[/red] [/INST]", result={"winner": "[b]gpt"})
+    keep(path, "r1", [started, failed, finished])
+    keep(path, "r2", [started, RunFailed(message="boom [/] :smile:")])
 
     listed = invoke("list", "--db", str(path))
     assert "Is [bold]this[/bold] escaped? [/INST] :smile:" in listed
-    assert "[red]panel" in listed
+    assert "[red]panel" in listed and "[b]gpt" in listed
     shown = invoke("show", "r1", "--db", str(path))
     for written in (question, "[red]panel", "[/bold]gpt (openai/gpt-4o)", "bad [/i] request", "Use [red]this[/red] [/INST]"):
         assert written in shown, written
     assert "boom [/] :smile:" in invoke("show", "r2", "--db", str(path))
+    replayed = invoke("replay", "r1", "--speed", "max", "--db", str(path))
+    for written in (question, "[/bold]gpt", "bad [/i] request", "Use [red]this[/red] [/INST]"):
+        assert written in replayed, written
 
 
 def test_show_unknown_or_ambiguous_id(db: Path) -> None:
@@ -187,10 +285,12 @@ def test_show_unknown_or_ambiguous_id(db: Path) -> None:
         runner.invoke(app, ["history", "show", "nope", "--db", str(db)], catch_exceptions=False)
     with pytest.raises(UserError, match="matches several runs"):
         runner.invoke(app, ["history", "show", "run-", "--db", str(db)], catch_exceptions=False)
+    with pytest.raises(UserError, match="No run has the id 'nope'"):
+        runner.invoke(app, ["history", "replay", "nope", "--db", str(db)], catch_exceptions=False)
 
 
 def test_db_option_help_reads_the_same_everywhere() -> None:
-    for command in ("list", "show"):
+    for command in ("list", "show", "replay", "delete", "purge", "stats", "decisions", "retally"):
         result = runner.invoke(app, ["history", command, "--help"], env={"COLUMNS": "300"})
         assert "Transcript database (default: $PANEL_DB, else panel.db in the user data folder)." in result.output
 
@@ -209,17 +309,32 @@ def test_format_cost() -> None:
     assert format_cost(1.23456) == "$1.2346"
 
 
-@pytest.mark.parametrize("command", [["list"], ["show", "run-fin"], ["show", "run-fin", "--json"]])
-def test_history_imports_no_model_code_nor_event_models(db: Path, command: list[str]) -> None:
-    """`panel history` starts instantly: no litellm, no gateway, no event models, no live view."""
+def imported_by(db: Path, command: list[str], heavy: tuple[str, ...]) -> list[str]:
+    """Run `panel history COMMAND` in a fresh interpreter, through `main`, and list which of
+    `heavy` (packages and their submodules) it loaded."""
     code = (
         "import sys\n"
         f"sys.argv = ['panel', 'history', *{command!r}, '--db', {str(db)!r}]\n"
         "from panel_cli.cli.app import main\n"
         "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
-        "heavy = ('litellm', 'panel_cli.llm', 'panel_cli.events', 'panel_cli.view.live', 'rich.live')\n"
-        "print(sorted(h for h in heavy for m in sys.modules if m == h or m.startswith(h + '.')))\n"
+        f"heavy = {heavy!r}\n"
+        "print(' '.join(sorted({h for h in heavy for m in sys.modules if m == h or m.startswith(h + '.')})))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "[]"
+    return result.stdout.splitlines()[-1].split()
+
+
+@pytest.mark.parametrize("command", [["list"], ["list", "--search", "database"], ["show", "run-fin", "--json"], ["stats"]])
+def test_history_imports_no_model_code_nor_event_models(db: Path, command: list[str]) -> None:
+    """`panel history` starts instantly: no litellm, no gateway, no event models, no live view."""
+    heavy = ("litellm", "panel_cli.llm", "panel_cli.events", "panel_cli.view.live", "rich.live")
+    assert imported_by(db, command, heavy) == []
+
+
+@pytest.mark.parametrize("command", [["show", "run-fin"], ["replay", "run-fin", "--speed", "max"]])
+def test_show_and_replay_call_no_model(db: Path, command: list[str]) -> None:
+    """They draw with the event models and the views a live run uses, and load nothing that
+    could reach a model or the network."""
+    heavy = ("litellm", "panel_cli.llm.gateway", "httpx", "aiohttp", "panel_cli.events", "panel_cli.view.live")
+    assert imported_by(db, command, heavy) == ["panel_cli.events", "panel_cli.view.live"]

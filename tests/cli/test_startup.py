@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-HEAVY = ("litellm", "pydantic", "aiosqlite", "panel_cli.store", "panel_cli.config", "panel_cli.events")
+HEAVY = ("litellm", "pydantic", "panel_cli.store", "panel_cli.config", "panel_cli.events")
 
 
 def imported_after(*args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
@@ -62,5 +62,5 @@ def test_importtime_of_help_names_no_heavy_module() -> None:
     assert result.returncode == 0, result.stderr
     modules = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
     assert "typer" in modules and "panel_cli.cli.app" in modules
-    assert {m for m in modules if m.split(".")[0] in {"litellm", "pydantic", "aiosqlite"}} == set()
+    assert {m for m in modules if m.split(".")[0] in {"litellm", "pydantic"}} == set()
     assert {m for m in modules if m.startswith(("panel_cli.store", "panel_cli.config", "panel_cli.events"))} == set()

@@ -3,6 +3,7 @@ exit code 2, never a traceback; and history still reads what it is allowed to re
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shutil
@@ -147,9 +148,10 @@ async def test_the_writer_refuses_a_read_only_folder(tmp_path: Path) -> None:
     assert message.endswith("); make the file and its folder writable, or pick another file with --db or PANEL_DB.")
 
 
-async def test_history_reads_a_read_only_folder_and_file(tmp_path: Path) -> None:
-    """No -wal or -shm file can be created there, and none is needed to read."""
-    path = await finished_store(tmp_path / "store")
+def test_history_reads_a_read_only_folder_and_file(tmp_path: Path) -> None:
+    """No -wal or -shm file can be created there, and none is needed to read. (Not async:
+    `history show` runs an event loop of its own.)"""
+    path = asyncio.run(finished_store(tmp_path / "store"))
     with write_protected(path, path.parent):
         listed = history("list", "--db", str(path))
         shown = history("show", "run-1", "--db", str(path))

@@ -14,10 +14,11 @@ from tests.store.sample_runs import ANSWER, ENDINGS, QUESTION, answer_calls, con
 
 
 def run_row(path: Path, run_id: str) -> sqlite3.Row:
-    """Read through a connection of its own, as another process would."""
+    """Read through a connection of its own, as another process would, with the view that
+    puts each run's texts in place."""
     with sqlite3.connect(path) as db:
         db.row_factory = sqlite3.Row
-        return db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return db.execute("SELECT * FROM run_texts WHERE id = ?", (run_id,)).fetchone()
 
 
 async def test_a_run_is_written_as_it_happens(tmp_path: Path) -> None:
@@ -28,7 +29,7 @@ async def test_a_run_is_written_as_it_happens(tmp_path: Path) -> None:
         row = run_row(path, "r1")
         assert row["status"] == "running"
         assert row["question"] == QUESTION
-        assert json.loads(row["config_json"]) == {"max_rounds": 3, "until_convergence": True}
+        assert json.loads(row["config"]) == {"max_rounds": 3, "until_convergence": True}
         assert row["calls"] == 0 and row["finished_at"] is None
 
         for event in answer_calls("r1"):
@@ -173,7 +174,7 @@ async def test_calls_keep_the_raw_detail_and_truncation(tmp_path: Path) -> None:
     assert [call.truncated for call in calls] == [True, False, False, False]
     assert [call.detail for call in calls] == [None, None, None, raw]
     with sqlite3.connect(path) as db:
-        stored = db.execute("SELECT truncated, detail FROM calls ORDER BY ts, rowid").fetchall()
+        stored = db.execute("SELECT truncated, detail FROM calls ORDER BY ts, seq").fetchall()
     assert stored == [(1, None), (0, None), (0, None), (None, raw)]  # a failed call has no reply to cut
 
 

@@ -1,0 +1,122 @@
+"""`panel history export ID --format md|json|html [-o FILE] [--open]`.
+
+Registered on `history_app` when cli/history.py is imported, so it starts as fast as every
+other history command: the report builders, the event models and markdown-it are imported
+inside the command, and nothing here imports litellm.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+from panel_cli.cli import completion
+from panel_cli.cli.history import DbOption, RunDetail, history_app
+from panel_cli.errors import UserError
+from panel_cli.store.db import TranscriptReader
+
+if TYPE_CHECKING:
+    from panel_cli.export.transcript import Transcript
+
+ExportFormat = Literal["md", "json", "html"]
+FORMAT_OF_SUFFIX: dict[str, ExportFormat] = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html"}
+STDOUT = "-"
+
+
+@history_app.command("export")
+def export_run(
+    run_id: Annotated[
+        str, typer.Argument(metavar="ID", help="A run id, or any unique beginning of one.", autocompletion=completion.run_ids)
+    ],
+    export_format: Annotated[
+        ExportFormat | None,
+        typer.Option(
+            "--format", "-f",
+            help="md: Markdown to paste into a ticket; json: the whole transcript; html: one self-contained page to share."
+            " Default: from the -o file's extension, else md.",
+        ),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", metavar="FILE",
+            help="Write here ('-' for stdout). Default: stdout for md and json; panel-ID.html for html.",
+        ),
+    ] = None,
+    open_file: Annotated[bool, typer.Option("--open", help="Open the written file with the system's viewer.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Export one run as Markdown, JSON or a self-contained HTML page (charts, no script, nothing fetched)."""
+    from panel_cli.export.transcript import Transcript
+
+    chosen = export_format or _format_of(output)
+    with TranscriptReader.open(db) as reader:
+        transcript = Transcript.load(reader, run_id)
+    text = render(transcript, chosen)
+    if output is None and (chosen == "html" or open_file):
+        # A page on a terminal helps nobody, and a viewer needs a file: name it after the run.
+        target = Path(f"panel-{transcript.run.id}.{chosen}")
+        _write(target, text)
+        _say(f"Wrote {target} (no -o given, so named after the run).")
+    elif output is None or output == STDOUT:
+        if open_file:
+            raise UserError("--open needs a file to open; give -o FILE instead of '-'.")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    else:
+        target = Path(output).expanduser()
+        _write(target, text)
+        _say(f"Wrote {target}.")
+    if open_file:
+        import webbrowser
+
+        if not webbrowser.open(target.resolve().as_uri()):
+            raise UserError(f"No viewer could be started for {target}; open it yourself.")
+
+
+def render(transcript: Transcript, export_format: ExportFormat) -> str:
+    if export_format == "json":
+        import json
+
+        return json.dumps(transcript_json(transcript), indent=2, ensure_ascii=False) + "\n"
+    from panel_cli.export.report import build_report
+
+    report = build_report(transcript)
+    if export_format == "md":
+        from panel_cli.export.markdown import render_markdown
+
+        return render_markdown(report)
+    from panel_cli.export.page import render_html
+
+    return render_html(report)
+
+
+def transcript_json(transcript: Transcript) -> dict[str, Any]:
+    """The same object as `panel history show ID --json`: the result envelope, then the run,
+    every call (full requests and responses) and every event."""
+    detail = RunDetail.of(transcript.run, transcript.calls, transcript.events)
+    return detail.model_dump(mode="json")
+
+
+def _format_of(output: str | None) -> ExportFormat:
+    if output is None or output == STDOUT:
+        return "md"
+    return FORMAT_OF_SUFFIX.get(Path(output).suffix.lower(), "md")
+
+
+def _write(target: Path, text: str) -> None:
+    if target.is_dir():
+        raise UserError(f"{target} is a folder; give a file name with -o.")
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise UserError(f"Cannot write {target}: {error.strerror or error}.") from error
+
+
+def _say(message: str) -> None:
+    """Progress goes to stderr, so stdout stays the export alone."""
+    typer.echo(message, err=True)

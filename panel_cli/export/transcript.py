@@ -1,0 +1,30 @@
+"""A stored run read back whole, with every secret the environment knows scrubbed once more.
+
+The store already redacts what it writes; scrubbing again at export costs nothing and covers a
+run written by an older panel or with a key set since, because an export is made to leave
+the machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from panel_cli.redact import redact_obj, secret_values
+from panel_cli.store.db import CallRecord, RunRecord, TranscriptReader
+
+
+class Transcript(BaseModel):
+    run: RunRecord
+    events: list[dict[str, Any]]
+    calls: list[CallRecord]
+
+    @classmethod
+    def load(cls, reader: TranscriptReader, id_or_prefix: str) -> Transcript:
+        run = reader.get_run(id_or_prefix)
+        raw = {
+            "run": run.model_dump(mode="json"),
+            "events": reader.run_events(run.id),
+            "calls": [call.model_dump(mode="json") for call in reader.run_calls(run.id)],
+        }
+        return cls.model_validate(redact_obj(raw, secret_values()))

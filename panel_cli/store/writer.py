@@ -1,0 +1,280 @@
+"""Writing a run's events into the transcript tables, one transaction per event.
+
+Synchronous on purpose: `TranscriptStore` runs it on a thread of its own, and the migration
+that brings an older file forward uses the same code, so an old run and a new one are stored
+alike.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from panel_cli.store.rows import ENVELOPE, call_fields, decision_fields, envelope, leftover, restore, run_fields
+from panel_cli.store.texts import Composer, TextCache, Texts, decode, dumps, encode
+from panel_cli.store.times import iso_time
+
+OUTCOME_LENGTH = 80
+ENDINGS = ("run_finished", "run_failed", "run_interrupted")
+
+
+def outcome_of(final_answer: str | None, result: Any) -> str | None:
+    """What `history list` shows of a run's outcome: the winner when the protocol names one
+    (confer's member, vote's option), else the final answer's first line."""
+    winner = result.get("winner") if isinstance(result, dict) else None
+    if isinstance(winner, str) and winner.strip():
+        return preview(winner)
+    if final_answer:
+        line = next((line for line in final_answer.splitlines() if line.strip()), "")
+        return preview(line) or None
+    return None
+
+
+def preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= OUTCOME_LENGTH else flat[: OUTCOME_LENGTH - 1].rstrip() + "…"
+
+
+class RunWriter:
+    """Writes events of any number of runs to one connection (autocommit mode, as `connect`
+    opens it); `pid` and `host` are the process's, kept with each run it starts."""
+
+    def __init__(self, db: sqlite3.Connection, *, pid: int | None, host: str | None) -> None:
+        self._db = db
+        self.texts = Texts(db)
+        self._pid = pid
+        self._host = host
+        self._composers: dict[str, Composer] = {}
+        # call_started events whose call has not ended yet: (run, call) -> (columns, payload)
+        self._started: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    def write(self, payload: dict[str, Any], messages: list[dict[str, Any]] | None = None) -> None:
+        """Store one event (already redacted) and what it changes, in one transaction; the
+        write lock is taken first, so a concurrent writer waits instead of failing."""
+        run_id = payload["run_id"]
+        composer = self._composers.setdefault(run_id, Composer(self.texts))
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._write(payload, messages, composer)
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            composer.rollback()
+            raise
+        composer.commit()
+        if payload["type"] in ENDINGS:
+            self._composers.pop(run_id, None)
+
+    def _write(self, payload: dict[str, Any], messages: list[dict[str, Any]] | None, composer: Composer) -> None:
+        columns = {key: payload[key] for key in ENVELOPE}
+        run_id, seq, ts, kind = columns.values()
+        given: dict[str, Any] | None = None
+        match kind:
+            case "run_started":
+                given = self._start_run(payload, composer)
+            case "call_started":
+                self._started[(run_id, payload["call_id"])] = (columns, payload)
+            case "call_finished" | "call_failed":
+                started = self._started.pop((run_id, payload["call_id"]), None)
+                values = {key: value for key, value in payload.items() if key not in ENVELOPE}
+                given = self.insert_call(run_id, seq, ts, values, messages or [], started, composer)
+                self.update_totals(run_id)
+            case "run_finished" | "run_failed" | "run_interrupted":
+                given = self._end_run(payload, composer)
+            case "decision_recorded":
+                given = self._record_decision(payload, composer)
+        self.insert_event(columns, leftover(payload, columns, given), composer)
+
+    def insert_event(self, columns: dict[str, Any], kept: dict[str, Any], composer: Composer) -> None:
+        self._db.execute(
+            "INSERT INTO events (run_id, seq, ts, type, payload_json) VALUES (?, ?, ?, ?, ?)",
+            (
+                columns["run_id"],
+                columns["seq"],
+                None if columns["ts"] is None else iso_time(columns["ts"]),
+                columns["type"],
+                self.json(kept, composer),
+            ),
+        )
+
+    def json(self, value: Any, composer: Composer) -> str | None:
+        """A JSON column with its long strings as texts; None for nothing to keep."""
+        return dumps(encode(value, self.put(composer))) if value else None
+
+    def put(self, composer: Composer, *, compose: bool = False) -> Callable[[str], int]:
+        return lambda text: self.texts.put(text, composer=composer, compose=compose)
+
+    def _start_run(self, payload: dict[str, Any], composer: Composer) -> dict[str, Any]:
+        run_id = payload["run_id"]
+        self._db.execute(
+            "INSERT INTO runs (id, protocol, panel, question_text, config_text, status, started_at, calls, pid, host,"
+            " started_seq) VALUES (?, ?, ?, ?, ?, 'running', ?, 0, ?, ?, ?)",
+            (
+                run_id,
+                payload["protocol"],
+                payload["panel"],
+                self.texts.put(payload["question"], composer=composer, searchable=True),
+                self.texts.put(dumps(payload["config"]), composer=composer),
+                iso_time(payload["ts"]),
+                self._pid,
+                self._host,
+                payload["seq"],
+            ),
+        )
+        return run_fields(self._run_row(run_id), TextCache(self._db), "run_started")
+
+    def insert_call(
+        self,
+        run_id: str,
+        seq: int | None,
+        ts: float | None,
+        values: dict[str, Any],
+        messages: list[dict[str, Any]],
+        started: tuple[dict[str, Any], dict[str, Any]] | None,
+        composer: Composer,
+    ) -> dict[str, Any]:
+        """One row for a finished or a failed call, from its event's fields (`values`): each
+        leaves the other's fields empty. A skipped member made no call, so `member_skipped`
+        is kept as an event only. `started`, the call's `call_started` event (its columns and
+        payload), already stored, is claimed too. Returns what the row gives back to the
+        events."""
+        call_id = values["call_id"]
+        self._db.execute(
+            "INSERT INTO calls (run_id, id, seq, started_seq, member, model, stage, round, about, request_json,"
+            " response_text, truncated, reused, request_hash, tokens_in, tokens_out, cost, latency, error_kind, error,"
+            " detail, attempts, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                call_id,
+                seq,
+                started[0]["seq"] if started else None,
+                values["member"],
+                values["model"],
+                values["stage"],
+                values.get("round"),
+                values.get("about"),
+                dumps(encode(messages, self.put(composer, compose=True))),
+                self.texts.put(values["text"], composer=composer) if values.get("text") is not None else None,
+                int(values["truncated"]) if values.get("truncated") is not None else None,
+                int(values["reused"]) if values.get("reused") is not None else None,
+                values.get("request_hash"),
+                values.get("tokens_in"),
+                values.get("tokens_out"),
+                values.get("cost"),
+                values.get("latency"),
+                values.get("kind"),
+                values.get("message"),
+                values.get("detail"),
+                values.get("attempts"),
+                None if ts is None else iso_time(ts),
+            ),
+        )
+        row = self._db.execute("SELECT * FROM calls WHERE run_id = ? AND id = ?", (run_id, call_id)).fetchone()
+        given = call_fields(row, TextCache(self._db))
+        if started is not None:
+            columns, started_payload = started
+            self._db.execute(
+                "UPDATE events SET payload_json = ? WHERE run_id = ? AND seq = ?",
+                (self.json(leftover(started_payload, columns, given), composer), run_id, columns["seq"]),
+            )
+        return given
+
+    def update_totals(self, run_id: str) -> None:
+        """Kept current after every call, so a run that crashed still shows what it spent.
+        SQL's SUM skips NULLs and is NULL when all are: an unknown cost stays unknown
+        rather than becoming 0, and a partly known one is the sum of what is known."""
+        calls, tokens_in, tokens_out, cost = self._db.execute(
+            "SELECT COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(cost) FROM calls WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        tokens = None if tokens_in is None and tokens_out is None else (tokens_in or 0) + (tokens_out or 0)
+        self._db.execute("UPDATE runs SET calls = ?, tokens = ?, cost = ? WHERE id = ?", (calls, tokens, cost, run_id))
+
+    def _end_run(self, payload: dict[str, Any], composer: Composer) -> dict[str, Any] | None:
+        """A run normally ends once; should it end again, the event that ended it before gets
+        back every field the run row is about to lose."""
+        run_id, kind = payload["run_id"], payload["type"]
+        row = self._run_row(run_id)
+        if row is None:
+            return None
+        if row["ended_seq"] is not None:
+            self.expand(run_id, row["ended_seq"], composer)
+        finished_at = iso_time(payload["ts"])
+        if kind == "run_finished":
+            answer = payload["final_answer"]
+            self._db.execute(
+                "UPDATE runs SET status = ?, final_answer_text = ?, result_json = ?, outcome = ?, finished_at = ?,"
+                " ended_seq = ? WHERE id = ?",
+                (
+                    "finished" if payload["reached_answer"] else "no_answer",
+                    None if answer is None else self.texts.put(answer, composer=composer, searchable=True),
+                    dumps(encode(payload["result"], self.put(composer))),
+                    outcome_of(answer, payload["result"]),
+                    finished_at,
+                    payload["seq"],
+                    run_id,
+                ),
+            )
+        elif kind == "run_failed":
+            self._db.execute(
+                "UPDATE runs SET status = 'failed', error = ?, finished_at = ?, ended_seq = ? WHERE id = ?",
+                (payload["message"], finished_at, payload["seq"], run_id),
+            )
+        else:
+            self._db.execute(
+                "UPDATE runs SET status = 'interrupted', finished_at = ?, ended_seq = NULL WHERE id = ?", (finished_at, run_id)
+            )
+            return None
+        return run_fields(self._run_row(run_id), TextCache(self._db), kind)
+
+    def _record_decision(self, payload: dict[str, Any], composer: Composer) -> dict[str, Any]:
+        run_id = payload["run_id"]
+        before = self._db.execute("SELECT seq FROM decisions WHERE run_id = ?", (run_id,)).fetchone()
+        if before is not None and before[0] is not None:
+            self.expand(run_id, before[0], composer)
+        self.insert_decision(run_id, payload["seq"], payload, payload["ts"])
+        return decision_fields(self._db.execute("SELECT * FROM decisions WHERE run_id = ?", (run_id,)).fetchone())
+
+    def insert_decision(self, run_id: str, seq: int | None, values: Mapping[str, Any], ts: float | None) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO decisions (run_id, seq, topic, winner, vote_counts_json, method, total_votes,"
+            " ballots_cast, leader, leader_override, consensus_reached, decided_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                seq,
+                values["topic"],
+                values["winner"],
+                None if values["vote_counts"] is None else dumps(values["vote_counts"]),
+                values["method"],
+                values["total_votes"],
+                values["ballots_cast"],
+                values["leader"],
+                None if values["leader_override"] is None else int(values["leader_override"]),
+                None if values["consensus_reached"] is None else int(values["consensus_reached"]),
+                None if ts is None else iso_time(ts),
+            ),
+        )
+
+    def expand(self, run_id: str, seq: int, composer: Composer) -> None:
+        """Give a claimed event every field back, before the row claiming it changes."""
+        event = self._db.execute("SELECT * FROM events WHERE run_id = ? AND seq = ?", (run_id, seq)).fetchone()
+        if event is None:
+            return
+        texts = TextCache(self._db)
+        kept = decode(json.loads(event["payload_json"]), texts) if event["payload_json"] else {}
+        if event["type"] == "decision_recorded":
+            given = decision_fields(self._db.execute("SELECT * FROM decisions WHERE run_id = ?", (run_id,)).fetchone())
+        else:
+            given = run_fields(self._run_row(run_id), texts, event["type"])
+        columns = envelope(event, run_id)
+        payload = restore(columns, kept, given)
+        self._db.execute(
+            "UPDATE events SET payload_json = ? WHERE run_id = ? AND seq = ?",
+            (self.json(leftover(payload, columns), composer), run_id, seq),
+        )
+
+    def _run_row(self, run_id: str) -> sqlite3.Row:
+        return self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()

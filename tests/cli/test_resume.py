@@ -1,0 +1,374 @@
+"""`panel resume ID`: an interrupted run continues as a new run, and the fake server counts
+no request for a call the old run got answered.
+
+Panels are the starter demo panels with every persona moved onto the fake server
+(`openai/<persona>`), which answers as the demo persona would (`demo_reply`), so every
+protocol runs through litellm's real path with deterministic replies. A member scripted to
+hang holds the run mid-stage; it is then interrupted (SIGINT to a real process for confer,
+a cancelled task in-process for the others) and resumed in-process with Typer's CliRunner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import typing
+from collections.abc import Callable
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from panel_cli.cli.app import app
+from panel_cli.cli.resume import ENGINES, engine_for, stored_panel
+from panel_cli.config import Protocol, load_panel
+from panel_cli.errors import UserError
+from panel_cli.events import BaseEvent, EventBus
+from panel_cli.llm.demo import demo_reply
+from panel_cli.llm.gateway import Gateway
+from panel_cli.protocols.base import run_engine
+from panel_cli.protocols.supervise import correction_rounds
+from panel_cli.store.db import TranscriptReader, TranscriptStore
+from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, responder
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner(env={"COLUMNS": "200"})
+PERSONA = responder(lambda request: demo_reply(request.model, request.messages))
+PROTOCOLS = list(typing.get_args(Protocol))
+HANG_GUARD = 90.0  # seconds: a stuck test fails instead of hanging; never a measurement
+
+
+def on_fake_server(protocol: str, server: FakeOpenAIServer, folder: Path) -> Path:
+    """The protocol's starter demo panel, every `demo/<persona>` moved to `openai/<persona>` on the fake server."""
+    data = yaml.safe_load(files("panel_cli").joinpath(f"starters/{protocol}.demo.yaml").read_text(encoding="utf-8"))
+
+    def move(entry: object) -> object:
+        if isinstance(entry, dict) and str(entry.get("model", "")).startswith("demo/"):
+            return {**entry, "model": "openai/" + entry["model"][5:], "api_base": server.url}
+        if isinstance(entry, list):
+            return [move(item) for item in entry]
+        return entry
+
+    data = {key: move(value) for key, value in data.items()}
+    path = folder / f"{protocol}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    server.default(PERSONA)
+    return path
+
+
+def key(request: RecordedRequest) -> str:
+    return json.dumps([request.model, request.messages])
+
+
+def answered_calls(db: Path, run_id: str) -> int:
+    with TranscriptReader.open(db) as reader:
+        return sum(call.response is not None for call in reader.run_calls(run_id))
+
+
+def resume(db: Path, run_id: str) -> dict:
+    outcome = runner.invoke(app, ["resume", run_id, "--json", "--db", str(db)])
+    assert outcome.exit_code == 0, outcome.output
+    return json.loads(outcome.stdout)
+
+
+def run_json(*args: str) -> dict:
+    outcome = runner.invoke(app, [*args, "--json"])
+    assert outcome.exit_code == 0, outcome.output
+    return json.loads(outcome.stdout)
+
+
+class Finished:
+    """Counts finished calls once the store (subscribed first) has written them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def __call__(self, event: BaseEvent) -> None:
+        self.count += event.type == "call_finished"
+
+
+async def interrupted_run(panel_file: Path, db: Path, ready: Callable[[int], bool]) -> str:
+    """Run the panel in-process until `ready(finished calls)` holds (every call it needs
+    answered and stored, the hung ones asked), then cancel it, as Ctrl-C does."""
+    panel = load_panel(panel_file)
+    store = await TranscriptStore.open(db)
+    counter = Finished()
+    bus = EventBus("interrupted01", [store, counter])
+    gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
+    task = asyncio.create_task(run_engine(engine_for(panel.protocol), panel, panel.question or "", gateway, bus))
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while not ready(counter.count):
+            assert not task.done(), task.result()
+            assert time.monotonic() < deadline, f"stuck after {counter.count} calls"
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        await gateway.aclose()
+        await store.close()
+    return bus.run_id
+
+
+def check_resumed(db: Path, old_id: str, result: dict, server: FakeOpenAIServer, before: int, hung: list[RecordedRequest]) -> None:
+    """The resumed run asked only what the old one left unanswered: it reused every answered
+    call, once each, asked each hung request again byte for byte, and made no other request
+    than for the calls it did not reuse."""
+    reused = answered_calls(db, old_id)
+    new = server.requests[before:]
+    assert {key(request) for request in hung} <= {key(request) for request in new}
+    assert result["calls"] == reused + len(new)
+    with TranscriptReader.open(db) as reader:
+        record = reader.get_run(result["run_id"])
+        old_record = reader.get_run(old_id)
+        events = reader.run_events(result["run_id"])
+        calls = reader.run_calls(result["run_id"])
+    assert record.status == "finished" and record.final_answer == result["final_answer"]
+    assert record.config["resumed_from"] == old_id
+    assert record.config["fence_tag"] == old_record.config["fence_tag"]
+    finished = [event for event in events if event["type"] == "call_finished"]
+    assert sum(event["reused"] for event in finished) == reused
+    assert all(event["cost"] == 0 and event["tokens_in"] == 0 for event in finished if event["reused"])
+    assert [events[0]["type"], events[-1]["type"]] == ["run_started", "run_finished"]
+    assert len(calls) == result["calls"] == record.calls
+
+
+def confer_stopped_by(signum: int, fake_server: FakeOpenAIServer, tmp_path: Path) -> tuple[Path, int]:
+    """A confer run in its own process, stopped by `signum` once round 0 and three of the
+    four round-1 votes are answered and stored (the fourth hangs): the database and the exit code."""
+    panel_file = on_fake_server("confer", fake_server, tmp_path)
+    fake_server.script("engineer", PERSONA, hang())  # answers round 0, hangs on its round-1 vote
+    db = tmp_path / "runs.db"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "panel_cli", "confer", str(panel_file), "--db", str(db)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while len(fake_server.requests) < 8 or not db.exists() or answered_calls_any(db) < 7:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the run never reached its round-1 votes"
+            time.sleep(0.05)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "Traceback" not in stderr
+    return db, process.returncode
+
+
+def test_confer_interrupted_by_sigint_resumes_without_paying_twice(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    db, code = confer_stopped_by(signal.SIGINT, fake_server, tmp_path)
+    assert code == 130
+    with TranscriptReader.open(db) as reader:
+        (old,) = reader.list_runs()
+    assert old.status == "interrupted"
+    hung = [request for request in fake_server.requests if request.model == "engineer"][1:]
+    before = len(fake_server.requests)
+
+    fake_server.script("engineer", PERSONA)
+    result = resume(db, old.id[:8])
+
+    check_resumed(db, old.id, result, fake_server, before, hung)
+    assert answered_calls(db, old.id) == 7 and result["reached_answer"]
+    shown = runner.invoke(app, ["history", "show", result["run_id"], "--db", str(db)])
+    assert shown.exit_code == 0, shown.output
+
+
+def test_a_crashed_run_resumes(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """SIGKILL leaves the run `running` with its process gone: listed as stale, and resumable."""
+    db, code = confer_stopped_by(signal.SIGKILL, fake_server, tmp_path)
+    assert code == -signal.SIGKILL
+    with TranscriptReader.open(db) as reader:
+        (old,) = reader.list_runs()
+    assert old.status == "stale"
+    hung = fake_server.requests_for("engineer")[1:]
+    before = len(fake_server.requests)
+
+    fake_server.script("engineer", PERSONA)
+    result = resume(db, old.id)
+
+    check_resumed(db, old.id, result, fake_server, before, hung)
+    assert answered_calls(db, old.id) == 7
+
+
+def answered_calls_any(db: Path) -> int:
+    """Answered calls so far in the one run a process is writing (0 before it has begun)."""
+    with TranscriptReader.open(db) as reader:
+        return sum(answered_calls(db, run.id) for run in reader.list_runs())
+
+
+def test_council_with_a_drawn_shuffle_seed_resumes_in_the_same_orders(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """The seed is drawn at the start and kept in the run's config, so the resumed reviewers
+    see the answers in the same orders and their reviews hash alike."""
+    panel_file = on_fake_server("council", fake_server, tmp_path)
+    assert load_panel(panel_file).shuffle and load_panel(panel_file).seed is None
+    fake_server.script("historian", PERSONA, hang())  # answers, then hangs on its review
+    db = tmp_path / "runs.db"
+    old_id = asyncio.run(interrupted_run(panel_file, db, lambda done: done == 7 and len(fake_server.requests) == 8))
+    with TranscriptReader.open(db) as reader:
+        seed = reader.get_run(old_id).config["seed"]
+    assert isinstance(seed, int)
+    hung = fake_server.requests_for("historian")[1:]
+    before = len(fake_server.requests)
+
+    fake_server.script("historian", PERSONA)
+    result = resume(db, old_id)
+
+    check_resumed(db, old_id, result, fake_server, before, hung)
+    assert result["seed"] == seed and len(fake_server.requests) - before == 2  # the review, then the synthesis
+    assert result["stage3_synthesis"]["chairman"] == "sage"
+
+
+def test_vote_resumes_with_only_the_missing_ballot(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    panel_file = on_fake_server("vote", fake_server, tmp_path)
+    fake_server.script("optimist", hang())
+    db = tmp_path / "runs.db"
+    old_id = asyncio.run(interrupted_run(panel_file, db, lambda done: done == 4 and len(fake_server.requests) == 5))
+    hung = fake_server.requests_for("optimist")
+    before = len(fake_server.requests)
+
+    fake_server.script("optimist", PERSONA)
+    result = resume(db, old_id)
+
+    check_resumed(db, old_id, result, fake_server, before, hung)
+    assert [request.model for request in fake_server.requests[before:]] == ["optimist"]
+    assert result["total_votes"] == 5 and result["winner"] is not None
+
+
+def test_orchestrate_resumes_after_its_plan_and_tasks(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """The plan (structured output) and every subtask come from the store; only the
+    synthesis, which hung, is asked again."""
+    panel_file = on_fake_server("orchestrate", fake_server, tmp_path)
+    fake_server.script("skeptic", hang())  # the chairman: the synthesis hangs
+    db = tmp_path / "runs.db"
+    # The synthesis is asked only once every subtask is done, and nothing after it.
+    old_id = asyncio.run(
+        interrupted_run(panel_file, db, lambda done: bool(fake_server.requests_for("skeptic")) and done == len(fake_server.requests) - 1)
+    )
+    hung = fake_server.requests_for("skeptic")[-1:]
+    before = len(fake_server.requests)
+
+    fake_server.script("skeptic", PERSONA)
+    result = resume(db, old_id)
+
+    check_resumed(db, old_id, result, fake_server, before, hung)
+    assert [request.model for request in fake_server.requests[before:]] == ["skeptic"]
+    assert result["success"] and result["succeeded"] == len(result["plan"]) == answered_calls(db, old_id) - 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_every_protocol_replays_its_prompts_byte_for_byte(protocol: str, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """A run marked interrupted after it answered everything resumes with no request at all:
+    every prompt of every protocol (fence tags and drawn seeds included) comes out as before."""
+    panel_file = on_fake_server(protocol, fake_server, tmp_path)
+    db = tmp_path / "runs.db"
+    first = run_json("run", str(panel_file), "--db", str(db))
+    before = len(fake_server.requests)
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        con.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (first["run_id"],))
+
+    result = resume(db, first["run_id"])
+
+    assert len(fake_server.requests) == before, [request.model for request in fake_server.requests[before:]]
+    assert result["final_answer"] == first["final_answer"] and result["calls"] == first["calls"]
+    assert result["cost"] in (0, None) and result["tokens"] == 0
+
+
+def test_a_finished_run_cannot_be_resumed(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = run_json("run", str(on_fake_server("vote", fake_server, tmp_path)), "--db", str(db))
+    done = subprocess.run(
+        [sys.executable, "-m", "panel_cli", "resume", first["run_id"][:8], "--db", str(db)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"panel: Run {first['run_id'][:8]} has already finished; only an interrupted or crashed run can be resumed.\n"
+
+
+def test_a_run_still_running_is_not_resumed(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    panel_file = on_fake_server("vote", fake_server, tmp_path)
+    fake_server.default(hang())
+    db = tmp_path / "runs.db"
+    refused: list[BaseException | None] = []
+
+    async def scenario() -> None:
+        panel = load_panel(panel_file)
+        store = await TranscriptStore.open(db)
+        bus = EventBus("stillrunning", [store])
+        gateway = Gateway(bus.emit, defaults=panel.defaults)
+        task = asyncio.create_task(run_engine(engine_for("vote"), panel, panel.question or "", gateway, bus))
+        try:
+            deadline = time.monotonic() + HANG_GUARD
+            while len(fake_server.requests) < len(panel.members):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            refused.append(runner.invoke(app, ["resume", "stillrunning", "--db", str(db)]).exception)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await gateway.aclose()
+            await store.close()
+
+    asyncio.run(scenario())
+    assert isinstance(refused[0], UserError)
+    assert refused[0].message == "Run stillrun is still running in another panel process; resume it once that process has stopped."
+
+
+def test_a_run_whose_panel_held_a_secret_is_refused(fake_server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store keeps an expanded `${VAR}` only as [redacted]: the panel cannot be rebuilt."""
+    monkeypatch.setenv("PANEL_TEST_PERSONA_NOTE", "a note kept out of the store")
+    panel_file = on_fake_server("vote", fake_server, tmp_path)
+    data = yaml.safe_load(panel_file.read_text())
+    data["members"][0]["system"] = "Remember ${PANEL_TEST_PERSONA_NOTE}."
+    panel_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    db = tmp_path / "runs.db"
+    first = run_json("run", str(panel_file), "--db", str(db))
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        con.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (first["run_id"],))
+
+    outcome = runner.invoke(app, ["resume", first["run_id"], "--db", str(db)])
+    assert isinstance(outcome.exception, UserError)
+    assert outcome.exception.message == (
+        f"Run {first['run_id'][:8]} cannot be resumed: its panel or question held a secret the store keeps only as"
+        " [redacted]; run its panel file again instead."
+    )
+
+
+def test_the_panel_a_run_stores_is_the_panel_it_ran(tmp_path: Path) -> None:
+    """Down to which fields were set: supervise's correction rounds default to 2 only while
+    `max_rounds` is unset, and a stage limit set to `none` is no limit, not the default."""
+    data = yaml.safe_load(files("panel_cli").joinpath("starters/supervise.demo.yaml").read_text(encoding="utf-8"))
+    del data["max_rounds"]
+    data["timeouts"] = {"task": "2m", "synthesis": "none"}
+    panel_file = tmp_path / "supervise.yaml"
+    panel_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    db = tmp_path / "runs.db"
+    first = run_json("run", str(panel_file), "--db", str(db))
+    with TranscriptReader.open(db) as reader:
+        record = reader.get_run(first["run_id"])
+
+    panel = stored_panel(record, record.id[:8])
+
+    ran = load_panel(panel_file)
+    assert panel.model_fields_set == ran.model_fields_set | {"protocol"}
+    assert correction_rounds(panel) == correction_rounds(ran) == 2
+    assert panel.timeouts.get("synthesis", 60.0) is None and panel.timeouts.get("review", 60.0) == 60.0
+    assert panel.model_dump() == ran.model_dump()
+
+
+def test_every_protocol_has_its_engine() -> None:
+    engines: dict[str, Callable[..., object]] = {protocol: engine_for(protocol) for protocol in PROTOCOLS}
+    assert set(ENGINES) == set(PROTOCOLS)
+    assert {protocol: engine.__name__ for protocol, engine in engines.items()} == {protocol: protocol for protocol in PROTOCOLS}

@@ -1,0 +1,187 @@
+"""The request hash (what decides a reply, never the key) and the gateway's answered-call
+cache that `panel resume` relies on: a request answered before makes no request at all."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import pytest
+from pydantic import BaseModel
+
+from panel_cli.config import Defaults, Member
+from panel_cli.events import CallFinished
+from panel_cli.llm.gateway import Gateway
+from panel_cli.llm.request_hash import request_hash
+from tests.fakes.openai_server import reply
+
+BASE = {
+    "model": "openai/gpt-4o",
+    "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tea or coffee?"}],
+    "temperature": 0.2,
+    "max_tokens": 256,
+    "api_base": "http://127.0.0.1:9/v1",
+}
+
+
+class Verdict(BaseModel):
+    choice: str
+
+
+class OtherVerdict(BaseModel):
+    choice: str
+    confidence: int
+
+
+def test_the_same_request_always_hashes_alike():
+    """The canonical form (sorted keys, no spacing) must not drift between processes or
+    releases, or a resume would match nothing its earlier run stored."""
+    assert request_hash(BASE) == request_hash(json.loads(json.dumps(BASE)))
+    assert request_hash(dict(reversed(list(BASE.items())))) == request_hash(BASE)
+    canonical = b'{"messages":[{"content":"hi","role":"user"}],"model":"m"}'
+    assert request_hash({"model": "m", "messages": [{"role": "user", "content": "hi"}]}) == hashlib.sha256(canonical).hexdigest()
+
+
+def test_the_key_and_the_transport_settings_are_not_part_of_it():
+    keyed = {**BASE, "api_key": "sk-test-0123456789abcdef", "max_retries": 0}
+    assert request_hash(keyed) == request_hash({**BASE, "api_key": "sk-other-key-9876543210"}) == request_hash(BASE)
+
+
+def test_a_field_set_to_none_is_the_same_request_as_one_left_out():
+    assert request_hash({**BASE, "seed": None, "response_format": None}) == request_hash(BASE)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "openai/gpt-4o-mini"},
+        {"api_base": "http://127.0.0.1:10/v1"},
+        {"messages": [{"role": "system", "content": "Be thorough."}, BASE["messages"][1]]},
+        {"messages": [BASE["messages"][1]]},
+        {"messages": [BASE["messages"][0], {"role": "user", "content": "Tea or coffee? "}]},
+        {"temperature": 0.3},
+        {"max_tokens": 257},
+        {"seed": 7},
+        {"response_format": Verdict},
+    ],
+)
+def test_everything_that_decides_the_reply_changes_the_hash(change):
+    assert request_hash({**BASE, **change}) != request_hash(BASE)
+
+
+def test_a_schema_hashes_as_the_json_schema_it_stands_for():
+    assert request_hash({**BASE, "response_format": Verdict}) == request_hash({**BASE, "response_format": Verdict})
+    assert request_hash({**BASE, "response_format": Verdict}) != request_hash({**BASE, "response_format": OtherVerdict})
+
+
+def test_text_that_is_not_valid_unicode_still_hashes():
+    broken = {**BASE, "messages": [{"role": "user", "content": "half a pair: \ud800"}]}
+    assert len(request_hash(broken)) == 64
+
+
+# The gateway ------------------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list = []
+
+    async def __call__(self, event) -> None:
+        self.events.append(event)
+
+
+@dataclass
+class Stored:
+    """The two fields the gateway reads of a stored call (`CallRecord` has them)."""
+
+    response: str | None
+    truncated: bool = False
+
+
+def member(server, name: str = "m", **fields) -> Member:
+    return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
+
+
+async def first_call(server, who: Member, schema: type[BaseModel] | None = None) -> CallFinished:
+    recorder = Recorder()
+    gateway = Gateway(recorder, defaults=Defaults(retries=0))
+    try:
+        await gateway.call(who, [{"role": "user", "content": "Tea or coffee?"}], stage="answer", schema=schema)
+    finally:
+        await gateway.aclose()
+    finished = [event for event in recorder.events if isinstance(event, CallFinished)]
+    assert len(finished) == 1
+    return finished[0]
+
+
+async def test_each_finished_call_carries_its_request_hash_and_never_the_key(fake_server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-0123456789")
+    fake_server.script("m", reply("coffee"))
+    event = await first_call(fake_server, member(fake_server, system="Be brief.", temperature=0.2))
+    assert event.request_hash is not None and not event.reused
+    assert fake_server.requests[0].headers["authorization"] == "Bearer sk-test-secret-0123456789"
+    expected = request_hash(
+        {
+            "model": "openai/m",
+            "api_base": fake_server.url,
+            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tea or coffee?"}],
+            "temperature": 0.2,
+        }
+    )
+    assert event.request_hash == expected
+
+
+async def test_an_answered_request_is_taken_from_the_store_without_a_request(fake_server):
+    fake_server.script("m", reply('{"choice": "coffee"}', prompt_tokens=30, completion_tokens=5))
+    who = member(fake_server)
+    earlier = await first_call(fake_server, who, schema=Verdict)
+    assert len(fake_server.requests) == 1 and earlier.tokens_in == 30
+
+    recorder = Recorder()
+    gateway = Gateway(recorder, defaults=Defaults(retries=0), answered={earlier.request_hash: [Stored(earlier.text)]})
+    try:
+        result = await gateway.call(who, [{"role": "user", "content": "Tea or coffee?"}], stage="answer", schema=Verdict)
+        other = await gateway.call(who, [{"role": "user", "content": "Tea, then?"}], stage="answer")
+    finally:
+        await gateway.aclose()
+
+    assert len(fake_server.requests) == 2, "only the request nobody answered before is made"
+    assert fake_server.requests[1].messages[-1]["content"] == "Tea, then?"
+    assert result.ok and result.reused and result.parsed == {"choice": "coffee"}
+    assert (result.tokens_in, result.tokens_out, result.cost, result.attempts) == (0, 0, 0.0, 0)
+    assert not other.reused and other.tokens_in == 30
+    assert [event.type for event in recorder.events] == ["call_started", "call_finished", "call_started", "call_finished"]
+    reused = recorder.events[1]
+    assert reused.reused and reused.request_hash == earlier.request_hash and reused.text == earlier.text
+    assert reused.messages == earlier.messages and (reused.tokens_in, reused.tokens_out, reused.cost) == (0, 0, 0.0)
+
+
+async def test_each_stored_reply_answers_one_request_only(fake_server):
+    """Asked the same thing three times, with two replies stored (and a call without one): the
+    two are used in order, then the third is a real request, so identical requests keep
+    getting their own samples."""
+    fake_server.script("m", reply("fresh"))
+    who = member(fake_server)
+    digest = request_hash({"model": "openai/m", "api_base": fake_server.url, "messages": [{"role": "user", "content": "Again?"}]})
+    gateway = Gateway(Recorder(), defaults=Defaults(retries=0), answered={digest: [Stored(None), Stored("first"), Stored("second")]})
+    try:
+        results = [await gateway.call(who, [{"role": "user", "content": "Again?"}], stage="answer") for _ in range(3)]
+    finally:
+        await gateway.aclose()
+    assert [(result.text, result.reused) for result in results] == [("first", True), ("second", True), ("fresh", False)]
+    assert len(fake_server.requests) == 1
+
+
+async def test_a_reused_truncated_reply_stays_marked_and_warned(fake_server):
+    recorder = Recorder()
+    who = member(fake_server)
+    digest = request_hash({"model": "openai/m", "api_base": fake_server.url, "messages": [{"role": "user", "content": "Long?"}]})
+    gateway = Gateway(recorder, defaults=Defaults(retries=0), answered={digest: [Stored("x" * 1000, truncated=True)]})
+    try:
+        result = await gateway.call(who, [{"role": "user", "content": "Long?"}], stage="answer")
+    finally:
+        await gateway.aclose()
+    assert fake_server.requests == []
+    assert result.reused and result.truncated
+    assert [event.type for event in recorder.events] == ["call_started", "call_finished", "warning"]
