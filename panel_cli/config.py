@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from pydantic import (
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.llm.aliases import check_api_base, resolve_model
 from panel_cli.llm.catalog import UnknownModel, qualify_model
-from panel_cli.llm.demo import PERSONAS
+from panel_cli.llm.demo import PERSONAS, is_persona
 from panel_cli.located_yaml import (
     MAX_FILE_BYTES,
     LocatedError,
@@ -80,6 +81,71 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _command_words(value: Any) -> Any:
+    """`command: python server.py` is read as the shell would split it; a list is taken as written."""
+    return shlex.split(value) if isinstance(value, str) else value
+
+
+# A tool server's name becomes part of the names its tools are offered under.
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+DEFAULT_TOOL_TIMEOUT = 30.0
+
+
+class ToolServer(Strict):
+    """An MCP server members may use: a `command` panel starts (stdio), or a `url` it reaches
+    (streamable HTTP). Started once per run, shared by the members that name it. A stdio
+    server gets only the `env` given here (plus the SDK's PATH, HOME, USER, LOGNAME, SHELL and
+    TERM): no key reaches it unless named. `timeout` bounds each tool call; `cwd` defaults to
+    the panel file's folder."""
+
+    command: Annotated[list[str] | None, BeforeValidator(_command_words)] = Field(default=None, min_length=1)
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    timeout: Duration = DEFAULT_TOOL_TIMEOUT
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        """A password in the URL would be shown and stored; a token goes in a header instead."""
+        try:
+            return check_api_base(url)
+        except ValueError:
+            raise ValueError("a user or password in the URL is not supported; send a token in 'headers' (Authorization: Bearer ${TOKEN})") from None
+
+    @field_validator("command")
+    @classmethod
+    def _no_empty_words(cls, command: list[str] | None) -> list[str] | None:
+        if command is not None and not all(word.strip() for word in command):
+            raise ValueError("every word of the command must be non-empty")
+        return command
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ToolServer:
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        if (self.command is None) == (self.url is None):
+            problems.append(((), "give 'command' (a server panel starts) or 'url' (a server it reaches), not both"))
+        if self.url is not None and not re.match(r"^https?://", self.url):
+            problems.append((("url",), "a tool server's url starts with http:// or https://"))
+        if self.url is not None and self.env:
+            problems.append((("env",), "only a server panel starts ('command') gets an environment"))
+        if self.command is not None and self.headers:
+            problems.append((("headers",), "only a server reached by 'url' takes headers"))
+        if problems:
+            raise LocatedError(problems)
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def target(self) -> str:
+        """What a person reads of the server: its command line, or its URL."""
+        return shlex.join(self.command) if self.command is not None else str(self.url)
+
+
 class Member(Strict):
     name: str = Field(min_length=1)
     model: str = Field(min_length=1)
@@ -93,13 +159,15 @@ class Member(Strict):
     retries: int | None = Field(default=None, ge=0, le=10)
     # supervise: this worker's own part of the goal.
     task: str | None = None
+    # The panel's tool servers (`tools:`) this member may use; none by default.
+    tools: list[str] = Field(default_factory=list)
 
     _check_api_base = field_validator("api_base")(check_api_base)
 
     @field_validator("model")
     @classmethod
     def _known_persona(cls, model: str) -> str:
-        if model.startswith("demo/") and model[5:] not in PERSONAS:
+        if model.startswith("demo/") and not is_persona(model[5:]):
             raise ValueError(f"unknown demo persona '{model[5:]}'; choose one of {', '.join(PERSONAS)}")
         return model
 
@@ -131,6 +199,9 @@ class Defaults(Strict):
     # A reply longer than this is cut (and marked truncated) before it is stored or shown to
     # other members: one runaway member must not fill the disk or every other prompt.
     max_response_chars: int = Field(default=200_000, ge=1_000)
+    # Tool calls a member may make in one stage (seed 004: three per round, so a loop cannot
+    # run up the bill); then it is asked once more, without tools, for its answer.
+    tool_budget: int = Field(default=3, ge=0, le=50)
 
 
 class Timeouts(Strict):
@@ -176,6 +247,9 @@ class Panel(Strict):
     seed: int | None = None
     concurrency: dict[str, int] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
+    # MCP servers by name, and files whose text every member gets with the question.
+    tools: dict[str, ToolServer] = Field(default_factory=dict)
+    attach: list[str] = Field(default_factory=list)
 
     # Filled by parse_panel; kept by model_copy. A panel built from --members has none.
     _source_file: str | None = PrivateAttr(default=None)
@@ -202,9 +276,33 @@ class Panel(Strict):
         for loc, entry in self._inline_roles():
             if entry.name in seen:
                 problems.append(((*loc, "name"), f"'{entry.name}' is a member's name; an inline member needs a name of its own"))
+        problems += self._tool_problems()
         if problems:
             raise LocatedError(problems)
         return self
+
+    def _tool_problems(self) -> list[tuple[tuple[Any, ...], str]]:
+        """Server names usable in tool names, and every member's `tools` naming a server."""
+        problems: list[tuple[tuple[Any, ...], str]] = [
+            (("tools", name), "a tool server's name is letters, digits, '_' or '-' (at most 40)")
+            for name in self.tools
+            if not _SERVER_NAME.match(name)
+        ]
+        servers = ", ".join(self.tools) or "none are declared under 'tools:'"
+        holders: list[tuple[tuple[Any, ...], Member]] = [(("members", index), member) for index, member in enumerate(self.members)]
+        for loc, entry in [*holders, *self._inline_roles()]:
+            for index, name in enumerate(entry.tools):
+                if name not in self.tools:
+                    problems.append(((*loc, "tools", index), f"'{name}' is not a tool server of this panel ({servers})"))
+        return problems
+
+    def with_attachments(self, paths: list[Path] | None) -> Panel:
+        """The panel with more files attached (`--attach`), each as an absolute path, so a
+        resumed run finds them wherever it is started."""
+        if not paths:
+            return self
+        added = [os.path.abspath(path) for path in paths]
+        return self.model_copy(update={"attach": [*self.attach, *added]})
 
     @property
     def source_file(self) -> str | None:
@@ -220,6 +318,10 @@ class Panel(Strict):
         """The line of a field in the panel file (`("members", 2, "model")`), or of the nearest
         field around it that the file gives; None for a panel that has no file."""
         return line_for(loc, self._lines) if self._lines else None
+
+    def in_file(self, loc: tuple[Any, ...]) -> bool:
+        """Whether the panel file itself gives this field (an `attach:` entry, not an `--attach`)."""
+        return loc in self._lines
 
     def _inline_roles(self) -> list[tuple[tuple[Any, ...], Member]]:
         """Each role given as an inline member, with its location in the file."""
@@ -321,7 +423,20 @@ class Panel(Strict):
 def load_panel(path: str | Path) -> Panel:
     """Read and validate a panel file; every problem becomes a ConfigError naming file, line and field."""
     file = str(path)
-    return parse_panel(read_config_text(Path(path), file), file, default_name=Path(path).stem)
+    panel = parse_panel(read_config_text(Path(path), file), file, default_name=Path(path).stem)
+    return _anchored(panel, Path(os.path.abspath(path)).parent)
+
+
+def _anchored(panel: Panel, folder: Path) -> Panel:
+    """Paths in a panel file are relative to the file's folder: attachments and a started
+    server's working folder become absolute (a started server runs in that folder unless it
+    names another), so the run's config, and a run resumed from it, find them from anywhere."""
+    for server in panel.tools.values():
+        if server.command is not None:
+            server.cwd = str(folder / server.cwd) if server.cwd else str(folder)
+    if panel.attach:
+        panel.attach = [str(folder / entry) for entry in panel.attach]
+    return panel
 
 
 def parse_panel(text: str, file: str = "<panel>", default_name: str = "panel") -> Panel:

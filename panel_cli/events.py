@@ -368,6 +368,58 @@ class DecisionRecorded(BaseEvent):
     consensus_reached: bool = False
 
 
+class ToolServerStarted(BaseEvent):
+    """A tool server the run started (`stdio`: `target` is its command line) or reached
+    (`http`: its URL), the tools it lists and the members that may use them."""
+
+    type: Literal["tool_server_started"] = "tool_server_started"
+    server: str
+    transport: Literal["stdio", "http"]
+    target: str
+    tools: list[str] = Field(default_factory=list)
+    members: list[str] = Field(default_factory=list)
+
+
+class ToolCallStarted(BaseEvent):
+    """A member's model asked for a tool during call `call_id` (its CallStarted's). `tool` is
+    the function the model named; `server` is None when no tool of that name was offered.
+    `arguments` are as the model wrote them (text when they were not a JSON object)."""
+
+    type: Literal["tool_call_started"] = "tool_call_started"
+    call_id: str
+    tool_call_id: str
+    member: str
+    stage: str
+    round: int | None = None
+    about: str | None = None
+    server: str | None = None
+    tool: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class ToolCallFinished(BaseEvent):
+    """How a tool call ended. `result` is what the model was given (capped; the error's words
+    when `status` is not ok), `result_chars` the result's size before the cap. A result is
+    untrusted text: nothing reads a vote or a ranking from it."""
+
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+    call_id: str
+    tool_call_id: str
+    member: str
+    stage: str
+    round: int | None = None
+    about: str | None = None
+    server: str | None = None
+    tool: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    status: Literal["ok", "failed", "timeout"] = "ok"
+    result: str = ""
+    result_chars: int = 0
+    truncated: bool = False
+    error: str | None = None
+    duration: float = 0.0
+
+
 Event = Annotated[
     RunStarted
     | StageStarted
@@ -397,7 +449,10 @@ Event = Annotated[
     | QuorumReached
     | VoteTallied
     | LeaderChose
-    | DecisionRecorded,
+    | DecisionRecorded
+    | ToolServerStarted
+    | ToolCallStarted
+    | ToolCallFinished,
     Field(discriminator="type"),
 ]
 

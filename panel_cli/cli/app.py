@@ -18,10 +18,12 @@ import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.models import DefaultPlaceholder
 
+from panel_cli.cli import batch as batch_command
 from panel_cli.cli import confer as confer_command
 from panel_cli.cli import council as council_command
 from panel_cli.cli import delphi as delphi_command
 from panel_cli.cli import ensemble as ensemble_command
+from panel_cli.cli import eval as eval_command
 from panel_cli.cli import init as init_command
 from panel_cli.cli import inspect as inspect_commands
 from panel_cli.cli import orchestrate as orchestrate_command
@@ -145,6 +147,8 @@ app.command("resume", cls=PanelCommand)(resume_command.resume)
 app.command("init", cls=PanelCommand)(init_command.init)
 app.command("vote", cls=SpreadOptionsCommand)(vote_command.vote)
 app.command("decide", cls=SpreadOptionsCommand)(vote_command.decide)
+app.command("batch", cls=PanelCommand)(batch_command.batch)
+app.command("eval", cls=PanelCommand)(eval_command.eval_command)
 
 
 def _say(message: str) -> None:

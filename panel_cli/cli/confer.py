@@ -21,6 +21,7 @@ def confer(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """Every member answers, then votes anonymously with confidence until the winner is stable."""
     from panel_cli.cli.running import apply_demo, begin_run, declared_protocol, execute, parse_names, question_for
@@ -40,7 +41,7 @@ def confer(
         updates["max_rounds"] = max_rounds
     if no_convergence:
         updates["until_convergence"] = False
-    panel = apply_demo(panel.model_copy(update=updates), demo)
+    panel = apply_demo(panel.model_copy(update=updates), demo).with_attachments(attach)
     warnings = check_panel(panel, "confer", declared)
     text = question_for(panel, panel_file, question)
     execute(loader, confer_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)

@@ -26,6 +26,7 @@ def council(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """Every member answers, reviews and ranks the answers anonymously, then a chairman writes the final answer."""
     from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
@@ -37,7 +38,7 @@ def council(
     panel, declared = panel_for(panel_file, members, chairman, "council", demo=demo)
     if no_anonymize:
         panel = panel.model_copy(update={"anonymize": False})
-    panel = apply_demo(with_timeout(panel, timeout, ("answer", "review")), demo)
+    panel = apply_demo(with_timeout(panel, timeout, ("answer", "review")), demo).with_attachments(attach)
     warnings = check_panel(panel, "council", declared)
     text = question_for(panel, panel_file, question)
     execute(loader, council_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)

@@ -27,6 +27,7 @@ def delphi(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """Experts answer on their own, then revise round after round seeing each other's analyses anonymously; a chairman synthesises consensus and divergence."""
     from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
@@ -41,7 +42,7 @@ def delphi(
         updates["max_rounds"] = max_rounds
     if no_convergence:
         updates["until_convergence"] = False
-    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("answer",)), demo)
+    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("answer",)), demo).with_attachments(attach)
     warnings = check_panel(panel, "delphi", declared)
     text = question_for(panel, panel_file, question)
     execute(loader, delphi_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)

@@ -29,6 +29,7 @@ def ensemble(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """One prompt to every member at once, no peer review; the mode decides what comes back."""
     from typing import get_args
@@ -57,7 +58,7 @@ def ensemble(
         raise UserError(f"--scorer applies to --mode consensus, not {panel.mode}.")
     if aggregator is not None and panel.mode != "synthesize":
         raise UserError(f"--aggregator applies to --mode synthesize, not {panel.mode}.")
-    panel = apply_demo(with_timeout(panel, timeout, ("answer",)), demo)
+    panel = apply_demo(with_timeout(panel, timeout, ("answer",)), demo).with_attachments(attach)
     warnings = check_panel(panel, "ensemble", declared)
     text = question_for(panel, panel_file, question)
     execute(loader, ensemble_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)

@@ -450,6 +450,27 @@ def purge_runs(
     _console().print(Text(f"Deleted {_count(len(deleted), f'{kind}run')} started before {before}."), soft_wrap=True)
 
 
+@history_app.command("import")
+def import_runs(
+    other: Annotated[Path, typer.Argument(metavar="OTHER.db", help="The transcript database to copy runs from (only read).", dir_okay=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was imported and skipped as JSON on stdout.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Copy into this database every run of another it lacks (a batch shard's, say): ids kept, runs already here skipped."""
+    from panel_cli.store.merge import import_runs as import_stored_runs
+
+    report = import_stored_runs(db, other)
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+        return
+    parts = [f"Imported {_count(len(report.imported), 'run')} from {report.source} into {report.target}"]
+    if report.skipped:
+        parts.append(f"skipped {_count(len(report.skipped), 'run')} already there")
+    if report.running:
+        parts.append(f"left {_count(len(report.running), 'run')} still running on this host (import again once it ends)")
+    _console().print(Text("; ".join(parts) + "."), soft_wrap=True)
+
+
 def _runs_before(reader: TranscriptReader, cutoff: float, status: RunStatus | None) -> list[RunSummary]:
     """The runs a purge would delete, to count them before asking: started before `cutoff`,
     with `status` if given, and none whose process is still writing it (a stored `running`

@@ -51,6 +51,7 @@ def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
     from panel_cli.config import load_panel, read_question_file
     from panel_cli.llm.providers import key_status
     from panel_cli.protocols.checks import RULES, check_panel
+    from panel_cli.tools.checks import tool_settings
     from panel_cli.view.fmt import one_line
 
     panel = load_panel(panel_file)
@@ -77,6 +78,7 @@ def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
         *rules.describe(panel),
         ("defaults", f"temperature {_or_default(defaults.temperature)}, max_tokens {_or_default(defaults.max_tokens)}, "
          f"retries {defaults.retries}, concurrency {defaults.concurrency}"),
+        *tool_settings(panel),
     ]
     for name, value in settings:
         console.print(Text.assemble((f"{name}: ", "dim"), value))
@@ -105,4 +107,5 @@ def models() -> None:
         keys.add_row(provider, key_status(provider))
     console.print(keys)
     console.print("\nDemo personas (no key, no network): " + ", ".join(f"demo/{p}" for p in PERSONAS))
+    console.print("Simulated voters for `panel eval`: demo/oracle@<p>, right with probability p (e.g. demo/oracle@0.7).")
     console.print("Any litellm model id works too, e.g. openai/gpt-4o-mini or ollama/llama3.1 (with api_base).")

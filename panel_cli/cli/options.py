@@ -24,6 +24,9 @@ DB = typer.Option(
     None, "--db", help="Transcript database (default: $PANEL_DB, else panel.db in the user data folder).", dir_okay=False
 )
 DEMO = typer.Option(False, "--demo", help="Replace every model by an offline demo persona (no key, no network).")
+ATTACH = typer.Option(
+    None, "--attach", help="A text file every member gets with the question (repeat for more).", dir_okay=False, metavar="FILE"
+)
 
 
 def panel_file_argument(required: bool = True) -> Path | None:

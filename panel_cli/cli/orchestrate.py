@@ -104,6 +104,7 @@ def orchestrate(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """A planner splits the question into subtasks for specialised workers; each runs as soon as its dependencies are done; a chairman writes the answer."""
     from panel_cli.cli.panels import with_timeout
@@ -128,7 +129,7 @@ def orchestrate(
     updates: dict[str, object] = {"protocol": "orchestrate"}
     if max_plan_attempts is not None:
         updates["max_plan_attempts"] = max_plan_attempts
-    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("plan", "task")), demo)
+    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("plan", "task")), demo).with_attachments(attach)
     warnings = check_panel(panel, "orchestrate", declared)
     text = question_for(panel, panel_file, question)
     execute(loader, orchestrate_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)

@@ -15,6 +15,7 @@ def run(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """Run a panel with the protocol its file names (protocol: confer, council, …)."""
     from panel_cli.cli.confer import confer
@@ -29,7 +30,9 @@ def run(
 
     panel = load_panel(panel_file)
     check_panel(panel, panel.protocol)  # a protocol this version cannot run stops here, located
-    common: dict[str, Any] = {"panel_file": panel_file, "question": question, "json_mode": json_mode, "quiet": quiet, "db": db, "demo": demo}
+    common: dict[str, Any] = {
+        "panel_file": panel_file, "question": question, "json_mode": json_mode, "quiet": quiet, "db": db, "demo": demo, "attach": attach
+    }
     # Each command with its own options at their defaults: the file decides.
     commands: dict[str, tuple[Any, dict[str, Any]]] = {
         "confer": (confer, {"agents": None, "max_rounds": None, "no_convergence": False}),

@@ -1,5 +1,6 @@
 """Wiring one protocol run: panel -> engine -> events -> (view, store), then the output and
-exit code. Every protocol command ends here, so they all behave alike.
+exit code. Every protocol command ends here, so they all behave alike. `run_panel` is the run
+itself, with no printing and no exit, for commands that make many runs (`panel batch`).
 
 A run starts litellm's import (about 6 s) in a background thread first, and does everything
 that needs no model meanwhile: the panel's checks, the question, the key check, the store
@@ -8,10 +9,12 @@ and the view. Only then does it wait for litellm and make the checks that need i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import threading
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -22,10 +25,14 @@ from rich.console import Console
 from panel_cli.cli.signals import on_sigterm_exit, run_until_signal
 from panel_cli.config import Panel, resolve_question
 from panel_cli.errors import MissingKeyError, UserError
+from panel_cli.events import BaseEvent, EventBus, RunStarted, Subscriber
 from panel_cli.redact import redact, redact_obj, secret_values
+from panel_cli.store.rows import TAGS_KEY
 
 if TYPE_CHECKING:
+    from panel_cli.llm.gateway import Emit, Gateway
     from panel_cli.protocols.base import Continuation, Engine, RunOutcome
+    from panel_cli.view.base import View
 
 # A question piped on stdin larger than this is a mistake (a binary, a log), not a question.
 STDIN_LIMIT = 1 << 20
@@ -147,6 +154,103 @@ def run_secrets(panel: Panel) -> list[str]:
     return secret_values(names, known=[*keys_in_use(members), *panel.expanded_values])
 
 
+class TaggingBus(EventBus):
+    """The run's EventBus, which also writes the run's tags into RunStarted's config, so
+    they are stored with the run and replayed with it."""
+
+    def __init__(
+        self, run_id: str, subscribers: list[Subscriber], *, secrets: Sequence[str], tags: Mapping[str, str] | None
+    ) -> None:
+        super().__init__(run_id, subscribers, secrets=secrets)
+        self.tags = dict(tags or {})
+
+    async def emit(self, event: BaseEvent) -> BaseEvent:
+        if self.tags and isinstance(event, RunStarted):
+            event = event.model_copy(update={"config": {**event.config, TAGS_KEY: self.tags}})
+        return await super().emit(event)
+
+
+def ready_to_call(loader: GatewayLoader, panel: Panel, *, console: Console, show_progress: bool) -> list[str]:
+    """The checks every run makes before its first call, in the cheapest order: every
+    missing key at once, before litellm has even loaded; then, once it has, that it can route
+    every model. Returns the run's secrets (`run_secrets`). Call it once per panel."""
+    _preflight(panel)
+    secrets = run_secrets(panel)
+    litellm = loader.wait(console, show_progress=show_progress)
+    _litellm_checks(litellm, panel)
+    return secrets
+
+
+class SharedCalls:
+    """What runs in flight at once (a batch) share: one semaphore per endpoint, so the
+    panel's per-endpoint `concurrency` holds across every run rather than within each; and
+    litellm's pooled HTTP clients, which belong to the whole process. Closing them while
+    another run is mid-call would break that call, so they are closed once, by `aclose`,
+    when every run is over. An endpoint's limit is sized by the first run to call it (runs
+    of different panels on one endpoint share the first panel's `concurrency` for it)."""
+
+    def __init__(self) -> None:
+        self.limits: dict[str, asyncio.Semaphore] = {}
+        self._last: Gateway | None = None
+
+    def gateway(self, emit: Emit, panel: Panel, continuing: Continuation | None) -> Gateway:
+        from panel_cli.llm.gateway import Gateway
+
+        answered = continuing.answered if continuing is not None else None
+        self._last = Gateway(emit, defaults=panel.defaults, concurrency=panel.concurrency, answered=answered, limits=self.limits)
+        return self._last
+
+    async def aclose(self) -> None:
+        """Close litellm's clients (any gateway closes them all) for a later run to open fresh ones."""
+        if self._last is not None:
+            await self._last.aclose()
+
+
+async def run_panel(
+    engine: Engine,
+    panel: Panel,
+    question: str,
+    *,
+    store: Subscriber | None,
+    secrets: Sequence[str],
+    view: View | None = None,
+    shared: SharedCalls | None = None,
+    warnings: Sequence[str] = (),
+    tags: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+    continuing: Continuation | None = None,
+) -> RunOutcome:
+    """One run of `engine` on `panel` and `question`, as a coroutine: no printing, no exit.
+
+    Takes: `store`, an open `TranscriptStore` (or any subscriber; None stores nothing) that
+    the caller closes, and that any number of concurrent runs may share; `secrets`, from
+    `ready_to_call`, scrubbed from every event before the store or view sees it; `view`, drawn
+    from this run's events and closed when it ends (None: nothing drawn); `shared`, the
+    endpoint limits and HTTP clients of runs in flight at once (None: the run's own, closed
+    when it ends); `warnings`, raised inside the run so they are shown and stored with it;
+    `tags`, short strings kept in the run's config under `tags` (a batch id goes to its
+    own column); `run_id`, given when the caller must know it before the run ends (a new one
+    otherwise); `continuing`, the run this one resumes.
+
+    Guarantees: the run is stored as it happens and ends in the store as finished,
+    no_answer, failed (the engine raised: re-raised here) or interrupted (cancelled:
+    CancelledError re-raised). The outcome's result is NOT scrubbed of `secrets`: redact
+    what you print or write (`redact_obj(outcome.payload(), secrets)`)."""
+    from panel_cli.protocols.base import run_engine
+
+    subscribers: list[Subscriber] = [subscriber for subscriber in (store, view) if subscriber is not None]
+    bus = TaggingBus(run_id or new_run_id(), subscribers, secrets=secrets, tags=tags)
+    calls = shared or SharedCalls()
+    try:
+        gateway = calls.gateway(bus.emit, panel, continuing)
+        return await run_engine(engine, panel, question, gateway, bus, warnings, continuing=continuing)
+    finally:
+        if view is not None:
+            view.close()
+        if shared is None:
+            await calls.aclose()
+
+
 def execute(
     loader: GatewayLoader,
     engine: Engine,
@@ -166,30 +270,21 @@ def execute(
     from panel_cli.view.base import make_view
 
     console = Console()
-    _preflight(panel)
-    secrets = run_secrets(panel)
-    run_id = new_run_id()
     db_path = resolve_db_path(db)
     # With --json, stdout carries the result alone: progress, if any, goes to a terminal on stderr.
     progress = Console(stderr=True) if json_mode else console
-    litellm = loader.wait(progress, show_progress=progress.is_terminal and not quiet)
-    _litellm_checks(litellm, panel)
+    secrets = ready_to_call(loader, panel, console=progress, show_progress=progress.is_terminal and not quiet)
+    run_id = new_run_id()
 
     async def run() -> RunOutcome:
-        from panel_cli.events import EventBus
-        from panel_cli.llm.gateway import Gateway
-        from panel_cli.protocols.base import run_engine
-
         store = await TranscriptStore.open(db_path)
         view = make_view(console, json_mode=json_mode, quiet=quiet, err_stream=sys.stderr)
-        bus = EventBus(run_id, [store, view], secrets=secrets)
-        answered = continuing.answered if continuing is not None else None
-        gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency, answered=answered)
         try:
-            return await run_engine(engine, panel, question, gateway, bus, warnings, continuing=continuing)
+            return await run_panel(
+                engine, panel, question, store=store, secrets=secrets, view=view, warnings=warnings, run_id=run_id,
+                continuing=continuing,
+            )
         finally:
-            view.close()
-            await gateway.aclose()
             await store.close()
 
     outcome = run_until_signal(run, run_id)

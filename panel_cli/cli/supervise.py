@@ -20,6 +20,7 @@ def supervise(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """Workers deliver their own tasks; a critic approves or sends them back with feedback; a chairman consolidates.
 
@@ -36,7 +37,7 @@ def supervise(
     updates: dict[str, object] = {"protocol": "supervise"}
     if max_rounds is not None:
         updates["max_rounds"] = max_rounds
-    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("task", "review")), demo)
+    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("task", "review")), demo).with_attachments(attach)
     warnings = check_panel(panel, "supervise", declared)
     text = question_for(panel, panel_file, question)
     execute(loader, supervise_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)

@@ -88,11 +88,12 @@ def vote(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """Every member votes on fixed options; the ballots are counted by the method, against the quorum."""
     _run(
         "vote", panel_file, question, choices=choices, members=members, method=method, threshold=threshold, quorum=quorum,
-        timeout=timeout, no_match=no_match, leader=None, json_mode=json_mode, quiet=quiet, db=db, demo=demo,
+        timeout=timeout, no_match=no_match, leader=None, json_mode=json_mode, quiet=quiet, db=db, demo=demo, attach=attach,
     )
 
 
@@ -111,11 +112,12 @@ def decide(
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """A vote inside the group, stored as a decision; when no option wins, the leader chooses."""
     _run(
         "decide", panel_file, question, choices=choices, members=members, method=method, threshold=threshold, quorum=quorum,
-        timeout=timeout, no_match=no_match, leader=leader, json_mode=json_mode, quiet=quiet, db=db, demo=demo,
+        timeout=timeout, no_match=no_match, leader=leader, json_mode=json_mode, quiet=quiet, db=db, demo=demo, attach=attach,
     )
 
 
@@ -136,6 +138,7 @@ def _run(
     quiet: bool,
     db: Path | None,
     demo: bool,
+    attach: list[Path] | None = None,
 ) -> None:
     from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
 
@@ -166,7 +169,7 @@ def _run(
     panel = panel.model_copy(update=updates)
     if threshold is not None and panel.method != "supermajority":
         raise UserError(f"--threshold applies to --method supermajority, not {panel.method}.")
-    panel = apply_demo(with_timeout(panel, timeout, ("vote",)), demo)
+    panel = apply_demo(with_timeout(panel, timeout, ("vote",)), demo).with_attachments(attach)
     warnings = check_panel(panel, protocol, declared)
     text = question_for(panel, panel_file, question)
     engine = engines.vote if protocol == "vote" else engines.decide

@@ -42,6 +42,9 @@ from panel_cli.events import (
     TaskFinished,
     TaskSkipped,
     TaskStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolServerStarted,
     VerdictGiven,
     VoteCast,
     VoteOpened,
@@ -58,6 +61,7 @@ from panel_cli.view import fmt
 from panel_cli.view.delphi import round_note
 from panel_cli.view.orchestrate import rejection_note
 from panel_cli.view.summary import ViewTotals, summary_fields
+from panel_cli.view.tools import activity, server_text
 from panel_cli.view.vote import VoteBoard, choice_text, leader_line, outcome_line, round_text, rules_line
 
 RowStatus = Literal["waiting", "answered", "failed", "timed out", "cancelled", "skipped"]
@@ -89,6 +93,7 @@ class CallRow(BaseModel):
     changed: str | None = None
     voted: str | None = None
     kept_own: bool = False
+    tools: list[str] = []
 
     @property
     def free(self) -> bool:
@@ -332,6 +337,9 @@ class _Builder:
         self.plan_stage: Stage | None = None
         self.ended: RunFinished | None = None
         self.unknown = 0
+        self.servers: list[str] = []
+        # Each tool call's row and its place in the row's `tools`, to mark how it ended.
+        self.tool_calls: dict[tuple[str, str], tuple[CallRow, int]] = {}
 
     def feed(self, event: BaseEvent) -> None:
         self.totals.update(event)
@@ -373,6 +381,10 @@ class _Builder:
                 self.ended = event
             case RunFailed() | RunInterrupted():
                 pass  # the run's status and error say it
+            case ToolServerStarted():
+                self.servers.append(server_text(event).removeprefix("tools: "))
+            case ToolCallStarted() | ToolCallFinished():
+                self._on_tool(event)
 
     def _current(self) -> Stage:
         """Events before any stage (an engine that reports before announcing) get one of their own."""
@@ -415,6 +427,23 @@ class _Builder:
             case CallFailed():
                 row.status, row.latency = FAILURE_STATUS.get(event.kind, "failed"), event.latency
                 row.reply = "" if event.kind == "cancelled" else f"{event.kind}: {event.message}"
+
+    def _on_tool(self, event: ToolCallStarted | ToolCallFinished) -> None:
+        """A tool call on the row of the model call that made it: `lookup(query="…") ok, 539 chars`."""
+        key = (event.call_id, event.tool_call_id)
+        known = self.tool_calls.get(key)
+        if known is None:
+            row = self._stage_of(event.stage, event.round).call_row(event.call_id, event.member, event.about)
+            row.tools.append("")
+            known = self.tool_calls[key] = (row, len(row.tools) - 1)
+        row, index = known
+        label = activity(event).label()
+        if isinstance(event, ToolCallStarted):
+            row.tools[index] = f"{label} running"
+        elif event.status == "ok":
+            row.tools[index] = f"{label} ok, {event.result_chars:,} chars, {fmt.seconds(event.duration)}"
+        else:
+            row.tools[index] = f"{label} {event.status}: {fmt.one_line(event.error or '', 120)}"
 
     def _on_vote(self, event: VoteCast) -> None:
         row = self._current().member_row(event.voter)
@@ -600,6 +629,7 @@ class _Builder:
         facts = [(name, value) for name, value in summary_fields(ended, None) if name != "run"]
         if self.totals.warnings:
             facts.append(("warnings", str(len(self.totals.warnings))))
+        facts += [("tools", server) for server in self.servers]
         return facts
 
 
@@ -713,7 +743,7 @@ def apart_line(board: VoteBoard) -> str | None:
     return " · ".join(notes) or None
 
 
-ColumnKey = Literal["member", "status", "choice", "confidence", "ranking", "changed", "text", "latency", "tokens"]
+ColumnKey = Literal["member", "status", "choice", "confidence", "ranking", "changed", "tools", "text", "latency", "tokens"]
 
 
 class Column(BaseModel):
@@ -737,6 +767,8 @@ def stage_columns(stage: Stage) -> list[Column]:
         columns.append(Column(header="ranking", key="ranking"))
     if has_changed:
         columns.append(Column(header="changed?", key="changed"))
+    if any(row.tools for row in rows):
+        columns.append(Column(header="tools", key="tools"))
     text = "analysis" if has_changed else "reason" if has_choice else "answer" if stage.stage == "answer" else "reply"
     columns += [
         Column(header=text, key="text"),
@@ -761,6 +793,8 @@ def cell_text(row: CallRow, key: ColumnKey) -> str:
             return ", ".join(row.ranking or [])
         case "changed":
             return row.changed or ""
+        case "tools":
+            return "; ".join(row.tools)
         case "text":
             return row.text
         case "latency":

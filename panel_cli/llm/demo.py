@@ -16,6 +16,8 @@ import os
 import random
 import re
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -445,6 +447,9 @@ _WRITERS = {
 
 def demo_reply(persona: str, messages: list[dict[str, Any]], seed: int = 0) -> str:
     """The deterministic reply of a persona to a conversation."""
+    accuracy = oracle_accuracy(persona)
+    if accuracy is not None:
+        return oracle_reply(accuracy, messages)
     if persona not in PERSONAS:
         raise ValueError(f"unknown demo persona '{persona}'; choose one of {', '.join(PERSONAS)}")
     prompt = "\n\n".join(str(message.get("content", "")) for message in messages if message.get("role") != "system")
@@ -470,15 +475,17 @@ def register_demo_provider(litellm: ModuleType) -> None:
     class DemoLLM(CustomLLM):  # type: ignore[misc]
         def _reply(self, model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any]) -> ModelResponse:
             persona = model.split("/", 1)[-1]
+            call = demo_tool_call(messages, optional_params.get("tools"))
             try:
-                text = demo_reply(persona, messages, int(optional_params.get("seed") or 0))
+                text = "" if call is not None else cite_tool_results(demo_reply(persona, messages, int(optional_params.get("seed") or 0)), messages)
             except ValueError as exc:
                 raise CustomLLMError(status_code=404, message=str(exc)) from None
             prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
+            message: dict[str, Any] = {"role": "assistant", "content": text} if call is None else {"role": "assistant", "content": None, "tool_calls": [call]}
             return ModelResponse(
                 model=f"demo/{persona}",
                 created=int(time.time()),
-                choices=[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                choices=[{"index": 0, "finish_reason": "stop" if call is None else "tool_calls", "message": message}],
                 usage={"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1, "total_tokens": prompt_chars // 4 + len(text) // 4 + 2},
             )
 
@@ -492,3 +499,247 @@ def register_demo_provider(litellm: ModuleType) -> None:
 
     if not any(entry.get("provider") == "demo" for entry in litellm.custom_provider_map):
         litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "demo", "custom_handler": DemoLLM()}]
+
+
+# Simulated voters of known accuracy -----------------------------------------------------------
+#
+# `demo/oracle@0.7` is right with probability 0.7 on each question, independently of every other
+# voter and question, and otherwise holds a wrong option drawn at random: voters whose accuracy is
+# known, so that `panel eval` can be checked against the Condorcet jury theorem. An oracle learns
+# the gold answer only from the marker `panel eval` writes into a simulated member's system
+# message (`oracle_marker`). Question text and other members' answers never reach a system
+# message, so none can forge a marker, and eval never writes one for a real model.
+#
+# What an oracle holds for a question (its belief) is drawn once from the eval's key (its seed and
+# the question) and the voter's name, so it answers, votes, ranks and casts its ballot on the same
+# belief in every protocol: confer, council and vote differ only in how they combine the beliefs.
+
+ORACLE = "oracle@"
+ORACLE_MARKER = "[panel-oracle]"
+ORACLE_CONFIDENCE = 80
+_AGGREGATE_TOP = re.compile(r"^1\. Model (?P<label>[A-Z]+) \(", re.MULTILINE)
+_REFERENCE = re.compile(r"Reference answer:\n(?P<gold>.+?)\n\n", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class OracleKnowledge:
+    """What a marker tells a simulated voter: who it is, the question's key, the gold answer and
+    the options (empty for a short-answer question)."""
+
+    voter: str
+    key: str
+    gold: str
+    options: tuple[str, ...]
+
+
+def oracle_accuracy(persona: str) -> float | None:
+    """p for `oracle@p` with 0 <= p <= 1; None for any other persona."""
+    if not persona.startswith(ORACLE):
+        return None
+    try:
+        p = float(persona[len(ORACLE) :])
+    except ValueError:
+        return None
+    return p if 0.0 <= p <= 1.0 else None
+
+
+def is_persona(name: str) -> bool:
+    """Whether `demo/<name>` is a model the demo provider answers as."""
+    return name in PERSONAS or oracle_accuracy(name) is not None
+
+
+def oracle_marker(voter: str, key: str, gold: str, options: Sequence[str] | None) -> str:
+    """The line eval adds to a simulated member's system message for one question."""
+    data = {"voter": voter, "key": key, "gold": gold, "options": list(options or ())}
+    return f"{ORACLE_MARKER} {json.dumps(data, ensure_ascii=False)}"
+
+
+def _oracle_knowledge(messages: list[dict[str, Any]]) -> OracleKnowledge | None:
+    """The last well-formed marker in the system messages; anything elsewhere is ignored."""
+    found = None
+    for message in messages:
+        if message.get("role") != "system":
+            continue
+        for line in str(message.get("content", "")).splitlines():
+            if not line.startswith(f"{ORACLE_MARKER} "):
+                continue
+            try:
+                data = json.loads(line[len(ORACLE_MARKER) + 1 :])
+            except ValueError:
+                continue
+            if not isinstance(data, dict):
+                continue
+            voter, key, gold, options = (data.get(name) for name in ("voter", "key", "gold", "options"))
+            if all(isinstance(value, str) for value in (voter, key, gold)) and isinstance(options, list):
+                found = OracleKnowledge(voter, key, gold, tuple(str(option) for option in options))
+    return found
+
+
+def _oracle_fold(text: str) -> str:
+    return text.strip().strip("*_`\"'“”‘’").rstrip(".").strip().casefold()
+
+
+def _reads_as(text: str, belief: str) -> bool:
+    """Whether an answer gives `belief`: its first line is the option, as the oracle writes it."""
+    head = next((line for line in text.splitlines() if line.strip()), "")
+    return _oracle_fold(head) == _oracle_fold(belief)
+
+
+def _oracle_belief(p: float, knowledge: OracleKnowledge | None, prompt: str) -> str | None:
+    """The gold answer with probability p, else a wrong option at random (None when there is
+    none to pick). Without a marker an oracle knows nothing: an option of the prompt at random."""
+    if knowledge is None:
+        options = _listed(_OPTIONS, prompt)
+        return random.Random(_digest(f"oracle\x00{_question(prompt)}")).choice(options) if options else None
+    rng = random.Random(_digest(f"oracle\x00{knowledge.key}\x00{knowledge.voter}"))
+    if rng.random() < p:
+        return knowledge.gold
+    wrong = [option for option in knowledge.options if _oracle_fold(option) != _oracle_fold(knowledge.gold)]
+    return rng.choice(wrong) if wrong else None
+
+
+def _oracle_answer(p: float, belief: str | None) -> str:
+    """The answer alone on the first line, where eval's grading looks first."""
+    return f"{belief if belief is not None else 'I do not know.'}\n\n{SIMULATED} A simulated voter, right with probability {p:g}."
+
+
+def _oracle_vote(p: float, belief: str | None, prompt: str) -> str:
+    """confer: the first answer that gives its belief (its own, failing that), and its own answer
+    kept as its revision, always at the same confidence: confer's tally is then a plurality."""
+    blocks = _blocks(prompt)
+    own = re.search(r"Your current answer is Answer ([A-Z]+)\.", prompt)
+    own_label = own.group(1) if own and own.group(1) in blocks else None
+    fallback = own_label or next(iter(blocks), "A")
+    label = next((key for key, text in blocks.items() if belief is not None and _reads_as(text, belief)), fallback)
+    rationale = f"{SIMULATED} Answer {label} gives the answer this voter holds."
+    return json.dumps({"chosen_label": label, "revised_answer": _oracle_answer(p, belief), "confidence": ORACLE_CONFIDENCE, "rationale": rationale})
+
+
+def _oracle_review(belief: str | None, prompt: str, noun: str) -> str:
+    """council: the answers that give its belief first, then the rest, each group in the order shown."""
+    shown = {label: text for label, (kind, text) in _fenced(prompt).items() if kind == noun}
+    agree = [label for label, text in shown.items() if belief is not None and _reads_as(text, belief)]
+    order = agree + [label for label in shown if label not in agree]
+    prefix = "Model " if noun == "Model" else ""
+    lines = [f"{SIMULATED} A simulated reviewer: the answers that agree with it come first.", "", "FINAL RANKING:"]
+    return "\n".join(lines + [f"{place}. {prefix}{label}" for place, label in enumerate(order, start=1)])
+
+
+def _oracle_synthesis(p: float, belief: str | None, prompt: str) -> str:
+    """council's chairman reports the answer the reviews ranked first (its own belief when no
+    ranking can be read): the council's answer is its members' aggregate, not one voter's."""
+    top = _AGGREGATE_TOP.search(prompt)
+    answers = {label: text for label, (kind, text) in _fenced(prompt).items() if kind == "Model"}
+    if top is None or top.group("label") not in answers:
+        return _oracle_answer(p, belief)
+    head = next((line.strip() for line in answers[top.group("label")].splitlines() if line.strip()), "")
+    return f"{head}\n\n{SIMULATED} The chairman reports the answer the panel ranked first."
+
+
+def _oracle_ballot(p: float, belief: str | None, knowledge: OracleKnowledge | None, prompt: str) -> str:
+    options = list(knowledge.options) if knowledge and knowledge.options else _listed(_OPTIONS, prompt)
+    if belief is None:
+        return f"{SIMULATED} I do not know."
+    ranking = [belief, *(option for option in options if option != belief)]
+    reason = f"{SIMULATED} A simulated voter, right with probability {p:g}."
+    return json.dumps({"choice": belief, "ranking": ranking, "confidence": ORACLE_CONFIDENCE, "reason": reason})
+
+
+def _oracle_judge(prompt: str) -> str:
+    """An oracle judging an answer compares its first line with the reference in the prompt."""
+    reference = _REFERENCE.search(prompt)
+    graded = next((text for _, (kind, text) in _fenced(prompt).items() if kind == "Answer"), "")
+    correct = reference is not None and _reads_as(graded, reference.group("gold").strip())
+    reason = f"{SIMULATED} the answer's first line {'is' if correct else 'is not'} the reference answer"
+    return json.dumps({"verdict": "CORRECT" if correct else "INCORRECT", "reason": reason})
+
+
+def oracle_reply(p: float, messages: list[dict[str, Any]]) -> str:
+    """The reply of `demo/oracle@p`, by the task its prompt asks for."""
+    knowledge = _oracle_knowledge(messages)
+    prompt = "\n\n".join(str(message.get("content", "")) for message in messages if message.get("role") != "system")
+    task = find_task(prompt) or Task.ANSWER
+    belief = _oracle_belief(p, knowledge, prompt)
+    match task:
+        case Task.CONFER_VOTE:
+            return _oracle_vote(p, belief, prompt)
+        case Task.COUNCIL_REVIEW:
+            return _oracle_review(belief, prompt, "Model")
+        case Task.COUNCIL_REVIEW_NAMED:
+            return _oracle_review(belief, prompt, "Member")
+        case Task.COUNCIL_SYNTHESIS:
+            return _oracle_synthesis(p, belief, prompt)
+        case Task.BALLOT:
+            return _oracle_ballot(p, belief, knowledge, prompt)
+        case Task.JUDGE:
+            return _oracle_judge(prompt)
+        case _:
+            return _oracle_answer(p, belief)
+
+
+# Tools ------------------------------------------------------------------------------------------
+#
+# A persona offered tools looks something up once before it answers: it calls the tool it is
+# offered (`lookup` when there is one) with the question as the query, then answers as usual and
+# cites the first line of what it found. Offered no tools, it answers as it always did.
+
+_TOOL_RESULT = re.compile(rf"^=== Tool result (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===\n(?P<text>.*?)\n=== end of Tool result (?P=label) \[(?P=tag)\] ===$", re.MULTILINE | re.DOTALL)
+TOOL_QUERY_LIMIT = 80
+CITATION_LIMIT = 200
+
+
+def demo_tool_call(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any] | None:
+    """The tool call a persona makes when offered tools and it has not looked anything up yet:
+    one string argument of the chosen tool, filled with the question; None otherwise."""
+    if not tools or _tool_results(messages):
+        return None
+    functions = [tool.get("function", {}) for tool in tools if isinstance(tool, dict)]
+    usable = [(function, _string_parameter(function)) for function in functions]
+    usable = [(function, parameter) for function, parameter in usable if parameter is not None and function.get("name")]
+    if not usable:
+        return None
+    function, parameter = next(((f, p) for f, p in usable if f["name"] == "lookup"), usable[0])
+    prompt = "\n\n".join(str(message.get("content") or "") for message in messages if message.get("role") == "user")
+    query = _question(prompt)
+    if len(query) > TOOL_QUERY_LIMIT:
+        query = query[:TOOL_QUERY_LIMIT].rsplit(" ", 1)[0]
+    arguments = json.dumps({parameter: query})
+    call_id = f"call_{_digest(prompt + arguments) % 10**12}"
+    return {"id": call_id, "type": "function", "function": {"name": function["name"], "arguments": arguments}}
+
+
+def _string_parameter(function: dict[str, Any]) -> str | None:
+    """The tool's first string parameter, the required ones first."""
+    parameters = function.get("parameters") or {}
+    properties = parameters.get("properties") or {}
+    required = [name for name in parameters.get("required") or [] if name in properties]
+    for name in [*required, *properties]:
+        if isinstance(properties.get(name), dict) and properties[name].get("type") == "string":
+            return str(name)
+    return None
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    """Every tool result in the conversation: in tool messages, or quoted in the last prompt
+    (the final request once the tool budget is spent)."""
+    texts = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
+    if messages and messages[-1].get("role") == "user":
+        texts.append(str(messages[-1].get("content") or ""))
+    return [match.group("text") for text in texts for match in _TOOL_RESULT.finditer(text)]
+
+
+def cite_tool_results(text: str, messages: list[dict[str, Any]]) -> str:
+    """A persona's answer, with the first line of what its tools found (or that they failed)."""
+    results = _tool_results(messages)
+    if not results:
+        return text
+    lines = [line.strip() for line in results[0].splitlines() if line.strip()]
+    line = next((line for line in lines if not line.startswith("#")), lines[0] if lines else "nothing")
+    if len(line) > CITATION_LIMIT:
+        line = line[:CITATION_LIMIT].rsplit(" ", 1)[0] + " …"
+    if line.startswith("Error:"):
+        citation = f"I tried to look this up, but the tool failed ({line.removeprefix('Error:').strip()})."
+    else:
+        citation = f"From what I looked up: “{line}”"
+    # A synthesis quoting an answer that already cites the same line does not cite it twice.
+    return text if citation in text else f"{text}\n\n{citation}"

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from functools import cache
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -41,11 +41,28 @@ from panel_cli.events import (
     CallStarted,
     ErrorKind,
     MemberSkipped,
+    ToolCallFinished,
+    ToolCallStarted,
     WarningRaised,
 )
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
 from panel_cli.llm.request_hash import request_hash
 from panel_cli.llm.structured import json_instructions, parse_structured
+from panel_cli.tools.calls import (
+    BUDGET_SPENT,
+    RequestedCall,
+    ToolSet,
+    assistant_message,
+    failed,
+    parse_arguments,
+    requested_calls,
+    result_label,
+    result_message,
+    with_results,
+)
+
+if TYPE_CHECKING:
+    from panel_cli.tools.servers import Toolbox
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
 
@@ -220,6 +237,33 @@ def _seconds(value: float) -> str:
     return f"{value:.0f}s" if value >= 10 or value == int(value) else f"{value:.1f}s"
 
 
+@dataclasses.dataclass
+class _Reply:
+    """One model request's outcome inside a call: its text and the tool calls it asks for, or
+    the failure that ended it."""
+
+    text: str = ""
+    calls: list[RequestedCall] = dataclasses.field(default_factory=list)
+    failure: Failure | None = None
+
+
+@dataclasses.dataclass
+class _Exchange:
+    """What a call's requests add up to: the messages of the last one sent (what the store
+    keeps), attempts, and tokens (None until a reply reports them)."""
+
+    messages: list[dict[str, Any]]
+    attempts: int = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+    def count(self, tokens_in: int | None, tokens_out: int | None) -> None:
+        if tokens_in is not None:
+            self.tokens_in = (self.tokens_in or 0) + tokens_in
+        if tokens_out is not None:
+            self.tokens_out = (self.tokens_out or 0) + tokens_out
+
+
 def _call_end(now: float, call_timeout: float | None, retries: int, deadline: float | None) -> float | None:
     """When a call must be over: its own budget (every attempt at the per-call timeout,
     from its first request) or the stage deadline, whichever comes first; None when
@@ -237,15 +281,18 @@ class Gateway:
         concurrency: dict[str, int] | None = None,
         rng: random.Random | None = None,
         answered: Mapping[str, Sequence[AnsweredCall]] | None = None,
+        limits: dict[str, asyncio.Semaphore] | None = None,
     ) -> None:
         """`answered`: the replies the run being resumed got, by request hash, oldest first.
         Each answers one request: a run that asked the same thing twice (two members on one
-        model, a round whose prompt did not change) got two samples, and so does its resume."""
+        model, a round whose prompt did not change) got two samples, and so does its resume.
+        `limits`: the per-endpoint semaphores, when runs in flight at once (a batch) share
+        them, so an endpoint's concurrency limit holds across the runs, not within each."""
         self.emit = emit
         self.defaults = defaults or Defaults()
         self.concurrency = dict(concurrency or {})
         self._rng = rng or random.Random()
-        self._limits: dict[str, asyncio.Semaphore] = {}
+        self._limits: dict[str, asyncio.Semaphore] = limits if limits is not None else {}
         self._prices: dict[str, tuple[float, float] | None] = {}
         self._native_schema: dict[str, bool] = {}
         # Members that failed for good, with the reason (`auth: the provider rejected the
@@ -254,6 +301,30 @@ class Gateway:
         self._excluded_kind: dict[str, ErrorKind] = {}
         self._answered: dict[str, deque[AnsweredCall]] = {digest: deque(calls) for digest, calls in (answered or {}).items()}
         self._litellm = load_litellm()
+        # What the run gives its calls (`equip`): the attachments' fenced block, and the tool
+        # servers with the tools each member is offered.
+        self._attachments = ""
+        self._toolbox: Toolbox | None = None
+        self._offered: dict[str, ToolSet] = {}
+
+    def equip(self, *, attachments: str = "", toolbox: Toolbox | None = None, offered: dict[str, ToolSet] | None = None) -> None:
+        """Set what every call of the run gets: `attachments` go before the first prompt of
+        each call; `offered` (member -> its tools) are served by `toolbox` in free-text calls."""
+        self._attachments = attachments
+        self._toolbox = toolbox
+        self._offered = dict(offered or {}) if toolbox is not None else {}
+
+    def supports_tools(self, model: str) -> bool:
+        """Whether a model may be offered tools: litellm's model table says it has function
+        calling, or does not know the model (a new one, a local endpoint), which is then tried.
+        The demo personas call tools."""
+        if model.startswith("demo/"):
+            return True
+        try:
+            info = self._litellm.get_model_info(model)
+        except Exception:
+            return True
+        return info.get("supports_function_calling") is not False
 
     def _api_key(self, member: Member) -> str | None:
         if member.api_key_env:
@@ -303,7 +374,11 @@ class Gateway:
         return request
 
     def _messages(self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None, native: bool) -> list[dict[str, Any]]:
-        full = ([{"role": "system", "content": member.system}] if member.system else []) + [dict(m) for m in messages]
+        given = [dict(m) for m in messages]
+        first_user = next((index for index, message in enumerate(given) if message.get("role") == "user"), None)
+        if self._attachments and first_user is not None:
+            given[first_user]["content"] = f"{self._attachments}\n\n{given[first_user]['content']}"
+        full = ([{"role": "system", "content": member.system}] if member.system else []) + given
         if schema is not None and not native:
             last = full[-1]
             last["content"] = f"{last['content']}\n\n{_instructions(schema)}"
@@ -319,16 +394,25 @@ class Gateway:
         about: str | None = None,
         deadline: float | None = None,
         schema: type[BaseModel] | None = None,
+        tools: bool = False,
     ) -> CallResult:
         """One model call with our deadline and retries. `deadline` is a `loop.time()` instant:
-        the stage's end, which no attempt or wait may pass. `about` says what the call is
-        about when a member makes several in one stage."""
+        the stage's end, which no attempt, wait or tool call may pass. `about` says what the
+        call is about when a member makes several in one stage. `tools`: a free-text call (an
+        answer, a contribution, an output, a synthesis), in which a member with tools may use
+        them: model, tool calls, results, model again, until it answers or its `tool_budget`
+        is spent, and then once more without tools. A structured call never gets tools. It is
+        still one call: one request hash (its first request's), one result, summed tokens."""
         if member.name in self.excluded:
             return await self._skip(member, stage, round, about)
-        loop = asyncio.get_running_loop()
         native = schema is not None and self._supports_schema(member.model)
         full = self._messages(member, messages, schema, native)
         request = self._request(member, full, schema if native else None)
+        offered = self._offered.get(member.name) if tools and schema is None else None
+        if offered is not None and offered.specs:
+            request["tools"] = offered.specs
+        else:
+            offered = None
         digest = request_hash(request)
         call_id = uuid.uuid4().hex[:16]
         common = {"call_id": call_id, "member": member.name, "model": member.model, "stage": stage, "round": round, "about": about}
@@ -336,53 +420,24 @@ class Gateway:
         earlier = self._take_answered(digest)
         if earlier is not None:
             return await self._reuse(member, common, full, digest, earlier, schema)
-        retries = member.retries if member.retries is not None else self.defaults.retries
-        call_timeout = member.timeout or self.defaults.timeout
-        end, per_try = deadline, None
+        exchange = _Exchange(messages=full)
         started = time.perf_counter()
-        attempts = 0
         try:
-            while True:
-                attempts += 1
-                try:
-                    async with self._limit(member):
-                        # Timed once through the concurrency limit: a call queued behind
-                        # other calls to the same endpoint has not started yet.
-                        now = loop.time()
-                        if attempts == 1:
-                            end = _call_end(now, call_timeout, retries, deadline)
-                        limits = [t for t in (call_timeout, None if end is None else end - now) if t is not None]
-                        per_try = min(limits) if limits else None
-                        if per_try is not None and per_try <= 0:
-                            raise TimeoutError
-                        response = await asyncio.wait_for(_acompletion(self._litellm, request), per_try)
-                    text, tokens_in, tokens_out = _read_response(response)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    failure = describe(exc)
-                    if isinstance(exc, TimeoutError) and per_try is not None:
-                        failure = dataclasses.replace(failure, message=f"no reply within {max(per_try, 0.0):.1f}s")
-                    if failure.kind in RETRYABLE and attempts <= retries:
-                        asked = retry_after_seconds(exc) if failure.kind == "rate_limited" else None
-                        delay = _backoff(attempts, self._rng) if asked is None else asked
-                        fits = delay <= MAX_RETRY_WAIT and (end is None or loop.time() + delay < end)
-                        if fits:
-                            await asyncio.sleep(delay)
-                            continue
-                        if asked is not None:
-                            failure = dataclasses.replace(
-                                failure,
-                                message=f"rate limited; the provider asked to wait {_seconds(asked)}, longer than this call may take",
-                            )
-                    return await self._fail(member, common, full, failure, time.perf_counter() - started, attempts)
+            reply = await self._complete(member, request, deadline, exchange, tool_calls=offered is not None)
+            if offered is not None and reply.failure is None and reply.calls:
+                reply = await self._use_tools(member, common, offered, request, reply, deadline, exchange)
+            if reply.failure is not None:
+                return await self._fail(member, common, exchange.messages, reply.failure, time.perf_counter() - started, exchange.attempts)
         except asyncio.CancelledError:
             await self.emit(
-                CallFailed(**common, messages=full, kind="cancelled", message="cancelled", latency=time.perf_counter() - started, attempts=attempts)
+                CallFailed(
+                    **common, messages=exchange.messages, kind="cancelled", message="cancelled", latency=time.perf_counter() - started,
+                    attempts=exchange.attempts,
+                )
             )
             raise
         latency = time.perf_counter() - started
+        text, tokens_in, tokens_out, attempts = reply.text, exchange.tokens_in, exchange.tokens_out, exchange.attempts
         # The cut happens once the whole reply is in memory: litellm reads the body off the
         # socket itself, and bounding that read would take an HTTP client of our own. It still
         # keeps a runaway reply out of the store, the view and every other member's prompt.
@@ -394,7 +449,7 @@ class Gateway:
         parsed, parse_error = _parse(text, schema)
         await self.emit(
             CallFinished(
-                **common, messages=full, text=text, truncated=truncated, request_hash=digest, tokens_in=tokens_in,
+                **common, messages=exchange.messages, text=text, truncated=truncated, request_hash=digest, tokens_in=tokens_in,
                 tokens_out=tokens_out, cost=cost, latency=latency, attempts=attempts,
             )
         )
@@ -405,6 +460,127 @@ class Gateway:
             parse_error=parse_error, truncated=truncated, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost,
             latency=latency, attempts=attempts,
         )
+
+    async def _complete(
+        self, member: Member, request: dict[str, Any], deadline: float | None, exchange: _Exchange, *, tool_calls: bool
+    ) -> _Reply:
+        """One request, with the retries and limits every request gets: the per-call timeout
+        (every attempt within its budget from the first), the stage deadline, the endpoint's
+        concurrency limit, backoff and Retry-After. `tool_calls`: a reply may ask for tools."""
+        loop = asyncio.get_running_loop()
+        retries = member.retries if member.retries is not None else self.defaults.retries
+        call_timeout = member.timeout or self.defaults.timeout
+        end, per_try = deadline, None
+        attempts = 0
+        while True:
+            attempts += 1
+            exchange.attempts += 1
+            try:
+                async with self._limit(member):
+                    # Timed once through the concurrency limit: a call queued behind
+                    # other calls to the same endpoint has not started yet.
+                    now = loop.time()
+                    if attempts == 1:
+                        end = _call_end(now, call_timeout, retries, deadline)
+                    limits = [t for t in (call_timeout, None if end is None else end - now) if t is not None]
+                    per_try = min(limits) if limits else None
+                    if per_try is not None and per_try <= 0:
+                        raise TimeoutError
+                    response = await asyncio.wait_for(_acompletion(self._litellm, request), per_try)
+                text, calls, tokens_in, tokens_out = _read_response(response, tool_calls=tool_calls)
+                exchange.count(tokens_in, tokens_out)
+                return _Reply(text=text, calls=calls)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failure = describe(exc)
+                if isinstance(exc, TimeoutError) and per_try is not None:
+                    failure = dataclasses.replace(failure, message=f"no reply within {max(per_try, 0.0):.1f}s")
+                if failure.kind in RETRYABLE and attempts <= retries:
+                    asked = retry_after_seconds(exc) if failure.kind == "rate_limited" else None
+                    delay = _backoff(attempts, self._rng) if asked is None else asked
+                    fits = delay <= MAX_RETRY_WAIT and (end is None or loop.time() + delay < end)
+                    if fits:
+                        await asyncio.sleep(delay)
+                        continue
+                    if asked is not None:
+                        failure = dataclasses.replace(
+                            failure,
+                            message=f"rate limited; the provider asked to wait {_seconds(asked)}, longer than this call may take",
+                        )
+                return _Reply(failure=failure)
+
+    async def _use_tools(
+        self,
+        member: Member,
+        common: dict[str, Any],
+        offered: ToolSet,
+        request: dict[str, Any],
+        reply: _Reply,
+        deadline: float | None,
+        exchange: _Exchange,
+    ) -> _Reply:
+        """Run the tool calls the model asks for and send it the results, until it answers;
+        once `tool_budget` calls are made, ask once more without tools, every result quoted."""
+        budget = self.defaults.tool_budget
+        conversation = list(request["messages"])
+        results: dict[str, str] = {}
+        used = 0
+        while reply.failure is None and reply.calls:
+            conversation.append(assistant_message(reply.text, reply.calls))
+            for call in reply.calls:
+                number = len(results) + 1
+                if used < budget:
+                    used += 1
+                    text = await self._run_tool(member, common, offered, call, deadline)
+                else:
+                    text = BUDGET_SPENT
+                results[result_label(number, call.name)] = text
+                conversation.append(result_message(call, number, text))
+            if used >= budget:
+                final = {key: value for key, value in request.items() if key != "tools"}
+                final["messages"] = with_results(request["messages"], results)
+                exchange.messages = final["messages"]
+                return await self._complete(member, final, deadline, exchange, tool_calls=False)
+            exchange.messages = list(conversation)
+            reply = await self._complete(member, {**request, "messages": exchange.messages}, deadline, exchange, tool_calls=True)
+        return reply
+
+    async def _run_tool(
+        self, member: Member, common: dict[str, Any], offered: ToolSet, call: RequestedCall, deadline: float | None
+    ) -> str:
+        """One tool call, reported as it starts and ends; returns what the model is given (the
+        result, or the error's words: a failing tool is for the model to work around)."""
+        route = offered.routes.get(call.name)
+        arguments = parse_arguments(call.arguments)
+        identity = {key: value for key, value in common.items() if key != "model"} | {
+            "tool_call_id": call.id,
+            "server": route.server if route else None,
+            "tool": route.tool if route else call.name,
+            "arguments": arguments if arguments is not None else call.arguments,
+        }
+        await self.emit(ToolCallStarted(**identity))
+        started = time.perf_counter()
+        try:
+            if route is None or self._toolbox is None:
+                outcome = failed(f"there is no tool named '{call.name}'; the tools offered are {', '.join(offered.routes)}")
+            elif arguments is None:
+                outcome = failed("the arguments must be a JSON object")
+            else:
+                left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+                outcome = await self._toolbox.call(route.server, route.tool, arguments, left)
+        except asyncio.CancelledError:
+            await self.emit(ToolCallFinished(**identity, status="failed", error="cancelled", duration=time.perf_counter() - started))
+            raise
+        await self.emit(
+            ToolCallFinished(
+                **identity, status=outcome.status, result=outcome.text, result_chars=outcome.chars, truncated=outcome.truncated,
+                error=outcome.error, duration=time.perf_counter() - started,
+            )
+        )
+        if outcome.stopped is not None and route is not None:
+            await self.emit(WarningRaised(message=f"tool server '{route.server}' stopped during the run ({outcome.stopped}); its tools now fail"))
+        return outcome.text
 
     def _take_answered(self, digest: str) -> AnsweredCall | None:
         """The next stored reply to this request not used yet, if any (each is used once)."""
@@ -487,15 +663,18 @@ def _parse(text: str, schema: type[BaseModel] | None) -> tuple[dict[str, Any] | 
     return (obj.model_dump() if obj is not None else None), parse_error
 
 
-def _read_response(response: Any) -> tuple[str, int | None, int | None]:
+def _read_response(response: Any, *, tool_calls: bool = False) -> tuple[str, list[RequestedCall], int | None, int | None]:
+    """The reply's text and, when tools were offered, the tool calls it asks for (a reply that
+    asks for tools may have no text)."""
     try:
-        choices = response.choices
-        content = choices[0].message.content
+        message = response.choices[0].message
+        content = message.content
     except (AttributeError, IndexError, TypeError):
         raise ClassifiedError("malformed", "the reply had no message") from None
-    if not isinstance(content, str) or not content.strip():
+    calls = requested_calls(message) if tool_calls else []
+    if not calls and (not isinstance(content, str) or not content.strip()):
         raise ClassifiedError("malformed", "the reply was empty")
     usage = getattr(response, "usage", None)
     tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
     tokens_out = getattr(usage, "completion_tokens", None) if usage else None
-    return content, tokens_in, tokens_out
+    return (content if isinstance(content, str) else ""), calls, tokens_in, tokens_out

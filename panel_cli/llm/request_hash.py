@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-# The request fields that decide the reply, as the gateway passes them to litellm.
-HASHED_FIELDS = ("model", "api_base", "messages", "temperature", "max_tokens", "response_format", "seed")
+# The request fields that decide the reply, as the gateway passes them to litellm (`tools`:
+# the tools a member is offered; absent, as before tools, when it is offered none).
+HASHED_FIELDS = ("model", "api_base", "messages", "temperature", "max_tokens", "response_format", "seed", "tools")
 
 
 def request_hash(request: Mapping[str, Any]) -> str:

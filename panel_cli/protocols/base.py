@@ -24,6 +24,7 @@ from panel_cli.events import (
 )
 from panel_cli.llm.gateway import AnsweredCall, Gateway
 from panel_cli.tasks import fence_tag, new_fence_tag
+from panel_cli.tools.equip import equipped
 from panel_cli.totals import RunTotals
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
@@ -34,11 +35,13 @@ Finding = tuple[tuple[str | int, ...], str]
 # SPEC: a stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise.
 DEFAULT_STAGE_TIMEOUT = 300.0
 
-# What RunStarted's config holds beside the panel: the run's fence tag, and the run a
-# resumed run continues. A resumed run rebuilds its panel from the config without them.
+# What RunStarted's config holds beside the panel: the run's fence tag, the run a resumed run
+# continues, and the tags of a run made by `panel batch` or `panel eval` (the store reads them
+# as store.rows.TAGS_KEY). A resumed run rebuilds its panel from the config without them.
 FENCE_TAG_KEY = "fence_tag"
 RESUMED_FROM_KEY = "resumed_from"
-RUN_KEYS = frozenset({FENCE_TAG_KEY, RESUMED_FROM_KEY})
+TAGS_KEY = "tags"
+RUN_KEYS = frozenset({FENCE_TAG_KEY, RESUMED_FROM_KEY, TAGS_KEY})
 
 
 class ProtocolResult(BaseModel):
@@ -208,7 +211,8 @@ async def run_engine(
         await bus.emit(WarningRaised(message=warning))
     try:
         with fence_tag(tag):
-            result = await engine(panel, question, gateway, bus.emit)
+            async with equipped(panel, gateway, bus.emit):
+                result = await engine(panel, question, gateway, bus.emit)
     except (asyncio.CancelledError, KeyboardInterrupt):
         await asyncio.shield(bus.emit(RunInterrupted()))
         raise

@@ -14,6 +14,7 @@ from panel_cli.errors import ConfigError
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols import confer, council, delphi, ensemble, orchestrate, supervise, vote
 from panel_cli.protocols.base import Finding, ProtocolRules
+from panel_cli.tools.checks import tool_findings
 
 # Every protocol a panel file may name (config.Protocol) has its rules here.
 RULES: dict[Protocol, ProtocolRules] = {
@@ -28,7 +29,7 @@ RULES: dict[Protocol, ProtocolRules] = {
 }
 
 # Fields every protocol reads, and the member fields only some do.
-COMMON_FIELDS = frozenset({"name", "protocol", "question", "question_file", "members", "defaults", "concurrency", "timeouts"})
+COMMON_FIELDS = frozenset({"name", "protocol", "question", "question_file", "members", "defaults", "concurrency", "timeouts", "tools", "attach"})
 OPTIONAL_MEMBER_FIELDS = frozenset({"weight", "task"})
 
 
@@ -49,6 +50,7 @@ def check_panel(panel: Panel, protocol: Protocol, declared: str | None = None) -
         for index, member in enumerate(panel.members):
             unused = member.model_fields_set & OPTIONAL_MEMBER_FIELDS - rules.member_fields
             findings += [(("members", index, name), f"not used by {protocol}") for name in sorted(unused)]
+    findings += tool_findings(panel)
     return [locate(panel, loc, problem) for loc, problem in findings]
 
 

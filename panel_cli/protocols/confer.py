@@ -207,7 +207,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     vote_timeout = RULES.limit(panel, "vote")
 
     prompt = [{"role": "user", "content": answer_prompt(question)}]
-    replies = await broadcast(gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout)
+    replies = await broadcast(gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout, tools=True)
     answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
     initial = dict(answers)
     failures = [MemberFailure(member=r.member, round=0, kind=r.error_kind or "", error=r.error or "") for r in replies if not r.ok]

@@ -223,7 +223,7 @@ class _Labels:
 
 async def _answer_stage(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> list[CallResult]:
     prompt = [{"role": "user", "content": answer_prompt(question)}]
-    return await broadcast(gateway, emit, panel.members, prompt, stage="answer", limit=RULES.limit(panel, "answer"))
+    return await broadcast(gateway, emit, panel.members, prompt, stage="answer", limit=RULES.limit(panel, "answer"), tools=True)
 
 
 async def _review_stage(

@@ -229,7 +229,7 @@ async def _contribute(
         own = label if had_previous else None
         prompt, schema = revision_prompt(question, round_index, max_rounds, block, own), Revision
     reply = await gateway.call(
-        member, [{"role": "user", "content": prompt}], stage=STAGE, round=round_index, deadline=deadline, schema=schema
+        member, [{"role": "user", "content": prompt}], stage=STAGE, round=round_index, deadline=deadline, schema=schema, tools=schema is None
     )
     if not reply.ok:
         if not reply.skipped:

@@ -191,7 +191,7 @@ def aggregate_prompt(question: str, texts: list[str]) -> str:
 async def _race(members: list[Member], prompt: list[dict[str, str]], gateway: Gateway, deadline: float | None) -> dict[str, CallResult]:
     """Calls until the first success, then cancel the rest (their connections close, so a
     provider stops working for nobody). Members still running when it ends are absent."""
-    pending = {asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline)) for m in members}
+    pending = {asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline, tools=True)) for m in members}
     results: dict[str, CallResult] = {}
     try:
         while pending:
@@ -252,7 +252,7 @@ async def _judge_choice(
 async def _synthesize(panel: Panel, aggregator: Member, question: str, texts: dict[str, str], gateway: Gateway, emit: Emit) -> _Choice:
     stage = await open_stage(emit, "synthesis", members=[aggregator.name], limit=RULES.limit(panel, "synthesis"))
     prompt = [{"role": "user", "content": aggregate_prompt(question, list(texts.values()))}]
-    reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=stage.deadline)
+    reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=stage.deadline, tools=True)
     if reply.ok:
         count = f"{len(texts)} response{'s' if len(texts) != 1 else ''}"
         return _Choice(aggregator.name, f"the aggregator {aggregator.name} wrote it from {count}", text=reply.text.strip())
@@ -303,7 +303,7 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
         stage = await open_stage(emit, "answer", members=panel.member_names, limit=limit)
         replies = await _race(panel.members, prompt, gateway, stage.deadline)
     else:
-        gathered = await broadcast(gateway, emit, panel.members, prompt, stage="answer", limit=limit)
+        gathered = await broadcast(gateway, emit, panel.members, prompt, stage="answer", limit=limit, tools=True)
         replies = {reply.member: reply for reply in gathered}
     elapsed = time.perf_counter() - started
     responses = [_response(member, replies.get(member.name), elapsed) for member in panel.members]

@@ -393,7 +393,7 @@ async def _run_tasks(panel: Panel, team: Team, question: str, plan: list[Planned
         prompt = [{"role": "user", "content": task_prompt(question, task, inputs, titles)}]
         await emit(TaskStarted(task_id=task.task_id, worker=task.worker))
         started_at, started = time.time(), time.perf_counter()
-        reply = await gateway.call(workers[task.worker], prompt, stage=SUBTASK_STAGE, about=task.task_id, deadline=stage_deadline(limit))
+        reply = await gateway.call(workers[task.worker], prompt, stage=SUBTASK_STAGE, about=task.task_id, deadline=stage_deadline(limit), tools=True)
         duration = time.perf_counter() - started
         if not reply.ok:
             error = failure_reason(reply.error_kind, reply.error)

@@ -53,16 +53,27 @@ async def open_stage(
 
 async def gather_each(items: Iterable[Item], work: Callable[[Item], Awaitable[T]], *, at_once: int | None = None) -> list[T]:
     """`work` on every item concurrently, results in the items' order; with `at_once`, no
-    more than that many run at the same time (the rest wait their turn)."""
-    if at_once is None:
-        return list(await asyncio.gather(*(work(item) for item in items)))
-    slots = asyncio.Semaphore(at_once)
+    more than that many run at the same time (the rest wait their turn).
+
+    A task group, not `asyncio.gather`: when the stage is cancelled (Ctrl-C), gather gives up
+    as soon as one call has finished cancelling, while the others are still recording their
+    own cancellation; a task group waits for every one, so no record is lost."""
+    slots = asyncio.Semaphore(at_once) if at_once is not None else None
 
     async def in_turn(item: Item) -> T:
+        if slots is None:
+            return await work(item)
         async with slots:
             return await work(item)
 
-    return list(await asyncio.gather(*(in_turn(item) for item in items)))
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(in_turn(item)) for item in items]
+    except BaseExceptionGroup as failure:
+        # The work never fails on a provider's account (the gateway reports those); what is
+        # left is a bug, raised as itself rather than wrapped in a group.
+        raise failure.exceptions[0] from None
+    return [task.result() for task in tasks]
 
 
 async def broadcast(
@@ -75,12 +86,14 @@ async def broadcast(
     limit: float | None,
     round: int | None = None,
     schema: type[BaseModel] | None = None,
+    tools: bool = False,
 ) -> list[CallResult]:
-    """The same messages to every member at once, in one announced, time-limited stage."""
+    """The same messages to every member at once, in one announced, time-limited stage;
+    `tools` for a free-text stage whose members may use their tools."""
     current = await open_stage(emit, stage, members=[member.name for member in members], limit=limit, round=round)
     return await gather_each(
         members,
-        lambda member: gateway.call(member, messages, stage=stage, round=round, deadline=current.deadline, schema=schema),
+        lambda member: gateway.call(member, messages, stage=stage, round=round, deadline=current.deadline, schema=schema, tools=tools),
     )
 
 
@@ -123,7 +136,7 @@ async def synthesis_stage(
     failures: list[ChairFailure] = []
     for index, chairman in enumerate(chairmen):
         deadline = stage.deadline if index == 0 else stage_deadline(limit)
-        reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline)
+        reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline, tools=True)
         if reply.ok:
             return Synthesis(chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures)
         failures.append(ChairFailure(chairman=chairman.name, reason=failure_reason(reply.error_kind, reply.error)))

@@ -358,7 +358,7 @@ class _Worker:
 async def _deliver(gateway: Gateway, emit: Emit, worker: _Worker, prompt: str, stage: str, round_index: int, deadline: float | None) -> Delivery:
     """One call in the worker's own conversation; a reply becomes its deliverable."""
     worker.messages.append({"role": "user", "content": prompt})
-    reply = await gateway.call(worker.member, list(worker.messages), stage=stage, round=round_index, deadline=deadline)
+    reply = await gateway.call(worker.member, list(worker.messages), stage=stage, round=round_index, deadline=deadline, tools=True)
     name = worker.member.name
     if not reply.ok:
         if not reply.skipped:

@@ -27,7 +27,7 @@ from panel_cli.errors import UserError
 from panel_cli.redact import redact_obj, secret_values
 from panel_cli.store.migrations import MIGRATIONS, TEXTS_VERSION, migrate, schema_version
 from panel_cli.store.processes import process_alive, this_host
-from panel_cli.store.rows import call_fields, decision_fields, envelope, restore, run_fields
+from panel_cli.store.rows import TAGS_KEY, call_fields, decision_fields, envelope, restore, run_fields
 from panel_cli.store.texts import MissingTextError, TextCache, collect_garbage, decode, dumps, refs_in
 from panel_cli.store.times import epoch, iso_time, optional_epoch
 
@@ -324,6 +324,15 @@ class RunRecord(RunSummary):
         return found if isinstance(found, list) else []
 
 
+class BatchRun(RunSummary):
+    """A run of a `panel batch`, as resuming the batch reads it: its tags say which question
+    it answered."""
+
+    tags: dict[str, Any]
+    final_answer: str | None = None
+    failure_reason: str | None = None
+
+
 class CallRecord(BaseModel):
     """One model call; a failed call has `error_kind`, `error` and the provider's raw
     `detail` instead of a response. A `truncated` response is the beginning of the reply.
@@ -468,7 +477,7 @@ def _delete_one(db: sqlite3.Connection, run_id: str) -> None:
 
 def _delete_rows(db: sqlite3.Connection, run_ids: list[str]) -> None:
     ids = json.dumps(run_ids)
-    for table in ("events", "calls", "decisions", "retallies"):
+    for table in ("events", "calls", "decisions", "retallies", "tool_calls"):
         db.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT value FROM json_each(?))", (ids,))
     db.execute("DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))", (ids,))
 
@@ -673,6 +682,36 @@ class TranscriptReader:
                 "host": row["host"],
             }
         )
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The read-only connection, for `panel_cli.store.merge` to copy rows from."""
+        return self._db
+
+    def batch_runs(self, batch_id: str) -> list[BatchRun]:
+        """Every run of a batch, oldest first, with its tags, its final answer and why it has
+        none (found through the batch id's index)."""
+        rows = self._query("SELECT * FROM runs WHERE batch_id = ? ORDER BY started_at, id", (batch_id,))
+        texts = self._texts(
+            text_id
+            for row in rows
+            for text_id in (row["question_text"], row["final_answer_text"], row["config_text"], *refs_in(row["result_json"]))
+        )
+        runs = []
+        for row in rows:
+            config = texts.optional(row["config_text"])
+            tags = (json.loads(config) if config else {}).get(TAGS_KEY)
+            result = decode(json.loads(row["result_json"]), texts) if row["result_json"] else {}
+            reason = result.get("failure_reason") if isinstance(result, dict) else None
+            runs.append(
+                BatchRun.model_construct(
+                    **_summary({**dict(row), "question": texts.optional(row["question_text"])}),
+                    tags=tags if isinstance(tags, dict) else {},
+                    final_answer=texts.optional(row["final_answer_text"]),
+                    failure_reason=reason if isinstance(reason, str) else None,
+                )
+            )
+        return runs
 
     def short_id(self, run_id: str, min_length: int = 8) -> str:
         """The shortest beginning of `run_id` that no other run shares, as `git` abbreviates

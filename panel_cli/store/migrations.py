@@ -314,3 +314,44 @@ def migrate(db: sqlite3.Connection) -> None:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+
+@migration
+def m005_batch_ids(db: sqlite3.Connection) -> None:
+    """`batch_id` names the `panel batch` a run belongs to (its `batch` tag), so a batch's
+    runs are found through an index; a run of no batch has NULL."""
+    db.execute("ALTER TABLE runs ADD COLUMN batch_id TEXT")
+    db.execute("CREATE INDEX runs_batch_id ON runs(batch_id) WHERE batch_id IS NOT NULL")
+
+
+@migration
+def m006_tool_calls(db: sqlite3.Connection) -> None:
+    """`tool_calls` has a row per tool call a member's model made, found through the model call
+    it was made in (`call_id`, as in `calls.id`). Its `tool_call_finished` event keeps the whole
+    payload, the result's text included; the row is there to query (`status`, `result_chars`,
+    `duration`, `error`)."""
+    db.execute(
+        """
+        CREATE TABLE tool_calls (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,                -- its tool_call_finished event
+            call_id TEXT,                        -- calls.id of the model call that asked for it
+            tool_call_id TEXT,                   -- the provider's id for the tool call
+            member TEXT,
+            stage TEXT,
+            round INTEGER,
+            about TEXT,
+            server TEXT,                         -- NULL when the model named no tool it was offered
+            tool TEXT,
+            arguments_json TEXT,                 -- as the model wrote them (a JSON string when not an object)
+            status TEXT,                         -- ok | failed | timeout
+            result_chars INTEGER,                -- the result's size before the cap
+            truncated INTEGER,
+            error TEXT,
+            duration REAL,
+            ts TEXT,                             -- ISO-8601 UTC
+            PRIMARY KEY (run_id, seq)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute("CREATE INDEX tool_calls_call_id ON tool_calls(run_id, call_id)")

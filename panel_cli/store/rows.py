@@ -44,6 +44,10 @@ DERIVED: dict[str, frozenset[str]] = {
     "run_started": frozenset({"protocol", "panel", "question", "config"}),
 }
 ENVELOPE = ("run_id", "seq", "ts", "type")
+# A run's tags (`panel_cli.cli.running.run_panel`) are kept in RunStarted's config under this
+# key; its batch id (`panel batch`) also goes to a column of its own, to find a batch's runs.
+TAGS_KEY = "tags"
+BATCH_TAG = "batch"
 
 
 def run_fields(row: Mapping[str, Any], texts: TextCache, kind: str) -> dict[str, Any]:
@@ -63,6 +67,13 @@ def run_fields(row: Mapping[str, Any], texts: TextCache, kind: str) -> dict[str,
             "result": decode(json.loads(row["result_json"]), texts) if row["result_json"] is not None else None,
         }
     return {"message": row["error"]}
+
+
+def batch_of(config: Any) -> str | None:
+    """The batch a run belongs to, from the tags in its config; None for a run of no batch."""
+    tags = config.get(TAGS_KEY) if isinstance(config, dict) else None
+    batch = tags.get(BATCH_TAG) if isinstance(tags, dict) else None
+    return batch if isinstance(batch, str) else None
 
 
 def call_fields(row: Mapping[str, Any], texts: TextCache) -> dict[str, Any]:

@@ -87,6 +87,12 @@ def refs_in(json_text: str | None) -> Iterator[int]:
             yield int(match.group(1))
 
 
+def remap_refs(json_text: str, new_id: Callable[[int], int]) -> str:
+    """A JSON column with each reference pointing at `new_id(old id)`: the same texts, in
+    another file (`panel history import`)."""
+    return _REF_PATTERN.sub(lambda match: dumps({REF: new_id(int(match.group(1)))}), json_text)
+
+
 def part_refs(parts_json: str) -> Iterator[int]:
     for part in json.loads(parts_json):
         if isinstance(part, list):

@@ -12,7 +12,16 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from panel_cli.store.rows import ENVELOPE, call_fields, decision_fields, envelope, leftover, restore, run_fields
+from panel_cli.store.rows import (
+    ENVELOPE,
+    batch_of,
+    call_fields,
+    decision_fields,
+    envelope,
+    leftover,
+    restore,
+    run_fields,
+)
 from panel_cli.store.texts import Composer, TextCache, Texts, decode, dumps, encode
 from panel_cli.store.times import iso_time
 
@@ -86,7 +95,36 @@ class RunWriter:
                 given = self._end_run(payload, composer)
             case "decision_recorded":
                 given = self._record_decision(payload, composer)
+            case "tool_call_finished":
+                self.insert_tool_call(run_id, seq, ts, payload)
         self.insert_event(columns, leftover(payload, columns, given), composer)
+
+    def insert_tool_call(self, run_id: str, seq: int, ts: float | None, values: Mapping[str, Any]) -> None:
+        """The row of a finished tool call; its event keeps every field (the result's text too)."""
+        self._db.execute(
+            "INSERT INTO tool_calls (run_id, seq, call_id, tool_call_id, member, stage, round, about, server, tool,"
+            " arguments_json, status, result_chars, truncated, error, duration, ts)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                seq,
+                values.get("call_id"),
+                values.get("tool_call_id"),
+                values.get("member"),
+                values.get("stage"),
+                values.get("round"),
+                values.get("about"),
+                values.get("server"),
+                values.get("tool"),
+                dumps(values.get("arguments")),
+                values.get("status"),
+                values.get("result_chars"),
+                None if values.get("truncated") is None else int(values["truncated"]),
+                values.get("error"),
+                values.get("duration"),
+                None if ts is None else iso_time(ts),
+            ),
+        )
 
     def insert_event(self, columns: dict[str, Any], kept: dict[str, Any], composer: Composer) -> None:
         self._db.execute(
@@ -124,6 +162,9 @@ class RunWriter:
                 payload["seq"],
             ),
         )
+        batch = batch_of(payload["config"])
+        if batch is not None:
+            self._db.execute("UPDATE runs SET batch_id = ? WHERE id = ?", (batch, run_id))
         return run_fields(self._run_row(run_id), TextCache(self._db), "run_started")
 
     def insert_call(

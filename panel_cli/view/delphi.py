@@ -25,6 +25,7 @@ from panel_cli.view.tables import (
     fit_columns,
     member_cell,
     preview_cell,
+    tools_columns,
     warning_line,
 )
 
@@ -79,6 +80,7 @@ class ContributionTable:
             Column("latency", [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows], keep=5, justify="right"),
             Column("tokens", [Text("" if row.tokens is None else fmt.tokens(row.tokens)) for row in rows], keep=6, justify="right"),
             Column("analysis", [analysis_cell(row, entry) for row, entry in zip(rows, found, strict=True)], keep=4, shrink_to=12, style="dim"),
+            *tools_columns(rows),
         ]
 
 

@@ -30,6 +30,9 @@ from panel_cli.events import (
     TaskFinished,
     TaskSkipped,
     TaskStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolServerStarted,
     VerdictGiven,
     VoteCast,
     VoteOpened,
@@ -37,7 +40,7 @@ from panel_cli.events import (
     VoteTallied,
     WarningRaised,
 )
-from panel_cli.view import delphi, fmt, supervise, vote
+from panel_cli.view import delphi, fmt, supervise, tools, vote
 from panel_cli.view.final import render_final
 from panel_cli.view.orchestrate import TaskStage, rejection_note
 from panel_cli.view.summary import ViewTotals
@@ -109,6 +112,10 @@ class LiveView:
                 self._verdicts.append(event)
             case VoteOpened() | VoteReceived() | QuorumReached() | VoteTallied() | LeaderChose():
                 self._stage = vote.on_event(self._stage, event, self._labels)
+            case ToolServerStarted():
+                self.console.print(tools.server_line(event))
+            case ToolCallStarted() | ToolCallFinished():
+                self._on_tool(event)
             case WarningRaised():
                 if self._stage:
                     self._stage.warnings.append(event)
@@ -161,6 +168,14 @@ class LiveView:
             row.finish(event)
         elif isinstance(event, CallFailed):
             row.fail(event)
+
+    def _on_tool(self, event: ToolCallStarted | ToolCallFinished) -> None:
+        """A tool call goes on the row of the model call that made it, as it happens; one from
+        a stage already printed is left out (its stage table is final)."""
+        stage = self._stage
+        if stage is None or stage.key != (event.stage, event.round):
+            return
+        tools.record(stage.call_row(event.call_id, event.member, self._labels.get(event.member), event.about).tools, event)
 
     def _on_ranking(self, event: RankingParsed) -> None:
         if event.reviewer is not None:

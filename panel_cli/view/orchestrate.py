@@ -30,6 +30,7 @@ from panel_cli.events import (
 from panel_cli.protocols.plan import tree_parents
 from panel_cli.view import fmt
 from panel_cli.view.tables import Column, Preview, StageState, fit_columns, warning_line
+from panel_cli.view.tools import ToolActivity, tools_cell
 
 TaskState = Literal["pending", "running", "succeeded", "failed", "skipped"]
 
@@ -144,7 +145,15 @@ class TaskTable:
             Column("start", [Text("" if row.start is None else f"+{fmt.seconds(row.start)}") for row in rows], keep=6, justify="right"),
             Column("time", [Text("" if row.duration is None else fmt.seconds(row.duration)) for row in rows], keep=5, justify="right"),
             Column("title / output", [_note(row) for row in rows], keep=4, shrink_to=12, style="dim"),
+            *self.tools_columns(),
         ]
+
+    def tools_columns(self) -> list[Column]:
+        """Each subtask's tool calls (its call's row is about the subtask), when any was made."""
+        used: dict[str, list[ToolActivity]] = {row.about: row.tools for row in self.stage.rows if row.about and row.tools}
+        if not used:
+            return []
+        return [Column("tools", [tools_cell(used.get(row.task_id, [])) for row in self.stage.tasks], keep=3, shrink_to=16)]
 
 
 def _note(row: TaskRow) -> Preview:

@@ -32,6 +32,9 @@ from panel_cli.events import (
     TaskFinished,
     TaskSkipped,
     TaskStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolServerStarted,
     VerdictGiven,
     VoteCast,
     VoteOpened,
@@ -39,7 +42,7 @@ from panel_cli.events import (
     VoteTallied,
     WarningRaised,
 )
-from panel_cli.view import delphi, fmt, supervise
+from panel_cli.view import delphi, fmt, supervise, tools
 from panel_cli.view.orchestrate import plain_line as orchestrate_line
 from panel_cli.view.summary import ViewTotals, summary_fields
 from panel_cli.view.vote import plain_line as vote_line
@@ -130,6 +133,8 @@ class PlainView:
                 return delphi.plain_line(event)
             case VerdictGiven():
                 return supervise.plain_line(event)
+            case ToolServerStarted() | ToolCallStarted() | ToolCallFinished():
+                return tools.plain_line(event)
         return None
 
 

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from panel_cli.events import CallFailed, CallFinished, MemberSkipped, RoundTallied, VoteCast, WarningRaised
 from panel_cli.view import fmt
+from panel_cli.view.tools import ToolActivity, tools_cell
 
 Status = Literal["waiting", "answered", "failed", "timed out", "cancelled", "skipped"]
 
@@ -52,6 +53,7 @@ class CallRow:
     truncated: bool = False
     vote: VoteCast | None = None
     ranking: list[str] | None = None
+    tools: list[ToolActivity] = field(default_factory=list)
 
     @property
     def free(self) -> bool:
@@ -253,10 +255,18 @@ class StageTable:
         if any(row.ranking is not None for row in rows):
             # Wraps between the places of a ranking rather than disappear.
             columns.append(Column("ranking", [Text(", ".join(row.ranking or [])) for row in rows], keep=3, shrink_to=10))
+        columns += tools_columns(rows)
         columns.append(
             Column("rationale" if show_vote else "answer", [preview_cell(row) for row in rows], keep=4, shrink_to=12, style="dim")
         )
         return columns
+
+
+def tools_columns(rows: list[CallRow]) -> list[Column]:
+    """The `tools` column, when a row made a tool call: each call on a line of its own."""
+    if not any(row.tools for row in rows):
+        return []
+    return [Column("tools", [tools_cell(row.tools) for row in rows], keep=3, shrink_to=16)]
 
 
 def member_cell(row: CallRow, starred: bool) -> Text:

@@ -42,6 +42,9 @@ __all__ = [
     "reply_json",
     "reset_mid_body",
     "responder",
+    "tool_calls",
+    "tool_responder",
+    "ToolCallStep",
 ]
 
 _PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
@@ -128,7 +131,20 @@ class ResetStep:
     sent: int = 40
 
 
-Step = ReplyStep | ErrorStep | MalformedStep | HangStep | ResetStep
+@dataclass(frozen=True)
+class ToolCallStep:
+    """A completion that asks for tools instead of answering: each (function name, arguments)
+    pair the function returns becomes one tool call (arguments as a dict, or raw text to send
+    as written); an empty list makes it an ordinary reply with `text`."""
+
+    calls: Callable[[RecordedRequest], list[tuple[str, dict[str, Any] | str]]]
+    text: str | None = None
+    latency: float = 0.0
+    prompt_tokens: int = 10
+    completion_tokens: int = 20
+
+
+Step = ReplyStep | ErrorStep | MalformedStep | HangStep | ResetStep | ToolCallStep
 
 
 def reply(
@@ -159,6 +175,18 @@ def responder(
 ) -> ReplyStep:
     """Answer with text computed from the request (e.g. vote for a label in the prompt)."""
     return ReplyStep(fn, latency, prompt_tokens, completion_tokens)
+
+
+def tool_calls(*calls: tuple[str, dict[str, Any] | str], text: str | None = None, latency: float = 0.0) -> ToolCallStep:
+    """Ask for these tool calls, e.g. ``tool_calls(("lookup", {"query": "x"}))``."""
+    return ToolCallStep(lambda _request: list(calls), text, latency)
+
+
+def tool_responder(
+    fn: Callable[[RecordedRequest], list[tuple[str, dict[str, Any] | str]]], *, text: str = "ok", latency: float = 0.0
+) -> ToolCallStep:
+    """Tool calls computed from the request (none: answer with ``text``)."""
+    return ToolCallStep(fn, text, latency)
 
 
 def error(
@@ -498,6 +526,44 @@ class FakeOpenAIServer:
             case ResetStep():
                 body = self._completion(request, 10, 20, "this reply never arrives whole " * 20)
                 return _Answer(200, body, cut_at=min(step.sent, len(body) - 1))
+            case ToolCallStep():
+                if step.latency > 0:
+                    await conn.sleep_or_close(step.latency)
+                calls = step.calls(request)
+                if not calls:
+                    return _Answer(200, self._completion(request, step.prompt_tokens, step.completion_tokens, step.text or "ok"))
+                return _Answer(200, self._tool_completion(request, step, calls))
+
+    def _tool_completion(self, request: RecordedRequest, step: ToolCallStep, calls: list[tuple[str, dict[str, Any] | str]]) -> bytes:
+        tool_calls = [
+            {
+                "id": f"call_fake_{next(self._ids)}",
+                "type": "function",
+                "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
+            }
+            for name, arguments in calls
+        ]
+        return json.dumps(
+            {
+                "id": f"chatcmpl-fake-{next(self._ids)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": step.text, "tool_calls": tool_calls},
+                        "logprobs": None,
+                        "finish_reason": "tool_calls",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": step.prompt_tokens,
+                    "completion_tokens": step.completion_tokens,
+                    "total_tokens": step.prompt_tokens + step.completion_tokens,
+                },
+            }
+        ).encode()
 
     def _completion(self, request: RecordedRequest, prompt_tokens: int, completion_tokens: int, content: str) -> bytes:
         return json.dumps(

@@ -1,0 +1,229 @@
+"""`panel batch FILE --questions PATH`: the panel once per question, several runs at a time,
+every run stored with the batch's id, every finished question a line of `--output`.
+
+A batch is resumable: `--resume BATCH_ID` runs only the questions that have no finished run
+in that batch yet, in the same batch, and writes the results file in full again. `--shard I/N`
+runs the I-th of N slices, so several machines split one batch, each into its own database
+(`panel history import` brings them together); every slice of one batch gets the same id,
+drawn from the panel file, the questions file and N.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from panel_cli.cli import options
+
+if TYPE_CHECKING:
+    from panel_cli.batch.progress import BatchTotals
+    from panel_cli.batch.questions import BatchQuestion
+    from panel_cli.batch.runner import BatchLine
+    from panel_cli.config import Panel
+
+DEFAULT_OUTPUT = Path("results.jsonl")
+
+
+def batch(
+    panel_file: Path = options.panel_file_argument(),
+    questions_file: Path = typer.Option(
+        ...,
+        "--questions",
+        help="The questions: JSONL ({\"id\", \"question\", \"options\"} a line), CSV with a question column, or text, one a line.",
+        metavar="PATH",
+        dir_okay=False,
+    ),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, max=64, help="How many runs at a time (the panel's per-endpoint limits still hold)."),
+    output: Path = typer.Option(
+        DEFAULT_OUTPUT, "--output", "-o", help="Results, one JSON line per question (written as runs finish, in full at the end).", dir_okay=False
+    ),
+    resume: str | None = typer.Option(
+        None, "--resume", metavar="BATCH_ID", help="Continue this batch: questions with a finished run in it are skipped."
+    ),
+    shard: str | None = typer.Option(None, "--shard", metavar="I/N", help="Run only the I-th of N slices of the questions (1/3, 2/3, 3/3)."),
+    json_mode: bool = typer.Option(False, "--json", help="Print only a summary of the batch as JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress and no summary."),
+    db: Path | None = options.DB,
+    demo: bool = options.DEMO,
+) -> None:
+    """Run the panel once per question of a file, several at a time; resumable, and splittable across machines."""
+    from panel_cli.cli.running import apply_demo, begin_run
+
+    loader = begin_run()
+    import asyncio
+
+    from rich.console import Console
+
+    from panel_cli.batch.progress import BatchTotals, make_progress
+    from panel_cli.batch.questions import parse_shard, read_questions
+    from panel_cli.batch.questions import shard as slice_of
+    from panel_cli.batch.runner import BatchRunner, BatchSummary, ResultsFile
+    from panel_cli.cli.resume import engine_for
+    from panel_cli.cli.running import ready_to_call
+    from panel_cli.cli.signals import run_until_signal
+    from panel_cli.config import load_panel
+    from panel_cli.store.db import resolve_db_path
+
+    panel = apply_demo(load_panel(panel_file), demo)
+    questions = read_questions(questions_file)
+    warnings = _checked(panel, panel_file, questions, questions_file)
+    slices = parse_shard(shard) if shard is not None else None
+    if slices is not None:
+        questions = slice_of(questions, *slices)
+    db_path = resolve_db_path(db)
+    batch_id = resume or _new_batch_id(panel_file, questions_file, slices, demo)
+    lines = _finished_lines(db_path, batch_id, panel, questions, resuming=resume is not None)
+    to_run = [question for question in questions if question.key not in lines]
+
+    progress_console = Console(stderr=True) if json_mode else Console()
+    secrets = ready_to_call(loader, panel, console=progress_console, show_progress=progress_console.is_terminal and not quiet)
+    results = ResultsFile(output)
+    results.rewrite(_in_order(questions, lines))
+    totals = BatchTotals(questions=len(questions), skipped=len(lines), done=len(lines))
+    totals.failed = sum(not line.reached_answer for line in lines.values())
+    again = _resume_command(panel_file, questions_file, batch_id, output=output, shard=shard, db=db, demo=demo)
+    if not quiet:
+        _say(_starting(batch_id, totals, concurrency, output, slices))
+    progress = make_progress(batch_id, totals, json_mode=json_mode, quiet=quiet)
+    runner = BatchRunner(
+        batch_id=batch_id, engine=engine_for(panel.protocol), panel=panel, questions=to_run, lines=lines, warnings=warnings,
+        secrets=secrets, db_path=db_path, output=results, concurrency=concurrency, totals=totals, progress=progress,
+    )
+
+    async def run() -> None:
+        try:
+            await runner.run()
+        except asyncio.CancelledError:
+            # Said here, before the process may exit at once (`signals`), so the way on is always printed.
+            progress.close()
+            results.rewrite(_in_order(questions, lines))
+            _say(f"batch {batch_id} stopped: {totals.done} of {totals.questions} questions have a finished run, kept with their results.")
+            _say(f"continue it with: {again}")
+            raise
+        finally:
+            progress.close()
+
+    run_until_signal(run, "")
+    results.rewrite(_in_order(questions, lines))
+    answered = sum(line.reached_answer for line in lines.values())
+    if json_mode:
+        summary = BatchSummary(
+            batch_id=batch_id, questions=len(questions), skipped=totals.skipped, ran=len(to_run), answered=answered,
+            no_answer=len(lines) - answered, calls=totals.calls, tokens=totals.tokens, cost=totals.cost, output=str(output),
+            db=str(db_path),
+        )
+        sys.stdout.write(json.dumps(summary.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
+    elif not quiet:
+        _summary(batch_id, totals, answered, output)
+    if answered < len(lines):
+        raise typer.Exit(1)
+
+
+def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], questions_file: Path) -> list[str]:
+    """The panel's checks, as every run makes them, and the questions' options against its
+    protocol: only vote and decide take options, and a vote panel with none of its own needs
+    every question to bring them. Returns the warnings each run raises."""
+    from panel_cli.batch.runner import OPTION_PROTOCOLS, question_panel
+    from panel_cli.cli.running import declared_protocol
+    from panel_cli.errors import ConfigError
+    from panel_cli.protocols.checks import check_panel
+
+    protocol = panel.protocol
+    with_options = [question for question in questions if question.options]
+    if protocol not in OPTION_PROTOCOLS:
+        if with_options:
+            problem = f"only vote and decide panels take a question's options; {panel_file} runs {protocol}"
+            raise ConfigError(str(questions_file), with_options[0].line, "options", problem)
+        return check_panel(panel, protocol, declared_protocol(panel))
+    if not panel.options:
+        bare = next((question for question in questions if not question.options), None)
+        if bare is not None:
+            problem = f"this question has no options, and {panel_file} gives none for its {protocol}; give every question its options"
+            raise ConfigError(str(questions_file), bare.line, "options", problem)
+    sample = question_panel(panel, with_options[0]) if with_options else panel
+    return check_panel(sample, protocol, declared_protocol(panel))
+
+
+def _new_batch_id(panel_file: Path, questions_file: Path, slices: tuple[int, int] | None, demo: bool) -> str:
+    """`b` and 10 hex digits: random for a whole batch; for a slice, drawn from what defines
+    the batch (the two files, the number of slices, --demo), so that every machine running a
+    slice of it gives its runs the same batch id."""
+    import hashlib
+    import secrets
+
+    if slices is None:
+        return "b" + secrets.token_hex(5)
+    digest = hashlib.sha256()
+    for part in (panel_file.read_bytes(), questions_file.read_bytes(), f"{slices[1]} {demo}".encode()):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return "b" + digest.hexdigest()[:10]
+
+
+def _finished_lines(
+    db_path: Path, batch_id: str, panel: Panel, questions: list[BatchQuestion], *, resuming: bool
+) -> dict[str, BatchLine]:
+    """The results of the questions that already have a finished run in the batch, by key.
+    Resuming, the batch must exist and have run this panel's protocol; starting (a slice's
+    id is not random), it must not exist yet."""
+    from panel_cli.batch.runner import BatchLine, finished_runs
+    from panel_cli.errors import UserError
+    from panel_cli.store.db import TranscriptReader
+
+    with TranscriptReader.open(db_path) as reader:
+        runs = reader.batch_runs(batch_id)
+    if not resuming:
+        if runs:
+            raise UserError(f"Batch {batch_id} already has runs in {db_path}; continue it with --resume {batch_id}.")
+        return {}
+    if not runs:
+        raise UserError(f"No batch has the id '{batch_id}' in {db_path}; a batch's id is printed when it starts.")
+    protocols = {run.protocol for run in runs}
+    if panel.protocol not in protocols:
+        raise UserError(f"Batch {batch_id} ran {', '.join(sorted(protocols))}, and this panel runs {panel.protocol}; resume it with its own panel file.")
+    finished = finished_runs(runs)
+    return {question.key: BatchLine.stored(question, finished[question.key]) for question in questions if question.key in finished}
+
+
+def _in_order(questions: list[BatchQuestion], lines: dict[str, BatchLine]) -> list[BatchLine]:
+    return [lines[question.key] for question in questions if question.key in lines]
+
+
+def _resume_command(
+    panel_file: Path, questions_file: Path, batch_id: str, *, output: Path, shard: str | None, db: Path | None, demo: bool
+) -> str:
+    """The command that continues this batch, as the person would type it."""
+    words = ["panel", "batch", str(panel_file), "--questions", str(questions_file), "--resume", batch_id]
+    if shard is not None:
+        words += ["--shard", shard.replace(" ", "")]
+    if output != DEFAULT_OUTPUT:
+        words += ["--output", str(output)]
+    if db is not None:
+        words += ["--db", str(db)]
+    if demo:
+        words.append("--demo")
+    return shlex.join(words)
+
+
+def _starting(batch_id: str, totals: BatchTotals, concurrency: int, output: Path, slices: tuple[int, int] | None) -> str:
+    count = f"{totals.questions} question{'' if totals.questions == 1 else 's'}"
+    part = f" (slice {slices[0]} of {slices[1]})" if slices else ""
+    earlier = f", {totals.skipped} already finished" if totals.skipped else ""
+    return f"batch {batch_id}: {count}{part}{earlier}, {concurrency} at a time, results to {output}."
+
+
+def _summary(batch_id: str, totals: BatchTotals, answered: int, output: Path) -> None:
+    missing = totals.done - answered
+    without = f", {missing} without an answer" if missing else ""
+    spent = f"{totals.calls} call{'' if totals.calls == 1 else 's'}, {totals.usage}"
+    _say(f"batch {batch_id}: {answered} of {totals.questions} answered{without}; this time {spent}; results in {output}.")
+
+
+def _say(message: str) -> None:
+    """Progress notes go to stderr, like every `panel:` line: stdout is for `--json`."""
+    sys.stderr.write(f"panel: {message}\n")
+    sys.stderr.flush()

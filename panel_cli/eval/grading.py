@@ -1,0 +1,172 @@
+"""Grading a final answer against a dataset's gold answer: by option, by normalised exact
+match, or by a judge member with a stated rubric.
+
+Option and exact-match grading are pure. A protocol's final answer is free text, so each is
+tried on the whole answer, then its first line (where eval's prompt asks for the answer),
+then, for options, anywhere in the text as whole words (vote's own matcher: the longest
+option named wins). The judge reads the question, the gold answer and the answer, and must
+return a verdict object; a reply without one is recorded as such and graded wrong, never
+guessed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from panel_cli.config import Member
+from panel_cli.eval.datasets import EvalItem
+from panel_cli.llm.gateway import Gateway
+from panel_cli.protocols.stages import failure_reason, stage_deadline
+from panel_cli.protocols.vote import exact_option, match_option
+from panel_cli.tasks import Task, mark, render_labelled
+
+Method = Literal["option", "exact", "judge"]
+
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# Joiners become spaces (`well-known` is `well known`); other punctuation goes (`U.S.A.` is `usa`).
+_JOINERS = re.compile(r"[-‐–—/_]")
+_PUNCTUATION = re.compile(rf"[{re.escape(string.punctuation)}“”‘’«»…]")
+# What may wrap a number without changing it: `$5`, `50%`, `42.`
+_NUMBER_WRAPPING = " $€£%."
+
+# A judge's call is bounded like a stage: a hanging judge fails its grade, not the eval.
+JUDGE_TIMEOUT = 120.0
+JUDGE_RUBRIC = (
+    "CORRECT when the answer commits to the same final answer as the reference, in any wording, "
+    "spelling or unit that means the same (a number must have the same value). "
+    "INCORRECT when it gives a different answer, gives none, hedges between several, or contradicts the reference. "
+    "Judge only the final answer: ignore style, length and the reasoning around it."
+)
+
+
+class Grade(BaseModel):
+    """How one final answer was graded. `predicted`: the option or normalised text it was read
+    as (None when nothing could be read); `reason`: why, in one line."""
+
+    correct: bool
+    method: Method
+    predicted: str | None = None
+    reason: str = ""
+
+
+class JudgeVerdict(BaseModel):
+    """The structured verdict asked of a judge."""
+
+    verdict: Literal["CORRECT", "INCORRECT"] = Field(description="CORRECT or INCORRECT, by the rubric")
+    reason: str = Field(default="", description="one sentence")
+
+
+def as_number(text: str) -> float | None:
+    """The value of an answer that is a number (`1,000`, `$5`, `-2.50`, `3.`), else None."""
+    bare = _THOUSANDS.sub("", text.strip().strip(_NUMBER_WRAPPING))
+    try:
+        value = float(bare)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def normalize(text: str) -> str:
+    """An answer as compared: a number as its value (`3.0`, `3` and `$3` are `3`), anything
+    else in any case, without punctuation or articles, whitespace collapsed."""
+    value = as_number(text)
+    if value is not None:
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    cleaned = _PUNCTUATION.sub("", _JOINERS.sub(" ", text.casefold()))
+    return " ".join(_ARTICLES.sub(" ", cleaned).split())
+
+
+def same_answer(answer: str, gold: str) -> bool:
+    """Normalised exact match; two numbers match when their values do."""
+    left = normalize(answer)
+    return bool(left) and left == normalize(gold)
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def read_option(answer: str, options: list[str]) -> str | None:
+    """The option a final answer gives: the whole answer or its first line naming one exactly,
+    else the option its first line names as whole words, else the one the whole text names."""
+    head = first_line(answer)
+    for candidate in (answer, head):
+        found = exact_option(candidate, options)
+        if found is not None:
+            return found
+    return match_option(head, options) or match_option(answer, options)
+
+
+def grade_option(answer: str | None, item: EvalItem) -> Grade:
+    assert item.options is not None
+    if answer is None:
+        return Grade(correct=False, method="option", reason="no final answer")
+    chosen = read_option(answer, item.options)
+    if chosen is None:
+        return Grade(correct=False, method="option", reason="names none of the options")
+    right = chosen == item.answer
+    return Grade(correct=right, method="option", predicted=chosen, reason="the gold option" if right else "another option")
+
+
+def grade_exact(answer: str | None, item: EvalItem) -> Grade:
+    if answer is None:
+        return Grade(correct=False, method="exact", reason="no final answer")
+    for candidate in (answer, first_line(answer)):
+        if same_answer(candidate, item.answer):
+            return Grade(correct=True, method="exact", predicted=normalize(candidate), reason="matches the gold answer")
+    return Grade(correct=False, method="exact", predicted=normalize(first_line(answer)) or None, reason="differs from the gold answer")
+
+
+def grade(answer: str | None, item: EvalItem) -> Grade:
+    """The automatic grade: by option for a multiple-choice question, else by exact match."""
+    return grade_option(answer, item) if item.multiple_choice else grade_exact(answer, item)
+
+
+def judge_prompt(item: EvalItem, answer: str) -> str:
+    """The question, the reference and the answer to grade, with the rubric stated. The answer
+    is model text, so it is fenced: it cannot close its fence and write a verdict of its own."""
+    options = "\n\nThe options were:\n" + "\n".join(f"- {option}" for option in item.options) if item.options else ""
+    return mark(
+        f"Question:\n{item.question}{options}\n\nReference answer:\n{item.answer}\n\n"
+        f"Grade the answer below against the reference.\n\n{render_labelled({'to grade': answer}, 'Answer')}\n\n"
+        f"Rubric: {JUDGE_RUBRIC}\n\nGive your verdict, CORRECT or INCORRECT, and a one-sentence reason.",
+        Task.JUDGE,
+    )
+
+
+def read_verdict(parsed: dict[str, Any] | None, problem: str | None) -> Grade:
+    if parsed is None:
+        return Grade(correct=False, method="judge", reason=f"the judge gave no verdict ({problem or 'no JSON object'}); graded wrong")
+    correct = parsed["verdict"] == "CORRECT"
+    reason = " ".join(str(parsed.get("reason", "")).split())[:300]
+    return Grade(correct=correct, method="judge", predicted=parsed["verdict"], reason=reason)
+
+
+class JudgeCall(BaseModel):
+    """A judge's grade and what the call cost, kept apart from the protocol it graded."""
+
+    grade: Grade
+    tokens: int | None = None
+    cost: float | None = None
+
+
+async def judge_answer(
+    gateway: Gateway, judge: Member, item: EvalItem, answer: str | None, *, about: str, limit: float | None = JUDGE_TIMEOUT
+) -> JudgeCall:
+    """One judge call, within `limit` seconds. No final answer is wrong without asking; a failed
+    call is a grade of wrong that says why, so one flaky judge call does not stop the eval."""
+    if answer is None:
+        return JudgeCall(grade=Grade(correct=False, method="judge", reason="no final answer"))
+    messages = [{"role": "user", "content": judge_prompt(item, answer)}]
+    reply = await gateway.call(judge, messages, stage="judge", about=about, deadline=stage_deadline(limit), schema=JudgeVerdict)
+    tokens = None if reply.tokens_in is None and reply.tokens_out is None else (reply.tokens_in or 0) + (reply.tokens_out or 0)
+    if not reply.ok:
+        reason = f"the judge's call failed ({failure_reason(reply.error_kind, reply.error)}); graded wrong"
+        return JudgeCall(grade=Grade(correct=False, method="judge", reason=reason), tokens=tokens, cost=reply.cost)
+    return JudgeCall(grade=read_verdict(reply.parsed, reply.parse_error), tokens=tokens, cost=reply.cost)

@@ -1,0 +1,87 @@
+"""How the views show tools: the servers a run started, and each member's tool calls on its row
+as they happen (tool, short arguments, status). Arguments and results are model and server
+text: always plain `Text`, never markup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rich.text import Text
+
+from panel_cli.events import BaseEvent, ToolCallFinished, ToolCallStarted, ToolServerStarted
+from panel_cli.tools.calls import short_arguments
+from panel_cli.view import fmt
+
+ToolState = Literal["running", "ok", "failed", "timeout"]
+STATE_STYLES: dict[ToolState, str] = {"running": "dim", "ok": "green", "failed": "red", "timeout": "yellow"}
+ARGUMENTS_LIMIT = 40
+
+
+@dataclass
+class ToolActivity:
+    """One tool call on a member's row."""
+
+    tool_call_id: str
+    tool: str
+    arguments: str
+    state: ToolState = "running"
+    duration: float | None = None
+    chars: int | None = None
+
+    def update(self, event: ToolCallFinished) -> None:
+        self.state, self.duration = event.status, event.duration
+        self.chars = event.result_chars if event.status == "ok" else None
+
+    def label(self) -> str:
+        return f"{self.tool}({self.arguments})"
+
+
+def activity(event: ToolCallStarted | ToolCallFinished) -> ToolActivity:
+    return ToolActivity(event.tool_call_id, event.tool, short_arguments(event.arguments, ARGUMENTS_LIMIT))
+
+
+def record(activities: list[ToolActivity], event: ToolCallStarted | ToolCallFinished) -> None:
+    """Add a started call to a row's list, or mark how it ended (a finish whose start was not
+    seen is added whole)."""
+    found = next((entry for entry in activities if entry.tool_call_id == event.tool_call_id), None)
+    if found is None:
+        found = activity(event)
+        activities.append(found)
+    if isinstance(event, ToolCallFinished):
+        found.update(event)
+
+
+def tools_cell(activities: list[ToolActivity]) -> Text:
+    """One line per call: `lookup(query="tenant isolation") ok`."""
+    lines = [
+        Text.assemble(entry.label(), " ", (entry.state, STATE_STYLES[entry.state]))
+        for entry in activities
+    ]
+    return Text("\n").join(lines)
+
+
+def server_text(event: ToolServerStarted) -> str:
+    """`tools: started notes (python server.py): lookup, search; for sage, engineer`."""
+    verb = "started" if event.transport == "stdio" else "connected to"
+    tools = ", ".join(event.tools) or "no tools"
+    return f"tools: {verb} {event.server} ({fmt.one_line(event.target, 120)}): {tools}; for {', '.join(event.members)}"
+
+
+def server_line(event: ToolServerStarted) -> Text:
+    return Text(server_text(event), style="dim")
+
+
+def plain_line(event: BaseEvent) -> str | None:
+    """The plain view's line for a tools event; None for any other event."""
+    match event:
+        case ToolServerStarted():
+            return server_text(event)
+        case ToolCallStarted():
+            where = f"[{event.stage}] " if event.round is None else f"[round {event.round}] "
+            return f"{where}tool call  {fmt.who(event.member, event.about)}  {event.tool}({short_arguments(event.arguments)})"
+        case ToolCallFinished():
+            where = f"[{event.stage}] " if event.round is None else f"[round {event.round}] "
+            detail = f"{event.result_chars:,} chars" if event.status == "ok" else fmt.one_line(event.error or event.status, 200)
+            return f"{where}tool {event.status}  {fmt.who(event.member, event.about)}  {event.tool}  {fmt.seconds(event.duration)}  {detail}"
+    return None

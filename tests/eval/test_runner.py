@@ -1,0 +1,270 @@
+"""The eval runner end to end: real engines through litellm, against the fake server and the
+simulated voters; the gold marker reaches simulated members only; every run stored, tagged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from panel_cli.config import Panel
+from panel_cli.errors import UserError
+from panel_cli.eval.datasets import Dataset, EvalItem, load_dataset
+from panel_cli.eval.runner import MULTIPLE_CHOICE, SHORT_ANSWER, plan_eval, question_text, run_eval, with_markers
+from panel_cli.llm.demo import ORACLE_MARKER
+from panel_cli.store.db import TranscriptReader, TranscriptStore
+from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, reply, responder
+from tests.protocols.conftest import block_labels, fenced_texts, prompt_of, task_of
+
+COLOURS = ["red", "green", "blue"]
+
+
+def mc_dataset(n: int = 4) -> Dataset:
+    return Dataset(source="test", items=[EvalItem(id=f"q{i}", question=f"Which colour is number {i}?", answer=COLOURS[i % 3], options=COLOURS) for i in range(n)])
+
+
+def sums_dataset() -> Dataset:
+    return Dataset(source="sums", items=[EvalItem(id=f"s{i}", question=f"What is {i} + {i}?", answer=str(2 * i)) for i in range(1, 4)])
+
+
+def by_task(answer: str) -> Any:
+    """A real model that always holds `answer`: it answers it, votes for the first answer that
+    gives it, ranks, chairs and casts its ballot the same way."""
+
+    def reply_for(request: RecordedRequest) -> str:
+        task = task_of(request)
+        if task == "confer.vote":
+            texts = fenced_texts(request, "Answer")
+            label = next((label for label, text in texts.items() if text.splitlines()[0] == answer), block_labels(request)[0])
+            return json.dumps({"chosen_label": label, "revised_answer": answer, "confidence": 70, "rationale": "mine"})
+        if task == "council.review":
+            return "Fine.\n\nFINAL RANKING: " + ", ".join(f"Model {label}" for label in fenced_texts(request, "Model"))
+        if task == "ballot":
+            return json.dumps({"choice": answer, "ranking": [answer], "confidence": 70, "reason": "mine"})
+        return answer
+
+    return responder(reply_for)
+
+
+def mixed_panel(server: FakeOpenAIServer) -> Panel:
+    return Panel.model_validate(
+        {
+            "name": "mixed",
+            "members": [
+                {"name": "v1", "model": "demo/oracle@1"},
+                {"name": "v2", "model": "demo/oracle@1"},
+                {"name": "real", "model": "openai/real-model", "api_base": server.url, "system": "You are careful."},
+            ],
+            "defaults": {"retries": 0},
+        }
+    )
+
+
+def oracle_panel(p: float = 1.0, n: int = 3, **fields: Any) -> Panel:
+    return Panel.model_validate({"name": "jury", "members": [{"name": f"v{i}", "model": f"demo/oracle@{p}"} for i in range(1, n + 1)], **fields})
+
+
+async def test_the_gold_marker_never_reaches_a_real_model(fake_server):
+    fake_server.script("real-model", by_task("blue"))
+    plan = plan_eval(mixed_panel(fake_server), mc_dataset(), protocols="confer,council,vote", baseline="real", grader=None)
+    result = await run_eval(plan, store=None, secrets=[], eval_id="e1")
+
+    assert fake_server.requests
+    for request in fake_server.requests:
+        body = json.dumps(request.body)
+        assert ORACLE_MARKER not in body
+        assert "panel-oracle" not in body
+        # Its own system message, unchanged, and no other.
+        assert [m["content"] for m in request.messages if m["role"] == "system"] == ["You are careful."]
+    tasks = {task_of(request) for request in fake_server.requests}
+    assert tasks == {"answer", "confer.vote", "council.review", "ballot"}  # v1 chairs the council
+    # The two certain oracles outvote the real member, who always says blue.
+    scores = {score.system: score for score in result.systems}
+    assert scores["baseline"].correct == 1  # the real member alone: right on q2 only
+    assert scores["vote"].correct == 4
+    assert scores["confer"].correct == 4
+
+
+def test_with_markers_marks_simulated_members_only():
+    panel = Panel.model_validate(
+        {
+            "members": [
+                {"name": "v1", "model": "demo/oracle@0.7", "system": "Be brief."},
+                {"name": "sage", "model": "demo/sage"},
+                {"name": "gpt", "model": "openai/gpt-4o"},
+            ],
+            "chairman": {"name": "chair", "model": "demo/oracle@0.9"},
+        }
+    )
+    item = mc_dataset().items[1]
+    marked = with_markers(panel, item, "7:q1")
+    v1, sage, gpt = marked.members
+    first, marker = v1.system.split("\n\n")
+    assert first == "Be brief."
+    assert marker.startswith(f"{ORACLE_MARKER} ")
+    assert json.loads(marker.removeprefix(f"{ORACLE_MARKER} ")) == {"voter": "v1", "key": "7:q1", "gold": "green", "options": COLOURS}
+    assert (sage, gpt) == (panel.members[1], panel.members[2])
+    assert marked.chairman.system.startswith(ORACLE_MARKER)
+    assert panel.members[0].system == "Be brief."  # the eval's panel itself is untouched
+
+
+def test_question_text_per_protocol():
+    item = mc_dataset().items[0]
+    assert question_text(item, "vote") == item.question
+    assert question_text(item, "confer") == f"{item.question}\n\nOptions:\n- red\n- green\n- blue\n\n{MULTIPLE_CHOICE}"
+    assert question_text(sums_dataset().items[0], "council") == f"What is 1 + 1?\n\n{SHORT_ANSWER}"
+
+
+async def test_every_run_is_stored_and_tagged(tmp_path: Path):
+    db = tmp_path / "eval.db"
+    store = await TranscriptStore.open(db)
+    try:
+        plan = plan_eval(oracle_panel(), mc_dataset(3), protocols="vote,confer", baseline="v2", grader=None)
+        result = await run_eval(plan, store=store, secrets=[], eval_id="e2", seed=5)
+    finally:
+        await store.close()
+    assert [score.system for score in result.systems] == ["baseline", "vote", "confer"]
+    assert [score.members for score in result.systems] == [["v2"], ["v1", "v2", "v3"], ["v1", "v2", "v3"]]
+    assert len(result.items) == 9
+    with TranscriptReader.open(db) as reader:
+        assert len(reader.list_runs(limit=-1)) == 9
+        for item in result.items:
+            run = reader.get_run(item.run_id)
+            assert run.config["tags"] == {"eval": "e2", "eval_system": item.system, "eval_question": item.question_id}
+            assert run.status == "finished"
+            assert run.final_answer == item.final_answer
+            assert run.protocol == {"baseline": "ensemble", "vote": "vote", "confer": "confer"}[item.system]
+    assert all(item.correct for item in result.items)
+    assert (result.seed, result.baseline, result.grader) == (5, "v2", "option match")
+
+
+async def test_the_same_seed_gives_the_same_grades_and_another_seed_others():
+    plan = plan_eval(oracle_panel(0.5, 5), mc_dataset(30), protocols="vote", baseline=None, grader=None)
+
+    async def grades(seed: int) -> list[bool]:
+        result = await run_eval(plan, store=None, secrets=[], eval_id="e", seed=seed)
+        return [item.correct for item in result.items]
+
+    first = await grades(1)
+    assert first == await grades(1)
+    assert first != await grades(2)
+
+
+async def test_a_run_that_fails_outright_is_graded_wrong_and_the_eval_goes_on(monkeypatch):
+    import panel_cli.cli.resume as resume
+
+    real = resume.engine_for
+
+    async def broken(panel: Panel, question: str, gateway: Any, emit: Any) -> Any:
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr(resume, "engine_for", lambda protocol: broken if protocol == "confer" else real(protocol))
+    plan = plan_eval(oracle_panel(), mc_dataset(2), protocols="confer,vote", baseline=None, grader=None)
+    result = await run_eval(plan, store=None, secrets=[], eval_id="e3")
+    confer = next(score for score in result.systems if score.system == "confer")
+    assert (confer.correct, confer.failed, confer.answered) == (0, 2, 0)
+    failed = [item for item in result.items if item.system == "confer"]
+    assert [item.error for item in failed] == ["RuntimeError: engine exploded"] * 2
+    assert next(score for score in result.systems if score.system == "vote").correct == 2
+
+
+async def test_a_judge_outside_the_panel_grades_short_answers(fake_server, tmp_path, monkeypatch):
+    """A judge given as a model, not a member: it grades every answer and takes no part; its
+    verdicts are in the result and its cost is kept apart from the systems'."""
+    (tmp_path / "panel-config" / "aliases.yaml").write_text(f"checker:\n  model: openai/checker-model\n  api_base: {fake_server.url}\n")
+    fake_server.script("a-model", responder(lambda request: "4" if "2 + 2" in prompt_of(request) else "It is 2."))
+
+    def verdict(request: RecordedRequest) -> str:
+        graded = fenced_texts(request, "Answer")["to grade"]
+        reference = prompt_of(request).split("Reference answer:\n", 1)[1].split("\n", 1)[0]
+        return json.dumps({"verdict": "CORRECT" if reference in graded else "INCORRECT", "reason": "compared"})
+
+    fake_server.script("checker-model", responder(verdict, prompt_tokens=50, completion_tokens=10))
+    panel = Panel.model_validate(
+        {"name": "solo", "members": [{"name": "a", "model": "openai/a-model", "api_base": fake_server.url}], "defaults": {"retries": 0}}
+    )
+    plan = plan_eval(panel, sums_dataset(), protocols="ensemble", baseline=None, grader="judge:checker")
+    assert plan.judge is not None and plan.judge.name == "checker"
+    assert [member.name for member in plan.called.members] == ["a", "checker"]
+    result = await run_eval(plan, store=None, secrets=[], eval_id="e4")
+
+    assert result.grader == "judge:checker"
+    for score in result.systems:
+        # 1 + 1 and 3 + 3 get "It is 2.": the judge accepts the first (2 is in it), not the second.
+        assert (score.correct, score.calls, score.judge_tokens) == (2, 3, 180)
+    graded = [item.grade for item in result.items]
+    assert {grade.method for grade in graded} == {"judge"}
+    assert [grade.predicted for grade in graded[:3]] == ["CORRECT", "CORRECT", "INCORRECT"]
+    judged = [request for request in fake_server.requests if request.model == "checker-model"]
+    assert len(judged) == 6
+    assert all(task_of(request) == "judge" for request in judged)
+
+
+async def test_questions_run_at_most_concurrency_at_a_time(fake_server):
+    fake_server.script("slow-model", reply("red", latency=0.2))
+    panel = Panel.model_validate({"name": "slow", "members": [{"name": "s", "model": "openai/slow-model", "api_base": fake_server.url}]})
+    plan = plan_eval(panel, mc_dataset(6), protocols="vote", baseline=None, grader=None)
+    await run_eval(plan, store=None, secrets=[], eval_id="e5", concurrency=2)
+    assert len(fake_server.requests) == 12
+    assert fake_server.max_in_flight == 2
+
+
+async def test_cancelling_an_eval_leaves_its_runs_in_flight_interrupted(fake_server, tmp_path: Path):
+    """Ctrl-C: every run in flight is stored as interrupted before the eval returns, so the
+    store can be closed at once; the questions not started have no run."""
+    fake_server.script("slow-model", hang())
+    panel = Panel.model_validate({"name": "slow", "members": [{"name": "s", "model": "openai/slow-model", "api_base": fake_server.url}]})
+    plan = plan_eval(panel, mc_dataset(5), protocols="vote", baseline=None, grader=None)
+    db = tmp_path / "cancel.db"
+    store = await TranscriptStore.open(db)
+    task = asyncio.create_task(run_eval(plan, store=store, secrets=[], eval_id="e6", concurrency=2))
+    for _ in range(2000):
+        if fake_server.in_flight == 2:
+            break
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await store.close()
+    with TranscriptReader.open(db) as reader:
+        assert [run.status for run in reader.list_runs(limit=-1)] == ["interrupted", "interrupted"]
+
+
+def test_default_protocols_leave_vote_out_of_short_answers():
+    plan = plan_eval(oracle_panel(), sums_dataset(), protocols=None, baseline=None, grader=None)
+    assert [system.name for system in plan.systems] == ["baseline", "confer", "council"]
+    assert plan.grader == "exact match"
+    full = plan_eval(oracle_panel(), load_dataset("builtin:general"), protocols=None, baseline=None, grader=None)
+    assert [system.name for system in full.systems] == ["baseline", "confer", "council", "vote"]
+
+
+@pytest.mark.parametrize(
+    "panel, protocols, baseline, grader, message",
+    [
+        (oracle_panel(), "confer,parliament", None, None, "--protocols: 'parliament' is not a protocol; choose from confer, council, vote, decide, ensemble, delphi, supervise, orchestrate."),
+        (oracle_panel(), "vote,vote", None, None, "--protocols: 'vote' is given twice."),
+        (oracle_panel(), ",", None, None, "--protocols needs at least one protocol, separated by commas (e.g. confer,council,vote)."),
+        (oracle_panel(), None, "zed", None, "The baseline 'zed' is not a member of panel 'jury' (members: v1, v2, v3)."),
+        (oracle_panel(), None, None, "vibes", "--grader: 'vibes' is not a grader; use auto or judge:<member or model>."),
+        (oracle_panel(n=1), "council", None, None, "A council needs at least 2 members; panel 'jury' has 1."),
+    ],
+)
+def test_plan_errors_are_one_sentence_before_any_call(panel, protocols, baseline, grader, message):
+    with pytest.raises(UserError) as caught:
+        plan_eval(panel, mc_dataset(), protocols=protocols, baseline=baseline, grader=grader)
+    assert caught.value.message == message
+
+
+def test_vote_needs_options_on_every_question():
+    with pytest.raises(UserError) as caught:
+        plan_eval(oracle_panel(), sums_dataset(), protocols="confer,vote", baseline=None, grader=None)
+    assert caught.value.message == "--protocols: vote votes on options, and 3 questions of sums have none (the first: 's1')."
+
+
+def test_a_judge_member_is_taken_from_the_panel():
+    plan = plan_eval(oracle_panel(), mc_dataset(), protocols="vote", baseline=None, grader="judge:v3")
+    assert plan.judge is plan.panel.members[2]
+    assert plan.called is plan.panel
