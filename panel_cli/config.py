@@ -202,6 +202,8 @@ class Defaults(Strict):
     # Tool calls a member may make in one stage (seed 004: three per round, so a loop cannot
     # run up the bill); then it is asked once more, without tools, for its answer.
     tool_budget: int = Field(default=3, ge=0, le=50)
+    # US dollars a run may spend at most (`--max-cost` overrides it); see panel_cli.llm.budget.
+    max_cost: float | None = Field(default=None, ge=0)
 
 
 class Timeouts(Strict):

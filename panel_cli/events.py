@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from panel_cli.redact import redact_obj
+from panel_cli.redact import redact, redact_obj
 
 
 class BaseEvent(BaseModel):
     """Fields stamped by the bus: engines leave them at their defaults."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     run_id: str = ""
     seq: int = 0
@@ -28,6 +28,8 @@ class BaseEvent(BaseModel):
 
 
 class MemberInfo(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     model: str
     label: str | None = None
@@ -90,8 +92,24 @@ class CallFinished(BaseEvent):
     attempts: int = 1
 
 
+class CallTextGrew(BaseEvent):
+    """A streamed reply's text so far (the whole of it, not the last piece: a secret split
+    over two pieces is then still scrubbed whole). Only a live view draws it: the bus hands it
+    to the subscribers that `follow_text`, it takes no `seq` of its own (it carries the seq
+    of the event before it), and no store keeps it, since `CallFinished` has the whole text."""
+
+    type: Literal["call_text_grew"] = "call_text_grew"
+    call_id: str
+    member: str
+    stage: str
+    round: int | None = None
+    about: str | None = None
+    text: str
+
+
+# `budget`: the run's spending cap did not allow the call, and no request was made.
 ErrorKind = Literal[
-    "timeout", "rate_limited", "auth", "not_found", "bad_request", "server", "connection", "malformed", "cancelled"
+    "timeout", "rate_limited", "auth", "not_found", "bad_request", "server", "connection", "malformed", "cancelled", "budget"
 ]
 
 
@@ -179,6 +197,8 @@ class RunInterrupted(BaseEvent):
 
 class PlannedTask(BaseModel):
     """One subtask of an accepted orchestrate plan, as validated (panel_cli.protocols.plan)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     task_id: str
     worker: str
@@ -425,6 +445,7 @@ Event = Annotated[
     | StageStarted
     | CallStarted
     | CallFinished
+    | CallTextGrew
     | CallFailed
     | MemberSkipped
     | VoteCast
@@ -456,14 +477,19 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
-event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_TYPES: dict[str, type[BaseEvent]] = {cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])}
 
 Subscriber = Callable[[BaseEvent], Awaitable[None]]
 
 
 def parse_event(payload: dict[str, Any]) -> BaseEvent:
-    """Rebuild a stored event, so a replay feeds the view the same objects a live run did."""
-    return event_adapter.validate_python(payload)
+    """Rebuild a stored event, so a replay feeds the view the same objects a live run did.
+    Through its own class, so that only the event types a run holds are built (every model
+    defers its build: `history show` would otherwise build all of them to draw one run)."""
+    kind = EVENT_TYPES.get(payload.get("type", ""))
+    if kind is None:  # an unknown type: the union says why in a ValidationError
+        return TypeAdapter(Event).validate_python(payload)
+    return kind.model_validate(payload)
 
 
 def _scrubbed(event: BaseEvent, secrets: Sequence[str]) -> BaseEvent:
@@ -488,6 +514,8 @@ class EventBus:
         self.subscribers.append(subscriber)
 
     async def emit(self, event: BaseEvent) -> BaseEvent:
+        if isinstance(event, CallTextGrew):
+            return await self._pass_on(event)
         self._seq += 1
         stamped = event.model_copy(update={"run_id": self.run_id, "seq": self._seq, "ts": time.time()})
         if self.secrets:
@@ -495,3 +523,23 @@ class EventBus:
         for subscriber in self.subscribers:
             await subscriber(stamped)
         return stamped
+
+    async def _pass_on(self, event: CallTextGrew) -> BaseEvent:
+        """A reply's text so far, for the subscribers that draw it (`follows_text`) only, and
+        never with a secret or the start of one at its end (the rest may be on its way)."""
+        followers = [subscriber for subscriber in self.subscribers if getattr(subscriber, "follows_text", False)]
+        if not followers:
+            return event
+        text = shown_so_far(event.text, self.secrets)
+        stamped = event.model_copy(update={"run_id": self.run_id, "seq": self._seq, "ts": time.time(), "text": text})
+        for subscriber in followers:
+            await subscriber(stamped)
+        return stamped
+
+
+def shown_so_far(text: str, secrets: Sequence[str]) -> str:
+    """A growing text, scrubbed, without the longest end that begins one of the `secrets`:
+    it is shown once the next piece tells whether it is that secret."""
+    clean = redact(text, secrets)
+    held = max((size for secret in secrets for size in range(min(len(secret) - 1, len(clean)), 0, -1) if clean.endswith(secret[:size])), default=0)
+    return clean[: len(clean) - held]

@@ -20,7 +20,8 @@ from panel_cli.events import (
 
 @dataclass
 class RunTotals:
-    """Calls made (failed and cancelled ones included, skipped ones not), tokens, cost, wall
+    """Calls made (failed and cancelled ones included; skipped ones and those the budget refused
+    not, since no request went out), tokens, cost, wall
     time and warnings of one run. `tokens` and `cost` stay None until a call reports them: an
     unknown cost is shown as unknown, not as free."""
 
@@ -28,6 +29,7 @@ class RunTotals:
     failed: int = 0
     cancelled: int = 0
     skipped: int = 0
+    refused: int = 0
     tokens: int | None = None
     cost: float | None = None
     started_at: float | None = None
@@ -44,6 +46,8 @@ class RunTotals:
                     self.tokens = (self.tokens or 0) + (event.tokens_in or 0) + (event.tokens_out or 0)
                 if event.cost is not None:
                     self.cost = (self.cost or 0.0) + event.cost
+            case CallFailed(kind="budget"):
+                self.refused += 1
             case CallFailed(kind="cancelled"):
                 self.calls += 1
                 self.cancelled += 1

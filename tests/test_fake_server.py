@@ -25,6 +25,7 @@ fake can produce, which the model gateway relies on to classify errors:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
@@ -178,9 +179,22 @@ def test_malformed_bodies(fake_server: FakeOpenAIServer) -> None:
     assert no_choices.status_code == 200 and "choices" not in no_choices.json()
 
 
-def test_stream_and_unknown_routes_are_rejected(fake_server: FakeOpenAIServer) -> None:
-    assert _chat(fake_server, "gpt", stream=True).status_code == 400
+def test_unknown_routes_are_rejected(fake_server: FakeOpenAIServer) -> None:
     assert httpx.get(f"{fake_server.url}/models", timeout=10).status_code == 404
+
+
+def test_a_stream_is_sent_as_server_sent_events(fake_server: FakeOpenAIServer) -> None:
+    fake_server.script("gpt", reply("four and more", chunk_chars=5, prompt_tokens=7, completion_tokens=3))
+    response = _chat(fake_server, "gpt", stream=True, stream_options={"include_usage": True})
+    assert response.status_code == 200 and response.headers["content-type"] == "text/event-stream"
+    events = [line.removeprefix("data: ") for line in response.text.split("\n\n") if line]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == "four and more"
+    assert chunks[-1]["usage"]["total_tokens"] == 10
+    assert fake_server.requests[0].streamed
+    (sent,) = fake_server.streams
+    assert sent.pieces == ["four ", "and m", "ore"] and sent.finished and sent.first_token_at is not None
 
 
 def test_requests_are_recorded(fake_server: FakeOpenAIServer) -> None:

@@ -3,26 +3,32 @@
 `panel --help` must cost little more than any Typer CLI's help, so nothing here imports the
 store, the config models or litellm. Command modules import those inside the command
 function; `panel history`, whose module imports the store at the top, is registered as a
-`LazyGroup` that imports it only when a command line reaches it.
+`LazyGroup` that imports it only when a command line reaches it. Typer builds a Click command
+from every command of an app at each start, reading each parameter; here only the command a
+line names is built (`CommandsOnDemand`), at the top and in `history`, and help, which lists
+them all, builds them all.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
+from collections.abc import Iterator, MutableMapping
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
-from typer.models import DefaultPlaceholder
+from typer.models import CommandInfo, DefaultPlaceholder
 
 from panel_cli.cli import batch as batch_command
 from panel_cli.cli import confer as confer_command
 from panel_cli.cli import council as council_command
 from panel_cli.cli import delphi as delphi_command
 from panel_cli.cli import ensemble as ensemble_command
+from panel_cli.cli import estimate as estimate_command
 from panel_cli.cli import eval as eval_command
 from panel_cli.cli import init as init_command
 from panel_cli.cli import inspect as inspect_commands
@@ -70,6 +76,49 @@ def adopt(sub_app: typer.Typer) -> None:
             command.cls = PanelCommand
 
 
+class CommandsOnDemand(MutableMapping[str, TyperCommand]):
+    """A Typer app's commands by name, each built the first time it is looked up. Click looks
+    up only the command a line names; listing the names builds nothing; help, which shows
+    every command's one-line help, builds them all."""
+
+    def __init__(self, typer_app: typer.Typer) -> None:
+        self._typer_app = typer_app
+        self._infos: dict[str, CommandInfo] = {
+            info.name or typer.main.get_command_name(info.callback.__name__): info  # type: ignore[union-attr]
+            for info in typer_app.registered_commands
+        }
+        self._built: dict[str, TyperCommand] = {}
+
+    def __getitem__(self, name: str) -> TyperCommand:
+        if name not in self._built:
+            built = typer.main.get_command_from_info(
+                self._infos[name],
+                pretty_exceptions_short=self._typer_app.pretty_exceptions_short,
+                rich_markup_mode=self._typer_app.rich_markup_mode,
+            )
+            self._built[name] = cast(TyperCommand, built)  # `adopt` gave every command a TyperCommand class
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: TyperCommand) -> None:
+        self._infos.pop(name, None)
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._infos.pop(name, None)
+        self._built.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos or name in self._built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._infos, **self._built})
+
+    def __len__(self) -> int:
+        return len({**self._infos, **self._built})
+
+
 class LazyGroup(TyperGroup):
     """Stands for a Typer sub-app in its parent's command list and in completion, and
     imports the sub-app only when a command line reaches it. The real group then parses,
@@ -82,10 +131,16 @@ class LazyGroup(TyperGroup):
 
     @cached_property
     def group(self) -> TyperGroup:
+        """The sub-app's group, its commands built on demand: Typer reads every parameter of
+        every command to build one, a cost only the command that runs needs to pay."""
         module_name, _, attribute = self.import_path.partition(":")
         sub_app: typer.Typer = getattr(importlib.import_module(module_name), attribute)
         adopt(sub_app)
-        return typer.main.get_group(sub_app)
+        shell = copy.copy(sub_app)
+        shell.registered_commands = []
+        group = typer.main.get_group(shell)
+        group.commands = CommandsOnDemand(sub_app)
+        return group
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: typer.Context | None = None, **extra: Any
@@ -98,12 +153,20 @@ class SpreadOptionsCommand(vote_command.SpreadOptions, PanelCommand):
 
 
 class RootGroup(PanelGroup):
-    """The `panel` group: the commands registered on `app`, then the lazily loaded groups."""
+    """The `panel` group: the commands registered on `root_commands`, each built when a command
+    line names it, then the lazily loaded groups."""
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
+        registered_on_app = dict(self.commands)  # a command registered on `app` itself still counts
+        self.commands = CommandsOnDemand(root_commands)
+        self.commands.update(registered_on_app)
         self.add_command(LazyGroup("history", "panel_cli.cli.history:history_app", help=HISTORY_HELP))
 
+
+# The top-level commands. Registered here rather than on `app`, since Typer builds every
+# command of an app at each start, and `RootGroup` builds only the one a command line names.
+root_commands = typer.Typer()
 
 app = typer.Typer(
     name="panel",
@@ -134,21 +197,22 @@ def main_options(
         os.environ["PANEL_TRACEBACK"] = "1"
 
 
-app.command("confer", cls=PanelCommand)(confer_command.confer)
-app.command("council", cls=PanelCommand)(council_command.council)
-app.command("ensemble", cls=PanelCommand)(ensemble_command.ensemble)
-app.command("delphi", cls=PanelCommand)(delphi_command.delphi)
-app.command("supervise", cls=PanelCommand)(supervise_command.supervise)
-app.command("orchestrate", cls=PanelCommand)(orchestrate_command.orchestrate)
-app.command("validate", cls=PanelCommand)(inspect_commands.validate)
-app.command("models", cls=PanelCommand)(inspect_commands.models)
-app.command("run", cls=PanelCommand)(run_command.run)
-app.command("resume", cls=PanelCommand)(resume_command.resume)
-app.command("init", cls=PanelCommand)(init_command.init)
-app.command("vote", cls=SpreadOptionsCommand)(vote_command.vote)
-app.command("decide", cls=SpreadOptionsCommand)(vote_command.decide)
-app.command("batch", cls=PanelCommand)(batch_command.batch)
-app.command("eval", cls=PanelCommand)(eval_command.eval_command)
+root_commands.command("confer", cls=PanelCommand)(confer_command.confer)
+root_commands.command("council", cls=PanelCommand)(council_command.council)
+root_commands.command("ensemble", cls=PanelCommand)(ensemble_command.ensemble)
+root_commands.command("delphi", cls=PanelCommand)(delphi_command.delphi)
+root_commands.command("supervise", cls=PanelCommand)(supervise_command.supervise)
+root_commands.command("estimate", cls=PanelCommand)(estimate_command.estimate)
+root_commands.command("orchestrate", cls=PanelCommand)(orchestrate_command.orchestrate)
+root_commands.command("validate", cls=PanelCommand)(inspect_commands.validate)
+root_commands.command("models", cls=PanelCommand)(inspect_commands.models)
+root_commands.command("run", cls=PanelCommand)(run_command.run)
+root_commands.command("resume", cls=PanelCommand)(resume_command.resume)
+root_commands.command("init", cls=PanelCommand)(init_command.init)
+root_commands.command("vote", cls=SpreadOptionsCommand)(vote_command.vote)
+root_commands.command("decide", cls=SpreadOptionsCommand)(vote_command.decide)
+root_commands.command("batch", cls=PanelCommand)(batch_command.batch)
+root_commands.command("eval", cls=PanelCommand)(eval_command.eval_command)
 
 
 def _say(message: str) -> None:

@@ -27,6 +27,11 @@ def council(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
+    max_cost: float | None = options.MAX_COST,
+    max_calls: int | None = options.MAX_CALLS,
+    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
+    dry_run: bool = options.DRY_RUN,
+    follow_up: str | None = options.FOLLOW_UP,
 ) -> None:
     """Every member answers, reviews and ranks the answers anonymously, then a chairman writes the final answer."""
     from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
@@ -41,4 +46,4 @@ def council(
     panel = apply_demo(with_timeout(panel, timeout, ("answer", "review")), demo).with_attachments(attach)
     warnings = check_panel(panel, "council", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, council_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)
+    execute(loader, council_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))

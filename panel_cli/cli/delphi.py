@@ -28,6 +28,11 @@ def delphi(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
+    max_cost: float | None = options.MAX_COST,
+    max_calls: int | None = options.MAX_CALLS,
+    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
+    dry_run: bool = options.DRY_RUN,
+    follow_up: str | None = options.FOLLOW_UP,
 ) -> None:
     """Experts answer on their own, then revise round after round seeing each other's analyses anonymously; a chairman synthesises consensus and divergence."""
     from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
@@ -45,4 +50,4 @@ def delphi(
     panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("answer",)), demo).with_attachments(attach)
     warnings = check_panel(panel, "delphi", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, delphi_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)
+    execute(loader, delphi_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))

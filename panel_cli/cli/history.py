@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
@@ -26,6 +26,7 @@ from rich.text import Text
 from panel_cli.cli import completion
 from panel_cli.errors import UserError
 from panel_cli.store.db import (
+    THREAD_LIMIT,
     CallRecord,
     DecisionRecord,
     ListedStatus,
@@ -34,6 +35,7 @@ from panel_cli.store.db import (
     RunRecord,
     RunStatus,
     RunSummary,
+    RunThread,
     TranscriptReader,
     record_retally,
 )
@@ -59,6 +61,7 @@ RunIdArgument = Annotated[
 StatusFilter = Literal["running", "stale", "finished", "no_answer", "failed", "interrupted"]
 
 QUESTION_PREVIEW = 60
+THREAD_PREVIEW = 80
 OUTCOME_PREVIEW = 40
 MIN_CELL = 6
 SIMULATED = "simulated, free"
@@ -77,7 +80,11 @@ UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class RunRow(BaseModel):
-    """A run in `history list --json`, under the names every protocol's `--json` result uses."""
+    """A run in `history list --json`, under the names every protocol's `--json` result uses.
+    `parent_id`: the run it follows up (`--continue`), null for none. Built when first used
+    (`--json`): building it on import would cost every history command."""
+
+    model_config = ConfigDict(defer_build=True)
 
     run_id: str
     protocol: str
@@ -87,6 +94,7 @@ class RunRow(BaseModel):
     calls: int
     tokens: int | None
     cost: float | None
+    parent_id: str | None
     panel: str
     status: ListedStatus
     outcome: str | None
@@ -104,7 +112,10 @@ class RunRow(BaseModel):
 class RunDetail(BaseModel):
     """`history show --json`: the result envelope every protocol's `--json` shares first (so a
     script reads a stored run as it reads a live one), then what the store kept. `calls` is
-    the count, as in the envelope; the calls themselves are `call_records`."""
+    the count, as in the envelope; the calls themselves are `call_records`. `thread`: the
+    runs it follows up, oldest first, and its follow-ups (`--continue`)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     run_id: str
     protocol: str
@@ -116,6 +127,7 @@ class RunDetail(BaseModel):
     tokens: int | None
     cost: float | None
     warnings: list[Any]
+    parent_id: str | None
     panel: str
     status: ListedStatus
     outcome: str | None = None
@@ -125,6 +137,7 @@ class RunDetail(BaseModel):
     config: dict[str, Any]
     result: dict[str, Any] | None
     error: str | None
+    thread: RunThread
     call_records: list[CallRecord]
     events: list[dict[str, Any]]
 
@@ -144,6 +157,7 @@ class RunDetail(BaseModel):
             config=run.config,
             result=run.result,
             error=run.error,
+            thread=run.thread,
             call_records=calls,
             events=events,
         )
@@ -159,6 +173,7 @@ def _envelope(run: RunSummary) -> dict[str, Any]:
         "calls": run.calls,
         "tokens": run.tokens,
         "cost": run.cost,
+        "parent_id": run.parent_id,
     }
 
 
@@ -282,6 +297,8 @@ def show_run(
         run = reader.get_run(run_id)
         calls = reader.run_calls(run.id)
         payloads = reader.run_events(run.id)
+        threaded = [run.id, *(line.run_id for line in (*run.thread.ancestors, *run.thread.follow_ups))]
+        shorts = {thread_id: reader.short_id(thread_id) for thread_id in threaded}
     if as_json:
         _print_json(RunDetail.of(run, calls, payloads).model_dump(mode="json"))
         return
@@ -292,6 +309,9 @@ def show_run(
     console = _console()
     console.print(_header(run))
     console.print()
+    if run.parent_id is not None or run.thread.follow_ups:
+        console.print(_thread_table(run, shorts))
+        console.print()
     if plain:
         draw_plain(console.file, events)
         _print_plain_answer(console, events)
@@ -302,6 +322,38 @@ def show_run(
     if calls:
         console.print()
         console.print(_calls_table(calls))
+
+
+def _thread_table(run: RunRecord, shorts: dict[str, str]) -> Table:
+    """The run among its follow-ups, a line each: the runs it follows up, oldest first, then
+    the run itself (marked), then its follow-ups indented under the run they follow up. Each
+    line is the id, the question and the answer's first line, cut to the width."""
+    ancestors = run.thread.ancestors
+    ids = [f"  {shorts[line.run_id]}" for line in ancestors] + [f"▸ {shorts[run.id]}"]
+    ids += [f"{'  ' * line.depth}↳ {shorts[line.run_id]}" for line in run.thread.follow_ups]
+    table = Table(title="Thread", title_justify="left", title_style="bold", box=None, pad_edge=False, show_header=False, expand=True)
+    table.add_column(no_wrap=True, min_width=max(cell_len(cell) for cell in ids))
+    table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+    table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+    oldest_parent = ancestors[0].parent_id if ancestors else run.parent_id
+    if oldest_parent is not None:
+        gap = "earlier runs not shown" if len(ancestors) >= THREAD_LIMIT else f"follows up {oldest_parent}, no longer stored"
+        table.add_row(Text("  …", style="dim"), Text(gap, style="dim"), Text(""))
+    answer = fmt.one_line(run.final_answer, THREAD_PREVIEW) if run.final_answer is not None else None
+    lines = [(line.question, line.answer_preview, line.status, "") for line in ancestors]
+    lines.append((run.question, answer, run.status, "bold"))
+    lines += [(line.question, line.answer_preview, line.status, "") for line in run.thread.follow_ups]
+    for cell, (question, preview, status, style) in zip(ids, lines, strict=True):
+        question_cell = Text(fmt.one_line(question, THREAD_PREVIEW), style=style, no_wrap=True, overflow="ellipsis")
+        table.add_row(Text(cell, style=style), question_cell, _thread_answer(preview, status))
+    return table
+
+
+def _thread_answer(answer: str | None, status: str) -> Text:
+    """A run's answer on its thread line; a run with none shows its status instead."""
+    if answer is None:
+        return _status(status)
+    return Text(f"→ {answer}", no_wrap=True, overflow="ellipsis")
 
 
 def _unfinished(run: RunRecord) -> str:

@@ -6,6 +6,7 @@ Flags need no value type here: the commands print every flag without one (see
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -37,3 +38,28 @@ def panel_file_argument(required: bool = True) -> Path | None:
         dir_okay=False,
         autocompletion=completion.panel_files,
     )
+MAX_COST = typer.Option(
+    None, "--max-cost", min=0.0, metavar="USD",
+    help="Make no call that could take the run's spend past this many US dollars (default: the file's defaults.max_cost).",
+)
+MAX_CALLS = typer.Option(None, "--max-calls", min=1, help="Make at most this many model calls.")
+ALLOW_UNKNOWN_PRICES = typer.Option(
+    False, "--allow-unknown-prices", help="With --max-cost, also run members whose price is unknown (their calls count as free)."
+)
+DRY_RUN = typer.Option(False, "--dry-run", help="Show the calls, tokens and cost the run would take, and make no call.")
+FOLLOW_UP = typer.Option(
+    None, "--continue", metavar="ID",
+    help="Ask a follow-up to run ID ('last': the latest run): members see its question and final answer first.",
+)
+
+
+@dataclass(frozen=True)
+class RunControls:
+    """What every protocol command lets a person set about the run itself rather than the
+    panel: a spending cap, an estimate instead of the run, and the run it follows up."""
+
+    max_cost: float | None = None
+    max_calls: int | None = None
+    allow_unknown_prices: bool = False
+    dry_run: bool = False
+    follow_up: str | None = None

@@ -105,6 +105,11 @@ def orchestrate(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
+    max_cost: float | None = options.MAX_COST,
+    max_calls: int | None = options.MAX_CALLS,
+    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
+    dry_run: bool = options.DRY_RUN,
+    follow_up: str | None = options.FOLLOW_UP,
 ) -> None:
     """A planner splits the question into subtasks for specialised workers; each runs as soon as its dependencies are done; a chairman writes the answer."""
     from panel_cli.cli.panels import with_timeout
@@ -132,4 +137,4 @@ def orchestrate(
     panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("plan", "task")), demo).with_attachments(attach)
     warnings = check_panel(panel, "orchestrate", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, orchestrate_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)
+    execute(loader, orchestrate_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))

@@ -6,7 +6,8 @@ same fence tag and drawn seeds, so every prompt comes out byte for byte as befor
 the old run got answered (matched on its hash) is answered from the store without a call; the
 first request that differs, and everything after it, is made as usual. The new run's config
 names the old one (`resumed_from`), and its own events and calls are complete, so history
-shows, replays and exports it like any other run.
+shows, replays and exports it like any other run. A follow-up (`--continue`) keeps its earlier
+turns: they are read again from the store through its `parent_id`, as the old run read them.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def resume(
     from panel_cli.cli.running import begin_run, execute
 
     loader = begin_run()
+    from panel_cli.followup import stored_parent
     from panel_cli.protocols.base import FENCE_TAG_KEY, Continuation
     from panel_cli.store.db import TranscriptReader
     from panel_cli.tasks import FENCE_TAG_PATTERN
@@ -63,6 +65,7 @@ def resume(
         record = reader.get_run(run_id)
         short = reader.short_id(record.id)
         refuse_finished(record, short)
+        parent_id = stored_parent(record, short)
         answered = reader.answered_calls(record.id)
     panel = stored_panel(record, short)
     engine = engine_for(panel.protocol)
@@ -75,7 +78,12 @@ def resume(
         if fence is None:
             sys.stderr.write(f"panel: run {short} was stored before panel recorded fence tags; calls that quote other answers are made again.\n")
     continuing = Continuation(run_id=record.id, fence_tag=fence, answered=answered)
-    execute(loader, engine, panel, record.question, warnings=[], json_mode=json_mode, quiet=quiet, db=db, continuing=continuing)
+    # A follow-up gets its earlier turns again, read from the store as they were, so its requests hash alike.
+    controls = options.RunControls(follow_up=parent_id)
+    execute(
+        loader, engine, panel, record.question, warnings=[], json_mode=json_mode, quiet=quiet, db=db, continuing=continuing,
+        controls=controls,
+    )
 
 
 def refuse_finished(record: RunRecord, short: str) -> None:

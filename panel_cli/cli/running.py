@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
+from panel_cli.cli.options import RunControls
 from panel_cli.cli.signals import on_sigterm_exit, run_until_signal
 from panel_cli.config import Panel, resolve_question
 from panel_cli.errors import MissingKeyError, UserError
@@ -30,6 +31,8 @@ from panel_cli.redact import redact, redact_obj, secret_values
 from panel_cli.store.rows import TAGS_KEY
 
 if TYPE_CHECKING:
+    from panel_cli.followup import FollowUp
+    from panel_cli.llm.budget import Budget
     from panel_cli.llm.gateway import Emit, Gateway
     from panel_cli.protocols.base import Continuation, Engine, RunOutcome
     from panel_cli.view.base import View
@@ -193,11 +196,16 @@ class SharedCalls:
         self.limits: dict[str, asyncio.Semaphore] = {}
         self._last: Gateway | None = None
 
-    def gateway(self, emit: Emit, panel: Panel, continuing: Continuation | None) -> Gateway:
+    def gateway(
+        self, emit: Emit, panel: Panel, continuing: Continuation | None, budget: Budget | None = None, *, stream: bool = False
+    ) -> Gateway:
         from panel_cli.llm.gateway import Gateway
 
         answered = continuing.answered if continuing is not None else None
-        self._last = Gateway(emit, defaults=panel.defaults, concurrency=panel.concurrency, answered=answered, limits=self.limits)
+        self._last = Gateway(
+            emit, defaults=panel.defaults, concurrency=panel.concurrency, answered=answered, limits=self.limits, budget=budget,
+            stream=stream,
+        )
         return self._last
 
     async def aclose(self) -> None:
@@ -219,6 +227,9 @@ async def run_panel(
     tags: Mapping[str, str] | None = None,
     run_id: str | None = None,
     continuing: Continuation | None = None,
+    budget: Budget | None = None,
+    follow_up: FollowUp | None = None,
+    stream: bool = False,
 ) -> RunOutcome:
     """One run of `engine` on `panel` and `question`, as a coroutine: no printing, no exit.
 
@@ -230,7 +241,10 @@ async def run_panel(
     when it ends); `warnings`, raised inside the run so they are shown and stored with it;
     `tags`, short strings kept in the run's config under `tags` (a batch id goes to its
     own column); `run_id`, given when the caller must know it before the run ends (a new one
-    otherwise); `continuing`, the run this one resumes.
+    otherwise); `continuing`, the run this one resumes; `budget`, its spending cap (one per
+    run: `panel_cli.llm.budget.run_budget`); `follow_up`, the earlier run it continues
+    (`panel_cli.followup.resolve_follow_up`); `stream`, answers stream into the `view` as
+    they are written (only a view that `follows_text` draws them).
 
     Guarantees: the run is stored as it happens and ends in the store as finished,
     no_answer, failed (the engine raised: re-raised here) or interrupted (cancelled:
@@ -242,13 +256,24 @@ async def run_panel(
     bus = TaggingBus(run_id or new_run_id(), subscribers, secrets=secrets, tags=tags)
     calls = shared or SharedCalls()
     try:
-        gateway = calls.gateway(bus.emit, panel, continuing)
-        return await run_engine(engine, panel, question, gateway, bus, warnings, continuing=continuing)
+        gateway = calls.gateway(bus.emit, panel, continuing, budget, stream=stream)
+        return await run_engine(engine, panel, question, gateway, bus, warnings, continuing=continuing, follow_up=follow_up)
     finally:
         if view is not None:
             view.close()
         if shared is None:
             await calls.aclose()
+
+
+def capped(panel: Panel, controls: RunControls) -> Budget | None:
+    """The run's budget: `--max-cost` (else the panel's `defaults.max_cost`) and `--max-calls`;
+    refuses (exit 2) a cost cap over a member of unknown price unless it is allowed."""
+    from panel_cli.llm.budget import run_budget
+
+    max_cost = controls.max_cost if controls.max_cost is not None else panel.defaults.max_cost
+    return run_budget(
+        panel.callable_members(), max_cost=max_cost, max_calls=controls.max_calls, allow_unknown_prices=controls.allow_unknown_prices
+    )
 
 
 def execute(
@@ -262,18 +287,27 @@ def execute(
     quiet: bool,
     db: Path | None,
     continuing: Continuation | None = None,
+    controls: RunControls | None = None,
 ) -> None:
     """Run `engine` and exit with SPEC §4's code: 0 answer, 1 no answer, 2 user error, 130 or
     143 interrupted. `warnings` (found by the checks) are raised inside the run, so they are
     shown and stored with it. `continuing`: the run this one resumes (`panel resume`)."""
+    from panel_cli.followup import resolve_follow_up
     from panel_cli.store.db import TranscriptStore, resolve_db_path
     from panel_cli.view.base import make_view
 
     console = Console()
     db_path = resolve_db_path(db)
+    follow_up = resolve_follow_up(db_path, controls.follow_up) if controls is not None and controls.follow_up else None
+    if controls is not None and controls.dry_run:
+        from panel_cli.cli.estimate import show_estimate
+
+        show_estimate(loader, panel, question, json_mode=json_mode, console=console, follow_up=follow_up)
+        return
     # With --json, stdout carries the result alone: progress, if any, goes to a terminal on stderr.
     progress = Console(stderr=True) if json_mode else console
     secrets = ready_to_call(loader, panel, console=progress, show_progress=progress.is_terminal and not quiet)
+    budget = capped(panel, controls or RunControls())
     run_id = new_run_id()
 
     async def run() -> RunOutcome:
@@ -282,7 +316,9 @@ def execute(
         try:
             return await run_panel(
                 engine, panel, question, store=store, secrets=secrets, view=view, warnings=warnings, run_id=run_id,
-                continuing=continuing,
+                continuing=continuing, budget=budget, follow_up=follow_up,
+                # Only a person watching the live view gains from streaming; a resume never streams.
+                stream=not json_mode and continuing is None and getattr(view, "follows_text", False),
             )
         finally:
             await store.close()

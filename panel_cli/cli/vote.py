@@ -89,11 +89,17 @@ def vote(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
+    max_cost: float | None = options.MAX_COST,
+    max_calls: int | None = options.MAX_CALLS,
+    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
+    dry_run: bool = options.DRY_RUN,
+    follow_up: str | None = options.FOLLOW_UP,
 ) -> None:
     """Every member votes on fixed options; the ballots are counted by the method, against the quorum."""
     _run(
         "vote", panel_file, question, choices=choices, members=members, method=method, threshold=threshold, quorum=quorum,
         timeout=timeout, no_match=no_match, leader=None, json_mode=json_mode, quiet=quiet, db=db, demo=demo, attach=attach,
+        controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up),
     )
 
 
@@ -113,11 +119,17 @@ def decide(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
+    max_cost: float | None = options.MAX_COST,
+    max_calls: int | None = options.MAX_CALLS,
+    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
+    dry_run: bool = options.DRY_RUN,
+    follow_up: str | None = options.FOLLOW_UP,
 ) -> None:
     """A vote inside the group, stored as a decision; when no option wins, the leader chooses."""
     _run(
         "decide", panel_file, question, choices=choices, members=members, method=method, threshold=threshold, quorum=quorum,
         timeout=timeout, no_match=no_match, leader=leader, json_mode=json_mode, quiet=quiet, db=db, demo=demo, attach=attach,
+        controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up),
     )
 
 
@@ -139,6 +151,7 @@ def _run(
     db: Path | None,
     demo: bool,
     attach: list[Path] | None = None,
+    controls: options.RunControls,
 ) -> None:
     from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
 
@@ -173,4 +186,4 @@ def _run(
     warnings = check_panel(panel, protocol, declared)
     text = question_for(panel, panel_file, question)
     engine = engines.vote if protocol == "vote" else engines.decide
-    execute(loader, engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db)
+    execute(loader, engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)

@@ -5,6 +5,7 @@ real ones. It recognises what an engine wants from the task marker in the prompt
 (`panel_cli.tasks`) and answers in that shape, in the persona's voice, marked as
 simulated. The same persona, prompt and seed always give the same text; only the think
 time (`PANEL_DEMO_DELAY`, seconds, 0 in tests) varies, so the live view has something to show.
+Asked to stream, a persona writes the same text a few words at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -25,6 +26,9 @@ from panel_cli.tasks import FENCE_TAG_PATTERN, Task, find_task
 
 SIMULATED = "[simulated]"
 DEFAULT_DELAY = 0.8
+# A streamed demo reply comes a few words at a time: its first words after half the think
+# time, the rest over the other half.
+STREAM_WORDS = 3
 
 PERSONAS: dict[str, dict[str, Any]] = {
     "sage": {
@@ -466,6 +470,12 @@ def demo_delay() -> float:
         return DEFAULT_DELAY
 
 
+def demo_pieces(text: str) -> list[str]:
+    """A text in pieces of `STREAM_WORDS` words, each with the spaces after it: joined, the text."""
+    words = re.findall(r"\S+\s*|\s+", text)
+    return ["".join(words[start : start + STREAM_WORDS]) for start in range(0, len(words), STREAM_WORDS)] or [""]
+
+
 def register_demo_provider(litellm: ModuleType) -> None:
     """Add the `demo` provider to litellm (idempotent). It has no price: a simulated call costs
     nothing, and the views say so rather than show made-up money."""
@@ -496,6 +506,26 @@ def register_demo_provider(litellm: ModuleType) -> None:
         async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
             await asyncio.sleep(demo_delay() * random.uniform(0.5, 1.5))
             return self._reply(model, messages, kwargs.get("optional_params") or {})
+
+        async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+            """The reply `acompletion` gives, as litellm's generic stream chunks, the usage on
+            the last; a tool call comes whole in one chunk."""
+            think = demo_delay() * random.uniform(0.5, 1.5)
+            await asyncio.sleep(think / 2)
+            response = self._reply(model, messages, kwargs.get("optional_params") or {})
+            message = response.choices[0].message
+            usage = {key: getattr(response.usage, key) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            if message.tool_calls:
+                call = message.tool_calls[0]
+                tool_use = {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}, "index": 0}
+                yield {"text": "", "tool_use": tool_use, "is_finished": True, "finish_reason": "tool_calls", "usage": usage, "index": 0}
+                return
+            pieces = demo_pieces(message.content or "")
+            for number, piece in enumerate(pieces, start=1):
+                if number > 1:
+                    await asyncio.sleep(think / 2 / len(pieces))
+                last = number == len(pieces)
+                yield {"text": piece, "tool_use": None, "is_finished": last, "finish_reason": "stop" if last else "", "usage": usage if last else None, "index": 0}
 
     if not any(entry.get("provider") == "demo" for entry in litellm.custom_provider_map):
         litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "demo", "custom_handler": DemoLLM()}]

@@ -45,8 +45,10 @@ from panel_cli.events import (
     ToolCallStarted,
     WarningRaised,
 )
+from panel_cli.llm.budget import Budget, Hold, known_price, model_info, output_bound, prompt_tokens, worst_case
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
 from panel_cli.llm.request_hash import request_hash
+from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream
 from panel_cli.llm.structured import json_instructions, parse_structured
 from panel_cli.tools.calls import (
     BUDGET_SPENT,
@@ -177,6 +179,19 @@ async def _acompletion(litellm: ModuleType, request: dict[str, Any]) -> Any:
         return await litellm.acompletion(**request)
 
 
+async def _astream(litellm: ModuleType, request: dict[str, Any], grow: TextGrowth, cap: int) -> StreamedReply:
+    """The request streamed (`panel_cli.llm.stream`), read to its end; closed however it ends,
+    so a deadline mid-stream hangs up on the provider."""
+    with _quiet_call():
+        chunks = await litellm.acompletion(**request, stream=True, stream_options={"include_usage": True})
+        try:
+            return await read_stream(chunks, grow, cap)
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
+
+
 class AnsweredCall(Protocol):
     """A reply the run being resumed got, as the store reads it back (`CallRecord`)."""
 
@@ -213,7 +228,7 @@ class CallResult(BaseModel):
     attempts: int = 0
 
 
-def _price(litellm: ModuleType, model: str) -> tuple[float, float] | None:
+def table_price(litellm: ModuleType, model: str) -> tuple[float, float] | None:
     table = litellm.model_cost
     for key in (model, model.split("/", 1)[-1]):
         info = table.get(key)
@@ -250,12 +265,14 @@ class _Reply:
 @dataclasses.dataclass
 class _Exchange:
     """What a call's requests add up to: the messages of the last one sent (what the store
-    keeps), attempts, and tokens (None until a reply reports them)."""
+    keeps), attempts, tokens (None until a reply reports them), and its reservation against
+    the run's budget, if it has one."""
 
     messages: list[dict[str, Any]]
     attempts: int = 0
     tokens_in: int | None = None
     tokens_out: int | None = None
+    hold: Hold | None = None
 
     def count(self, tokens_in: int | None, tokens_out: int | None) -> None:
         if tokens_in is not None:
@@ -282,13 +299,20 @@ class Gateway:
         rng: random.Random | None = None,
         answered: Mapping[str, Sequence[AnsweredCall]] | None = None,
         limits: dict[str, asyncio.Semaphore] | None = None,
+        budget: Budget | None = None,
+        stream: bool = False,
     ) -> None:
         """`answered`: the replies the run being resumed got, by request hash, oldest first.
         Each answers one request: a run that asked the same thing twice (two members on one
         model, a round whose prompt did not change) got two samples, and so does its resume.
         `limits`: the per-endpoint semaphores, when runs in flight at once (a batch) share
-        them, so an endpoint's concurrency limit holds across the runs, not within each."""
+        them, so an endpoint's concurrency limit holds across the runs, not within each.
+        `budget`: the run's spending cap (`panel_cli.llm.budget`), which every call reserves
+        its worst case from before its request."""
         self.emit = emit
+        self.budget = budget
+        # Set only when the live view draws the run: its answers then stream into their rows.
+        self.stream = stream
         self.defaults = defaults or Defaults()
         self.concurrency = dict(concurrency or {})
         self._rng = rng or random.Random()
@@ -306,6 +330,14 @@ class Gateway:
         self._attachments = ""
         self._toolbox: Toolbox | None = None
         self._offered: dict[str, ToolSet] = {}
+        # A follow-up's earlier turns (`follow`), before each call's own messages.
+        self._prior: list[dict[str, Any]] = []
+
+    def follow(self, turns: Sequence[Mapping[str, Any]]) -> None:
+        """Give every call of the run a follow-up's earlier turns first (after the member's
+        system prompt), as a chat does: each earlier question as the user's, its final answer
+        as the assistant's. The attachments still go to the new question's first prompt."""
+        self._prior = [dict(turn) for turn in turns]
 
     def equip(self, *, attachments: str = "", toolbox: Toolbox | None = None, offered: dict[str, ToolSet] | None = None) -> None:
         """Set what every call of the run gets: `attachments` go before the first prompt of
@@ -350,7 +382,7 @@ class Gateway:
 
     def _cost(self, model: str, tokens_in: int | None, tokens_out: int | None) -> float | None:
         if model not in self._prices:
-            self._prices[model] = _price(self._litellm, model)
+            self._prices[model] = table_price(self._litellm, model)
         price = self._prices[model]
         if price is None or tokens_in is None or tokens_out is None:
             return None
@@ -378,11 +410,17 @@ class Gateway:
         first_user = next((index for index, message in enumerate(given) if message.get("role") == "user"), None)
         if self._attachments and first_user is not None:
             given[first_user]["content"] = f"{self._attachments}\n\n{given[first_user]['content']}"
-        full = ([{"role": "system", "content": member.system}] if member.system else []) + given
+        prior = [dict(turn) for turn in self._prior]
+        full = ([{"role": "system", "content": member.system}] if member.system else []) + prior + given
         if schema is not None and not native:
             last = full[-1]
             last["content"] = f"{last['content']}\n\n{_instructions(schema)}"
         return full
+
+    def messages_for(self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None = None) -> list[dict[str, Any]]:
+        """The messages a call would send, system prompt, attachments and JSON instructions
+        included, so that `panel estimate` counts exactly what a run sends."""
+        return self._messages(member, messages, schema, schema is not None and self._supports_schema(member.model))
 
     async def call(
         self,
@@ -416,14 +454,19 @@ class Gateway:
         digest = request_hash(request)
         call_id = uuid.uuid4().hex[:16]
         common = {"call_id": call_id, "member": member.name, "model": member.model, "stage": stage, "round": round, "about": about}
-        await self.emit(CallStarted(**common))
         earlier = self._take_answered(digest)
+        # Reserved before the first await, so the calls of a stage reserve one after another.
+        hold = self._reserve(member, request) if earlier is None else None
+        await self.emit(CallStarted(**common))
         if earlier is not None:
             return await self._reuse(member, common, full, digest, earlier, schema)
-        exchange = _Exchange(messages=full)
+        if isinstance(hold, str):
+            return await self._refuse(member, common, full, hold)
+        exchange = _Exchange(messages=full, hold=hold)
         started = time.perf_counter()
         try:
-            reply = await self._complete(member, request, deadline, exchange, tool_calls=offered is not None)
+            grow = TextGrowth(self.emit, common) if self.stream and schema is None and offered is None else None
+            reply = await self._complete(member, request, deadline, exchange, tool_calls=offered is not None, grow=grow)
             if offered is not None and reply.failure is None and reply.calls:
                 reply = await self._use_tools(member, common, offered, request, reply, deadline, exchange)
             if reply.failure is not None:
@@ -436,6 +479,9 @@ class Gateway:
                 )
             )
             raise
+        finally:
+            if hold is not None and self.budget is not None:
+                self.budget.settle(hold, self._cost(member.model, exchange.tokens_in, exchange.tokens_out))
         latency = time.perf_counter() - started
         text, tokens_in, tokens_out, attempts = reply.text, exchange.tokens_in, exchange.tokens_out, exchange.attempts
         # The cut happens once the whole reply is in memory: litellm reads the body off the
@@ -462,11 +508,13 @@ class Gateway:
         )
 
     async def _complete(
-        self, member: Member, request: dict[str, Any], deadline: float | None, exchange: _Exchange, *, tool_calls: bool
+        self, member: Member, request: dict[str, Any], deadline: float | None, exchange: _Exchange, *, tool_calls: bool,
+        grow: TextGrowth | None = None,
     ) -> _Reply:
         """One request, with the retries and limits every request gets: the per-call timeout
         (every attempt within its budget from the first), the stage deadline, the endpoint's
-        concurrency limit, backoff and Retry-After. `tool_calls`: a reply may ask for tools."""
+        concurrency limit, backoff and Retry-After. `tool_calls`: a reply may ask for tools.
+        `grow`: stream the reply, reporting its text as it grows."""
         loop = asyncio.get_running_loop()
         retries = member.retries if member.retries is not None else self.defaults.retries
         call_timeout = member.timeout or self.defaults.timeout
@@ -486,7 +534,11 @@ class Gateway:
                     per_try = min(limits) if limits else None
                     if per_try is not None and per_try <= 0:
                         raise TimeoutError
-                    response = await asyncio.wait_for(_acompletion(self._litellm, request), per_try)
+                    if grow is None:
+                        response = await asyncio.wait_for(_acompletion(self._litellm, request), per_try)
+                    else:
+                        grow.restart()
+                        response = await asyncio.wait_for(_astream(self._litellm, request, grow, self.defaults.max_response_chars), per_try)
                 text, calls, tokens_in, tokens_out = _read_response(response, tool_calls=tool_calls)
                 exchange.count(tokens_in, tokens_out)
                 return _Reply(text=text, calls=calls)
@@ -541,8 +593,12 @@ class Gateway:
                 final = {key: value for key, value in request.items() if key != "tools"}
                 final["messages"] = with_results(request["messages"], results)
                 exchange.messages = final["messages"]
+                if (refused := self._extend(member, exchange, final)) is not None:
+                    return refused
                 return await self._complete(member, final, deadline, exchange, tool_calls=False)
             exchange.messages = list(conversation)
+            if (refused := self._extend(member, exchange, {**request, "messages": exchange.messages})) is not None:
+                return refused
             reply = await self._complete(member, {**request, "messages": exchange.messages}, deadline, exchange, tool_calls=True)
         return reply
 
@@ -581,6 +637,47 @@ class Gateway:
         if outcome.stopped is not None and route is not None:
             await self.emit(WarningRaised(message=f"tool server '{route.server}' stopped during the run ({outcome.stopped}); its tools now fail"))
         return outcome.text
+
+    def _worst_case(self, member: Member, request: dict[str, Any]) -> float:
+        """The most this request can cost (`panel_cli.llm.budget`); a model of unknown price
+        counts as free (a capped run with one starts only with --allow-unknown-prices)."""
+        if self.budget is None or not self.budget.prices_matter:
+            return 0.0
+        if member.model not in self._prices:
+            self._prices[member.model] = table_price(self._litellm, member.model)
+        price = known_price(member.model, self._prices.get)
+        if price is None or price == (0.0, 0.0):
+            return 0.0
+        tokens = prompt_tokens(self._litellm, member.model, request["messages"], request.get("tools"))
+        return worst_case(tokens, output_bound(request.get("max_tokens"), model_info(self._litellm, member.model)), price)
+
+    def _reserve(self, member: Member, request: dict[str, Any]) -> Hold | str | None:
+        """The call's reservation against the run's budget, the reason it does not fit, or
+        None when the run has no budget."""
+        if self.budget is None:
+            return None
+        return self.budget.reserve(self._worst_case(member, request))
+
+    def _extend(self, member: Member, exchange: _Exchange, request: dict[str, Any]) -> _Reply | None:
+        """Before a further request of a tool loop: reserve its worst case too, or end the
+        call as refused by the budget (the tools' results are not answered)."""
+        if self.budget is None or exchange.hold is None:
+            return None
+        reason = self.budget.extend(exchange.hold, self._worst_case(member, request))
+        return None if reason is None else _Reply(failure=Failure(kind="budget", message=f"not made: {reason}"))
+
+    async def _refuse(self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], reason: str) -> CallResult:
+        """Record a call the budget does not allow, with kind `budget`: no request is made."""
+        message = f"not made: {reason}"
+        await self.emit(CallFailed(**common, messages=messages, kind="budget", message=message, latency=0.0, attempts=0))
+        return CallResult(
+            call_id=common["call_id"], member=member.name, model=member.model, ok=False, error_kind="budget", error=message,
+        )
+
+    @property
+    def budget_exhausted(self) -> bool:
+        """Whether the budget has refused a call of this run: protocols end with what they have."""
+        return self.budget is not None and self.budget.exhausted
 
     def _take_answered(self, digest: str) -> AnsweredCall | None:
         """The next stored reply to this request not used yet, if any (each is used once)."""
@@ -665,7 +762,9 @@ def _parse(text: str, schema: type[BaseModel] | None) -> tuple[dict[str, Any] | 
 
 def _read_response(response: Any, *, tool_calls: bool = False) -> tuple[str, list[RequestedCall], int | None, int | None]:
     """The reply's text and, when tools were offered, the tool calls it asks for (a reply that
-    asks for tools may have no text)."""
+    asks for tools may have no text). A streamed reply was read as it came."""
+    if isinstance(response, StreamedReply):
+        return response.text, [], response.tokens_in, response.tokens_out
     try:
         message = response.choices[0].message
         content = message.content

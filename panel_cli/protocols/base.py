@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -22,10 +22,14 @@ from panel_cli.events import (
     RunStarted,
     WarningRaised,
 )
+from panel_cli.llm.budget import BudgetReport
 from panel_cli.llm.gateway import AnsweredCall, Gateway
 from panel_cli.tasks import fence_tag, new_fence_tag
 from panel_cli.tools.equip import equipped
 from panel_cli.totals import RunTotals
+
+if TYPE_CHECKING:
+    from panel_cli.followup import FollowUp
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
 
@@ -40,8 +44,10 @@ DEFAULT_STAGE_TIMEOUT = 300.0
 # as store.rows.TAGS_KEY). A resumed run rebuilds its panel from the config without them.
 FENCE_TAG_KEY = "fence_tag"
 RESUMED_FROM_KEY = "resumed_from"
+# The run a follow-up (`--continue`) continues; the store keeps it as store.rows.PARENT_ID_KEY.
+PARENT_ID_KEY = "parent_id"
 TAGS_KEY = "tags"
-RUN_KEYS = frozenset({FENCE_TAG_KEY, RESUMED_FROM_KEY, TAGS_KEY})
+RUN_KEYS = frozenset({FENCE_TAG_KEY, RESUMED_FROM_KEY, TAGS_KEY, PARENT_ID_KEY})
 
 
 class ProtocolResult(BaseModel):
@@ -58,7 +64,9 @@ class ProtocolResult(BaseModel):
 class RunEnvelope(BaseModel):
     """The fields every protocol's result starts with, in this order (SPEC §4), so a script
     reads any run the same way. `excluded_members` names each member that failed for good
-    and was not called again, with the reason."""
+    and was not called again, with the reason. `budget_exhausted`: the run's spending cap
+    (`--max-cost`, `--max-calls`) refused a call and the protocol ended with what it had;
+    `budget` has the caps and the spend (null for a run without a cap)."""
 
     run_id: str
     protocol: str
@@ -71,6 +79,9 @@ class RunEnvelope(BaseModel):
     cost: float | None
     warnings: list[str]
     excluded_members: dict[str, str]
+    budget_exhausted: bool = False
+    budget: BudgetReport | None = None
+    parent_id: str | None = None
 
 
 class RunOutcome(BaseModel):
@@ -183,13 +194,16 @@ async def run_engine(
     warnings: Sequence[str] = (),
     *,
     continuing: Continuation | None = None,
+    follow_up: FollowUp | None = None,
 ) -> RunOutcome:
     """Run an engine inside the run envelope, so a store or view always sees how it ended.
 
     `warnings` found before the run (a field the protocol ignores, …) are raised first, so
     they are shown, stored and counted like the engine's own. Every quoted text of the run is
     fenced with one random tag, recorded in the run's config with any seed the protocol draws,
-    so that `continuing` (a resumed run) can fence and draw exactly as the run it continues."""
+    so that `continuing` (a resumed run) can fence and draw exactly as the run it continues.
+    `follow_up`: the earlier run this one continues (`parent_id` in its config), whose thread
+    every call gets first."""
     totals = RunTotals()
     bus.subscribe(totals)
     started = time.perf_counter()
@@ -198,6 +212,9 @@ async def run_engine(
     config = run_config(panel) | {FENCE_TAG_KEY: tag}
     if continuing is not None:
         config[RESUMED_FROM_KEY] = continuing.run_id
+    if follow_up is not None:
+        config[PARENT_ID_KEY] = follow_up.parent_id
+        gateway.follow(follow_up.turns)
     stamped = await bus.emit(
         RunStarted(
             protocol=panel.protocol,
@@ -232,6 +249,9 @@ async def run_engine(
             cost=totals.cost,
             warnings=list(totals.warnings),
             excluded_members=dict(gateway.excluded),
+            budget_exhausted=gateway.budget_exhausted,
+            budget=gateway.budget.report() if gateway.budget is not None else None,
+            parent_id=follow_up.parent_id if follow_up is not None else None,
         ),
         result=result,
     )

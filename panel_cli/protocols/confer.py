@@ -21,7 +21,7 @@ from panel_cli.protocols.base import (
     labels_for,
     yes_no,
 )
-from panel_cli.protocols.stages import broadcast, gather_each, open_stage
+from panel_cli.protocols.stages import broadcast, gather_each, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark, render_labelled
 
 FALLBACK_CONFIDENCE = 50.0
@@ -201,6 +201,11 @@ async def _vote(
 
 
 async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ConferResult:
+    """When the run's budget refuses a call, confer stops voting and keeps the current
+    candidate: the winning answer of the last vote round that ran whole (the round the cap
+    cut short is not tallied: a count of the votes that happened to fit would decide it),
+    else, when no round did, the first answer in member order, which is also the label the
+    tie rule favours."""
     members = panel.members
     order = [member.name for member in members]
     answer_timeout = RULES.limit(panel, "answer")
@@ -214,7 +219,8 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
 
     rounds: list[ConferRound] = []
     winners: list[str | None] = []
-    for index in range(1, panel.max_rounds + 1):
+    stopped = bool(answers) and await out_of_budget(gateway, emit, "no vote round is held and the first answer stands")
+    for index in range(1, 0 if stopped else panel.max_rounds + 1):
         if not answers:
             break
         authors = assign_labels(order, answers)
@@ -225,6 +231,9 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         )
         outcomes = await gather_each(members, vote)
         failures += [failure for _, failure in outcomes if failure is not None]
+        ending = f"vote round {index} is not counted and the current candidate stands"
+        if stopped := await out_of_budget(gateway, emit, ending):
+            break
         votes = [vote for vote, _ in outcomes if vote is not None]
         scores, winner_label = tally(votes, list(block))
         winner = authors[winner_label] if winner_label else None
@@ -251,10 +260,11 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
             break
 
     decided = next((r for r in reversed(rounds) if r.winner is not None), None)
+    first = next((name for name in order if name in initial), None) if stopped and decided is None else None
     return ConferResult(
-        final_answer=decided.winner_answer if decided else None,
-        failure_reason=None if decided else "no vote round produced a winner" if rounds else "no member answered the question",
-        winner=decided.winner if decided else None,
+        final_answer=decided.winner_answer if decided else initial[first] if first else None,
+        failure_reason=None if decided or first else "no vote round produced a winner" if rounds else "no member answered the question",
+        winner=decided.winner if decided else first,
         confidence_score=confidence_score(decided.votes, decided.winner_label) if decided else 0.0,
         scores=decided.scores if decided else {},
         converged=panel.until_convergence and has_converged(winners),

@@ -36,14 +36,23 @@ from panel_cli.protocols.ranking import (
     parse_ranking,
     review_order,
 )
-from panel_cli.protocols.stages import Synthesis, broadcast, failure_reason, gather_each, open_stage, synthesis_stage
+from panel_cli.protocols.stages import (
+    Synthesis,
+    broadcast,
+    failure_reason,
+    gather_each,
+    open_stage,
+    out_of_budget,
+    synthesis_stage,
+)
 from panel_cli.tasks import Task, mark, render_labelled
 
 NO_RESPONSES = "Council deliberation failed: no responses collected"
 LABEL_NOUN = "Model"
 NAMED_NOUN = "Member"
 
-Outcome = Literal["answered", "no_responses", "synthesis_failed"]
+# `top_ranked`: the budget ran out before a chairman could write; the best-ranked answer stands.
+Outcome = Literal["answered", "no_responses", "synthesis_failed", "top_ranked"]
 
 
 class CouncilResponse(BaseModel):
@@ -270,6 +279,11 @@ def _listing(entries: list[str], limit: int = 5) -> str:
 
 
 async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> CouncilResult:
+    """When the run's budget refuses a call, council skips what is left of the reviews and
+    goes to its chairman, who writes from the answers and whatever reviews came in, if the
+    chairman's call (or a backup's) still fits; else the top-ranked answer is the final
+    answer (`outcome: top_ranked`), or, when no review ranked any, the first answer in member
+    order."""
     chairmen = check_council(panel)
     seed = with_seed(panel).seed
 
@@ -288,11 +302,14 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
     aggregate: list[RankedMember] = []
     synthesis: Synthesis | None = None
     if answered:
-        reviews = await _review_stage(panel, question, labels, seed, gateway, emit)
+        skip = await out_of_budget(gateway, emit, "the reviews are skipped and the chairman writes from the answers, if its call fits")
+        reviews = [] if skip else await _review_stage(panel, question, labels, seed, gateway, emit)
         aggregate = aggregate_rankings((review.ranking for review in reviews), labels.author_of_canonical, labels.of_member)
         await emit(RankingParsed(aggregate=[entry.model_dump() for entry in aggregate]))
         models = {member.name: member.model for member in panel.members}
         prompt = synthesis_prompt(question, labels.answers, labels.authors, models, reviews, aggregate)
+        if not skip:
+            await out_of_budget(gateway, emit, "the chairman writes from the reviews that came in, if its call fits")
         synthesis = await synthesis_stage(gateway, emit, chairmen, prompt, limit=RULES.limit(panel, "synthesis"))
     else:
         await emit(WarningRaised(message="no member answered; the review and synthesis stages are skipped"))
@@ -300,6 +317,10 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
     outcome: Outcome = "no_responses" if synthesis is None else "answered" if synthesis.success else "synthesis_failed"
     bias = bias_report(ReviewFacts(own=labels.own(r.reviewer), shown=r.shown, ranking=r.ranking) for r in reviews)
     answered_text = synthesis.text if synthesis is not None and synthesis.success else None
+    if synthesis is not None and not synthesis.success and gateway.budget_exhausted:
+        best = aggregate[0].name if aggregate else next(name for name in panel.member_names if name in answered)
+        await emit(WarningRaised(message=f"no chairman's call fit the budget; the top-ranked answer, {best}'s, is the final answer"))
+        outcome, answered_text = "top_ranked", answered[best]
     return CouncilResult(
         final_answer=answered_text,
         failure_reason=None if answered_text else NO_RESPONSES if synthesis is None else synthesis.text,

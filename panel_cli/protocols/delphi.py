@@ -29,7 +29,14 @@ from panel_cli.protocols.base import (
     labels_for,
     yes_no,
 )
-from panel_cli.protocols.stages import Synthesis, failure_reason, gather_each, open_stage, synthesis_stage
+from panel_cli.protocols.stages import (
+    Synthesis,
+    failure_reason,
+    gather_each,
+    open_stage,
+    out_of_budget,
+    synthesis_stage,
+)
 from panel_cli.tasks import Task, mark, render_labelled
 
 # SPEC §2.5: a Delphi panel is 2 to 5 experts; more still run, with a warning.
@@ -251,7 +258,21 @@ async def _contribute(
     return contribution
 
 
+def latest_analyses(rounds: list[DelphiRound]) -> str | None:
+    """The latest round's analyses, each under its expert's name: what a delphi has when no
+    chairman can write (the budget ran out), or None when no expert ever contributed."""
+    for delphi_round in reversed(rounds):
+        given = [entry for entry in delphi_round.contributions if entry.success]
+        if given:
+            return "\n\n".join(f"### {entry.expert}\n\n{entry.analysis or ''}" for entry in given)
+    return None
+
+
 async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> DelphiResult:
+    """When the run's budget refuses a call, the rounds stop after the one it cut short
+    (whose contributions count), and the chairman writes from the rounds held if its call
+    (or a backup's) still fits; else the final answer is the latest round's analyses, each
+    under its expert's name."""
     chairmen = check_delphi(panel)
     experts = panel.members
     labels = expert_labels(panel.member_names)
@@ -271,13 +292,16 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
         unchanged = round_unchanged(contributions, set(gateway.excluded))
         rounds.append(DelphiRound(index=index, contributions=contributions, unchanged=unchanged))
         last = index == panel.max_rounds
-        early = not last and (not given or (panel.until_convergence and unchanged))
+        cut = gateway.budget_exhausted
+        early = not last and (not given or (panel.until_convergence and unchanged) or cut)
         await emit(
             DelphiRoundEnded(round=index, experts=len(experts), contributed=len(given), unchanged=unchanged, early_stop=early)
         )
         if not given:
             if index > 1:
                 await emit(WarningRaised(message=f"no expert contributed in round {index}; the rounds stop here"))
+            break
+        if cut and not last and await out_of_budget(gateway, emit, f"the rounds stop after round {index}"):
             break
         if early:
             break
@@ -291,6 +315,9 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
     else:
         await emit(WarningRaised(message="no expert contributed; the synthesis is skipped"))
     answer = synthesis.text if synthesis is not None and synthesis.success else None
+    if synthesis is not None and not synthesis.success and gateway.budget_exhausted:
+        answer = latest_analyses(rounds)
+        await emit(WarningRaised(message="no chairman's call fit the budget; the latest round's analyses are the final answer"))
     return DelphiResult(
         final_answer=answer,
         failure_reason=None if answer else NO_CONTRIBUTIONS if synthesis is None else synthesis.text,

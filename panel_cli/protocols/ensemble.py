@@ -25,7 +25,7 @@ from panel_cli.events import RoundTallied, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, labels_for
 from panel_cli.protocols.council import answer_prompt
-from panel_cli.protocols.stages import broadcast, failure_reason, gather_each, open_stage
+from panel_cli.protocols.stages import broadcast, failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark, render_labelled
 
 DEFAULT_TIMEOUT = 120.0
@@ -264,7 +264,13 @@ async def _synthesize(panel: Panel, aggregator: Member, question: str, texts: di
 async def _choose(
     plan: EnsemblePlan, panel: Panel, question: str, responses: list[EnsembleResponse], gateway: Gateway, emit: Emit
 ) -> _Choice:
-    """Apply the mode to the stage's results (there is at least one success)."""
+    """Apply the mode to the stage's results (there is at least one success).
+
+    When the run's budget refused a call of the answer stage, the modes that make no further
+    call choose as ever from the responses that came in; `consensus` with a judge asks no
+    judge and the first successful response is the answer; `synthesize` still asks its
+    aggregator, whose call the budget may still allow, and else falls back to the first
+    successful response. A judge's calls refused midway leave those responses unscored."""
     order = panel.member_names
     texts = {r.name: r.text for r in responses if r.success and r.text is not None}
     if plan.mode == "fanout":
@@ -283,6 +289,9 @@ async def _choose(
             return _Choice(next(iter(texts)), reason, scores, majority=False)
         others = len(texts) - 1
         return _Choice(chosen, f"resembles {counts[chosen]} of the other {others} (over half their distinct words shared)", scores)
+    budget_ending = "the judge is not asked and the first successful response is the answer"
+    if plan.mode == "consensus" and plan.judge is not None and await out_of_budget(gateway, emit, budget_ending):
+        return _Choice(next(iter(texts)), "the budget ran out before the judge could score; the first successful response")
     if plan.mode == "consensus" and plan.judge is not None:
         return await _judge_choice(panel, plan.judge, question, texts, gateway, emit)
     if plan.mode == "consensus":

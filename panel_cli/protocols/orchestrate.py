@@ -45,6 +45,7 @@ from panel_cli.protocols.stages import (
     failure_reason,
     gather_each,
     open_stage,
+    out_of_budget,
     stage_deadline,
     synthesis_stage,
 )
@@ -338,7 +339,7 @@ async def _plan(panel: Panel, team: Team, question: str, gateway: Gateway, emit:
                 await emit(PlanAccepted(attempt=attempt, planner=planner.name, tasks=tasks))
                 return attempts, tasks
         # A planner that failed for good is not called again: its remaining attempts cannot help.
-        final = attempt == panel.max_plan_attempts or planner.name in gateway.excluded
+        final = attempt == panel.max_plan_attempts or planner.name in gateway.excluded or gateway.budget_exhausted
         attempts.append(PlanAttempt(attempt=attempt, accepted=False, error=error))
         await emit(PlanRejected(attempt=attempt, planner=planner.name, error=error, final=final))
         if final:
@@ -389,6 +390,10 @@ async def _run_tasks(panel: Panel, team: Team, question: str, plan: list[Planned
             reason = f"{blocked.id} {'failed' if blocked.status == 'failed' else 'was skipped'}"
             await emit(TaskSkipped(task_id=task.task_id, worker=task.worker, blocked_by=blocked.id, reason=reason))
             return _record(task, "skipped", error=reason, blocked_by=blocked.id)
+        if gateway.budget_exhausted:
+            error = "not started: the budget ran out"
+            await emit(TaskFailed(task_id=task.task_id, worker=task.worker, duration=0.0, kind="budget", error=error))
+            return _record(task, "failed", error=error)
         inputs = {dep: ended[dep].result().output or "" for dep in task.depends_on}
         prompt = [{"role": "user", "content": task_prompt(question, task, inputs, titles)}]
         await emit(TaskStarted(task_id=task.task_id, worker=task.worker))
@@ -420,7 +425,18 @@ async def _run_tasks(panel: Panel, team: Team, question: str, plan: list[Planned
     return [by_id[task.task_id] for task in plan]
 
 
+def outputs_document(records: list[TaskRecord]) -> str:
+    """The outputs of the subtasks that succeeded, each under its title, in plan order: what
+    orchestrate has when no chairman can synthesise (the budget ran out)."""
+    return "\n\n".join(f"### {record.title or record.id}\n\n{record.output or ''}" for record in records if record.status == "succeeded")
+
+
 async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> OrchestrateResult:
+    """When the run's budget refuses a call: without a plan yet, the planner is not asked
+    again and the run has no answer; during the subtasks, none starts any more (each is
+    failed with kind `budget`, and its dependents skipped); the chairman then synthesises from
+    the subtasks that succeeded if its call (or a backup's) still fits, else the final answer
+    is their outputs, each under its title."""
     _check_orchestrate(panel)
     team = team_of(panel)
     attempts, plan = await _plan(panel, team, question, gateway, emit)
@@ -446,11 +462,15 @@ async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit)
                 f"the answer is built from the {counts['succeeded']} that succeeded"
             )
         )
+    await out_of_budget(gateway, emit, "no further subtask was started; the chairman synthesises what succeeded, if its call fits")
     synthesis = await synthesis_stage(gateway, emit, team.chairmen, synthesis_prompt(question, records), limit=RULES.limit(panel, "synthesis"))
     text = synthesis.text if synthesis.success else None
+    if not synthesis.success and gateway.budget_exhausted:
+        text = outputs_document(records)
+        await emit(WarningRaised(message="no chairman's call fit the budget; the subtasks' outputs are the final answer"))
     return OrchestrateResult(
         final_answer=text,
-        failure_reason=None if synthesis.success else synthesis.text,
+        failure_reason=None if text is not None else synthesis.text,
         success=synthesis.success and counts["succeeded"] == len(records),
         chairman=synthesis.chairman,
         plan=plan,

@@ -97,6 +97,16 @@ async def broadcast(
     )
 
 
+async def out_of_budget(gateway: Gateway, emit: Emit, ending: str) -> bool:
+    """Whether the run's spending cap has refused a call, so the protocol must end with what
+    it has; when it has, `ending` (what the protocol does instead) is said as a warning.
+    Protocols ask at their decision points and stop at the first yes, so it is said once."""
+    if not gateway.budget_exhausted:
+        return False
+    await emit(WarningRaised(message=f"the budget ran out; {ending}"))
+    return True
+
+
 def failure_reason(kind: str | None, error: str | None) -> str:
     """`timeout`, or the kind and the provider's words: what a person needs to know."""
     if kind == "timeout":

@@ -30,7 +30,14 @@ from panel_cli.events import VerdictGiven, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules
-from panel_cli.protocols.stages import Synthesis, failure_reason, gather_each, open_stage, synthesis_stage
+from panel_cli.protocols.stages import (
+    Synthesis,
+    failure_reason,
+    gather_each,
+    open_stage,
+    out_of_budget,
+    synthesis_stage,
+)
 from panel_cli.tasks import Task, mark, render_labelled
 
 # SPEC §2.6 leaves the number of correction rounds to the panel; unset, it is 2.
@@ -41,8 +48,9 @@ NO_DELIVERABLES = "Supervision failed: no worker delivered anything"
 
 Verdict = Literal["APPROVED", "REJECTED"]
 # How the review loop ended: the critic approved; it still rejected after the last
-# correction round; it gave no valid verdict twice; or there was nothing to review.
-LoopEnd = Literal["approved", "round_cap", "no_verdict", "no_deliverables"]
+# correction round; it gave no valid verdict twice; there was nothing to review; or the
+# run's budget refused a call before the critic was done.
+LoopEnd = Literal["approved", "round_cap", "no_verdict", "no_deliverables", "budget"]
 
 
 class CriticVerdict(BaseModel):
@@ -398,7 +406,7 @@ async def _review(
         if reading.ignored:
             unknown = quoted_names(reading.ignored)
             await emit(WarningRaised(message=f"gave feedback to {unknown}, not a worker of this panel; ignored", member=critic.name))
-        if reading.problem is None or attempts == 2 or critic.name in gateway.excluded:
+        if reading.problem is None or attempts == 2 or critic.name in gateway.excluded or gateway.budget_exhausted:
             break
         await emit(WarningRaised(message=f"its verdict could not be used ({reading.problem}); asked once more", member=critic.name))
         if reply.ok:
@@ -439,11 +447,16 @@ async def _review_loop(
     by_name = {worker.member.name: worker for worker in workers}
     review: Review | None = None
     corrections = 0
+    ending = "the deliverables go to consolidation as they stand"
     while True:
+        if await out_of_budget(gateway, emit, ending):
+            return "budget", review, corrections
         index = rounds[-1].index
         previous = {} if review is None else {name: review.feedback[name] for name in review.rejected}
         review = await _review(panel, plan, goal, workers, index, previous, gateway, emit)
         rounds[-1].review = review
+        if review.verdict is None and await out_of_budget(gateway, emit, ending):
+            return "budget", review, corrections
         if review.verdict is None:
             await emit(
                 WarningRaised(
@@ -470,7 +483,17 @@ async def _review_loop(
         rounds.append(SuperviseRound(index=index + 1, deliveries=fixes))
 
 
+def deliverables_document(workers: list[_Worker]) -> str | None:
+    """Every deliverable under its worker's name: what supervise has when no chairman can
+    consolidate (the budget ran out), or None when no worker delivered."""
+    given = [worker for worker in workers if worker.deliverable is not None]
+    return "\n\n".join(f"### {worker.member.name}\n\n{worker.deliverable}" for worker in given) or None
+
+
 async def supervise(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> SuperviseResult:
+    """When the run's budget refuses a call, the review loop ends (`loop_end: budget`) and
+    the deliverables as they stand go to the chairman, if its call (or a backup's) still
+    fits; else the final answer is every deliverable under its worker's name."""
     plan = plan_supervision(panel)
     workers = [_Worker(member) for member in plan.workers]
 
@@ -493,6 +516,9 @@ async def supervise(panel: Panel, question: str, gateway: Gateway, emit: Emit) -
         prompt = synthesis_prompt(question, plan.workers, deliverables, review, corrections)
         synthesis = await synthesis_stage(gateway, emit, plan.chairmen, prompt, limit=RULES.limit(panel, "synthesis"))
     answer = synthesis.text if synthesis is not None and synthesis.success else None
+    if synthesis is not None and not synthesis.success and gateway.budget_exhausted:
+        answer = deliverables_document(workers)
+        await emit(WarningRaised(message="no chairman's call fit the budget; the deliverables as they stand are the final answer"))
     accepted = _accepted(review, [worker.member.name for worker in workers])
     return SuperviseResult(
         final_answer=answer,

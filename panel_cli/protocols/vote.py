@@ -40,7 +40,7 @@ from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.structured import extract_json_object
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
-from panel_cli.protocols.stages import failure_reason, gather_each, open_stage
+from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.protocols.tally import (
     Ballot,
     MatchedBy,
@@ -412,7 +412,9 @@ async def _warn(emit: Emit, member: str, warnings: list[str]) -> None:
 
 async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, emit: Emit) -> Poll:
     """Ask every voter at once (at most `max_voters` at a time) until collection closes,
-    announce each ballot as it arrives, then count."""
+    announce each ballot as it arrives, then count. When the run's budget refuses a voter's
+    call, that voter casts no ballot (it is listed under `failed`, kind `budget`) and the
+    ballots that came in are counted, against the same quorum; a warning says so."""
     limit = RULES.limit(panel, "vote")
     names = panel.member_names
     stage = await open_stage(emit, "vote", members=names, limit=limit)
@@ -446,6 +448,8 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
     outcomes = await gather_each(panel.members, ballot_of, at_once=plan.max_voters)
     ballots = [outcome for outcome in outcomes if isinstance(outcome, Ballot)]
     failures = [outcome for outcome in outcomes if isinstance(outcome, VoterFailure)]
+    cast = len(ballots)
+    await out_of_budget(gateway, emit, f"only the {cast} ballot{'s' if cast != 1 else ''} cast before it did are counted")
     counted = tally(ballots, plan.options, plan.method, threshold=plan.threshold, quorum=plan.quorum)
     if counted.quorum_met:
         await emit(QuorumReached(current=counted.ballots_cast, required=plan.quorum))
@@ -503,6 +507,9 @@ async def _ask_leader(panel: Panel, plan: VotePlan, leader: Member, question: st
 
 
 async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> DecideResult:
+    """A vote kept as a decision. Under a budget, the ballots that came in are counted (see
+    `_poll`) and the leader is still asked when no option wins, if its call fits; when it
+    does not, the decision has no winner and says the leader could not choose (budget)."""
     plan = plan_vote(panel, "decide")
     poll = await _poll(panel, plan, question, gateway, emit)
     counted = poll.tally

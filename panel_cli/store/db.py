@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from panel_cli.errors import UserError
 from panel_cli.redact import redact_obj, secret_values
@@ -47,6 +47,9 @@ Changed = TypeVar("Changed")
 PAGE_SIZE = 8192
 # Long enough for a writer to wait out any other (eight processes writing at once, a purge).
 BUSY_TIMEOUT_MS = 30000
+# The most runs a thread of follow-ups is read to, each way from a run: a loop of `--continue
+# last` can make a long chain, and `history show` lists the thread a line a run.
+THREAD_LIMIT = 100
 
 
 def default_db_path() -> Path:
@@ -284,6 +287,7 @@ class RunSummary(BaseModel):
     tokens: int | None = None
     cost: float | None = None
     outcome: str | None = None
+    parent_id: str | None = None
 
     @property
     def reached_answer(self) -> bool:
@@ -305,9 +309,37 @@ class RunMember(BaseModel):
     label: str | None = None
 
 
+class ThreadRun(BaseModel):
+    """A run of a thread of follow-ups, as `history show` lists it beside the run it shows:
+    `depth` is how many follow-up steps away it is (1: the run's parent, or a direct follow-up);
+    `answer_preview` is its final answer on one short line (None: it has none)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    run_id: str
+    parent_id: str | None = None
+    depth: int
+    protocol: str
+    question: str
+    status: ListedStatus
+    started_at: float
+    answer_preview: str | None = None
+
+
+class RunThread(BaseModel):
+    """Where a run sits among follow-ups: the runs it continues, oldest first, up to the first
+    one no longer stored; and every follow-up of it and of those, depth first, each run's
+    follow-ups in the order they started. At most THREAD_LIMIT each way."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    ancestors: list[ThreadRun] = []
+    follow_ups: list[ThreadRun] = []
+
+
 class RunRecord(RunSummary):
     """A whole run. `pid` and `host` are the process that wrote it (None for a run from a
-    file older than them)."""
+    file older than them). `thread`: the runs it follows up and its follow-ups."""
 
     members: list[RunMember]
     config: dict[str, Any]
@@ -316,6 +348,7 @@ class RunRecord(RunSummary):
     error: str | None = None
     pid: int | None = None
     host: str | None = None
+    thread: RunThread = Field(default_factory=RunThread)
 
     @property
     def warnings(self) -> list[Any]:
@@ -494,7 +527,7 @@ def listed_status(row: Mapping[str, Any]) -> ListedStatus:
 
 def _summary(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        **{key: row[key] for key in ("id", "protocol", "panel", "question", "calls", "tokens", "cost", "outcome")},
+        **{key: row[key] for key in ("id", "protocol", "panel", "question", "calls", "tokens", "cost", "outcome", "parent_id")},
         "status": listed_status(row),
         "started_at": optional_epoch(row["started_at"]),
         "finished_at": optional_epoch(row["finished_at"]),
@@ -521,8 +554,29 @@ def prefix_successor(prefix: str) -> str | None:
 
 _SUMMARY = (
     "SELECT r.id, r.protocol, r.panel, question.body AS question, r.status, r.started_at, r.finished_at, r.calls,"
-    " r.tokens, r.cost, r.outcome, r.pid, r.host FROM runs r LEFT JOIN texts question ON question.id = r.question_text"
+    " r.tokens, r.cost, r.outcome, r.pid, r.host, r.parent_id FROM runs r LEFT JOIN texts question ON question.id = r.question_text"
 )
+# A run's ancestors, nearest first: the chain of parent ids, up to the first run no longer stored.
+_ANCESTORS = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT parent_id, 1 FROM runs WHERE id = :id AND parent_id IS NOT NULL
+    UNION ALL
+    SELECT r.parent_id, chain.depth + 1 FROM chain JOIN runs r ON r.id = chain.id
+    WHERE r.parent_id IS NOT NULL AND chain.depth < :limit
+)
+SELECT r.*, chain.depth FROM chain JOIN runs r ON r.id = chain.id ORDER BY chain.depth
+"""
+# A run's follow-ups, through the parent_id index, depth first: ordered by the path of start
+# times (ISO text of one width, so it sorts as time) and ids from the run down.
+_FOLLOW_UPS = """
+WITH RECURSIVE tree(id, depth, path) AS (
+    SELECT id, 1, started_at || id FROM runs WHERE parent_id = :id
+    UNION ALL
+    SELECT r.id, tree.depth + 1, tree.path || ' ' || r.started_at || r.id FROM tree JOIN runs r ON r.parent_id = tree.id
+    WHERE tree.depth < :limit
+)
+SELECT r.*, tree.depth FROM tree JOIN runs r ON r.id = tree.id ORDER BY tree.path LIMIT :limit
+"""
 
 
 class TranscriptReader:
@@ -680,7 +734,35 @@ class TranscriptReader:
                 "error": row["error"],
                 "pid": row["pid"],
                 "host": row["host"],
+                "thread": self.thread(row["id"]),
             }
+        )
+
+    def thread(self, run_id: str) -> RunThread:
+        """The runs `run_id` follows up and its follow-ups (see `RunThread`)."""
+        found = {"id": run_id, "limit": THREAD_LIMIT}
+        ancestors = self._query(_ANCESTORS, found)[::-1]
+        follow_ups = self._query(_FOLLOW_UPS, found)
+        texts = self._texts(text_id for row in [*ancestors, *follow_ups] for text_id in (row["question_text"], row["final_answer_text"]))
+        return RunThread.model_construct(
+            ancestors=[self._thread_run(row, texts) for row in ancestors],
+            follow_ups=[self._thread_run(row, texts) for row in follow_ups],
+        )
+
+    @staticmethod
+    def _thread_run(row: sqlite3.Row, texts: TextCache) -> ThreadRun:
+        from panel_cli.store.writer import preview  # the writer's code, which `history` rarely needs
+
+        answer = texts.optional(row["final_answer_text"])
+        return ThreadRun.model_construct(
+            run_id=row["id"],
+            parent_id=row["parent_id"],
+            depth=row["depth"],
+            protocol=row["protocol"],
+            question=texts.optional(row["question_text"]) or "",
+            status=listed_status(row),
+            started_at=optional_epoch(row["started_at"]),
+            answer_preview=None if answer is None else preview(answer),
         )
 
     @property

@@ -355,3 +355,12 @@ def m006_tool_calls(db: sqlite3.Connection) -> None:
         """
     )
     db.execute("CREATE INDEX tool_calls_call_id ON tool_calls(run_id, call_id)")
+
+
+@migration
+def m007_follow_ups(db: sqlite3.Connection) -> None:
+    """`parent_id` names the run a follow-up continues (`--continue`), copied from its config as
+    the batch id is, so a thread is walked both ways: up by id, down through the index. A run
+    that continues none has NULL."""
+    db.execute("ALTER TABLE runs ADD COLUMN parent_id TEXT")
+    db.execute("CREATE INDEX runs_parent_id ON runs(parent_id) WHERE parent_id IS NOT NULL")

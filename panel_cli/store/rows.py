@@ -48,6 +48,9 @@ ENVELOPE = ("run_id", "seq", "ts", "type")
 # key; its batch id (`panel batch`) also goes to a column of its own, to find a batch's runs.
 TAGS_KEY = "tags"
 BATCH_TAG = "batch"
+# The run a follow-up continues is kept in RunStarted's config under this key (as
+# `panel_cli.protocols.base.PARENT_ID_KEY`), and in the `parent_id` column to walk threads.
+PARENT_ID_KEY = "parent_id"
 
 
 def run_fields(row: Mapping[str, Any], texts: TextCache, kind: str) -> dict[str, Any]:
@@ -74,6 +77,12 @@ def batch_of(config: Any) -> str | None:
     tags = config.get(TAGS_KEY) if isinstance(config, dict) else None
     batch = tags.get(BATCH_TAG) if isinstance(tags, dict) else None
     return batch if isinstance(batch, str) else None
+
+
+def parent_of(config: Any) -> str | None:
+    """The run a follow-up continues, from its config; None for a run that continues none."""
+    parent = config.get(PARENT_ID_KEY) if isinstance(config, dict) else None
+    return parent if isinstance(parent, str) else None
 
 
 def call_fields(row: Mapping[str, Any], texts: TextCache) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from panel_cli.store.rows import (
     decision_fields,
     envelope,
     leftover,
+    parent_of,
     restore,
     run_fields,
 )
@@ -165,6 +166,9 @@ class RunWriter:
         batch = batch_of(payload["config"])
         if batch is not None:
             self._db.execute("UPDATE runs SET batch_id = ? WHERE id = ?", (batch, run_id))
+        parent = parent_of(payload["config"])
+        if parent is not None:
+            self._db.execute("UPDATE runs SET parent_id = ? WHERE id = ?", (parent, run_id))
         return run_fields(self._run_row(run_id), TextCache(self._db), "run_started")
 
     def insert_call(
@@ -226,9 +230,12 @@ class RunWriter:
     def update_totals(self, run_id: str) -> None:
         """Kept current after every call, so a run that crashed still shows what it spent.
         SQL's SUM skips NULLs and is NULL when all are: an unknown cost stays unknown
-        rather than becoming 0, and a partly known one is the sum of what is known."""
+        rather than becoming 0, and a partly known one is the sum of what is known. A call the
+        budget refused is kept as a row but not counted: no request went out (as `RunTotals`)."""
         calls, tokens_in, tokens_out, cost = self._db.execute(
-            "SELECT COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(cost) FROM calls WHERE run_id = ?", (run_id,)
+            "SELECT COUNT(*) FILTER (WHERE error_kind IS NOT 'budget'), SUM(tokens_in), SUM(tokens_out), SUM(cost)"
+            " FROM calls WHERE run_id = ?",
+            (run_id,),
         ).fetchone()
         tokens = None if tokens_in is None and tokens_out is None else (tokens_in or 0) + (tokens_out or 0)
         self._db.execute("UPDATE runs SET calls = ?, tokens = ?, cost = ? WHERE id = ?", (calls, tokens, cost, run_id))

@@ -1,14 +1,59 @@
-"""The end of a run: the final answer as Markdown in a panel, then a one-line summary."""
+"""The end of a run: the final answer as Markdown in a panel, then a one-line summary.
+
+Rich's Markdown costs `panel history show` a sixth of its start (markdown-it, and pygments for
+code blocks), and many answers hold no Markdown at all. Those are drawn as the paragraphs
+Markdown would make of them, and Markdown is imported only for an answer that needs it."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markdown import Markdown
+import re
+
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.text import Text
 
 from panel_cli.events import RunFinished
 from panel_cli.view.summary import ViewTotals, summary_fields
+
+# What could make CommonMark (with tables and strikethrough, as Rich parses it) read a text as
+# more than paragraphs: emphasis, code, escapes, entities, HTML, tables, strikethrough and
+# links anywhere; a block marker at the start of a line (heading, quote, list, rule, fence,
+# setext underline, table); indentation; trailing spaces (hard breaks); and whitespace other
+# than a space or a line break. Conservative: any of them sends the text to Markdown.
+MARKDOWN_SYNTAX = re.compile(
+    r"[*_`\\<>&|~]"  # inline syntax, HTML, entities, tables, strikethrough
+    r"|\](?:[(\[:])"  # a link, a reference or a link definition ([x] alone is text)
+    r"|^(?:[#+=-]|\d{1,9}[.)])"  # a block marker opening a line
+    r"|^[ \t]|[ \t]$"  # indentation; trailing spaces make a hard break
+    r"|[^\S \n]",  # tabs, carriage returns and other whitespace
+    re.MULTILINE,
+)
+
+
+class Paragraphs:
+    """Plain text drawn exactly as Rich's Markdown draws paragraphs: each paragraph's lines
+    joined by a space, left-justified and wrapped, a blank line between paragraphs."""
+
+    def __init__(self, paragraphs: list[str]) -> None:
+        self.paragraphs = paragraphs
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        options = options.update(height=None)
+        for index, paragraph in enumerate(self.paragraphs):
+            if index:
+                yield Segment.line()
+            yield from console.render(Text(paragraph, justify="left"), options)
+
+
+def answer_body(answer: str) -> RenderableType:
+    """The answer as Markdown, or as its paragraphs when it holds no Markdown syntax."""
+    if answer.strip() and "\0" not in answer and not MARKDOWN_SYNTAX.search(answer):
+        blocks = re.split(r"\n{2,}", answer.strip("\n"))
+        return Paragraphs([block.replace("\n", " ") for block in blocks])
+    from rich.markdown import Markdown
+
+    return Markdown(answer)
 
 
 def render_final(console: Console, event: RunFinished, totals: ViewTotals | None = None) -> None:
@@ -16,7 +61,8 @@ def render_final(console: Console, event: RunFinished, totals: ViewTotals | None
     from the run's events) the summary holds only what `event.result` says."""
     if event.final_answer:
         title, style = ("answer", "green") if event.reached_answer else ("no answer reached", "red")
-        console.print(Panel(Markdown(event.final_answer), title=title, title_align="left", border_style=style))
+        # A `Text` title: a string would be parsed as markup, which loads Rich's emoji table.
+        console.print(Panel(answer_body(event.final_answer), title=Text(title), title_align="left", border_style=style))
     else:
         console.print(Text("No answer was reached.", style="bold red"))
     console.print(summary_line(event, totals, console.width))

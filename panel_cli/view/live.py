@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner
 from rich.text import Text
 
 from panel_cli.events import (
@@ -12,6 +12,7 @@ from panel_cli.events import (
     CallFailed,
     CallFinished,
     CallStarted,
+    CallTextGrew,
     ContributionMade,
     DelphiRoundEnded,
     LeaderChose,
@@ -46,6 +47,12 @@ from panel_cli.view.orchestrate import TaskStage, rejection_note
 from panel_cli.view.summary import ViewTotals
 from panel_cli.view.tables import StageState, render_aggregate, warning_line
 
+if TYPE_CHECKING:
+    # Imported when a live area starts: `history show` draws with none, and pays for neither
+    # them nor asyncio.
+    from rich.live import Live
+    from rich.spinner import Spinner
+
 
 class LiveView:
     """Draws a run on a terminal with Rich `Live`.
@@ -55,7 +62,13 @@ class LiveView:
     The console is injected so tests and replays choose where it goes; colour follows the
     console (and so NO_COLOR). `panel history show` draws a stored run with `animate=False`
     (each stage printed once it ends, never a live area) and `header=False` (it prints a
-    fuller header of its own)."""
+    fuller header of its own).
+
+    It `follows_text`: a streamed reply grows in its row as it is written. Live redraws on
+    its own tick; a call's first words are drawn at once (the calls whose first words arrive
+    together share one drawing), since the wait for them is what a person watches."""
+
+    follows_text = True
 
     def __init__(
         self, console: Console, *, refresh_per_second: float = 8, animate: bool = True, header: bool = True
@@ -73,7 +86,8 @@ class LiveView:
         self._verdicts: list[VerdictGiven] = []
         self._seen: set[tuple[str, int | None]] = set()
         self._live: Live | None = None
-        self._spinner = Spinner("dots", style="cyan")  # one instance, so updates do not restart its animation
+        self._spinner: Spinner | None = None  # one instance, so updates do not restart its animation
+        self._draw_soon = False
 
     async def __call__(self, event: BaseEvent) -> None:
         self.totals.update(event)
@@ -86,6 +100,8 @@ class LiveView:
                 self._open_stage(event.stage, event.round, event.members)
             case CallStarted() | CallFinished() | CallFailed() | MemberSkipped():
                 self._on_call(event)
+            case CallTextGrew():
+                self._on_text(event)
             case VoteCast():
                 if self._stage and self._stage.round == event.round:
                     self._stage.member_row(event.voter, self._labels.get(event.voter)).vote = event
@@ -169,6 +185,24 @@ class LiveView:
         elif isinstance(event, CallFailed):
             row.fail(event)
 
+    def _on_text(self, event: CallTextGrew) -> None:
+        """A streamed reply so far, into its call's row; its first words are drawn at once."""
+        stage = self._stage
+        if stage is None or stage.key != (event.stage, event.round):
+            return
+        row = stage.call_row(event.call_id, event.member, self._labels.get(event.member), event.about)
+        first = row.status != "writing"
+        row.grow(event.text)
+        if first and row.status == "writing" and not self._draw_soon and self._live is not None:
+            self._draw_soon = True
+            import asyncio
+
+            asyncio.get_running_loop().call_soon(self._draw_now)
+
+    def _draw_now(self) -> None:
+        self._draw_soon = False
+        self._refresh(now=True)
+
     def _on_tool(self, event: ToolCallStarted | ToolCallFinished) -> None:
         """A tool call goes on the row of the model call that made it, as it happens; one from
         a stage already printed is left out (its stage table is final)."""
@@ -197,6 +231,10 @@ class LiveView:
         self._seen.add(new.key)
         self._finish_stage(new)
         if self._live is None and self._animate:
+            from rich.live import Live
+            from rich.spinner import Spinner
+
+            self._spinner = Spinner("dots", style="cyan")
             self._live = Live(
                 self._live_renderable(),
                 console=self.console,
@@ -218,6 +256,8 @@ class LiveView:
     def _live_renderable(self) -> RenderableType:
         if self._stage is None:
             return Text("")
+        if self._spinner is None:
+            return self._stage.render()
         self._spinner.update(text=Text(self._stage.progress, style="dim"))
         return Group(self._stage.render(), self._spinner)
 

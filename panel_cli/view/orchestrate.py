@@ -137,6 +137,8 @@ class TaskTable:
 
     def columns(self) -> list[Column]:
         rows = self.stage.tasks
+        # A running subtask's output as it is written (its call's row is about the subtask).
+        writing = {row.about: row.preview for row in self.stage.rows if row.about and row.status == "writing"}
         return [
             Column("task", [Text.assemble((row.prefix, "dim"), (row.task_id, "bold")) for row in rows], keep=0),
             Column("worker", [Text(row.worker) for row in rows], keep=2),
@@ -144,7 +146,7 @@ class TaskTable:
             Column("status", [Text(row.status, style=TASK_STYLES[row.status]) for row in rows], keep=0),
             Column("start", [Text("" if row.start is None else f"+{fmt.seconds(row.start)}") for row in rows], keep=6, justify="right"),
             Column("time", [Text("" if row.duration is None else fmt.seconds(row.duration)) for row in rows], keep=5, justify="right"),
-            Column("title / output", [_note(row) for row in rows], keep=4, shrink_to=12, style="dim"),
+            Column("title / output", [_note(row, writing.get(row.task_id)) for row in rows], keep=4, shrink_to=12, style="dim"),
             *self.tools_columns(),
         ]
 
@@ -156,8 +158,11 @@ class TaskTable:
         return [Column("tools", [tools_cell(used.get(row.task_id, [])) for row in self.stage.tasks], keep=3, shrink_to=16)]
 
 
-def _note(row: TaskRow) -> Preview:
-    """The title until the subtask ends; then its output's beginning, its error, or why it was skipped."""
+def _note(row: TaskRow, so_far: str | None = None) -> Preview:
+    """The title until the subtask ends, or the end of its output `so_far` while it is written;
+    then its output's beginning, its error, or why it was skipped."""
+    if so_far is not None and row.status == "running":
+        return Preview(Text(so_far), from_end=True)
     text = fmt.one_line(row.note or row.title)
     return Preview(Text(text, style="red" if row.status == "failed" else ""))
 

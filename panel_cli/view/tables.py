@@ -20,10 +20,11 @@ from panel_cli.events import CallFailed, CallFinished, MemberSkipped, RoundTalli
 from panel_cli.view import fmt
 from panel_cli.view.tools import ToolActivity, tools_cell
 
-Status = Literal["waiting", "answered", "failed", "timed out", "cancelled", "skipped"]
+Status = Literal["waiting", "writing", "answered", "failed", "timed out", "cancelled", "skipped"]
 
 STATUS_STYLES: dict[Status, str] = {
     "waiting": "dim",
+    "writing": "cyan",
     "answered": "green",
     "failed": "bold red",
     "timed out": "yellow",
@@ -34,13 +35,16 @@ FAILURE_STATUS: dict[str, Status] = {"timeout": "timed out", "cancelled": "cance
 BAR_WIDTH = 24
 TRUNCATED = " (truncated)"
 WINNER = "★"
+# How much of a reply still being written its row keeps: more than any cell shows.
+TAIL = 400
 
 
 @dataclass
 class CallRow:
     """One row of a stage: a member announced by the stage and still waiting, or one call.
     `about` is what the call is about when a member makes several (a judge scoring each
-    response), so each of those calls has a row of its own."""
+    response), so each of those calls has a row of its own. `writing`: its reply is being
+    streamed, and `preview` is the end of the text so far (the words arriving)."""
 
     name: str
     label: str | None = None
@@ -59,6 +63,16 @@ class CallRow:
     def free(self) -> bool:
         """An announced row that no call (nor a skip) has claimed yet."""
         return self.call_id is None and self.status == "waiting"
+
+    @property
+    def pending(self) -> bool:
+        return self.status in ("waiting", "writing")
+
+    def grow(self, text: str) -> None:
+        """The reply so far; a reply already finished or failed stays as it ended."""
+        if self.pending:
+            self.status = "writing"
+            self.preview = fmt.one_line(text[-TAIL:], TAIL)
 
     def finish(self, event: CallFinished) -> None:
         self.status = "answered"
@@ -98,7 +112,7 @@ class StageState:
 
     @property
     def progress(self) -> str:
-        done = sum(row.status != "waiting" for row in self.rows)
+        done = sum(not row.pending for row in self.rows)
         return f"{self.title} · {done}/{len(self.rows)} done"
 
     def announce(self, name: str, label: str | None) -> None:
@@ -282,17 +296,21 @@ def preview_cell(row: CallRow) -> Preview:
     """A vote round's call text is the structured vote itself (JSON); its rationale reads better.
     A truncated reply says so at the end of its preview."""
     failed = row.status in ("failed", "timed out")
+    if row.status == "writing":
+        return Preview(Text(row.preview), from_end=True)
     text = fmt.one_line(row.vote.rationale) if row.vote and row.vote.rationale else row.preview
     return Preview(Text(text, style="red" if failed else ""), Text(TRUNCATED, style="yellow") if row.truncated else None)
 
 
 class Preview:
     """One line cut to its cell with an ellipsis, its `mark` (` (truncated)`) kept whole at
-    the end however narrow the cell, since the mark is what must not be missed."""
+    the end however narrow the cell, since the mark is what must not be missed. `from_end`:
+    a reply still being written shows its end, where the new words arrive, cut at the start."""
 
-    def __init__(self, text: Text, mark: Text | None = None) -> None:
+    def __init__(self, text: Text, mark: Text | None = None, *, from_end: bool = False) -> None:
         self.text = text
         self.mark = mark
+        self.from_end = from_end
 
     @property
     def cell_len(self) -> int:
@@ -300,6 +318,11 @@ class Preview:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         line = self.text.copy()
+        if self.from_end and line.cell_len > options.max_width > 1:
+            tail = line[len(line) - options.max_width + 1 :]
+            while tail.cell_len > options.max_width - 1:
+                tail = tail[1:]
+            line = Text("…").append_text(tail)
         room = options.max_width - (self.mark.cell_len if self.mark else 0)
         if self.mark is not None and room > 0:
             line.truncate(room, overflow="ellipsis")

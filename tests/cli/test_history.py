@@ -100,7 +100,7 @@ def test_list_json(db: Path) -> None:
     runs = json.loads(invoke("list", "--db", str(db), "--json"))
     assert [run["run_id"] for run in runs] == ["run-crashed-3", "run-unpriced-2", "run-finished-1"]
     assert list(runs[0]) == [
-        "run_id", "protocol", "question", "reached_answer", "duration_s", "calls", "tokens", "cost",
+        "run_id", "protocol", "question", "reached_answer", "duration_s", "calls", "tokens", "cost", "parent_id",
         "panel", "status", "outcome", "started_at", "finished_at",
     ]
     assert runs[1]["cost"] is None and runs[1]["status"] == "no_answer" and runs[1]["reached_answer"] is False
@@ -212,8 +212,8 @@ def test_show_json(db: Path) -> None:
     run = json.loads(invoke("show", "run-finished-1", "--db", str(db), "--json"))
     assert list(run) == [
         "run_id", "protocol", "question", "final_answer", "reached_answer", "duration_s", "calls", "tokens",
-        "cost", "warnings", "panel", "status", "outcome", "started_at", "finished_at", "members", "config", "result",
-        "error", "call_records", "events",
+        "cost", "warnings", "parent_id", "panel", "status", "outcome", "started_at", "finished_at", "members", "config",
+        "result", "error", "thread", "call_records", "events",
     ]
     assert run["run_id"] == "run-finished-1"
     assert run["final_answer"] == ANSWER and run["reached_answer"] is True

@@ -5,12 +5,19 @@ aiohttp talk to it exactly as they would to a provider: no monkeypatching of cli
 It runs its own asyncio loop in a daemon thread, so sync tests and async tests (whatever
 their loop) can share it, and it keeps per-request work small so that hundreds of
 concurrent keep-alive calls stay fast.
+
+A request with `"stream": true` gets its reply as server-sent events, the way OpenAI streams:
+the headers at once, the first piece of text after the step's `latency` (its time to first
+token), then a piece every `spacing` seconds, and the usage last when the request asked for
+it (`stream_options.include_usage`). Each stream is recorded (`streams`) with the moment its
+first token was sent, for benchmarks that time what a client does with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import socket
@@ -31,6 +38,7 @@ __all__ = [
     "RecordedRequest",
     "ReplyStep",
     "ResetStep",
+    "SentStream",
     "Step",
     "error",
     "hang",
@@ -87,15 +95,35 @@ class RecordedRequest:
     path: str
     received_at: float  # time.monotonic(), comparable across requests of one process
 
+    @property
+    def streamed(self) -> bool:
+        """Whether the client asked for the reply as a stream of events."""
+        return bool(self.body.get("stream"))
+
+
+@dataclass
+class SentStream:
+    """One streamed reply as the server sent it: its pieces, when the first went out
+    (time.monotonic(), None until then), and whether the stream ran to its end."""
+
+    model: str
+    pieces: list[str]
+    first_token_at: float | None = None
+    finished: bool = False
+
 
 @dataclass(frozen=True)
 class ReplyStep:
-    """A successful chat.completion whose content is computed from the request."""
+    """A successful chat.completion whose content is computed from the request. Streamed,
+    `latency` is the time to the first token, and the content goes out `chunk_chars`
+    characters at a time, `spacing` seconds apart."""
 
     content: Callable[[RecordedRequest], str]
     latency: float = 0.0
     prompt_tokens: int = 10
     completion_tokens: int = 20
+    spacing: float = 0.0
+    chunk_chars: int = 8
 
 
 @dataclass(frozen=True)
@@ -126,7 +154,7 @@ class HangStep:
 @dataclass(frozen=True)
 class ResetStep:
     """Announce a full completion, send its first `sent` bytes, then reset the connection:
-    a provider or proxy dying in the middle of the body."""
+    a provider or proxy dying in the middle of the body. Streamed: one piece, then the reset."""
 
     sent: int = 40
 
@@ -148,10 +176,16 @@ Step = ReplyStep | ErrorStep | MalformedStep | HangStep | ResetStep | ToolCallSt
 
 
 def reply(
-    text: str, *, latency: float = 0.0, prompt_tokens: int = 10, completion_tokens: int = 20
+    text: str,
+    *,
+    latency: float = 0.0,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 20,
+    spacing: float = 0.0,
+    chunk_chars: int = 8,
 ) -> ReplyStep:
-    """Answer with a fixed text."""
-    return ReplyStep(lambda _request: text, latency, prompt_tokens, completion_tokens)
+    """Answer with a fixed text (streamed: `chunk_chars` at a time, `spacing` apart)."""
+    return ReplyStep(lambda _request: text, latency, prompt_tokens, completion_tokens, spacing, chunk_chars)
 
 
 def reply_json(
@@ -172,9 +206,11 @@ def responder(
     latency: float = 0.0,
     prompt_tokens: int = 10,
     completion_tokens: int = 20,
+    spacing: float = 0.0,
+    chunk_chars: int = 8,
 ) -> ReplyStep:
     """Answer with text computed from the request (e.g. vote for a label in the prompt)."""
-    return ReplyStep(fn, latency, prompt_tokens, completion_tokens)
+    return ReplyStep(fn, latency, prompt_tokens, completion_tokens, spacing, chunk_chars)
 
 
 def tool_calls(*calls: tuple[str, dict[str, Any] | str], text: str | None = None, latency: float = 0.0) -> ToolCallStep:
@@ -297,13 +333,28 @@ class _Connection:
 
 
 @dataclass(frozen=True)
+class _Stream:
+    """A reply to send as server-sent events: `events` are the `data:` payloads after the
+    first `wait`, each `spacing` after the one before; `sent` records it as it goes.
+    `reset`: the connection is reset after the first event."""
+
+    events: list[bytes]
+    wait: float
+    spacing: float
+    sent: SentStream
+    reset: bool = False
+
+
+@dataclass(frozen=True)
 class _Answer:
-    """One response to write; `cut_at` sends only that many bytes of the body, then resets."""
+    """One response to write; `cut_at` sends only that many bytes of the body, then resets.
+    `stream`: the body is that stream instead, sent in HTTP chunks."""
 
     status: int
     body: bytes
     extra_headers: str = ""
     cut_at: int | None = None
+    stream: _Stream | None = None
 
 
 def _response(status: int, body: bytes, extra_headers: str = "", close: bool = False) -> bytes:
@@ -316,6 +367,17 @@ def _response(status: int, body: bytes, extra_headers: str = "", close: bool = F
         f"{extra_headers}\r\n"
     )
     return head.encode("latin-1") + body
+
+
+_STREAM_HEAD = "content-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
+
+
+def _stream_head(close: bool) -> bytes:
+    return f"HTTP/1.1 200 OK\r\n{_STREAM_HEAD}connection: {'close' if close else 'keep-alive'}\r\n\r\n".encode("latin-1")
+
+
+def _http_chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode("latin-1") + data + b"\r\n"
 
 
 def _retry_after(value: float | str | None) -> str:
@@ -349,6 +411,7 @@ class FakeOpenAIServer:
     def __init__(self) -> None:
         self.url = ""
         self.requests: list[RecordedRequest] = []
+        self.streams: list[SentStream] = []
         self.closed_early: list[str] = []
         self.errors: list[Exception] = []  # crashes of a connection handler (server bugs)
         self.in_flight = 0
@@ -450,6 +513,10 @@ class FakeOpenAIServer:
                 answer = await self._respond(conn, method, path, headers, body)
                 if answer is None:
                     return
+                if answer.stream is not None:
+                    if not await self._send_stream(conn, writer, answer.stream, close) or close:
+                        return
+                    continue
                 raw = _response(answer.status, answer.body, answer.extra_headers, close=close)
                 if answer.cut_at is not None:
                     writer.write(raw[: len(raw) - len(answer.body) + answer.cut_at])
@@ -479,8 +546,6 @@ class FakeOpenAIServer:
             model = str(body["model"])
         except (ValueError, KeyError, TypeError):
             return _Answer(400, _error_body(400, "request body must be JSON with a model"))
-        if body.get("stream"):
-            return _Answer(400, _error_body(400, "the fake server does not stream"))
         request = RecordedRequest(
             model=model,
             messages=list(body.get("messages", [])),
@@ -509,12 +574,14 @@ class FakeOpenAIServer:
                 await conn.wait_closed()
                 raise _ClientGone
             case ReplyStep():
-                if step.latency > 0:
+                if step.latency > 0 and not request.streamed:
                     await conn.sleep_or_close(step.latency)
                 try:
                     content = step.content(request)
                 except Exception as exc:  # a broken responder should fail loudly, not hang
                     return _Answer(500, _error_body(500, f"responder raised {exc!r}"))
+                if request.streamed:
+                    return _Answer(200, b"", stream=self._streamed(request, step, content))
                 return _Answer(200, self._completion(request, step.prompt_tokens, step.completion_tokens, content))
             case ErrorStep():
                 if step.latency > 0:
@@ -523,16 +590,73 @@ class FakeOpenAIServer:
             case MalformedStep():
                 body = step.body if isinstance(step.body, bytes) else step.body.encode()
                 return _Answer(step.status, body)
+            case ResetStep() if request.streamed:
+                stream = self._streamed(request, reply("this reply never arrives whole " * 20), "this reply never arrives whole " * 20)
+                return _Answer(200, b"", stream=dataclasses.replace(stream, reset=True))
             case ResetStep():
                 body = self._completion(request, 10, 20, "this reply never arrives whole " * 20)
                 return _Answer(200, body, cut_at=min(step.sent, len(body) - 1))
             case ToolCallStep():
+                if request.streamed:
+                    return _Answer(400, _error_body(400, "the fake server does not stream tool calls"))
                 if step.latency > 0:
                     await conn.sleep_or_close(step.latency)
                 calls = step.calls(request)
                 if not calls:
                     return _Answer(200, self._completion(request, step.prompt_tokens, step.completion_tokens, step.text or "ok"))
                 return _Answer(200, self._tool_completion(request, step, calls))
+
+    def _streamed(self, request: RecordedRequest, step: ReplyStep, content: str) -> _Stream:
+        """The events of a streamed reply: a role-and-text delta per piece, the finish, then the
+        usage when asked for (OpenAI sends it in a last chunk with no choices)."""
+        size = max(step.chunk_chars, 1)
+        pieces = [content[start : start + size] for start in range(0, len(content), size)] or [""]
+        head = {"id": f"chatcmpl-fake-{next(self._ids)}", "object": "chat.completion.chunk", "created": int(time.time()), "model": request.model, "system_fingerprint": "fp_fake"}
+
+        def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            return json.dumps({**head, "choices": choices, **extra}).encode()
+
+        events = [
+            event([{"index": 0, "delta": {"role": "assistant", "content": piece} if index == 0 else {"content": piece}, "logprobs": None, "finish_reason": None}])
+            for index, piece in enumerate(pieces)
+        ]
+        events.append(event([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}]))
+        options = request.body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            usage = {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens, "total_tokens": step.prompt_tokens + step.completion_tokens}
+            events.append(event([], usage=usage))
+        sent = SentStream(request.model, pieces)
+        self.streams.append(sent)
+        return _Stream(events, step.latency, step.spacing, sent)
+
+    async def _send_stream(self, conn: _Connection, writer: asyncio.StreamWriter, stream: _Stream, close: bool) -> bool:
+        """Send a stream as its pacing says; False when the client left before its end. The
+        request counts as in flight until its stream ends."""
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            writer.write(_stream_head(close))
+            await writer.drain()
+            for index, data in enumerate(stream.events):
+                wait = stream.wait if index == 0 else stream.spacing
+                if wait > 0:
+                    await conn.sleep_or_close(wait)
+                if index == 0:
+                    stream.sent.first_token_at = time.monotonic()
+                writer.write(_http_chunk(b"data: " + data + b"\n\n"))
+                await writer.drain()
+                if stream.reset:
+                    _reset(writer)
+                    return False
+            writer.write(_http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            await writer.drain()
+        except (_ClientGone, ConnectionError):
+            self.closed_early.append(stream.sent.model)
+            return False
+        finally:
+            self.in_flight -= 1
+        stream.sent.finished = True
+        return True
 
     def _tool_completion(self, request: RecordedRequest, step: ToolCallStep, calls: list[tuple[str, dict[str, Any] | str]]) -> bytes:
         tool_calls = [

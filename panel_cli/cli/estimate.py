@@ -1,0 +1,64 @@
+"""`panel estimate FILE` and every protocol command's `--dry-run`: the calls, tokens and cost a
+run would take, with no model called, no key needed and nothing stored."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from panel_cli.cli import options
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from panel_cli.cli.running import GatewayLoader
+    from panel_cli.config import Panel
+    from panel_cli.followup import FollowUp
+
+
+def show_estimate(
+    loader: GatewayLoader, panel: Panel, question: str, *, json_mode: bool, console: Console, follow_up: FollowUp | None = None
+) -> None:
+    """Print the estimate of a run (a table, or JSON with `--json`). The models must be ones
+    litellm routes, as for a run; the keys need not be set, since nothing is sent. A
+    follow-up's earlier turns are counted in every prompt, as its run sends them."""
+    from rich.console import Console
+
+    from panel_cli.errors import UserError
+    from panel_cli.estimate.build import estimate_run
+    from panel_cli.llm.catalog import check_with_litellm
+
+    progress = Console(stderr=True) if json_mode else console
+    litellm = loader.wait(progress, show_progress=progress.is_terminal)
+    unknown = [
+        f"Member '{member.name}': {problem}"
+        for member in panel.callable_members()
+        if (problem := check_with_litellm(litellm, member.model, member.api_base)) is not None
+    ]
+    if unknown:
+        raise UserError("\n".join(line if line.endswith(".") else line + "." for line in unknown))
+    estimate = estimate_run(panel, question, follow_up.turns if follow_up is not None else ())
+    if json_mode:
+        sys.stdout.write(json.dumps(estimate.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
+        return
+    from panel_cli.view.estimate import print_estimate
+
+    print_estimate(console, estimate)
+
+
+def estimate(
+    panel_file: Path = options.panel_file_argument(),
+    question: str | None = options.QUESTION,
+    json_mode: bool = options.JSON,
+    demo: bool = options.DEMO,
+    attach: list[Path] | None = options.ATTACH,
+) -> None:
+    """Show the calls, tokens and cost a run of the panel would take, calling no model."""
+    from panel_cli.cli.run import run
+
+    run(
+        panel_file=panel_file, question=question, json_mode=json_mode, quiet=False, db=None, demo=demo, attach=attach,
+        max_cost=None, max_calls=None, allow_unknown_prices=False, dry_run=True, follow_up=None,
+    )

@@ -1,0 +1,90 @@
+"""Streamed replies: reading one as it arrives, and telling the live view how it grows.
+
+Only a person at a terminal gains from watching an answer being written, so the gateway
+streams only when the live view draws the run, and only the calls whose text is meant to be
+read (answers, reviews, syntheses, contributions, outputs): a structured reply (a vote, a
+ballot, a verdict, a plan) is JSON until its last brace, and a call that may use tools goes
+back and forth with the model, so neither streams. A streamed call must end exactly as the
+same call unstreamed would: the same text, the same cut at `max_response_chars`, the same
+tokens, so the store, the result and a later resume cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from panel_cli.events import BaseEvent, CallTextGrew
+from panel_cli.llm.errors import ClassifiedError
+
+# The live view redraws about ten times a second; growth reported more often is never seen.
+TEXT_INTERVAL = 0.1
+
+
+@dataclass
+class StreamedReply:
+    """What a stream added up to. `text` holds at most `cap + 1` characters: enough for the
+    gateway to cut it and say it was cut, as it does for a reply read whole."""
+
+    text: str
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+class TextGrowth:
+    """Reports one call's text as it grows: its first text at once (the wait for a first token
+    is what a person watches), then at most once every `interval` seconds."""
+
+    def __init__(self, emit: Callable[[BaseEvent], Awaitable[Any]], call: dict[str, Any], interval: float = TEXT_INTERVAL) -> None:
+        self._emit = emit
+        self._call = {key: value for key, value in call.items() if key != "model"}
+        self._interval = interval
+        self._last: float | None = None
+
+    def restart(self) -> None:
+        """A new attempt starts over: its first text is shown at once again."""
+        self._last = None
+
+    def due(self) -> bool:
+        """Whether growth now would be reported (asked first, so the text is joined only then)."""
+        return self._last is None or time.monotonic() - self._last >= self._interval
+
+    async def report(self, text: str) -> None:
+        self._last = time.monotonic()
+        await self._emit(CallTextGrew(**self._call, text=text))
+
+
+async def read_stream(chunks: AsyncIterator[Any], grow: TextGrowth, cap: int) -> StreamedReply:
+    """Read a litellm stream to its end. The text is kept up to `cap + 1` characters and the
+    rest is read and dropped: the usage comes last, and a reply's tokens are counted whole
+    however long it runs (a runaway reply still ends at the call's deadline)."""
+    pieces: list[str] = []
+    kept = 0
+    tokens_in = tokens_out = None
+    async for chunk in chunks:
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            tokens_in = getattr(usage, "prompt_tokens", None)
+            tokens_out = getattr(usage, "completion_tokens", None)
+        piece = _delta_text(chunk)
+        if not piece or kept > cap:
+            continue
+        pieces.append(piece)
+        kept += len(piece)
+        if grow.due():
+            await grow.report("".join(pieces)[: cap + 1])
+    text = "".join(pieces)[: cap + 1]
+    if not text.strip():
+        raise ClassifiedError("malformed", "the reply was empty")
+    return StreamedReply(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+def _delta_text(chunk: Any) -> str:
+    """The text a chunk adds; the usage chunk and the finish have none."""
+    try:
+        content = chunk.choices[0].delta.content
+    except (AttributeError, IndexError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""

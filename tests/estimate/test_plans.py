@@ -1,0 +1,98 @@
+"""The calls each protocol's plan counts, at least and at most, by hand; no litellm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from panel_cli.config import Panel
+from panel_cli.estimate.plans import RunPlan, plan_run
+from panel_cli.protocols.plan import MAX_TASKS
+
+BOUND = 100
+
+
+def panel(names: list[str], **fields: Any) -> Panel:
+    members = [{"name": name, "model": f"demo/{persona}"} for name, persona in zip(names, ["sage", "skeptic", "engineer", "pragmatist", "historian"], strict=False)]
+    return Panel.model_validate({"name": "t", "members": members, **fields})
+
+
+def plan(p: Panel) -> RunPlan:
+    return plan_run(p, "Which database?", lambda member: BOUND)
+
+
+def counts(run: RunPlan) -> list[tuple[str, str | None, int, int]]:
+    """(stage, rounds, calls at least, calls at most) per stage."""
+    out = []
+    for stage in run.stages:
+        low, high = stage.pooled or (sum(c.low for c in stage.calls), sum(c.high for c in stage.calls))
+        out.append((stage.name, stage.rounds, low, high))
+    return out
+
+
+@pytest.mark.parametrize(("until", "rounds", "low"), [(True, 3, 2), (True, 1, 1), (False, 3, 3)])
+def test_confer_converges_after_two_vote_rounds_at_the_earliest(until, rounds, low):
+    run = plan(panel(["a", "b", "c"], protocol="confer", max_rounds=rounds, until_convergence=until))
+    assert counts(run) == [("answer", "0", 3, 3), ("vote", "1" if rounds == 1 else f"1–{rounds}", 3 * low, 3 * rounds)]
+    vote = run.stages[1].calls[0]
+    assert vote.quoted == 3 * BOUND and vote.schema is not None
+    assert "=== Answer A" in vote.prompt[0]["content"] and "Your current answer is Answer A." in vote.prompt[0]["content"]
+
+
+def test_council_review_quotes_every_answer_and_backup_chairmen_only_at_most():
+    run = plan(panel(["a", "b", "c"], protocol="council", chairman=["a", "b"]))
+    assert counts(run) == [("answer", None, 3, 3), ("review", None, 3, 3), ("synthesis", None, 1, 2)]
+    assert [c.quoted for c in run.stages[1].calls] == [3 * BOUND] * 3
+    assert run.stages[2].calls[0].quoted == 6 * BOUND  # three answers and three reviews
+
+
+def test_council_without_self_review_quotes_the_others_only():
+    run = plan(panel(["a", "b", "c"], protocol="council", self_review=False))
+    assert [c.quoted for c in run.stages[1].calls] == [2 * BOUND] * 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"mode": "fanout"}, [("answer", None, 3, 3)]),
+        ({"mode": "race"}, [("answer", None, 3, 3)]),
+        ({"mode": "consensus", "scorer": "judge:a"}, [("answer", None, 3, 3), ("judge", None, 3, 3)]),
+        ({"mode": "synthesize", "aggregator": "b"}, [("answer", None, 3, 3), ("synthesis", None, 1, 1)]),
+    ],
+)
+def test_ensemble_modes(fields, expected):
+    assert counts(plan(panel(["a", "b", "c"], protocol="ensemble", **fields))) == expected
+
+
+def test_vote_and_decide_with_a_leader():
+    assert counts(plan(panel(["a", "b", "c"], protocol="vote", options=["x", "y"]))) == [("vote", None, 3, 3)]
+    decided = plan(panel(["a", "b", "c"], protocol="decide", options=["x", "y"], leader="c"))
+    assert counts(decided) == [("vote", None, 3, 3), ("leader", None, 0, 1)]
+
+
+def test_delphi_rounds_and_synthesis():
+    run = plan(panel(["a", "b", "c"], protocol="delphi", max_rounds=4))
+    assert counts(run) == [("contribution", "1", 3, 3), ("contribution", "2–4", 3, 9), ("synthesis", None, 1, 1)]
+    assert run.stages[2].calls[0].quoted == 4 * 3 * BOUND
+    single = plan(panel(["a", "b"], protocol="delphi", max_rounds=1))
+    assert counts(single) == [("contribution", "1", 2, 2), ("synthesis", None, 1, 1)]
+
+
+def test_supervise_critic_retries_and_corrections():
+    workers = [{"name": n, "model": "demo/sage", "task": f"do {n}"} for n in ("w1", "w2")]
+    p = Panel.model_validate(
+        {"name": "t", "protocol": "supervise", "members": [*workers, {"name": "boss", "model": "demo/skeptic"}], "critic": "boss", "max_rounds": 2}
+    )
+    run = plan(p)
+    # 2 workers; the critic reviews up to 3 times, each asked once more at most; 2 correction rounds.
+    assert counts(run) == [("work", "1", 2, 2), ("critique", "1–3", 1, 6), ("correction", "2–3", 0, 4), ("synthesis", None, 1, 1)]
+    correction = run.stages[2].calls[0]
+    assert correction.longest is not None and len(correction.longest) == 5  # work, reply, fix, reply, fix
+
+
+def test_orchestrate_subtasks_are_pooled():
+    run = plan(panel(["lead", "research", "writing"], protocol="orchestrate", planner="lead", chairman="lead", max_plan_attempts=2))
+    assert counts(run) == [("plan", "1–2", 1, 2), ("subtasks", None, 1, MAX_TASKS), ("synthesis", None, 1, 1)]
+    assert [c.member.name for c in run.stages[1].calls] == ["research", "writing"]
+    assert run.notes and "planner decides" in run.notes[0]
