@@ -9,6 +9,7 @@ import typer
 from panel_cli.cli import completion, options
 
 
+@options.with_run_controls
 def confer(
     panel_file: Path = options.panel_file_argument(),
     question: str | None = options.QUESTION,
@@ -22,11 +23,7 @@ def confer(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """Every member answers, then votes anonymously with confidence until the winner is stable."""
     from panel_cli.cli.running import apply_demo, begin_run, declared_protocol, execute, parse_names, question_for
@@ -49,4 +46,4 @@ def confer(
     panel = apply_demo(panel.model_copy(update=updates), demo).with_attachments(attach)
     warnings = check_panel(panel, "confer", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, confer_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))
+    execute(loader, confer_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)

@@ -10,6 +10,7 @@ from panel_cli.cli import completion, options
 from panel_cli.cli.panels import MEMBERS, TIMEOUT, panel_for, with_timeout
 
 
+@options.with_run_controls
 def council(
     panel_file: Path | None = options.panel_file_argument(required=False),
     question: str | None = options.QUESTION,
@@ -27,11 +28,7 @@ def council(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """Every member answers, reviews and ranks the answers anonymously, then a chairman writes the final answer."""
     from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
@@ -46,4 +43,4 @@ def council(
     panel = apply_demo(with_timeout(panel, timeout, ("answer", "review")), demo).with_attachments(attach)
     warnings = check_panel(panel, "council", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, council_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))
+    execute(loader, council_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)

@@ -10,6 +10,7 @@ from panel_cli.cli import completion, options
 from panel_cli.cli.panels import MEMBERS, panel_for, with_timeout
 
 
+@options.with_run_controls
 def delphi(
     panel_file: Path | None = options.panel_file_argument(required=False),
     question: str | None = options.QUESTION,
@@ -28,11 +29,7 @@ def delphi(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """Experts answer on their own, then revise round after round seeing each other's analyses anonymously; a chairman synthesises consensus and divergence."""
     from panel_cli.cli.running import apply_demo, begin_run, execute, question_for
@@ -50,4 +47,4 @@ def delphi(
     panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("answer",)), demo).with_attachments(attach)
     warnings = check_panel(panel, "delphi", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, delphi_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))
+    execute(loader, delphi_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)

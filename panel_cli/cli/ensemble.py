@@ -10,6 +10,7 @@ from panel_cli.cli import completion, options
 from panel_cli.cli.panels import MEMBERS, TIMEOUT, panel_for, with_timeout
 
 
+@options.with_run_controls
 def ensemble(
     panel_file: Path | None = options.panel_file_argument(required=False),
     question: str | None = options.QUESTION,
@@ -30,11 +31,7 @@ def ensemble(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """One prompt to every member at once, no peer review; the mode decides what comes back."""
     from typing import get_args
@@ -66,4 +63,4 @@ def ensemble(
     panel = apply_demo(with_timeout(panel, timeout, ("answer",)), demo).with_attachments(attach)
     warnings = check_panel(panel, "ensemble", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, ensemble_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))
+    execute(loader, ensemble_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)

@@ -60,5 +60,5 @@ def estimate(
 
     run(
         panel_file=panel_file, question=question, json_mode=json_mode, quiet=False, db=None, demo=demo, attach=attach,
-        max_cost=None, max_calls=None, allow_unknown_prices=False, dry_run=True, follow_up=None,
+        controls=options.RunControls(dry_run=True),
     )

@@ -6,8 +6,12 @@ Flags need no value type here: the commands print every flag without one (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -63,3 +67,42 @@ class RunControls:
     allow_unknown_prices: bool = False
     dry_run: bool = False
     follow_up: str | None = None
+
+
+NO_CONTROLS = RunControls()
+
+# Each field of RunControls as the command line spells it: its type and its option.
+CONTROL_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "max_cost": (float | None, MAX_COST),
+    "max_calls": (int | None, MAX_CALLS),
+    "allow_unknown_prices": (bool, ALLOW_UNKNOWN_PRICES),
+    "dry_run": (bool, DRY_RUN),
+    "follow_up": (str | None, FOLLOW_UP),
+}
+assert list(CONTROL_OPTIONS) == [field.name for field in fields(RunControls)]
+
+
+def with_run_controls(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a protocol command the options of RunControls, declared here once. The command
+    takes one `controls: RunControls`; Typer reads the options from the signature, so they
+    stand in it in `controls`' place, and are gathered into one RunControls when it is called.
+    Called from Python (`panel run`), the command takes `controls=` as it is."""
+    signature = inspect.signature(command)
+    own = [parameter for name, parameter in signature.parameters.items() if name != "controls"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        for name, (kind, option) in CONTROL_OPTIONS.items()
+    ]
+
+    @functools.wraps(command)
+    def gathered(*args: Any, **kwargs: Any) -> None:
+        given = {name: kwargs.pop(name) for name in CONTROL_OPTIONS if name in kwargs}
+        controls = kwargs.pop("controls", None) or RunControls(**given)
+        command(*args, controls=controls, **kwargs)
+
+    gathered.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    gathered.__annotations__ = {
+        **{name: kind for name, kind in command.__annotations__.items() if name != "controls"},
+        **{name: kind for name, (kind, _) in CONTROL_OPTIONS.items()},
+    }
+    return gathered

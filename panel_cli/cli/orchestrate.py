@@ -82,6 +82,7 @@ def _models_panel(models: list[str], planner: str | None, chairs: list[str] | No
     return Panel.model_validate(data)
 
 
+@options.with_run_controls
 def orchestrate(
     panel_file: Path | None = options.panel_file_argument(required=False),
     question: str | None = options.QUESTION,
@@ -105,11 +106,7 @@ def orchestrate(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """A planner splits the question into subtasks for specialised workers; each runs as soon as its dependencies are done; a chairman writes the answer."""
     from panel_cli.cli.panels import with_timeout
@@ -137,4 +134,4 @@ def orchestrate(
     panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("plan", "task")), demo).with_attachments(attach)
     warnings = check_panel(panel, "orchestrate", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, orchestrate_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))
+    execute(loader, orchestrate_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)

@@ -8,6 +8,7 @@ from typing import Any
 from panel_cli.cli import options
 
 
+@options.with_run_controls
 def run(
     panel_file: Path = options.panel_file_argument(),
     question: str | None = options.QUESTION,
@@ -16,11 +17,7 @@ def run(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """Run a panel with the protocol its file names (protocol: confer, council, …)."""
     from panel_cli.cli.confer import confer
@@ -37,8 +34,7 @@ def run(
     check_panel(panel, panel.protocol)  # a protocol this version cannot run stops here, located
     common: dict[str, Any] = {
         "panel_file": panel_file, "question": question, "json_mode": json_mode, "quiet": quiet, "db": db, "demo": demo, "attach": attach,
-        "max_cost": max_cost, "max_calls": max_calls, "allow_unknown_prices": allow_unknown_prices, "dry_run": dry_run,
-        "follow_up": follow_up,
+        "controls": controls,
     }
     # Each command with its own options at their defaults: the file decides.
     commands: dict[str, tuple[Any, dict[str, Any]]] = {

@@ -11,6 +11,7 @@ from panel_cli.cli import options
 from panel_cli.cli.panels import with_timeout
 
 
+@options.with_run_controls
 def supervise(
     panel_file: Path = options.panel_file_argument(),
     question: str | None = options.QUESTION,
@@ -21,11 +22,7 @@ def supervise(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """Workers deliver their own tasks; a critic approves or sends them back with feedback; a chairman consolidates.
 
@@ -45,4 +42,4 @@ def supervise(
     panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("task", "review")), demo).with_attachments(attach)
     warnings = check_panel(panel, "supervise", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, supervise_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up))
+    execute(loader, supervise_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)

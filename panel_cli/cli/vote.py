@@ -74,6 +74,7 @@ def parse_method(value: str, option: str = "--method") -> Method:
     raise UserError(f"{option}: '{value}' is not a method; choose {', '.join(METHODS[:-1])} or {METHODS[-1]}.")
 
 
+@options.with_run_controls
 def vote(
     panel_file: Path | None = options.panel_file_argument(required=False),
     question: str | None = options.QUESTION,
@@ -89,20 +90,17 @@ def vote(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """Every member votes on fixed options; the ballots are counted by the method, against the quorum."""
     _run(
         "vote", panel_file, question, choices=choices, members=members, method=method, threshold=threshold, quorum=quorum,
         timeout=timeout, no_match=no_match, leader=None, json_mode=json_mode, quiet=quiet, db=db, demo=demo, attach=attach,
-        controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up),
+        controls=controls,
     )
 
 
+@options.with_run_controls
 def decide(
     panel_file: Path | None = options.panel_file_argument(required=False),
     question: str | None = options.QUESTION,
@@ -119,17 +117,13 @@ def decide(
     db: Path | None = options.DB,
     demo: bool = options.DEMO,
     attach: list[Path] | None = options.ATTACH,
-    max_cost: float | None = options.MAX_COST,
-    max_calls: int | None = options.MAX_CALLS,
-    allow_unknown_prices: bool = options.ALLOW_UNKNOWN_PRICES,
-    dry_run: bool = options.DRY_RUN,
-    follow_up: str | None = options.FOLLOW_UP,
+    controls: options.RunControls = options.NO_CONTROLS,
 ) -> None:
     """A vote inside the group, stored as a decision; when no option wins, the leader chooses."""
     _run(
         "decide", panel_file, question, choices=choices, members=members, method=method, threshold=threshold, quorum=quorum,
         timeout=timeout, no_match=no_match, leader=leader, json_mode=json_mode, quiet=quiet, db=db, demo=demo, attach=attach,
-        controls=options.RunControls(max_cost, max_calls, allow_unknown_prices, dry_run, follow_up),
+        controls=controls,
     )
 
 
