@@ -84,8 +84,10 @@ def panel_command() -> list[str]:
 
 
 def environment(folder: Path) -> dict[str, str]:
+    """As an installed panel runs: with bytecode. A shell that sets PYTHONDONTWRITEBYTECODE
+    would have panel's modules compiled again on every run, and not the floor app's one file."""
     return {
-        **os.environ,
+        **{key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"},
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_OFFLINE_MODE": "True",
         "OPENAI_API_KEY": "sk-dummy-bench-key",
