@@ -24,7 +24,8 @@ from pydantic import BaseModel
 
 from panel_cli.batch.progress import BatchProgress, BatchTotals
 from panel_cli.batch.questions import BatchQuestion
-from panel_cli.cli.running import SharedCalls, new_run_id, run_panel
+from panel_cli.cli.options import NO_CONTROLS
+from panel_cli.cli.running import SharedCalls, capped, new_run_id, run_panel
 from panel_cli.config import Panel
 from panel_cli.errors import PanelError, UserError
 from panel_cli.events import BaseEvent, CallFailed, CallFinished
@@ -228,11 +229,13 @@ class BatchRunner:
         run_id = new_run_id()
         started = time.perf_counter()
         usage = RunUsage(self.totals, self.progress)
+        panel = question_panel(self.panel, question)
         try:
+            # The file's `defaults.max_cost` caps each run, as it caps a run of the panel alone.
             outcome = await run_panel(
-                self.engine, question_panel(self.panel, question), question.question, store=store, secrets=self.secrets,
-                view=usage, shared=shared, warnings=self.warnings, tags={BATCH_TAG: self.batch_id, QUESTION_TAG: question.key},
-                run_id=run_id,
+                self.engine, panel, question.question, store=store, secrets=self.secrets, view=usage, shared=shared,
+                warnings=self.warnings, tags={BATCH_TAG: self.batch_id, QUESTION_TAG: question.key}, run_id=run_id,
+                budget=capped(panel, NO_CONTROLS, allow_flag=False),
             )
         except PanelError:
             raise

@@ -63,8 +63,9 @@ def batch(
     from panel_cli.batch.questions import parse_shard, read_questions
     from panel_cli.batch.questions import shard as slice_of
     from panel_cli.batch.runner import BatchRunner, BatchSummary, ResultsFile
+    from panel_cli.cli.options import NO_CONTROLS
     from panel_cli.cli.resume import engine_for
-    from panel_cli.cli.running import ready_to_call
+    from panel_cli.cli.running import capped, ready_to_call
     from panel_cli.cli.signals import run_until_signal
     from panel_cli.config import load_panel
     from panel_cli.store.db import resolve_db_path
@@ -82,6 +83,7 @@ def batch(
 
     progress_console = Console(stderr=True) if json_mode else Console()
     secrets = ready_to_call(loader, panel, console=progress_console, show_progress=progress_console.is_terminal and not quiet)
+    capped(panel, NO_CONTROLS, allow_flag=False)  # a cost cap over a member of unknown price stops the batch here, not each run
     results = ResultsFile(output)
     results.rewrite(_in_order(questions, lines))
     totals = BatchTotals(questions=len(questions), skipped=len(lines), done=len(lines))

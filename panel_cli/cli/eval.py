@@ -62,7 +62,8 @@ def eval_command(
     import json
     import secrets as random_ids
 
-    from panel_cli.cli.running import ready_to_call
+    from panel_cli.cli.options import NO_CONTROLS
+    from panel_cli.cli.running import capped, ready_to_call
     from panel_cli.cli.signals import run_until_signal
     from panel_cli.config import load_panel
     from panel_cli.eval.datasets import load_dataset
@@ -81,6 +82,7 @@ def eval_command(
     console = Console()
     progress_console = Console(stderr=True) if json_mode else console
     secrets = ready_to_call(loader, plan.called, console=progress_console, show_progress=progress_console.is_terminal)
+    capped(plan.called, NO_CONTROLS, allow_flag=False)  # a cost cap over a member of unknown price stops the eval here, not each run
     db_path = resolve_db_path(db)
     eval_id = "e" + random_ids.token_hex(5)
     progress = EvalBar(progress_console) if progress_console.is_terminal else PlainProgress()

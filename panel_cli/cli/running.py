@@ -265,14 +265,18 @@ async def run_panel(
             await calls.aclose()
 
 
-def capped(panel: Panel, controls: RunControls) -> Budget | None:
+def capped(panel: Panel, controls: RunControls, *, allow_flag: bool = True) -> Budget | None:
     """The run's budget: `--max-cost` (else the panel's `defaults.max_cost`) and `--max-calls`;
-    refuses (exit 2) a cost cap over a member of unknown price unless it is allowed."""
-    from panel_cli.llm.budget import run_budget
+    refuses (exit 2) a cost cap over a member of unknown price unless it is allowed. Commands
+    without `--allow-unknown-prices` (`allow_flag` false: batch, eval) say what else to do."""
+    from panel_cli.llm.budget import ALLOW_ADVICE, run_budget
 
+    cap = "--max-cost" if controls.max_cost is not None else "defaults.max_cost"
+    advice = ALLOW_ADVICE if allow_flag else "take max_cost out of the file's defaults to run them without a cap"
     max_cost = controls.max_cost if controls.max_cost is not None else panel.defaults.max_cost
     return run_budget(
-        panel.callable_members(), max_cost=max_cost, max_calls=controls.max_calls, allow_unknown_prices=controls.allow_unknown_prices
+        panel.callable_members(), max_cost=max_cost, max_calls=controls.max_calls, allow_unknown_prices=controls.allow_unknown_prices,
+        cap=cap, advice=advice,
     )
 
 

@@ -206,8 +206,9 @@ async def run_eval(
     """Run every system on every question, grade, and score. A run that fails outright is
     graded wrong and the eval goes on; Ctrl-C cancels every run in flight (each is stored as
     interrupted) and ends the eval."""
+    from panel_cli.cli.options import NO_CONTROLS
     from panel_cli.cli.resume import engine_for
-    from panel_cli.cli.running import SharedCalls, new_run_id, run_panel
+    from panel_cli.cli.running import SharedCalls, capped, new_run_id, run_panel
 
     shared = SharedCalls()
     judge_gateway = shared.gateway(_discard, plan.panel, None) if plan.judge is not None else None
@@ -232,7 +233,7 @@ async def run_eval(
         try:
             outcome = await run_panel(
                 engine, panel, question_text(item, system.protocol), store=record, secrets=secrets, shared=shared, tags=tags,
-                run_id=run_id,
+                run_id=run_id, budget=capped(panel, NO_CONTROLS, allow_flag=False),
             )
             answer = None if outcome.result.final_answer is None else redact(outcome.result.final_answer, secrets)
         except Exception as exc:  # the run is stored as failed; one broken question does not end the eval

@@ -86,14 +86,15 @@ def unpriced(members: Iterable[Member], table_price: Callable[[str], Price | Non
     return [member for member in members if known_price(member.model, table_price) is None]
 
 
-def unpriced_refusal(members: Sequence[Member]) -> str:
-    """The one sentence a run under `--max-cost` stops with when some member's price is unknown."""
+ALLOW_ADVICE = "add --allow-unknown-prices to run them as if they were free"
+
+
+def unpriced_refusal(members: Sequence[Member], cap: str = "--max-cost", advice: str = ALLOW_ADVICE) -> str:
+    """The one sentence a run under a cost cap stops with when some member's price is unknown:
+    the cap as the person set it (`--max-cost`, `defaults.max_cost`) and what they can do."""
     named = ", ".join(f"'{member.name}' ({member.model})" for member in members)
     noun = "member has" if len(members) == 1 else "members have"
-    return (
-        f"--max-cost cannot bound this run: {len(members)} {noun} no known price ({named}); "
-        "add --allow-unknown-prices to run them as if they were free."
-    )
+    return f"{cap} cannot bound this run: {len(members)} {noun} no known price ({named}); {advice}."
 
 
 class BudgetReport(BaseModel):
@@ -185,10 +186,14 @@ class Budget:
         return BudgetReport(max_cost=self.max_cost, max_calls=self.max_calls, spent=self.spent, calls=self.calls, refused=self.refused)
 
 
-def run_budget(members: Sequence[Member], *, max_cost: float | None, max_calls: int | None, allow_unknown_prices: bool) -> Budget | None:
+def run_budget(
+    members: Sequence[Member], *, max_cost: float | None, max_calls: int | None, allow_unknown_prices: bool,
+    cap: str = "--max-cost", advice: str = ALLOW_ADVICE,
+) -> Budget | None:
     """The budget a run starts with, or None when it has no cap. Under a cost cap, a member
-    whose price litellm does not know stops the run before it starts (UserError, exit 2),
-    unless `allow_unknown_prices`: its calls then count as free. Needs litellm loaded."""
+    whose price litellm does not know stops the run before it starts (UserError, exit 2,
+    naming the `cap` and giving the `advice`), unless `allow_unknown_prices`: its calls then
+    count as free. Needs litellm loaded."""
     if max_cost is None and max_calls is None:
         return None
     if max_cost is not None and not allow_unknown_prices:
@@ -197,5 +202,5 @@ def run_budget(members: Sequence[Member], *, max_cost: float | None, max_calls: 
         litellm = gateway.load_litellm()
         missing = unpriced(members, lambda model: gateway.table_price(litellm, model))
         if missing:
-            raise UserError(unpriced_refusal(missing))
+            raise UserError(unpriced_refusal(missing, cap, advice))
     return Budget(max_cost=max_cost, max_calls=max_calls)

@@ -19,6 +19,7 @@ from panel_cli.cli.app import app
 from panel_cli.cli.running import run_panel
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
+from panel_cli.llm.gateway import load_litellm
 from panel_cli.protocols.ensemble import ensemble
 from panel_cli.store.db import TranscriptReader, TranscriptStore
 from tests.batch.panels import answer, write_panel, write_questions
@@ -214,3 +215,38 @@ def test_resuming_a_batch_that_is_not_there_is_one_sentence(files, fake_server):
     assert isinstance(outcome.exception, UserError)
     assert outcome.exception.message == f"No batch has the id 'b0000000000' in {files['db']}; a batch's id is printed when it starts."
     assert fake_server.requests == []
+
+
+def test_a_cost_cap_over_an_unknown_price_stops_the_batch_before_any_run(tmp_path, fake_server):
+    """The file's `defaults.max_cost` holds in a batch as in one run: over a model of unknown
+    price it stops the batch at once, in one sentence, not each run."""
+    panel = write_panel(tmp_path / "panel.yaml", fake_server, defaults="{retries: 0, max_cost: 1}")
+    questions = write_questions(tmp_path / "q.jsonl", range(1, 4))
+    outcome = batch(str(panel), "--questions", str(questions), "--db", str(tmp_path / "runs.db"), "--output", str(tmp_path / "out.jsonl"))
+    assert isinstance(outcome.exception, UserError) and outcome.exception.exit_code == 2
+    assert outcome.exception.message == (
+        "defaults.max_cost cannot bound this run: 1 member has no known price ('m0' (openai/m0)); "
+        "take max_cost out of the file's defaults to run them without a cap."
+    )
+    assert fake_server.requests == []
+
+
+def test_the_files_cost_cap_holds_for_every_run_of_a_batch(tmp_path, fake_server):
+    """Every run of the batch gets the file's cap: a call whose worst case ($0.10: 100 tokens at
+    $0.001) passes the $0.05 cap is not made, so no question is sent and none is answered."""
+    litellm = load_litellm()
+    litellm.register_model({"m0": {"input_cost_per_token": 0.0, "output_cost_per_token": 0.001, "litellm_provider": "openai", "mode": "chat"}})
+    try:
+        fake_server.default(responder(answer))
+        panel = write_panel(tmp_path / "panel.yaml", fake_server, defaults="{retries: 0, max_tokens: 100, max_cost: 0.05}")
+        questions = write_questions(tmp_path / "q.jsonl", range(1, 4))
+        out = tmp_path / "out.jsonl"
+        outcome = batch(str(panel), "--questions", str(questions), "--db", str(tmp_path / "runs.db"), "--output", str(out))
+    finally:
+        litellm.model_cost.pop("m0", None)
+    assert fake_server.requests == []
+    lines = results(out)
+    assert len(lines) == 3 and not any(line["reached_answer"] for line in lines), outcome.output
+    with TranscriptReader.open(tmp_path / "runs.db") as reader:
+        kinds = [call.error_kind for run in reader.list_runs(limit=-1) for call in reader.run_calls(run.id)]
+    assert kinds == ["budget"] * 3

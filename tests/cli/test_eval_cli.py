@@ -105,3 +105,16 @@ def test_a_bad_dataset_file_is_located(jury, tmp_path, capsys, monkeypatch):
     code, _, err = panel(["eval", str(jury), "--dataset", str(data)], capsys, monkeypatch)
     assert code == 2
     assert err == f"panel: {data}, line 2: answer: missing or empty; every row needs its gold answer.\n"
+
+
+def test_a_cost_cap_over_an_unknown_price_stops_the_eval_before_any_run(tmp_path, fake_server, capsys, monkeypatch):
+    """The file's `defaults.max_cost` holds in an eval as in one run: over a model of unknown
+    price the eval stops at once (exit 2), in one sentence, with no call made."""
+    path = tmp_path / "capped.yaml"
+    members = "".join(f"  - {{name: m{i}, model: openai/m{i}, api_base: '{fake_server.url}'}}\n" for i in range(2))
+    path.write_text(f"name: capped\ndefaults: {{retries: 0, max_cost: 1}}\nmembers:\n{members}", encoding="utf-8")
+    args = ["eval", str(path), "--dataset", "builtin:general", "--limit", "2", "--protocols", "vote", "--db", str(tmp_path / "runs.db")]
+    code, _, err = panel(args, capsys, monkeypatch)
+    assert code == 2
+    assert "defaults.max_cost cannot bound this run: 2 members have no known price ('m0' (openai/m0), 'm1' (openai/m1))" in err
+    assert fake_server.requests == []

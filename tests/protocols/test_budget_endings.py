@@ -291,12 +291,12 @@ def unpriced_file(tmp_path: Path, server: FakeOpenAIServer, extra: str = "") -> 
     return path
 
 
-@pytest.mark.parametrize(("extra", "args"), [("", ["--max-cost", "1"]), (", max_cost: 0.5", [])])
-def test_a_cost_cap_over_an_unknown_price_refuses_to_start(fake_server, tmp_path, extra, args):
+@pytest.mark.parametrize(("extra", "args", "cap"), [("", ["--max-cost", "1"], "--max-cost"), (", max_cost: 0.5", [], "defaults.max_cost")])
+def test_a_cost_cap_over_an_unknown_price_refuses_to_start(fake_server, tmp_path, extra, args, cap):
     db = tmp_path / "runs.db"
     outcome = runner.invoke(app, ["confer", str(unpriced_file(tmp_path, fake_server, extra)), *args, "--json", "--db", str(db)])
     assert isinstance(outcome.exception, UserError) and outcome.exception.exit_code == 2
-    assert outcome.exception.message == UNPRICED
+    assert outcome.exception.message == UNPRICED.replace("--max-cost", cap)
     assert fake_server.requests == [] and not db.exists()
 
 
