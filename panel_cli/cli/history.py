@@ -379,7 +379,10 @@ def _header(run: RunRecord) -> Table:
     grid.add_row("Started", _time(run.started_at))
     if run.finished_at is not None:
         grid.add_row("Ended", f"{_time(run.finished_at)} ({run.finished_at - run.started_at:.1f}s)")
-    grid.add_row("Totals", f"{_count(run.calls, 'call')} · {fmt.tokens(run.tokens)} tokens · {fmt.cost(run.cost)}")
+    # A run of demo personas has no price to show, and says so, as its live view did.
+    simulated = run.cost is None and bool(run.members) and all(member.model.startswith("demo/") for member in run.members)
+    cost = SIMULATED if simulated else fmt.cost(run.cost)
+    grid.add_row("Totals", f"{_count(run.calls, 'call')} · {fmt.tokens(run.tokens)} tokens · {cost}")
     return grid
 
 

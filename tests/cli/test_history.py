@@ -338,3 +338,15 @@ def test_show_and_replay_call_no_model(db: Path, command: list[str]) -> None:
     could reach a model or the network."""
     heavy = ("litellm", "panel_cli.llm.gateway", "httpx", "aiohttp", "panel_cli.events", "panel_cli.view.live")
     assert imported_by(db, command, heavy) == ["panel_cli.events", "panel_cli.view.live"]
+
+
+def test_show_says_a_run_of_demo_personas_is_simulated_and_free(tmp_path: Path) -> None:
+    """A demo run has no price; show says what the live view said, not an unknown cost."""
+    from panel_cli.cli.app import app as panel_app
+
+    path = tmp_path / "runs.db"
+    ran = runner.invoke(panel_app, ["confer", "configs/demo.yaml", "--json", "--db", str(path)], env={"PANEL_DEMO_DELAY": "0"})
+    assert ran.exit_code == 0, ran.output
+    run_id = json.loads(ran.stdout)["run_id"]
+    output = invoke("show", run_id, "--db", str(path))
+    assert "12 calls · " in output and " tokens · simulated, free" in output
