@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -89,7 +91,7 @@ def connect(path: Path, *, threads: bool = False) -> sqlite3.Connection:
             raise _newer_schema_error(path, version)
         # A new file only: texts are a kilobyte or two, and fill 8 KiB pages better than 4.
         db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-        db.execute("PRAGMA journal_mode = WAL")
+        _use_wal(db)
         db.execute("PRAGMA synchronous = NORMAL")
         migrate(db)
         if 0 < version < TEXTS_VERSION:
@@ -104,6 +106,24 @@ def connect(path: Path, *, threads: bool = False) -> sqlite3.Connection:
         raise
     db.row_factory = sqlite3.Row
     return db
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Put the file in WAL mode, which the file keeps: set by whichever panel opens a new file
+    first. Panels opening the same new file at once can find it locked while another switches
+    it, and there SQLite answers `database is locked` at once instead of waiting (its busy
+    handler is skipped where waiting could deadlock), so the switch is asked again, for as
+    long as the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if not _error_name(error).startswith("SQLITE_BUSY") or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
 
 def _reclaim(db: sqlite3.Connection) -> None:

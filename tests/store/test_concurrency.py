@@ -6,11 +6,12 @@ before writing, so their writes overlap from the first event on, creating the fi
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
-from panel_cli.store.db import TranscriptReader
+from panel_cli.store.db import TranscriptReader, _use_wal
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITERS = 8
@@ -69,3 +70,25 @@ def test_eight_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
             assert [event["seq"] for event in events] == list(range(1, events_per_run + 1))
             assert (run.status, run.calls, len(reader.run_calls(run.id))) == ("finished", calls_per_run, calls_per_run)
             assert events[0]["question"] == f"Question of {run.id}?"
+
+
+class LockedTwice:
+    """A new file another panel is switching to WAL: the first two asks find it locked, and
+    SQLite says so at once rather than waiting (as it does where waiting could deadlock)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        self.asked.append(sql)
+        if len(self.asked) <= 2:
+            busy = sqlite3.OperationalError("database is locked")
+            busy.sqlite_errorname = "SQLITE_BUSY"  # type: ignore[attr-defined]
+            raise busy
+        return sqlite3.connect(":memory:").execute("SELECT 'wal'")
+
+
+def test_the_switch_to_wal_is_asked_again_while_the_new_file_is_locked() -> None:
+    racing = LockedTwice()
+    _use_wal(racing)  # type: ignore[arg-type]
+    assert racing.asked == ["PRAGMA journal_mode"] * 3  # the third ask finds the file in WAL already
