@@ -54,7 +54,7 @@ from panel_cli.events import (
     parse_event,
 )
 from panel_cli.export.transcript import Transcript
-from panel_cli.protocols.plan import tree_parents
+from panel_cli.protocols.plan import tree_order
 from panel_cli.protocols.tally import RunoffRound
 from panel_cli.store.db import CallRecord, RunRecord
 from panel_cli.view import fmt
@@ -526,21 +526,9 @@ class _Builder:
 
     def _on_plan(self, event: PlanAccepted) -> None:
         self.accepted = event
-        depends = {task.task_id: task.depends_on for task in event.tasks}
-        parents = tree_parents(depends)
         by_id = {task.task_id: task for task in event.tasks}
-        children: dict[str | None, list[str]] = {}
-        for task in event.tasks:
-            children.setdefault(parents[task.task_id], []).append(task.task_id)
-        ordered: list[Task] = []
-
-        def walk(node: str | None, depth: int) -> None:
-            for kid in children.get(node, []):
-                task = by_id[kid]
-                ordered.append(Task(depth=depth, **task.model_dump()))
-                walk(kid, depth + 1)
-
-        walk(None, 0)
+        order = tree_order({task.task_id: task.depends_on for task in event.tasks})
+        ordered = [Task(depth=len(lasts) - 1, **by_id[task_id].model_dump()) for task_id, lasts in order]
         self.plan = Plan(planner=event.planner, attempt=event.attempt, tasks=ordered)
         self._current().notes.append(f"plan accepted: {plural(len(event.tasks), 'subtask')}")
 

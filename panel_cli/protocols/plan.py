@@ -215,6 +215,28 @@ def tree_parents(depends: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
     }
 
 
+def tree_order(depends: Mapping[str, Sequence[str]]) -> list[tuple[str, tuple[bool, ...]]]:
+    """The subtasks in the order a tree of them is drawn (`tree_parents`): each root, then its
+    subtree, children in plan order (`depends` is). With each, whether it and each ancestor is
+    the last of its siblings, root first: its depth is one less than their number, and they
+    are what its branch lines need."""
+    parents = tree_parents(depends)
+    children: dict[str | None, list[str]] = {}
+    for node in depends:
+        children.setdefault(parents[node], []).append(node)
+    order: list[tuple[str, tuple[bool, ...]]] = []
+
+    def walk(node: str | None, lasts: tuple[bool, ...]) -> None:
+        kids = children.get(node, [])
+        for index, kid in enumerate(kids):
+            place = (*lasts, index == len(kids) - 1)
+            order.append((kid, place))
+            walk(kid, place)
+
+    walk(None, ())
+    return order
+
+
 def critical_path(depends: Mapping[str, Sequence[str]], seconds: Mapping[str, float]) -> float:
     """The least time a plan can take when every subtask starts as soon as its dependencies
     end: the longest chain of durations."""

@@ -27,7 +27,7 @@ from panel_cli.events import (
     TaskSkipped,
     TaskStarted,
 )
-from panel_cli.protocols.plan import tree_parents
+from panel_cli.protocols.plan import tree_order
 from panel_cli.view import fmt
 from panel_cli.view.tables import Column, Preview, StageState, fit_columns, warning_line
 from panel_cli.view.tools import ToolActivity, tools_cell
@@ -58,27 +58,22 @@ class TaskRow:
 
 
 def tree_rows(plan: PlanAccepted) -> list[TaskRow]:
-    """The plan's subtasks in drawing order: each root, then its subtree, children in plan
-    order, each with the branch lines (`├─ `, `│  └─ `) that lead to it."""
-    depends = {task.task_id: task.depends_on for task in plan.tasks}
-    parents = tree_parents(depends)
-    children: dict[str | None, list[str]] = {}
-    for task in plan.tasks:
-        children.setdefault(parents[task.task_id], []).append(task.task_id)
+    """The plan's subtasks in drawing order (`tree_order`), each with the branch lines
+    (`├─ `, `│  └─ `) that lead to it."""
     by_id = {task.task_id: task for task in plan.tasks}
     rows: list[TaskRow] = []
-
-    def walk(node: str | None, lead: str) -> None:
-        kids = children.get(node, [])
-        for index, kid in enumerate(kids):
-            last = index == len(kids) - 1
-            branch = "" if node is None else ("└─ " if last else "├─ ")
-            task = by_id[kid]
-            rows.append(TaskRow(kid, task.worker, task.title, task.depends_on, prefix=lead + branch))
-            walk(kid, "" if node is None else lead + ("   " if last else "│  "))
-
-    walk(None, "")
+    for task_id, lasts in tree_order({task.task_id: task.depends_on for task in plan.tasks}):
+        task = by_id[task_id]
+        rows.append(TaskRow(task_id, task.worker, task.title, task.depends_on, prefix=branch_lines(lasts)))
     return rows
+
+
+def branch_lines(lasts: tuple[bool, ...]) -> str:
+    """A root has none; below the roots, a bar for each ancestor with siblings still to come,
+    then the row's own branch."""
+    if len(lasts) <= 1:
+        return ""
+    return "".join("   " if last else "│  " for last in lasts[1:-1]) + ("└─ " if lasts[-1] else "├─ ")
 
 
 @dataclass

@@ -15,6 +15,7 @@ from panel_cli.protocols.plan import (
     depths,
     find_cycle,
     read_plan,
+    tree_order,
     tree_parents,
     wave_time,
 )
@@ -145,6 +146,13 @@ def test_depths_and_tree_parents():
     assert depths(GRAPH) == {"t1": 0, "t2": 0, "t3": 1, "t4": 2, "t5": 3}
     assert tree_parents(GRAPH) == {"t1": None, "t2": None, "t3": "t1", "t4": "t3", "t5": "t4"}
     assert tree_parents({"a": [], "b": [], "c": ["a", "b"]}) == {"a": None, "b": None, "c": "a"}
+
+
+def test_tree_order_walks_each_root_then_its_subtree_with_last_sibling_flags():
+    assert tree_order(GRAPH) == [
+        ("t1", (False,)), ("t3", (False, True)), ("t4", (False, True, True)), ("t5", (False, True, True, True)), ("t2", (True,)),
+    ]
+    assert tree_order({"a": [], "b": ["a"], "c": ["a"]}) == [("a", (True,)), ("b", (True, False)), ("c", (True, True))]
 
 
 def test_critical_path_against_waves():
