@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.table import Table
 from rich.text import Text
 
 from panel_cli.events import ContributionMade, DelphiRoundEnded
@@ -22,7 +20,7 @@ from panel_cli.view.tables import (
     Column,
     Preview,
     StageState,
-    fit_columns,
+    fitted_table,
     member_cell,
     preview_cell,
     tools_columns,
@@ -61,14 +59,7 @@ class ContributionTable:
         self.stage = stage
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table = Table(title=Text(self.stage.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
-        rows = self.stage.rows
-        fitted = fit_columns(self.columns(), options.max_width)
-        for column, width in fitted:
-            table.add_column(column.header, justify=column.justify, style=column.style, width=width)
-        for index in range(len(rows)):
-            table.add_row(*(column.cells[index] for column, _ in fitted))
-        yield table
+        yield fitted_table(self.stage.title, self.columns(), len(self.stage.rows), options.max_width)
 
     def columns(self) -> list[Column]:
         rows = self.stage.rows

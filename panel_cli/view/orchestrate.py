@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.table import Table
 from rich.text import Text
 
 from panel_cli.events import (
@@ -29,7 +27,7 @@ from panel_cli.events import (
 )
 from panel_cli.protocols.plan import tree_order
 from panel_cli.view import fmt
-from panel_cli.view.tables import Column, Preview, StageState, fit_columns, warning_line
+from panel_cli.view.tables import Column, Preview, StageState, fitted_table, warning_line
 from panel_cli.view.tools import ToolActivity, tools_cell
 
 TaskState = Literal["pending", "running", "succeeded", "failed", "skipped"]
@@ -122,13 +120,7 @@ class TaskTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         title = "subtasks" if self.stage.plan is None else f"subtasks · plan by {self.stage.plan.planner}"
-        table = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
-        fitted = fit_columns(self.columns(), options.max_width)
-        for column, width in fitted:
-            table.add_column(column.header, justify=column.justify, style=column.style, width=width)
-        for index in range(len(self.stage.tasks)):
-            table.add_row(*(column.cells[index] for column, _ in fitted))
-        yield table
+        yield fitted_table(title, self.columns(), len(self.stage.tasks), options.max_width)
 
     def columns(self) -> list[Column]:
         rows = self.stage.tasks

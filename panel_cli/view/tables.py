@@ -225,6 +225,18 @@ def fit_columns(columns: list[Column], width: int) -> list[tuple[Column, int]]:
     return [(column, widths[id(column)]) for column in kept]
 
 
+def fitted_table(title: str, columns: list[Column], rows: int, width: int) -> Table:
+    """A stage's table with the columns that fit `width` (`fit_columns`), as every stage
+    table is drawn."""
+    table = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    fitted = fit_columns(columns, width)
+    for column, size in fitted:
+        table.add_column(column.header, justify=column.justify, style=column.style, width=size)
+    for index in range(rows):
+        table.add_row(*(column.cells[index] for column, _ in fitted))
+    return table
+
+
 class StageTable:
     """A stage's table, laid out for the width it is drawn at: Live redraws it on every
     refresh, so a resized terminal gets a new layout."""
@@ -233,16 +245,7 @@ class StageTable:
         self.stage = stage
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table = Table(
-            title=Text(self.stage.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
-        )
-        rows = self.stage.rows
-        fitted = fit_columns(self.columns(), options.max_width)
-        for column, width in fitted:
-            table.add_column(column.header, justify=column.justify, style=column.style, width=width)
-        for index in range(len(rows)):
-            table.add_row(*(column.cells[index] for column, _ in fitted))
-        yield table
+        yield fitted_table(self.stage.title, self.columns(), len(self.stage.rows), options.max_width)
 
     def columns(self) -> list[Column]:
         rows = self.stage.rows
