@@ -60,17 +60,20 @@ class Recorder:
         return [event for event in self.events if event.type == kind]
 
 
+async def run_recorded(engine: Any, panel: Panel, question: str = "What is best?", **gateway_args: Any) -> tuple[Any, Recorder]:
+    """Run `engine` on `panel` through a gateway of its own (`gateway_args`: a budget, …);
+    its result, and every event with the envelope."""
+    recorder = Recorder()
+    bus = EventBus("test-run", [recorder])
+    gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency, **gateway_args)
+    try:
+        outcome = await run_engine(engine, panel, question, gateway, bus)
+    finally:
+        await gateway.aclose()
+    recorder.envelope = outcome.envelope
+    return outcome.result, recorder
+
+
 @pytest.fixture
 def run_protocol() -> Callable[..., Any]:
-    async def run(engine: Any, panel: Panel, question: str = "What is best?") -> tuple[Any, Recorder]:
-        recorder = Recorder()
-        bus = EventBus("test-run", [recorder])
-        gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
-        try:
-            outcome = await run_engine(engine, panel, question, gateway, bus)
-        finally:
-            await gateway.aclose()
-        recorder.envelope = outcome.envelope
-        return outcome.result, recorder
-
-    return run
+    return run_recorded

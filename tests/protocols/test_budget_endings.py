@@ -19,10 +19,8 @@ from typer.testing import CliRunner
 from panel_cli.cli.app import app
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
-from panel_cli.events import EventBus
 from panel_cli.llm.budget import Budget
-from panel_cli.llm.gateway import Gateway, load_litellm
-from panel_cli.protocols.base import run_engine
+from panel_cli.llm.gateway import load_litellm
 from panel_cli.protocols.confer import confer
 from panel_cli.protocols.council import council
 from panel_cli.protocols.delphi import delphi
@@ -32,7 +30,7 @@ from panel_cli.protocols.supervise import supervise
 from panel_cli.protocols.vote import vote
 from panel_cli.store.db import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, reply_json, responder
-from tests.protocols.conftest import Recorder, make_panel, task_of, vote_json
+from tests.protocols.conftest import Recorder, make_panel, run_recorded, task_of, vote_json
 
 OUTPUT_PRICE = 0.001
 LIMITS = {"retries": 0, "max_tokens": 100}
@@ -58,15 +56,7 @@ def priced() -> Iterator[None]:
 @pytest.fixture
 def run_capped() -> Callable[..., Any]:
     async def run(engine: Any, panel: Panel, budget: Budget, question: str = "What is best?") -> tuple[Any, Recorder]:
-        recorder = Recorder()
-        bus = EventBus("test-run", [recorder])
-        gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency, budget=budget)
-        try:
-            outcome = await run_engine(engine, panel, question, gateway, bus)
-        finally:
-            await gateway.aclose()
-        recorder.envelope = outcome.envelope
-        return outcome.result, recorder
+        return await run_recorded(engine, panel, question, budget=budget)
 
     return run
 

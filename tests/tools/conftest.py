@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from panel_cli.config import Panel
-from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.base import ProtocolResult, RunEnvelope, run_engine
+from panel_cli.protocols.base import ProtocolResult
 from panel_cli.tasks import Task, mark
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
+from tests.protocols.conftest import run_recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fakes" / "mcp_server.py"
@@ -45,18 +45,6 @@ def tool_messages(request: RecordedRequest) -> list[str]:
     return [str(m.get("content") or "") for m in request.messages if m.get("role") == "tool"]
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[BaseEvent] = []
-        self.envelope: RunEnvelope | None = None
-
-    async def __call__(self, event: BaseEvent) -> None:
-        self.events.append(event)
-
-    def of(self, kind: str) -> list[Any]:
-        return [event for event in self.events if event.type == kind]
-
-
 async def answer_once(panel: Panel, question: str, gateway: Gateway, emit: Any) -> ProtocolResult:
     """An engine of one free-text call by the first member: the loop under test, nothing else."""
     prompt = mark(f"Question:\n{question}", Task.ANSWER)
@@ -66,15 +54,4 @@ async def answer_once(panel: Panel, question: str, gateway: Gateway, emit: Any) 
 
 @pytest.fixture
 def run_with_tools() -> Callable[..., Any]:
-    async def run(engine: Any, panel: Panel, question: str = "What is best?", **gateway_args: Any) -> tuple[Any, Recorder]:
-        recorder = Recorder()
-        bus = EventBus("tool-run", [recorder])
-        gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency, **gateway_args)
-        try:
-            outcome = await run_engine(engine, panel, question, gateway, bus)
-        finally:
-            await gateway.aclose()
-        recorder.envelope = outcome.envelope
-        return outcome.result, recorder
-
-    return run
+    return run_recorded
