@@ -26,19 +26,11 @@ def show_estimate(
     follow-up's earlier turns are counted in every prompt, as its run sends them."""
     from rich.console import Console
 
-    from panel_cli.errors import UserError
+    from panel_cli.cli.running import check_routable
     from panel_cli.estimate.build import estimate_run
-    from panel_cli.llm.catalog import check_with_litellm
 
     progress = Console(stderr=True) if json_mode else console
-    litellm = loader.wait(progress, show_progress=progress.is_terminal)
-    unknown = [
-        f"Member '{member.name}': {problem}"
-        for member in panel.callable_members()
-        if (problem := check_with_litellm(litellm, member.model, member.api_base)) is not None
-    ]
-    if unknown:
-        raise UserError("\n".join(line if line.endswith(".") else line + "." for line in unknown))
+    check_routable(loader.wait(progress, show_progress=progress.is_terminal), panel)
     estimate = estimate_run(panel, question, follow_up.turns if follow_up is not None else ())
     if json_mode:
         sys.stdout.write(json.dumps(estimate.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")

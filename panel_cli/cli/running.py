@@ -119,21 +119,26 @@ def _preflight(panel: Panel) -> None:
         raise MissingKeyError(_listed(missing, KEY_ADVICE))
 
 
-def _litellm_checks(litellm: ModuleType, panel: Panel) -> None:
-    """What only litellm can tell, before the first call: that it can route every model, and
-    the keys of providers our own table does not know."""
+def check_routable(litellm: ModuleType, panel: Panel) -> None:
+    """That litellm can route every model of the panel; every one it cannot, at once."""
     from panel_cli.llm.catalog import check_with_litellm
-    from panel_cli.llm.providers import missing_keys_litellm
 
-    members = panel.callable_members()
     unknown = [
         f"Member '{member.name}': {problem}"
-        for member in members
+        for member in panel.callable_members()
         if (problem := check_with_litellm(litellm, member.model, member.api_base)) is not None
     ]
     if unknown:
         raise UserError(_listed(unknown))
-    missing = missing_keys_litellm(litellm, members)
+
+
+def _litellm_checks(litellm: ModuleType, panel: Panel) -> None:
+    """What only litellm can tell, before the first call: that it can route every model, and
+    the keys of providers our own table does not know."""
+    from panel_cli.llm.providers import missing_keys_litellm
+
+    check_routable(litellm, panel)
+    missing = missing_keys_litellm(litellm, panel.callable_members())
     if missing:
         raise MissingKeyError(_listed(missing, KEY_ADVICE))
 
