@@ -318,6 +318,7 @@ class Gateway:
         self._rng = rng or random.Random()
         self._limits: dict[str, asyncio.Semaphore] = limits if limits is not None else {}
         self._prices: dict[str, tuple[float, float] | None] = {}
+        self._infos: dict[str, Mapping[str, Any] | None] = {}
         self._native_schema: dict[str, bool] = {}
         # Members that failed for good, with the reason (`auth: the provider rejected the
         # key (401)`); the run's result reports them.
@@ -380,10 +381,20 @@ class Gateway:
                 self._native_schema[model] = False
         return self._native_schema[model]
 
-    def _cost(self, model: str, tokens_in: int | None, tokens_out: int | None) -> float | None:
+    def _price(self, model: str) -> tuple[float, float] | None:
+        """A model's price per token from litellm's table, looked up once per run."""
         if model not in self._prices:
             self._prices[model] = table_price(self._litellm, model)
-        price = self._prices[model]
+        return self._prices[model]
+
+    def _info(self, model: str) -> Mapping[str, Any] | None:
+        """litellm's table entry for a model (its output limit), looked up once per run."""
+        if model not in self._infos:
+            self._infos[model] = model_info(self._litellm, model)
+        return self._infos[model]
+
+    def _cost(self, model: str, tokens_in: int | None, tokens_out: int | None) -> float | None:
+        price = self._price(model)
         if price is None or tokens_in is None or tokens_out is None:
             return None
         return tokens_in * price[0] + tokens_out * price[1]
@@ -643,13 +654,11 @@ class Gateway:
         counts as free (a capped run with one starts only with --allow-unknown-prices)."""
         if self.budget is None or not self.budget.prices_matter:
             return 0.0
-        if member.model not in self._prices:
-            self._prices[member.model] = table_price(self._litellm, member.model)
-        price = known_price(member.model, self._prices.get)
+        price = known_price(member.model, self._price)
         if price is None or price == (0.0, 0.0):
             return 0.0
         tokens = prompt_tokens(self._litellm, member.model, request["messages"], request.get("tools"))
-        return worst_case(tokens, output_bound(request.get("max_tokens"), model_info(self._litellm, member.model)), price)
+        return worst_case(tokens, output_bound(request.get("max_tokens"), self._info(member.model)), price)
 
     def _reserve(self, member: Member, request: dict[str, Any]) -> Hold | str | None:
         """The call's reservation against the run's budget, the reason it does not fit, or
