@@ -40,6 +40,7 @@ from panel_cli.store.db import (
     record_retally,
 )
 from panel_cli.view import fmt
+from panel_cli.wording import plural
 
 if TYPE_CHECKING:
     from panel_cli.events import BaseEvent
@@ -282,7 +283,7 @@ def _nothing_found(
         asked += f" matching '{search}'"
     if since is not None:
         asked += f" since {_time(since, seconds=False)}"
-    return f"{asked} in {reader.path} ({_count(total, 'run')} in all)."
+    return f"{asked} in {reader.path} ({plural(total, 'run')} in all)."
 
 
 @history_app.command("show")
@@ -382,7 +383,7 @@ def _header(run: RunRecord) -> Table:
     # A run of demo personas has no price to show, and says so, as its live view did.
     simulated = run.cost is None and bool(run.members) and all(member.model.startswith("demo/") for member in run.members)
     cost = SIMULATED if simulated else fmt.cost(run.cost)
-    grid.add_row("Totals", f"{_count(run.calls, 'call')} · {fmt.tokens(run.tokens)} tokens · {cost}")
+    grid.add_row("Totals", f"{plural(run.calls, 'call')} · {fmt.tokens(run.tokens)} tokens · {cost}")
     return grid
 
 
@@ -500,9 +501,9 @@ def purge_runs(
         _console().print(Text(f"No {kind}runs started before {before} in {path}; nothing to delete."), soft_wrap=True)
         return
     if not yes:
-        _confirm(f"Delete {_count(len(doomed), f'{kind}run')} started before {before} from {path}?")
+        _confirm(f"Delete {plural(len(doomed), f'{kind}run')} started before {before} from {path}?")
     deleted = purge_stored_runs(path, older_than=cutoff, status=status)
-    _console().print(Text(f"Deleted {_count(len(deleted), f'{kind}run')} started before {before}."), soft_wrap=True)
+    _console().print(Text(f"Deleted {plural(len(deleted), f'{kind}run')} started before {before}."), soft_wrap=True)
 
 
 @history_app.command("import")
@@ -518,11 +519,11 @@ def import_runs(
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return
-    parts = [f"Imported {_count(len(report.imported), 'run')} from {report.source} into {report.target}"]
+    parts = [f"Imported {plural(len(report.imported), 'run')} from {report.source} into {report.target}"]
     if report.skipped:
-        parts.append(f"skipped {_count(len(report.skipped), 'run')} already there")
+        parts.append(f"skipped {plural(len(report.skipped), 'run')} already there")
     if report.running:
-        parts.append(f"left {_count(len(report.running), 'run')} still running on this host (import again once it ends)")
+        parts.append(f"left {plural(len(report.running), 'run')} still running on this host (import again once it ends)")
     _console().print(Text("; ".join(parts) + "."), soft_wrap=True)
 
 
@@ -564,7 +565,7 @@ def show_stats(as_json: JsonOption = False, db: DbOption = None) -> None:
     total = report.total
     simulated = all(row.model.startswith("demo/") for row in report.by_model)
     cost = SIMULATED if simulated and report.by_model else fmt.cost(total.cost)
-    totals = f"{_count(total.runs, 'run')} · {_count(total.calls, 'call')} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
+    totals = f"{plural(total.runs, 'run')} · {plural(total.calls, 'call')} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
     console.print(Text(f"{path}: {totals}"), soft_wrap=True)
     groups: list[tuple[str, list[tuple[str, Usage]]]] = [
         ("model", [(row.model, row) for row in report.by_model]),
@@ -587,10 +588,6 @@ def _usage_table(name: str, rows: list[tuple[str, Usage]]) -> Table:
         cost = SIMULATED if name == "model" and key.startswith("demo/") else fmt.cost(usage.cost)
         table.add_row(Text(key or fmt.UNKNOWN), f"{usage.runs:,}", f"{usage.calls:,}", fmt.tokens(usage.tokens), cost)
     return table
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def _calls_table(calls: list[CallRecord]) -> Table:

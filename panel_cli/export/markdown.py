@@ -21,12 +21,12 @@ from panel_cli.export.report import (
     Verdict,
     VoteSummary,
     cell_text,
-    plural,
     pretty_reply,
     stage_columns,
     utc,
 )
 from panel_cli.view import fmt
+from panel_cli.wording import plural
 
 CELL_LIMIT = 100
 TEXT_BAR = 20

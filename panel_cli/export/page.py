@@ -29,12 +29,12 @@ from panel_cli.export.report import (
     Verdict,
     VoteSummary,
     cell_text,
-    plural,
     pretty_reply,
     stage_columns,
     utc,
 )
 from panel_cli.view import fmt
+from panel_cli.wording import plural
 
 PREVIEW = 160
 # Nothing may load: styles are inline, images only as data URIs (the page has none).

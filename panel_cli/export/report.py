@@ -63,6 +63,7 @@ from panel_cli.view.orchestrate import rejection_note
 from panel_cli.view.summary import ViewTotals, summary_fields
 from panel_cli.view.tools import activity, server_text
 from panel_cli.view.vote import VoteBoard, choice_text, leader_line, outcome_line, round_text, rules_line
+from panel_cli.wording import plural
 
 RowStatus = Literal["waiting", "answered", "failed", "timed out", "cancelled", "skipped"]
 TaskStatus = Literal["pending", "running", "succeeded", "failed", "skipped"]
@@ -277,10 +278,6 @@ class Report(BaseModel):
         if self.run.finished_at is None:
             return None
         return f"{self.run.finished_at - self.run.started_at:.1f}s"
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def utc(timestamp: float) -> str:

@@ -50,6 +50,7 @@ from panel_cli.protocols.stages import (
     synthesis_stage,
 )
 from panel_cli.tasks import Task, mark, render_labelled
+from panel_cli.wording import plural
 
 OUTPUT_NOUN = "Output"
 # The stage of the subtasks, in events and call records; its time limit is `timeouts.task`.
@@ -299,12 +300,8 @@ def synthesis_prompt(question: str, records: Sequence[TaskRecord]) -> str:
     )
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def no_plan_reason(attempts: int, error: str) -> str:
-    return f"No valid plan after {_plural(attempts, 'attempt')}: {error}"
+    return f"No valid plan after {plural(attempts, 'attempt')}: {error}"
 
 
 # The engine ----------------------------------------------------------------------------------
@@ -458,7 +455,7 @@ async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit)
     if counts["succeeded"] < len(records):
         await emit(
             WarningRaised(
-                message=f"{counts['failed']} failed and {counts['skipped']} skipped of {_plural(len(records), 'subtask')}; "
+                message=f"{counts['failed']} failed and {counts['skipped']} skipped of {plural(len(records), 'subtask')}; "
                 f"the answer is built from the {counts['succeeded']} that succeeded"
             )
         )

@@ -30,13 +30,10 @@ from panel_cli.events import (
 from panel_cli.protocols.tally import RunoffRound, Tally
 from panel_cli.view import fmt
 from panel_cli.view.tables import BAR_WIDTH, WINNER, StageState, StageTable, warning_line
+from panel_cli.wording import plural
 
 REASON_PREVIEW = 80
 VoteEvent = VoteOpened | VoteReceived | QuorumReached | VoteTallied | LeaderChose | DecisionRecorded
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def choice_text(choice: str | None, matched_by: str, late: bool = False) -> str:
@@ -106,11 +103,11 @@ class VoteBoard:
         assert self.opened is not None
         needed = self.opened.quorum
         if self.quorum is not None:
-            return Text(f"quorum reached: {_plural(self.quorum.current, 'ballot')}, {needed} needed", style="green")
+            return Text(f"quorum reached: {plural(self.quorum.current, 'ballot')}, {needed} needed", style="green")
         if self.tally is not None:
-            return Text(f"quorum not met: {_plural(self.tally.ballots_cast, 'ballot')} arrived, {needed} needed", style="bold red")
+            return Text(f"quorum not met: {plural(self.tally.ballots_cast, 'ballot')} arrived, {needed} needed", style="bold red")
         arrived = sum(1 for ballot in self.ballots.values() if not ballot.late)
-        return Text(f"quorum {needed}: {_plural(arrived, 'ballot')} so far", style="dim")
+        return Text(f"quorum {needed}: {plural(arrived, 'ballot')} so far", style="dim")
 
     def _apart_line(self) -> Text | None:
         abstained = [name for name, ballot in self.ballots.items() if ballot.choice is None and not ballot.late]
@@ -123,7 +120,7 @@ class VoteBoard:
 def rules_line(opened: VoteOpened) -> Text:
     """`majority · quorum 2 · 4 voters, at most 10 at once · collection closes after 30s`."""
     method = opened.method.replace("_", " ") + (f" (more than {opened.threshold:g})" if opened.method == "supermajority" else "")
-    parts = [method, f"quorum {opened.quorum}", _plural(len(opened.voters), "voter")]
+    parts = [method, f"quorum {opened.quorum}", plural(len(opened.voters), "voter")]
     if len(opened.voters) > opened.max_voters:
         parts[-1] += f", at most {opened.max_voters} at once"
     if opened.timeout is not None:
@@ -160,7 +157,7 @@ def round_text(entry: RunoffRound) -> Text:
     """`round 1: A 2 · B 1 · C 1 — C dropped (tied with B; the one listed last goes); 1 → A`."""
     line = Text.assemble((f"round {entry.index}: ", "bold"), " · ".join(f"{option} {count}" for option, count in entry.counts.items()))
     if entry.winner is not None:
-        line.append(f" — {entry.winner} wins with {entry.counts[entry.winner]} of {_plural(entry.live, 'live ballot')}", style="bold green")
+        line.append(f" — {entry.winner} wins with {entry.counts[entry.winner]} of {plural(entry.live, 'live ballot')}", style="bold green")
     elif entry.eliminated is not None:
         line.append(f" — {entry.eliminated} dropped", style="yellow")
         if entry.tied:
@@ -181,7 +178,7 @@ def render_rounds(rounds: list[RunoffRound]) -> Group:
 def outcome_line(counted: Tally) -> Text:
     if counted.winner is None:
         return Text(f"no winner: {counted.reason}", style="bold red")
-    share = f"{counted.winner_votes} of {_plural(counted.total_votes, 'vote')}"
+    share = f"{counted.winner_votes} of {plural(counted.total_votes, 'vote')}"
     if counted.method == "weighted":
         share = f"weight {fmt.number(counted.weights[counted.winner])} of {fmt.number(counted.total_weight)}"
     return Text.assemble(("winner: ", "bold green"), (counted.winner, "bold green"), (f" — {share}, {counted.method.replace('_', ' ')}", "green"))
@@ -245,7 +242,7 @@ def plain_line(event: VoteEvent) -> str | None:
                 line += f"  ranking {' > '.join(event.ranking)}"
             return line + (f"  {fmt.one_line(event.reason, REASON_PREVIEW)}" if event.reason else "")
         case QuorumReached():
-            return f"quorum reached: {_plural(event.current, 'ballot')}, {event.required} needed"
+            return f"quorum reached: {plural(event.current, 'ballot')}, {event.required} needed"
         case VoteTallied():
             counted = Tally.model_validate(event.tally)
             values: dict[str, Any] = counted.weights if counted.method == "weighted" else counted.vote_counts
