@@ -65,7 +65,6 @@ QUESTION_PREVIEW = 60
 THREAD_PREVIEW = 80
 OUTCOME_PREVIEW = 40
 MIN_CELL = 6
-SIMULATED = "simulated, free"
 DEFAULT_SPEED = 10.0
 STATUS_STYLES = {
     "running": "yellow",
@@ -380,9 +379,7 @@ def _header(run: RunRecord) -> Table:
     grid.add_row("Started", _time(run.started_at))
     if run.finished_at is not None:
         grid.add_row("Ended", f"{_time(run.finished_at)} ({run.finished_at - run.started_at:.1f}s)")
-    # A run of demo personas has no price to show, and says so, as its live view did.
-    simulated = run.cost is None and bool(run.members) and all(member.model.startswith("demo/") for member in run.members)
-    cost = SIMULATED if simulated else fmt.cost(run.cost)
+    cost = fmt.run_cost(run.cost, (member.model for member in run.members))
     grid.add_row("Totals", f"{plural(run.calls, 'call')} · {fmt.tokens(run.tokens)} tokens · {cost}")
     return grid
 
@@ -563,8 +560,7 @@ def show_stats(as_json: JsonOption = False, db: DbOption = None) -> None:
         console.print(Text(f"No runs yet in {path}."), soft_wrap=True)
         return
     total = report.total
-    simulated = all(row.model.startswith("demo/") for row in report.by_model)
-    cost = SIMULATED if simulated and report.by_model else fmt.cost(total.cost)
+    cost = fmt.run_cost(total.cost, (row.model for row in report.by_model))
     totals = f"{plural(total.runs, 'run')} · {plural(total.calls, 'call')} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
     console.print(Text(f"{path}: {totals}"), soft_wrap=True)
     groups: list[tuple[str, list[tuple[str, Usage]]]] = [
@@ -585,7 +581,7 @@ def _usage_table(name: str, rows: list[tuple[str, Usage]]) -> Table:
     for header in ("runs", "calls", "tokens", "cost"):
         table.add_column(header, justify="right", no_wrap=True)
     for key, usage in rows:
-        cost = SIMULATED if name == "model" and key.startswith("demo/") else fmt.cost(usage.cost)
+        cost = fmt.run_cost(usage.cost, [key]) if name == "model" else fmt.cost(usage.cost)
         table.add_row(Text(key or fmt.UNKNOWN), f"{usage.runs:,}", f"{usage.calls:,}", fmt.tokens(usage.tokens), cost)
     return table
 

@@ -198,7 +198,7 @@ def _masthead(report: Report) -> str:
         ("took", esc(report.duration or "not finished")),
         ("calls", esc(f"{run.calls:,}")),
         ("tokens", esc(fmt.tokens(run.tokens))),
-        ("cost", esc("simulated, free" if report.simulated else fmt.cost(run.cost))),
+        ("cost", esc(fmt.SIMULATED_COST if report.simulated else fmt.cost(run.cost))),
     ]
     items = "".join(f"<div><dt>{esc(name)}</dt><dd>{value}</dd></div>" for name, value in meta)
     return (

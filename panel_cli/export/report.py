@@ -270,7 +270,7 @@ class Report(BaseModel):
     @property
     def totals(self) -> str:
         """`9 calls · 4,069 tokens · $0.0123` from the run's own totals, as `history show` prints them."""
-        cost = "simulated, free" if self.simulated else fmt.cost(self.run.cost)
+        cost = fmt.SIMULATED_COST if self.simulated else fmt.cost(self.run.cost)
         return f"{plural(self.run.calls, 'call')} · {fmt.tokens(self.run.tokens)} tokens · {cost}"
 
     @property

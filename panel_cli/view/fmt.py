@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 UNKNOWN = "—"
 NO_AGGREGATE = "aggregate ranking: none (no review gave a usable ranking)"
@@ -27,6 +27,21 @@ def seconds(value: float | None) -> str:
 
 def tokens(value: int | None) -> str:
     return UNKNOWN if value is None else f"{value:,}"
+
+
+SIMULATED_COST = "simulated, free"
+
+
+def simulated(models: Iterable[str]) -> bool:
+    """Whether these are demo personas alone: their run cost nothing and has no price to show."""
+    names = list(models)
+    return bool(names) and all(name.startswith("demo/") for name in names)
+
+
+def run_cost(value: float | None, models: Iterable[str]) -> str:
+    """The cost of a run (or its calls) of these models: `simulated, free` for demo personas
+    alone, rather than an unknown price."""
+    return SIMULATED_COST if value is None and simulated(models) else cost(value)
 
 
 def cost(value: float | None) -> str:

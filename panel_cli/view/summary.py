@@ -11,8 +11,6 @@ from panel_cli.totals import RunTotals
 from panel_cli.view import delphi, fmt, supervise, vote
 from panel_cli.view.orchestrate import orchestrate_fields
 
-SIMULATED_COST = "simulated, free"
-
 
 @dataclass
 class ViewTotals(RunTotals):
@@ -25,7 +23,7 @@ class ViewTotals(RunTotals):
     def update(self, event: BaseEvent) -> None:
         super().update(event)
         if isinstance(event, RunStarted):
-            self.simulated = bool(event.members) and all(m.model.startswith("demo/") for m in event.members)
+            self.simulated = fmt.simulated(member.model for member in event.members)
 
 
 def _council_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -79,7 +77,7 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
         fields.append(("calls", calls))
         if totals.skipped:
             fields.append(("skipped", f"{totals.skipped} call{'' if totals.skipped == 1 else 's'}"))
-        cost = SIMULATED_COST if totals.simulated else fmt.cost(totals.cost)
+        cost = fmt.SIMULATED_COST if totals.simulated else fmt.cost(totals.cost)
         fields += [("tokens", fmt.tokens(totals.tokens)), ("cost", cost)]
         if totals.wall_time is not None:
             fields.append(("time", f"{totals.wall_time:.1f}s"))
