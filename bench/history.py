@@ -20,16 +20,21 @@ Figures:
       that differs from another only in the line naming the voter's own answer counts
       whole) and distinct lines (every line of those strings once: the text a run really
       holds, however often it is quoted). Target: after / distinct text <= 1.5.
-  (b) `panel history list` and `panel history show PREFIX` on a file of --runs realistic
-      runs, each divided by `panel --help`: CPU (user + sys of the child, os.wait4) and
-      wall, median of --reps runs of each, interleaved, side by side. The runs are made fast:
-      one run of each protocol (confer, council, vote, decide, delphi, supervise,
-      orchestrate, ensemble) is recorded from the real engine and demo provider, then each
-      of the --runs runs replays one of them through the store's writer with its question
-      replaced everywhere by a new one (so every run's texts are its own) and its own ids
-      and times. The commands run as an installed panel does, with bytecode (cached in the
-      bench's temporary folder). Target <= 1.2. Then `python -X importtime` of each command:
-      the modules it imports beyond `--help`'s, the costliest first.
+  (b) `panel history list` and `panel history show PREFIX` (the newest run of each
+      protocol) on a file of --runs realistic runs, each divided by `panel --help` (target
+      <= 1.2) and by its floor: CPU (user + sys of the child, os.wait4) and wall, median of
+      --reps runs of each, interleaved, side by side. The runs are made fast: one run of
+      each protocol (confer, council, vote, decide, delphi, supervise, orchestrate,
+      ensemble) is recorded from the real engine and demo provider, then each of the --runs
+      runs replays one of them through the store's writer with its question replaced
+      everywhere by a new one (so every run's texts are its own) and its own ids and times.
+      The floor is the same job done by a minimal Typer app with no panel code
+      (`HISTORY_FLOOR`, written to the bench's folder): the same rows read from the same
+      file, each validated by a pydantic model, printed as Rich tables, and the answer as
+      Rich Markdown when panel draws it as Markdown. The commands run as an installed panel
+      does, with bytecode (cached in the bench's temporary folder). Then `python -X
+      importtime` of list and of the newest show: the modules each imports beyond
+      `--help`'s, the costliest first.
 """
 
 from __future__ import annotations
@@ -79,6 +84,109 @@ PROTOCOL_FILES = {
     "orchestrate": "orchestrate.yaml",
     "ensemble": "ensemble.yaml",
 }
+
+
+# -- the floor: the same reads by a minimal Typer app --------------------------------------
+
+HISTORY_FLOOR = '''\
+"""What `panel history list` and `show` need at the least, with typer, rich and pydantic only:
+the same rows read from the same file, each record validated by a pydantic model, printed as
+Rich tables (the answer as Rich Markdown with --markdown)."""
+import json
+import sqlite3
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+app = typer.Typer()
+
+
+def connect(db: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    return connection
+
+
+def text(connection: sqlite3.Connection, text_id: int | None) -> str:
+    row = connection.execute("SELECT body FROM texts WHERE id = ?", (text_id,)).fetchone()
+    return (row["body"] or "") if row else ""
+
+
+@app.command("list")
+def list_runs(
+    db: str = typer.Option(...),
+    limit: int = typer.Option(20, "--limit", "-n", min=1),
+    protocol: str | None = typer.Option(None, "--protocol", "-p"),
+    status: str | None = typer.Option(None, "--status"),
+    search: str | None = typer.Option(None, "--search", "-s"),
+    since: str | None = typer.Option(None, "--since"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    from pydantic import BaseModel
+
+    class Run(BaseModel):
+        id: str
+        protocol: str
+        panel: str
+        question: str
+        status: str
+        started_at: str
+        outcome: str | None
+        calls: int
+        cost: float | None
+
+    connection = connect(db)
+    rows = connection.execute("SELECT * FROM runs ORDER BY started_at DESC LIMIT ?", (limit,)).fetchall()
+    table = Table("id", "started", "protocol", "panel", "question", "status", "outcome", "calls", "cost")
+    for row in rows:
+        run = Run.model_validate({**dict(row), "question": text(connection, row["question_text"])})
+        table.add_row(run.id[:8], run.started_at[:16], run.protocol, run.panel, run.question[:40], run.status,
+                      (run.outcome or "")[:30], str(run.calls), f"{run.cost or 0:.4f}")
+    Console().print(table)
+
+
+@app.command()
+def show(run_id: str, db: str = typer.Option(...), markdown: bool = typer.Option(False, "--markdown")) -> None:
+    from pydantic import BaseModel, ConfigDict
+
+    class Event(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        type: str
+        seq: int
+        ts: str | None
+
+    connection = connect(db)
+    run = connection.execute("SELECT * FROM runs WHERE id >= ? AND id < ? LIMIT 1", (run_id, run_id + "~")).fetchone()
+    kinds: dict[str, type[Event]] = {}
+    table = Table("seq", "event", "member", "stage")
+    for row in connection.execute("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run["id"],)):
+        kind = kinds.setdefault(row["type"], type(row["type"], (Event,), {}))
+        event = kind.model_validate({**json.loads(row["payload_json"] or "{}"), **dict(row)})
+        fields: dict[str, Any] = event.model_extra or {}
+        table.add_row(str(event.seq), event.type, str(fields.get("member", "")), str(fields.get("stage", "")))
+    console = Console()
+    console.print(Text(text(connection, run["question_text"]), style="italic"))
+    console.print(table)
+    answer = text(connection, run["final_answer_text"])
+    if markdown:
+        from rich.markdown import Markdown
+
+        console.print(Panel(Markdown(answer), title="answer"))
+    else:
+        console.print(Panel(Text(answer), title="answer"))
+    calls = Table("member", "model", "stage", "tokens", "cost")
+    for row in connection.execute("SELECT * FROM calls WHERE run_id = ?", (run["id"],)):
+        calls.add_row(*(str(row[key]) for key in ("member", "model", "stage", "tokens_in", "cost")))
+    console.print(calls)
+
+
+if __name__ == "__main__":
+    app()
+'''
 
 
 # -- runs made by the real engines --------------------------------------------------------
@@ -412,6 +520,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def part_speed(folder: Path, count: int, reps: int) -> dict[str, Any]:
     from panel_cli.store.db import TranscriptReader
+    from panel_cli.view.final import MARKDOWN_SYNTAX
 
     path = folder / "large.db"
     started = time.perf_counter()
@@ -419,28 +528,41 @@ def part_speed(folder: Path, count: int, reps: int) -> dict[str, Any]:
     build_large(path, count, templates)
     built = time.perf_counter() - started
     size = settled_size(path)
+    newest: dict[str, tuple[str, bool]] = {}  # protocol -> (id prefix, answer drawn as Markdown)
     with TranscriptReader.open(path) as reader:
-        newest = reader.list_runs(limit=1)[0]
-        prefix = reader.short_id(newest.id)
+        for run in reader.list_runs(limit=len(PROTOCOL_FILES)):
+            answer = reader.get_run(run.id).final_answer or ""
+            newest[run.protocol] = (reader.short_id(run.id), bool(MARKDOWN_SYNTAX.search(answer)))
+    floor = folder / "history_floor.py"
+    floor.write_text(HISTORY_FLOOR)
     panel = panel_command()
-    commands = {
-        "--help": [*panel, "--help"],
-        "history list": [*panel, "history", "list", "--db", str(path)],
-        f"history show {prefix}": [*panel, "history", "show", prefix, "--db", str(path)],
+    db = ["--db", str(path)]
+    commands: dict[str, tuple[list[str], str | None]] = {  # name -> (argv, the floor it is divided by)
+        "--help": ([*panel, "--help"], None),
+        "history list": ([*panel, "history", "list", *db], "floor: list"),
+        "floor: list": ([sys.executable, str(floor), "list", *db], None),
     }
+    for protocol, (prefix, markdown) in newest.items():
+        floor_name = f"floor: show, {protocol}"
+        name = f"history show {prefix} ({protocol}{', Markdown' if markdown else ''})"
+        commands[name] = ([*panel, "history", "show", prefix, *db], floor_name)
+        floor_argv = [sys.executable, str(floor), "show", prefix, *db, *(["--markdown"] if markdown else [])]
+        commands[floor_name] = (floor_argv, None)
     env = environment(folder)
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    for argv in commands.values():
+    for argv, _ in commands.values():
         timed(argv, env)  # warm the page cache and write the bytecode
     for _ in range(reps):
-        for name, argv in commands.items():
+        for name, (argv, _) in commands.items():
             samples[name].append(timed(argv, env))
     medians = {
         name: (statistics.median(cpu for cpu, _ in runs), statistics.median(wall for _, wall in runs))
         for name, runs in samples.items()
     }
-    imports = {name: import_costs(argv, env) for name, argv in commands.items()}
-    return {"runs": count, "size": size, "built": built, "medians": medians, "imports": imports, "reps": reps}
+    newest_show = next(name for name in commands if name.startswith("history show"))
+    imports = {name: import_costs(commands[name][0], env) for name in ("--help", "history list", newest_show)}
+    floors = {name: floor_name for name, (_, floor_name) in commands.items()}
+    return dict(runs=count, size=size, built=built, medians=medians, floors=floors, imports=imports, reps=reps)
 
 
 def import_costs(argv: list[str], env: dict[str, str]) -> dict[str, int]:
@@ -456,13 +578,16 @@ def import_costs(argv: list[str], env: dict[str, str]) -> dict[str, int]:
 
 
 def print_speed(result: dict[str, Any]) -> None:
-    medians, imports = result["medians"], result["imports"]
-    help_cpu, help_wall = medians["--help"]
+    medians, floors, imports = result["medians"], result["floors"], result["imports"]
+    help_cpu = medians["--help"][0]
     print(f"(b) {result['runs']:,} runs, {result['size'] / 1e6:.1f} MB ({result['size'] / result['runs'] / 1024:.1f} KiB per run),"
-          f" built in {result['built']:.0f} s; median of {result['reps']}, each / `panel --help`; target <= 1.2")
-    print(f"  {'command':<26} {'CPU s':>7} {'wall s':>7} {'CPU ratio':>9} {'wall ratio':>10}")
+          f" built in {result['built']:.0f} s; median of {result['reps']}, CPU each / `panel --help` (target <= 1.2)"
+          " and / its floor (the same reads by a minimal typer + rich + pydantic app)")
+    print(f"  {'command':<46} {'CPU s':>6} {'wall s':>6} {'/ --help':>8} {'/ floor':>7}")
     for name, (cpu, wall) in medians.items():
-        print(f"  {name:<26} {cpu:>7.3f} {wall:>7.3f} {cpu / help_cpu:>9.2f} {wall / help_wall:>10.2f}")
+        floor = floors[name]
+        by_floor = f"{cpu / medians[floor][0]:>7.2f}" if floor else f"{'':>7}"
+        print(f"  {name:<46} {cpu:>6.3f} {wall:>6.3f} {cpu / help_cpu:>8.2f} {by_floor}")
     for name, costs in imports.items():
         if name == "--help":
             continue
