@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -47,6 +46,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from child_server import ChildServer  # noqa: E402  (beside this script)
 
 # task_id -> (the fake server's latency for it, its dependencies)
 PLAN: dict[str, tuple[float, list[str]]] = {
@@ -96,25 +97,6 @@ def serve() -> None:
     print(server.url, flush=True)
     sys.stdin.read()
     server.stop()
-
-
-class ChildServer:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
-        )
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http"):
-            raise RuntimeError("the fake server did not start")
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 # -- one run ----------------------------------------------------------------------------
@@ -177,7 +159,7 @@ def main() -> None:
     depends = {task_id: deps for task_id, (_, deps) in PLAN.items()}
     seconds = {task_id: latency for task_id, (latency, _) in PLAN.items()}
     path, waves = critical_path(depends, seconds), wave_time(depends, seconds)
-    server = ChildServer()
+    server = ChildServer(__file__)
     try:
         with tempfile.TemporaryDirectory() as folder:
             db = Path(folder) / "bench.db"

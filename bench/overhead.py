@@ -47,7 +47,6 @@ import concurrent.futures
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +56,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from child_server import ChildServer  # noqa: E402  (beside this script)
 
 BURST = 200
 STAGE_LATENCY = 1.0
@@ -86,26 +87,6 @@ def serve(latency: float) -> None:
     print(server.url, flush=True)
     sys.stdin.read()
     server.stop()
-
-
-class ChildServer:
-    def __init__(self, latency: float) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(latency)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
-        )
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http"):
-            raise RuntimeError("the fake server did not start")
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 # -- 3. cold start ----------------------------------------------------------------------
@@ -182,7 +163,7 @@ async def confer_once(url: str, size: int, concurrency: int) -> float:
 
 
 def bench_confer() -> list[dict[str, Any]]:
-    server = ChildServer(STAGE_LATENCY)
+    server = ChildServer(__file__, str(STAGE_LATENCY))
     rows = []
     try:
         asyncio.run(confer_once(server.url, 3, 16))  # warm-up: imports, first-call costs, connections
@@ -333,7 +314,7 @@ CLIENTS = {"httpx": raw_httpx, "aiohttp": raw_aiohttp, "litellm": litellm_alone,
 
 
 def bench_throughput(profile: bool) -> dict[str, dict[str, float]]:
-    server = ChildServer(0.0)
+    server = ChildServer(__file__, "0.0")
     samples: dict[str, Samples] = {name: [] for name in CLIENTS}
     try:
         # Two rounds, interleaved, so drift (other load on the machine) hits every client alike.

@@ -38,18 +38,18 @@ import platform
 import random
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from child_server import ChildServer  # noqa: E402  (beside this script)
 
 TARGET_MS = 100.0
 PIECES = 40
@@ -96,30 +96,6 @@ def serve(members: int, ttft: float, stagger: float, spacing: float) -> None:
             reported = len(server.streams)
             print(json.dumps([{"model": s.model, "first_token_at": s.first_token_at} for s in streams]), flush=True)
     server.stop()
-
-
-class ChildServer:
-    def __init__(self, members: int, ttft: float, stagger: float, spacing: float) -> None:
-        command = [sys.executable, __file__, "--serve", "--members", str(members), "--ttft", str(ttft), "--stagger", str(stagger), "--spacing", str(spacing)]
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("http"):
-            raise RuntimeError("the fake server did not start")
-
-    def report(self) -> list[dict[str, Any]]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("report\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 # -- the render hook: a terminal that stamps what is written to it ----------------------
@@ -200,7 +176,8 @@ def main() -> None:
 
     from importlib.metadata import version
 
-    server = ChildServer(args.members, args.ttft, args.stagger, args.spacing)
+    serve_args = ("--members", str(args.members), "--ttft", str(args.ttft), "--stagger", str(args.stagger), "--spacing", str(args.spacing))
+    server = ChildServer(__file__, *serve_args)
     latencies: list[float] = []
     opening: list[float] = []
     steady: list[float] = []
@@ -208,10 +185,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             db = Path(folder) / "bench.db"
             asyncio.run(run_once(server.url, args.members, db))  # warm-up: imports, first-call costs, connections
-            server.report()
+            server.ask("report")
             for _ in range(args.runs):
                 terminal = asyncio.run(run_once(server.url, args.members, db))
-                streams = server.report()
+                streams = json.loads(server.ask("report"))
                 firsts = {stream["model"]: stream["first_token_at"] for stream in streams}
                 for index in range(1, args.members + 1):
                     sent = firsts[f"m{index:02d}"]
