@@ -400,12 +400,13 @@ class ToolServerStarted(BaseEvent):
     members: list[str] = Field(default_factory=list)
 
 
-class ToolCallStarted(BaseEvent):
-    """A member's model asked for a tool during call `call_id` (its CallStarted's). `tool` is
-    the function the model named; `server` is None when no tool of that name was offered.
-    `arguments` are as the model wrote them (text when they were not a JSON object)."""
+class ToolCallEvent(BaseEvent):
+    """A tool call a member's model asked for during call `call_id` (its CallStarted's). `tool`
+    is the function the model named; `server` is None when no tool of that name was offered.
+    `arguments` are as the model wrote them (text when they were not a JSON object). `type`
+    is declared here so that it stays first in both events' stored payloads."""
 
-    type: Literal["tool_call_started"] = "tool_call_started"
+    type: str
     call_id: str
     tool_call_id: str
     member: str
@@ -417,21 +418,16 @@ class ToolCallStarted(BaseEvent):
     arguments: dict[str, Any] | str = Field(default_factory=dict)
 
 
-class ToolCallFinished(BaseEvent):
+class ToolCallStarted(ToolCallEvent):
+    type: Literal["tool_call_started"] = "tool_call_started"
+
+
+class ToolCallFinished(ToolCallEvent):
     """How a tool call ended. `result` is what the model was given (capped; the error's words
     when `status` is not ok), `result_chars` the result's size before the cap. A result is
     untrusted text: nothing reads a vote or a ranking from it."""
 
     type: Literal["tool_call_finished"] = "tool_call_finished"
-    call_id: str
-    tool_call_id: str
-    member: str
-    stage: str
-    round: int | None = None
-    about: str | None = None
-    server: str | None = None
-    tool: str
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
     status: Literal["ok", "failed", "timeout"] = "ok"
     result: str = ""
     result_chars: int = 0
