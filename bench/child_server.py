@@ -16,7 +16,10 @@ class ChildServer:
     def __init__(self, script: str, *serve_args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, script, "--serve", *serve_args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
         )
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()

@@ -70,9 +70,39 @@ DEMO_RUNS = 30
 DEMO_MEMBERS = ("sage", "skeptic", "pragmatist")
 BIG_PANEL = 64
 PROSE = [
-    "the", "a", "system", "data", "team", "cost", "latency", "risk", "plan", "storage", "index", "query", "user",
-    "service", "schema", "migration", "rollback", "pilot", "measure", "owner", "replica", "shard", "cache", "audit",
-    "trail", "budget", "quarter", "review", "design", "option", "choice", "region", "failover",
+    "the",
+    "a",
+    "system",
+    "data",
+    "team",
+    "cost",
+    "latency",
+    "risk",
+    "plan",
+    "storage",
+    "index",
+    "query",
+    "user",
+    "service",
+    "schema",
+    "migration",
+    "rollback",
+    "pilot",
+    "measure",
+    "owner",
+    "replica",
+    "shard",
+    "cache",
+    "audit",
+    "trail",
+    "budget",
+    "quarter",
+    "review",
+    "design",
+    "option",
+    "choice",
+    "region",
+    "failover",
 ]
 PROTOCOL_FILES = {
     "confer": "demo.yaml",
@@ -227,8 +257,16 @@ def engine_for(protocol: str) -> Any:
     from panel_cli.protocols.supervise import supervise
     from panel_cli.protocols.vote import decide, vote
 
-    engines = {"confer": confer, "council": council, "vote": vote, "decide": decide, "delphi": delphi,
-               "supervise": supervise, "orchestrate": orchestrate, "ensemble": ensemble}
+    engines = {
+        "confer": confer,
+        "council": council,
+        "vote": vote,
+        "decide": decide,
+        "delphi": delphi,
+        "supervise": supervise,
+        "orchestrate": orchestrate,
+        "ensemble": ensemble,
+    }
     return engines[protocol]
 
 
@@ -349,9 +387,20 @@ def version_3_copy(path: Path, copy: Path) -> None:
                 "INSERT INTO runs (id, protocol, panel, question, config_json, status, started_at, finished_at, final_answer,"
                 " result_json, error, calls, tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    run.id, run.protocol, run.panel, run.question, dumped(run.config), run.status, run.started_at,
-                    run.finished_at, run.final_answer, None if run.result is None else dumped(run.result), run.error,
-                    run.calls, run.tokens, run.cost,
+                    run.id,
+                    run.protocol,
+                    run.panel,
+                    run.question,
+                    dumped(run.config),
+                    run.status,
+                    run.started_at,
+                    run.finished_at,
+                    run.final_answer,
+                    None if run.result is None else dumped(run.result),
+                    run.error,
+                    run.calls,
+                    run.tokens,
+                    run.cost,
                 ),
             )
             for event in reader.run_events(run.id):
@@ -365,9 +414,23 @@ def version_3_copy(path: Path, copy: Path) -> None:
                     " cost, latency, error_kind, error, attempts, ts, detail, truncated)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        call.id, call.run_id, call.member, call.model, call.stage, call.round, dumped(call.messages),
-                        call.response, call.tokens_in, call.tokens_out, call.cost, call.latency, call.error_kind,
-                        call.error, call.attempts, call.ts, call.detail,
+                        call.id,
+                        call.run_id,
+                        call.member,
+                        call.model,
+                        call.stage,
+                        call.round,
+                        dumped(call.messages),
+                        call.response,
+                        call.tokens_in,
+                        call.tokens_out,
+                        call.cost,
+                        call.latency,
+                        call.error_kind,
+                        call.error,
+                        call.attempts,
+                        call.ts,
+                        call.detail,
                         None if call.error_kind else int(call.truncated),
                     ),
                 )
@@ -418,8 +481,10 @@ def part_size(folder: Path) -> list[dict[str, Any]]:
 
 def print_size(rows: list[dict[str, Any]]) -> None:
     print("(a) bytes per run, before (schema 3) and after; target after / distinct text <= 1.5")
-    print(f"  {'run':<34} {'before':>11} {'after':>10} {'distinct strings':>17} {'distinct lines':>15}"
-          f" {'before/str':>10} {'after/str':>9} {'after/lines':>11} {'after/before':>12}")
+    print(
+        f"  {'run':<34} {'before':>11} {'after':>10} {'distinct strings':>17} {'distinct lines':>15}"
+        f" {'before/str':>10} {'after/str':>9} {'after/lines':>11} {'after/before':>12}"
+    )
     for row in rows:
         print(
             f"  {row['name']:<34} {row['before']:>11,.0f} {row['after']:>10,.0f} {row['whole']:>17,.0f} {row['lines']:>15,.0f}"
@@ -568,7 +633,9 @@ def part_speed(folder: Path, count: int, reps: int) -> dict[str, Any]:
 def import_costs(argv: list[str], env: dict[str, str]) -> dict[str, int]:
     """Cumulative microseconds of each top-level import of a command, from -X importtime."""
     program = argv[1:] if argv[0] == sys.executable else ["-m", "panel_cli", *argv[1:]]
-    result = subprocess.run([sys.executable, "-X", "importtime", *program], capture_output=True, text=True, cwd=ROOT, env=env)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", *program], capture_output=True, text=True, cwd=ROOT, env=env
+    )
     costs: dict[str, int] = {}
     for line in result.stderr.splitlines():
         match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
@@ -580,9 +647,11 @@ def import_costs(argv: list[str], env: dict[str, str]) -> dict[str, int]:
 def print_speed(result: dict[str, Any]) -> None:
     medians, floors, imports = result["medians"], result["floors"], result["imports"]
     help_cpu = medians["--help"][0]
-    print(f"(b) {result['runs']:,} runs, {result['size'] / 1e6:.1f} MB ({result['size'] / result['runs'] / 1024:.1f} KiB per run),"
-          f" built in {result['built']:.0f} s; median of {result['reps']}, CPU each / `panel --help` (target <= 1.2)"
-          " and / its floor (the same reads by a minimal typer + rich + pydantic app)")
+    print(
+        f"(b) {result['runs']:,} runs, {result['size'] / 1e6:.1f} MB ({result['size'] / result['runs'] / 1024:.1f} KiB per run),"
+        f" built in {result['built']:.0f} s; median of {result['reps']}, CPU each / `panel --help` (target <= 1.2)"
+        " and / its floor (the same reads by a minimal typer + rich + pydantic app)"
+    )
     print(f"  {'command':<46} {'CPU s':>6} {'wall s':>6} {'/ --help':>8} {'/ floor':>7}")
     for name, (cpu, wall) in medians.items():
         floor = floors[name]
@@ -591,7 +660,9 @@ def print_speed(result: dict[str, Any]) -> None:
     for name, costs in imports.items():
         if name == "--help":
             continue
-        extra = sorted(((cost, module) for module, cost in costs.items() if module not in imports["--help"]), reverse=True)
+        extra = sorted(
+            ((cost, module) for module, cost in costs.items() if module not in imports["--help"]), reverse=True
+        )
         print(f"  `{name}` imports beyond `--help` (python -X importtime, top level, cumulative ms):")
         print("    " + ", ".join(f"{module} {cost / 1000:.1f}" for cost, module in extra[:10] if cost >= 500))
 
@@ -604,7 +675,9 @@ def main() -> None:
     args = parser.parse_args()
     import platform
 
-    print(f"python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores, {platform.platform()}\n")
+    print(
+        f"python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores, {platform.platform()}\n"
+    )
     folder = Path(tempfile.mkdtemp(prefix="panel-bench-history-"))
     try:
         if args.part in ("size", "both"):

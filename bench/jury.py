@@ -56,12 +56,19 @@ GOLD = 0  # in the enumeration, belief 0 is the gold answer and 1..3 the wrong o
 def dataset(n: int) -> Dataset:
     return Dataset(
         source=f"simulated:{n}",
-        items=[EvalItem(id=f"s{index}", question=f"Simulated question {index}?", answer=OPTIONS[index % 4], options=OPTIONS) for index in range(n)],
+        items=[
+            EvalItem(
+                id=f"s{index}", question=f"Simulated question {index}?", answer=OPTIONS[index % 4], options=OPTIONS
+            )
+            for index in range(n)
+        ],
     )
 
 
 def jury(p: float) -> Panel:
-    return Panel.model_validate({"name": f"oracle@{p}", "members": [{"name": f"v{i}", "model": f"demo/oracle@{p}"} for i in range(VOTERS)]})
+    return Panel.model_validate(
+        {"name": f"oracle@{p}", "members": [{"name": f"v{i}", "model": f"demo/oracle@{p}"} for i in range(VOTERS)]}
+    )
 
 
 def confer_answer(beliefs: tuple[int, ...]) -> int:
@@ -81,7 +88,8 @@ def council_answer(beliefs: tuple[int, ...]) -> int:
     """council's top-ranked answer when each reviewer ranks the answers agreeing with it first."""
     labels = [f"Model {label}" for label in labels_for(len(beliefs))]
     rankings = [
-        [labels[j] for j, other in enumerate(beliefs) if other == belief] + [labels[j] for j, other in enumerate(beliefs) if other != belief]
+        [labels[j] for j, other in enumerate(beliefs) if other == belief]
+        + [labels[j] for j, other in enumerate(beliefs) if other != belief]
         for belief in beliefs
     ]
     authors = {label: f"v{index}" for index, label in enumerate(labels)}
@@ -114,10 +122,19 @@ async def measure(p: float, questions: int, seed: int, concurrency: int) -> tupl
 
 def report(p: float, result: EvalResult, seconds: float) -> None:
     theory = jury_probability(VOTERS, p)
-    expected = {"baseline": p, "vote": exact(p, vote_answer), "confer": exact(p, confer_answer), "council": exact(p, council_answer)}
+    expected = {
+        "baseline": p,
+        "vote": exact(p, vote_answer),
+        "confer": exact(p, confer_answer),
+        "council": exact(p, council_answer),
+    }
     assert math.isclose(expected["vote"], theory)
-    print(f"\np = {p}: {result.questions} questions, {VOTERS} voters; Condorcet jury theorem (strict majority): {theory:.4f}")
-    print(f"{'system':<9} {'accuracy':>9} {'95% interval':>17} {'exact, its rule':>16} {'off by (SE)':>12} {'calls':>8} {'wall':>8}")
+    print(
+        f"\np = {p}: {result.questions} questions, {VOTERS} voters; Condorcet jury theorem (strict majority): {theory:.4f}"
+    )
+    print(
+        f"{'system':<9} {'accuracy':>9} {'95% interval':>17} {'exact, its rule':>16} {'off by (SE)':>12} {'calls':>8} {'wall':>8}"
+    )
     for score in result.systems:
         low, high = wilson_interval(score.correct, score.questions)
         want = expected[score.system]

@@ -75,7 +75,14 @@ def plan_json() -> str:
     return json.dumps(
         {
             "subtasks": [
-                {"task_id": task_id, "worker": worker_of(task_id), "title": f"part {task_id}", "description": f"do part {task_id}", "depends_on": deps, "priority": 1}
+                {
+                    "task_id": task_id,
+                    "worker": worker_of(task_id),
+                    "title": f"part {task_id}",
+                    "description": f"do part {task_id}",
+                    "depends_on": deps,
+                    "priority": 1,
+                }
                 for task_id, (_, deps) in PLAN.items()
             ]
         }
@@ -91,7 +98,12 @@ def serve() -> None:
 
     plan = plan_json()
     server = FakeOpenAIServer().start()
-    server.script("coordinator", responder(lambda request: plan if "[panel-task: plan]" in str(request.messages[-1]["content"]) else "the answer"))
+    server.script(
+        "coordinator",
+        responder(
+            lambda request: plan if "[panel-task: plan]" in str(request.messages[-1]["content"]) else "the answer"
+        ),
+    )
     for task_id, (latency, _) in PLAN.items():
         server.script(worker_of(task_id), reply(f"output of {task_id}", latency=latency))
     print(server.url, flush=True)
@@ -116,7 +128,10 @@ async def orchestrate_once(url: str, db: Path) -> dict[str, float]:
         {
             "name": "bench",
             "protocol": "orchestrate",
-            "members": [{"name": worker_of(task_id), "model": f"openai/{worker_of(task_id)}", "api_base": url} for task_id in PLAN],
+            "members": [
+                {"name": worker_of(task_id), "model": f"openai/{worker_of(task_id)}", "api_base": url}
+                for task_id in PLAN
+            ],
             "planner": coordinator,
             "chairman": coordinator,
             "defaults": {"retries": 0},
@@ -139,7 +154,10 @@ async def orchestrate_once(url: str, db: Path) -> dict[str, float]:
     assert result.success and result.succeeded == len(PLAN), result.failure_reason
     started = {e.task_id: e.ts for e in events if e.type == "task_started"}
     ended = {e.task_id: e.ts for e in events if e.type == "task_finished"}
-    lag = max(started[task_id] - max((ended[dep] for dep in deps), default=started[task_id]) for task_id, (_, deps) in PLAN.items())
+    lag = max(
+        started[task_id] - max((ended[dep] for dep in deps), default=started[task_id])
+        for task_id, (_, deps) in PLAN.items()
+    )
     return {"wall": outcome.envelope.duration_s, "span": max(ended.values()) - min(started.values()), "lag": lag}
 
 
@@ -169,12 +187,18 @@ def main() -> None:
         server.stop()
 
     print(f"python {platform.python_version()}, litellm {version('litellm')}")
-    print(f"plan: {len(PLAN)} subtasks, latencies {min(seconds.values()):g}-{max(seconds.values()):g} s at the fake server")
-    print(f"critical path {path:.2f} s; a wave scheduler needs {waves:.2f} s (ratio {waves / path:.2f} before any overhead)")
+    print(
+        f"plan: {len(PLAN)} subtasks, latencies {min(seconds.values()):g}-{max(seconds.values()):g} s at the fake server"
+    )
+    print(
+        f"critical path {path:.2f} s; a wave scheduler needs {waves:.2f} s (ratio {waves / path:.2f} before any overhead)"
+    )
     print()
     print(f"  {'run':>3}  {'wall s':>7}  {'wall/path':>9}  {'subtasks span/path':>18}  {'worst start lag ms':>18}")
     for index, run in enumerate(runs, start=1):
-        print(f"  {index:>3}  {run['wall']:>7.3f}  {run['wall'] / path:>9.3f}  {run['span'] / path:>18.3f}  {run['lag'] * 1000:>18.1f}")
+        print(
+            f"  {index:>3}  {run['wall']:>7.3f}  {run['wall'] / path:>9.3f}  {run['span'] / path:>18.3f}  {run['lag'] * 1000:>18.1f}"
+        )
     best = min(run["wall"] for run in runs) / path
     worst = max(run["wall"] for run in runs) / path
     verdict = "meets" if worst <= TARGET else "misses"

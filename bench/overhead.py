@@ -172,7 +172,9 @@ def bench_confer() -> list[dict[str, Any]]:
             # The best of the repetitions: noise only adds.
             wall = min(asyncio.run(confer_once(server.url, size, concurrency)) for _ in range(CONFER_REPS))
             nominal = STAGES * STAGE_LATENCY
-            rows.append({"members": size, "concurrency": concurrency, "wall": wall, "nominal": nominal, "ratio": wall / nominal})
+            rows.append(
+                {"members": size, "concurrency": concurrency, "wall": wall, "nominal": nominal, "ratio": wall / nominal}
+            )
     finally:
         server.stop()
     return rows
@@ -210,7 +212,9 @@ async def raw_httpx(url: str, reps: int) -> Samples:
         headers = {"Authorization": "Bearer no-key-needed"}
 
         async def one(_i: int) -> None:
-            response = await client.post(f"{url}/chat/completions", json={"model": "m0", "messages": MESSAGES}, headers=headers)
+            response = await client.post(
+                f"{url}/chat/completions", json={"model": "m0", "messages": MESSAGES}, headers=headers
+            )
             response.raise_for_status()
             assert response.json()["choices"][0]["message"]["content"]
 
@@ -226,7 +230,9 @@ async def raw_aiohttp(url: str, reps: int) -> Samples:
         headers = {"Authorization": "Bearer no-key-needed"}
 
         async def one(_i: int) -> None:
-            async with session.post(f"{url}/chat/completions", json={"model": "m0", "messages": MESSAGES}, headers=headers) as response:
+            async with session.post(
+                f"{url}/chat/completions", json={"model": "m0", "messages": MESSAGES}, headers=headers
+            ) as response:
                 response.raise_for_status()
                 assert (await response.json())["choices"][0]["message"]["content"]
 
@@ -338,7 +344,9 @@ def bench_throughput(profile: bool) -> dict[str, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--profile", action="store_true", help="also cProfile one burst of Gateway.call (CPU time, all threads)")
+    parser.add_argument(
+        "--profile", action="store_true", help="also cProfile one burst of Gateway.call (CPU time, all threads)"
+    )
     args = parser.parse_args()
     if args.serve is not None:
         serve(args.serve)
@@ -358,26 +366,45 @@ def main() -> None:
 
         version = dist_version("litellm")
     print()
-    print(f"python {platform.python_version()} ({platform.python_implementation()}), litellm {version}, "
-          f"httpx {httpx.__version__}, {os.cpu_count()} cores, {platform.platform()}")
+    print(
+        f"python {platform.python_version()} ({platform.python_implementation()}), litellm {version}, "
+        f"httpx {httpx.__version__}, {os.cpu_count()} cores, {platform.platform()}"
+    )
     print()
-    print(f"cold start: import litellm {cold['import']:.2f} s, then load_litellm {cold['load_litellm']:.2f} s; "
-          f"first call {cold['first_call']:.3f} s, then {cold['second_call']:.3f} s, {cold['third_call']:.3f} s (demo provider)")
+    print(
+        f"cold start: import litellm {cold['import']:.2f} s, then load_litellm {cold['load_litellm']:.2f} s; "
+        f"first call {cold['first_call']:.3f} s, then {cold['second_call']:.3f} s, {cold['third_call']:.3f} s (demo provider)"
+    )
     print()
-    print(f"confer, {STAGES} stages, the fake server answering each call after {STAGE_LATENCY:g} s "
-          f"(best of {CONFER_REPS}); wall / nominal path, target <= 1.05")
+    print(
+        f"confer, {STAGES} stages, the fake server answering each call after {STAGE_LATENCY:g} s "
+        f"(best of {CONFER_REPS}); wall / nominal path, target <= 1.05"
+    )
     print(f"  {'members':>7}  {'concurrency':>11}  {'wall s':>7}  {'nominal s':>9}  {'wall/nominal':>12}")
     for row in confer_rows:
-        print(f"  {row['members']:>7}  {row['concurrency']:>11}  {row['wall']:>7.3f}  {row['nominal']:>9.3f}  {row['ratio']:>12.3f}")
+        print(
+            f"  {row['members']:>7}  {row['concurrency']:>11}  {row['wall']:>7.3f}  {row['nominal']:>9.3f}  {row['ratio']:>12.3f}"
+        )
     print()
-    print(f"{BURST} concurrent calls to an instant fake, median of {2 * BURST_REPS} bursts; target Gateway.call / httpx >= 0.80")
+    print(
+        f"{BURST} concurrent calls to an instant fake, median of {2 * BURST_REPS} bursts; target Gateway.call / httpx >= 0.80"
+    )
     print(f"  {'client':<20} {'calls/s':>8}  {'/ httpx':>7}  {'/ aiohttp':>9}  {'CPU ms/call':>11}")
-    for name, key in (("raw httpx", "httpx"), ("raw aiohttp", "aiohttp"), ("litellm.acompletion", "litellm"), ("Gateway.call", "gateway")):
+    for name, key in (
+        ("raw httpx", "httpx"),
+        ("raw aiohttp", "aiohttp"),
+        ("litellm.acompletion", "litellm"),
+        ("Gateway.call", "gateway"),
+    ):
         row = rates[key]
-        print(f"  {name:<20} {row['rate']:>8.0f}  {row['rate'] / rates['httpx']['rate']:>7.2f}  "
-              f"{row['rate'] / rates['aiohttp']['rate']:>9.2f}  {row['cpu']:>11.2f}")
-    print(f"  Gateway.call / litellm.acompletion: {rates['gateway']['rate'] / rates['litellm']['rate']:.2f} by rate, "
-          f"{rates['litellm']['cpu'] / rates['gateway']['cpu']:.2f} by CPU (above 1: the gateway is cheaper than bare litellm)")
+        print(
+            f"  {name:<20} {row['rate']:>8.0f}  {row['rate'] / rates['httpx']['rate']:>7.2f}  "
+            f"{row['rate'] / rates['aiohttp']['rate']:>9.2f}  {row['cpu']:>11.2f}"
+        )
+    print(
+        f"  Gateway.call / litellm.acompletion: {rates['gateway']['rate'] / rates['litellm']['rate']:.2f} by rate, "
+        f"{rates['litellm']['cpu'] / rates['gateway']['cpu']:.2f} by CPU (above 1: the gateway is cheaper than bare litellm)"
+    )
     print()
     print(f"total bench time {time.perf_counter() - total:.0f} s")
 

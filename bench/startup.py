@@ -174,8 +174,10 @@ def main() -> None:
 
     from importlib.metadata import version
 
-    print(f"python {platform.python_version()}, typer {version('typer')}, rich {version('rich')}, "
-          f"litellm {version('litellm')}, {os.cpu_count()} cores, {platform.platform()}")
+    print(
+        f"python {platform.python_version()}, typer {version('typer')}, rich {version('rich')}, "
+        f"litellm {version('litellm')}, {os.cpu_count()} cores, {platform.platform()}"
+    )
     print(f"panel is run as: {' '.join(panel_command())}")
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
@@ -190,9 +192,14 @@ def main() -> None:
         print(f"2. start to first request, wall, median of {args.request_runs} interleaved runs; target <= 1.10")
         print(f"   panel confer (3 members) to its first request  {request['first_request']:6.2f} s")
         print(f"   python -c 'import litellm' to import done      {request['import_litellm']:6.2f} s")
-        print(f"   ratio                                          {request['first_request'] / request['import_litellm']:6.2f}")
-        print(f"   (python -c 'import litellm' to its exit: {request['import_litellm_exit']:.2f} s; "
-              f"ratio {request['first_request'] / request['import_litellm_exit']:.2f} against that)")
+        print(
+            f"   ratio                                          {request['first_request'] / request['import_litellm']:6.2f}"
+        )
+        print(
+            f"   (python -c 'import litellm' to its exit: {request['import_litellm_exit']:.2f} s; "
+            f"ratio {request['first_request'] / request['import_litellm_exit']:.2f} against that)"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -87,7 +87,10 @@ def serve(members: int, ttft: float, stagger: float, spacing: float) -> None:
                 return json.dumps({"chosen_label": label, "revised_answer": "", "confidence": 80, "rationale": "first"})
             return text
 
-        server.script(f"m{index:02d}", responder(reply, latency=ttft + rng.uniform(0, stagger), spacing=spacing, chunk_chars=len(marker(index))))
+        server.script(
+            f"m{index:02d}",
+            responder(reply, latency=ttft + rng.uniform(0, stagger), spacing=spacing, chunk_chars=len(marker(index))),
+        )
     print(server.url, flush=True)
     reported = 0
     for line in sys.stdin:
@@ -140,7 +143,10 @@ async def run_once(url: str, members: int, db: Path) -> StampedTerminal:
     panel = Panel.model_validate(
         {
             "name": "bench",
-            "members": [{"name": f"m{index:02d}", "model": f"openai/m{index:02d}", "api_base": url} for index in range(1, members + 1)],
+            "members": [
+                {"name": f"m{index:02d}", "model": f"openai/m{index:02d}", "api_base": url}
+                for index in range(1, members + 1)
+            ],
             "max_rounds": 1,
             "defaults": {"retries": 0, "concurrency": max(16, members)},
         }
@@ -149,7 +155,16 @@ async def run_once(url: str, members: int, db: Path) -> StampedTerminal:
     console = Console(file=terminal, force_terminal=True, width=200, height=members + 40)  # type: ignore[arg-type]
     store = await TranscriptStore.open(db)
     try:
-        outcome = await run_panel(confer, panel, "Which?", store=store, secrets=[], view=LiveView(console), stream=True, run_id=uuid.uuid4().hex[:12])
+        outcome = await run_panel(
+            confer,
+            panel,
+            "Which?",
+            store=store,
+            secrets=[],
+            view=LiveView(console),
+            stream=True,
+            run_id=uuid.uuid4().hex[:12],
+        )
     finally:
         await store.close()
     assert outcome.result.reached_answer, outcome.result.failure_reason
@@ -166,8 +181,12 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runs", type=int, default=5, help="measured runs after the warm-up (default 5)")
     parser.add_argument("--members", type=int, default=16, help="members, each streaming its answer (default 16)")
-    parser.add_argument("--ttft", type=float, default=0.4, help="the server's time to first token, seconds (default 0.4)")
-    parser.add_argument("--stagger", type=float, default=0.3, help="spread of the members' first tokens, seconds (default 0.3)")
+    parser.add_argument(
+        "--ttft", type=float, default=0.4, help="the server's time to first token, seconds (default 0.4)"
+    )
+    parser.add_argument(
+        "--stagger", type=float, default=0.3, help="spread of the members' first tokens, seconds (default 0.3)"
+    )
     parser.add_argument("--spacing", type=float, default=0.03, help="seconds between pieces (default 0.03)")
     args = parser.parse_args()
     if args.serve:
@@ -176,7 +195,16 @@ def main() -> None:
 
     from importlib.metadata import version
 
-    serve_args = ("--members", str(args.members), "--ttft", str(args.ttft), "--stagger", str(args.stagger), "--spacing", str(args.spacing))
+    serve_args = (
+        "--members",
+        str(args.members),
+        "--ttft",
+        str(args.ttft),
+        "--stagger",
+        str(args.stagger),
+        "--spacing",
+        str(args.spacing),
+    )
     server = ChildServer(__file__, *serve_args)
     latencies: list[float] = []
     opening: list[float] = []
@@ -205,10 +233,14 @@ def main() -> None:
 
     median, p95, worst = statistics.median(latencies), percentile(latencies, 0.95), max(latencies)
     print(f"python {platform.python_version()}, litellm {version('litellm')}, {os.cpu_count()} cores")
-    print(f"{args.runs} runs x {args.members} members; first token after {args.ttft:g} s + up to {args.stagger:g} s; a piece every {args.spacing:g} s")
+    print(
+        f"{args.runs} runs x {args.members} members; first token after {args.ttft:g} s + up to {args.stagger:g} s; a piece every {args.spacing:g} s"
+    )
     print()
     print("server's first token -> its first frame on the terminal, ms")
-    print(f"  median {median:6.1f}   p95 {p95:6.1f}   max {worst:6.1f}   min {min(latencies):6.1f}   (n = {len(latencies)})")
+    print(
+        f"  median {median:6.1f}   p95 {p95:6.1f}   max {worst:6.1f}   min {min(latencies):6.1f}   (n = {len(latencies)})"
+    )
     print(
         f"  frames written per second: {statistics.median(opening):.1f} while first words arrive, "
         f"{statistics.median(steady):.1f} once every answer has begun (medians of the runs)"

@@ -112,7 +112,9 @@ class ToolServer(Strict):
         try:
             return check_api_base(url)
         except ValueError:
-            raise ValueError("a user or password in the URL is not supported; send a token in 'headers' (Authorization: Bearer ${TOKEN})") from None
+            raise ValueError(
+                "a user or password in the URL is not supported; send a token in 'headers' (Authorization: Bearer ${TOKEN})"
+            ) from None
 
     @field_validator("command")
     @classmethod
@@ -264,7 +266,9 @@ class Panel(Strict):
         seen: set[str] = set()
         for index, member in enumerate(self.members):
             if member.name in seen:
-                problems.append((("members", index, "name"), f"duplicate member name '{member.name}'; names must be unique"))
+                problems.append(
+                    (("members", index, "name"), f"duplicate member name '{member.name}'; names must be unique")
+                )
             seen.add(member.name)
         for index, chair in enumerate(self._chair_entries()):
             if isinstance(chair, str) and chair not in seen:
@@ -277,7 +281,9 @@ class Panel(Strict):
         # Calls, failures and the views tell members apart by name alone.
         for loc, entry in self._inline_roles():
             if entry.name in seen:
-                problems.append(((*loc, "name"), f"'{entry.name}' is a member's name; an inline member needs a name of its own"))
+                problems.append(
+                    ((*loc, "name"), f"'{entry.name}' is a member's name; an inline member needs a name of its own")
+                )
         problems += self._tool_problems()
         if problems:
             raise LocatedError(problems)
@@ -291,11 +297,15 @@ class Panel(Strict):
             if not _SERVER_NAME.match(name)
         ]
         servers = ", ".join(self.tools) or "none are declared under 'tools:'"
-        holders: list[tuple[tuple[Any, ...], Member]] = [(("members", index), member) for index, member in enumerate(self.members)]
+        holders: list[tuple[tuple[Any, ...], Member]] = [
+            (("members", index), member) for index, member in enumerate(self.members)
+        ]
         for loc, entry in [*holders, *self._inline_roles()]:
             for index, name in enumerate(entry.tools):
                 if name not in self.tools:
-                    problems.append(((*loc, "tools", index), f"'{name}' is not a tool server of this panel ({servers})"))
+                    problems.append(
+                        ((*loc, "tools", index), f"'{name}' is not a tool server of this panel ({servers})")
+                    )
         return problems
 
     def with_attachments(self, paths: list[Path] | None) -> Panel:
@@ -327,7 +337,10 @@ class Panel(Strict):
 
     def _inline_roles(self) -> list[tuple[tuple[Any, ...], Member]]:
         """Each role given as an inline member, with its location in the file."""
-        entries: list[tuple[tuple[Any, ...], str | Member | None]] = [(("critic",), self.critic), (("planner",), self.planner)]
+        entries: list[tuple[tuple[Any, ...], str | Member | None]] = [
+            (("critic",), self.critic),
+            (("planner",), self.planner),
+        ]
         if isinstance(self.chairman, list):
             entries += [(("chairman", index), chair) for index, chair in enumerate(self.chairman)]
         else:
@@ -500,7 +513,9 @@ def read_question_text(path: Path, *, file: str, line: int | None, base_dir: Pat
     try:
         return decode_utf8(data)
     except UnicodeDecodeError as exc:
-        raise refuse(f"line {bad_byte_line(data, exc)} is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8") from None
+        raise refuse(
+            f"line {bad_byte_line(data, exc)} is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8"
+        ) from None
 
 
 def read_question_file(panel: Panel, base_dir: Path | None) -> str:

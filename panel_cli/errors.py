@@ -39,7 +39,9 @@ class ConfigError(UserError):
     """A panel file problem, located by file, line and field; or several, one line each, so a
     file with three mistakes takes one fix instead of three runs."""
 
-    def __init__(self, file: str, line: int | None, field: str | None, problem: str, *, more: Sequence[ConfigProblem] = ()) -> None:
+    def __init__(
+        self, file: str, line: int | None, field: str | None, problem: str, *, more: Sequence[ConfigProblem] = ()
+    ) -> None:
         self.problems = [ConfigProblem(file, line, field, problem), *more]
         super().__init__("\n".join(entry.sentence() for entry in self.problems))
         self.file, self.line, self.field, self.problem = file, line, field, problem

@@ -109,7 +109,16 @@ class CallTextGrew(BaseEvent):
 
 # `budget`: the run's spending cap did not allow the call, and no request was made.
 ErrorKind = Literal[
-    "timeout", "rate_limited", "auth", "not_found", "bad_request", "server", "connection", "malformed", "cancelled", "budget"
+    "timeout",
+    "rate_limited",
+    "auth",
+    "not_found",
+    "bad_request",
+    "server",
+    "connection",
+    "malformed",
+    "cancelled",
+    "budget",
 ]
 
 
@@ -473,7 +482,9 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
-EVENT_TYPES: dict[str, type[BaseEvent]] = {cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])}
+EVENT_TYPES: dict[str, type[BaseEvent]] = {
+    cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])
+}
 
 Subscriber = Callable[[BaseEvent], Awaitable[None]]
 
@@ -537,5 +548,13 @@ def shown_so_far(text: str, secrets: Sequence[str]) -> str:
     """A growing text, scrubbed, without the longest end that begins one of the `secrets`:
     it is shown once the next piece tells whether it is that secret."""
     clean = redact(text, secrets)
-    held = max((size for secret in secrets for size in range(min(len(secret) - 1, len(clean)), 0, -1) if clean.endswith(secret[:size])), default=0)
+    held = max(
+        (
+            size
+            for secret in secrets
+            for size in range(min(len(secret) - 1, len(clean)), 0, -1)
+            if clean.endswith(secret[:size])
+        ),
+        default=0,
+    )
     return clean[: len(clean) - held]

@@ -99,5 +99,8 @@ def prior_turns(thread: Sequence[RunRecord]) -> tuple[dict[str, str], ...]:
     return tuple(
         turn
         for run in reversed(kept)
-        for turn in ({"role": "user", "content": run.question}, {"role": "assistant", "content": run.final_answer or ""})
+        for turn in (
+            {"role": "user", "content": run.question},
+            {"role": "assistant", "content": run.final_answer or ""},
+        )
     )

@@ -46,7 +46,14 @@ MAX_VALUES = 50_000
 MAX_PROBLEMS = 50
 
 _STANDARD = "tag:yaml.org,2002:"
-_SCALAR_KINDS = {"null": "null", "bool": "true or false", "int": "an integer", "float": "a number", "str": "text", "timestamp": "a date"}
+_SCALAR_KINDS = {
+    "null": "null",
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "text",
+    "timestamp": "a date",
+}
 _SCALAR_CONSTRUCTOR = yaml.SafeLoader("")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -73,12 +80,16 @@ def read_config_text(path: Path, file: str, kind: str = "panel file") -> str:
     except OSError as exc:
         raise UserError(f"{file}: cannot be read ({exc.strerror}).") from None
     if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(file, None, None, f"the file is larger than {size_text(MAX_FILE_BYTES)}, too big for a {kind}")
+        raise ConfigError(
+            file, None, None, f"the file is larger than {size_text(MAX_FILE_BYTES)}, too big for a {kind}"
+        )
     try:
         return decode_utf8(data)
     except UnicodeDecodeError as exc:
         byte = data[exc.start]
-        raise ConfigError(file, bad_byte_line(data, exc), None, f"the file is not UTF-8 text (byte 0x{byte:02x}); save it as UTF-8") from None
+        raise ConfigError(
+            file, bad_byte_line(data, exc), None, f"the file is not UTF-8 text (byte 0x{byte:02x}); save it as UTF-8"
+        ) from None
 
 
 def size_text(limit: int) -> str:
@@ -124,7 +135,12 @@ class _GuardedComposer(yaml.SafeLoader):
             return super().compose_node(parent, index)
         self.values += 1
         if self.values > MAX_VALUES:
-            raise ConfigError(self.file, line, None, f"the file holds more than {MAX_VALUES} values by here, far more than a panel needs")
+            raise ConfigError(
+                self.file,
+                line,
+                None,
+                f"the file holds more than {MAX_VALUES} values by here, far more than a panel needs",
+            )
         if isinstance(event, yaml.CollectionStartEvent):
             if self.depth >= MAX_DEPTH:
                 raise self._too_deep(line)
@@ -140,19 +156,26 @@ class _GuardedComposer(yaml.SafeLoader):
         """(values, nesting depth) of the node once every alias inside it is expanded."""
         if isinstance(node, yaml.ScalarNode):
             return 1, 0
-        children = [child for pair in node.value for child in pair] if isinstance(node, yaml.MappingNode) else node.value
+        children = (
+            [child for pair in node.value for child in pair] if isinstance(node, yaml.MappingNode) else node.value
+        )
         measures = [self.measures[id(child)] for child in children]
         return 1 + sum(size for size, _ in measures), 1 + max((depth for _, depth in measures), default=0)
 
     def _count_alias(self, anchor: str, target: yaml.Node, line: int) -> None:
         measure = self.measures.get(id(target))
         if measure is None:
-            raise ConfigError(self.file, line, None, f"the alias *{anchor} is used inside the value it names, which would never end")
+            raise ConfigError(
+                self.file, line, None, f"the alias *{anchor} is used inside the value it names, which would never end"
+            )
         size, depth = measure
         self.repeated += size
         if self.repeated > MAX_ALIAS_VALUES:
             raise ConfigError(
-                self.file, line, None, f"the alias *{anchor} takes the values repeated through aliases past {MAX_ALIAS_VALUES}, the most a file may repeat"
+                self.file,
+                line,
+                None,
+                f"the alias *{anchor} takes the values repeated through aliases past {MAX_ALIAS_VALUES}, the most a file may repeat",
             )
         if self.depth + depth > MAX_DEPTH:
             raise self._too_deep(line)
@@ -179,7 +202,9 @@ def _compose(text: str, file: str) -> yaml.Node | None:
 def _reader_error(exc: ReaderError, text: str, file: str) -> ConfigError:
     character = exc.character if isinstance(exc.character, int) else ord(exc.character)
     line = text.count("\n", 0, exc.position) + 1
-    return ConfigError(file, line, None, f"not valid YAML: the character #x{character:04x} is not allowed in a YAML file")
+    return ConfigError(
+        file, line, None, f"not valid YAML: the character #x{character:04x} is not allowed in a YAML file"
+    )
 
 
 _SCANNING = re.compile(r"^while (?:parsing|scanning) (?:an? )?")
@@ -204,7 +229,11 @@ def _syntax_error(exc: yaml.MarkedYAMLError, text: str, file: str) -> ConfigErro
     if exc.context_mark is None:
         return ConfigError(file, problem_line, None, f"not valid YAML: {_plain_problem(problem)}")
     start = line_of(exc.context_mark)
-    openers = {"flow sequence": "the '[' opened here", "flow mapping": "the '{' opened here", "quoted scalar": "the quote opened here"}
+    openers = {
+        "flow sequence": "the '[' opened here",
+        "flow mapping": "the '{' opened here",
+        "quoted scalar": "the quote opened here",
+    }
     construct = _SCANNING.sub("", context)
     if construct in openers and (at_end or problem.startswith("expected ',' or")):
         what = f"{openers[construct]} is never closed"
@@ -281,10 +310,14 @@ class YamlTree:
     def line_of(self, loc: tuple[Any, ...]) -> int | None:
         return line_for(loc, self.lines)
 
-    def add_problem(self, loc: tuple[Any, ...], problem: str, line: int | None = None, *, covering: bool = True) -> None:
+    def add_problem(
+        self, loc: tuple[Any, ...], problem: str, line: int | None = None, *, covering: bool = True
+    ) -> None:
         """`line` defaults to the field's; `covering=False` for a problem about one part of a
         mapping (a bad key), which must not hide the problems of the mapping's other fields."""
-        entry = ConfigProblem(self.file, line if line is not None else self.line_of(loc), field_name(loc) or None, problem)
+        entry = ConfigProblem(
+            self.file, line if line is not None else self.line_of(loc), field_name(loc) or None, problem
+        )
         if entry not in self._seen:
             self._seen.add(entry)
             if covering:
@@ -354,7 +387,9 @@ class YamlTree:
                 continue
             key_line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
-                self.add_problem(path, "a key must be a plain name, not a list or a mapping", line=key_line, covering=False)
+                self.add_problem(
+                    path, "a key must be a plain name, not a list or a mapping", line=key_line, covering=False
+                )
                 continue
             try:
                 key = self._scalar(key_node, path, expand=False)
@@ -377,7 +412,10 @@ class YamlTree:
         for source in sources:
             if not isinstance(source, yaml.MappingNode):
                 self.add_problem(
-                    path, "'<<' merges a mapping, or a list of mappings, into this one", line=source.start_mark.line + 1, covering=False
+                    path,
+                    "'<<' merges a mapping, or a list of mappings, into this one",
+                    line=source.start_mark.line + 1,
+                    covering=False,
                 )
                 continue
             for key, value in (self._value_or_none(source, path) or {}).items():
@@ -392,7 +430,11 @@ class YamlTree:
             value = yaml.SafeLoader.yaml_constructors[node.tag](_SCALAR_CONSTRUCTOR, node)
         except (ValueError, KeyError, AttributeError, TypeError, OverflowError, yaml.YAMLError):
             shown = node.value if len(node.value) <= 40 else node.value[:40] + "…"
-            self.add_problem(path, f"'{shown}' cannot be read as {_SCALAR_KINDS[kind]}; put it in quotes to keep it as text", line=node.start_mark.line + 1)
+            self.add_problem(
+                path,
+                f"'{shown}' cannot be read as {_SCALAR_KINDS[kind]}; put it in quotes to keep it as text",
+                line=node.start_mark.line + 1,
+            )
             raise _Skip from None
         if isinstance(value, str) and expand and self.expand_env:
             return self._expand(value, node.start_mark.line + 1, path)
@@ -400,7 +442,11 @@ class YamlTree:
 
     def _refuse_tag(self, node: yaml.Node, path: tuple[Any, ...]) -> None:
         shown = "!!" + node.tag.removeprefix(_STANDARD) if node.tag.startswith(_STANDARD) else node.tag
-        self.add_problem(path, f"the tag '{shown}' is not supported; a panel file holds plain YAML values", line=node.start_mark.line + 1)
+        self.add_problem(
+            path,
+            f"the tag '{shown}' is not supported; a panel file holds plain YAML values",
+            line=node.start_mark.line + 1,
+        )
         raise _Skip
 
     def _expand(self, text: str, line: int, path: tuple[Any, ...]) -> str:
@@ -489,7 +535,9 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
     annotation: Any = model
     for part in loc:
         if isinstance(part, int):
-            annotation = next((get_args(option)[0] for option in _alternatives(annotation) if get_origin(option) is list), None)
+            annotation = next(
+                (get_args(option)[0] for option in _alternatives(annotation) if get_origin(option) is list), None
+            )
         else:
             found = _model_in(annotation)
             if found is None or part not in found.model_fields:

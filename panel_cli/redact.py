@@ -35,12 +35,16 @@ def secret_values(extra_names: Iterable[str] = (), known: Iterable[str] = ()) ->
     first, so a key that contains another is replaced whole."""
     extra = set(extra_names)
     values = {
-        value for name, value in os.environ.items() if name.upper().endswith(SECRET_NAME_SUFFIXES) and len(value) >= MIN_SECRET_LENGTH
+        value
+        for name, value in os.environ.items()
+        if name.upper().endswith(SECRET_NAME_SUFFIXES) and len(value) >= MIN_SECRET_LENGTH
     }
     values |= {os.environ[name] for name in extra if name in os.environ}
     values |= set(known)
     return sorted(
-        (value for value in values if len(value) >= MIN_KNOWN_SECRET_LENGTH and not _is_number(value)), key=len, reverse=True
+        (value for value in values if len(value) >= MIN_KNOWN_SECRET_LENGTH and not _is_number(value)),
+        key=len,
+        reverse=True,
     )
 
 

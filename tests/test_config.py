@@ -33,8 +33,7 @@ def error_of(text: str) -> str:
 
 def test_full_example_loads():
     panel = parse_panel(
-        MEMBERS
-        + "chairman: a\nanonymize: false\ntimeouts: {answer: 90s, review: 5m, synthesis: none}\n"
+        MEMBERS + "chairman: a\nanonymize: false\ntimeouts: {answer: 90s, review: 5m, synthesis: none}\n"
         "max_rounds: 4\nmethod: supermajority\nthreshold: 0.75\nquorum: 2\noptions: [PostgreSQL, MySQL]\n"
         "defaults: {temperature: 0.7, max_tokens: 1024, retries: 2}\n",
         "panel.yaml",
@@ -49,14 +48,32 @@ def test_full_example_loads():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (MEMBERS + "  - name: a\n    model: demo/sage\n", "panel.yaml, line 6: members[2].name: duplicate member name 'a'; names must be unique."),
+        (
+            MEMBERS + "  - name: a\n    model: demo/sage\n",
+            "panel.yaml, line 6: members[2].name: duplicate member name 'a'; names must be unique.",
+        ),
         (MEMBERS + "colour: blue\n", "panel.yaml, line 6: colour: unknown field."),
-        ("members:\n  - name: a\n    model: demo/sage\n    temprature: 1\n", "panel.yaml, line 4: members[0].temprature: unknown field (did you mean 'temperature'?)."),
-        ("members:\n  - name: a\n    model: demo/sage\n    temperature: 7\n", "panel.yaml, line 4: members[0].temperature: input should be less than or equal to 2."),
+        (
+            "members:\n  - name: a\n    model: demo/sage\n    temprature: 1\n",
+            "panel.yaml, line 4: members[0].temprature: unknown field (did you mean 'temperature'?).",
+        ),
+        (
+            "members:\n  - name: a\n    model: demo/sage\n    temperature: 7\n",
+            "panel.yaml, line 4: members[0].temperature: input should be less than or equal to 2.",
+        ),
         ("members:\n  - name: a\n", "panel.yaml, line 2: members[0].model: this field is required."),
-        (MEMBERS + "timeouts: {answer: soon}\n", "panel.yaml, line 6: timeouts.answer: 'soon' is not a duration; write it like 90s, 5m, 1h or none."),
-        (MEMBERS + "chairman: zed\n", "panel.yaml, line 6: chairman: 'zed' is not a member; name a member or give an inline member."),
-        (MEMBERS + "method: plurality\n", "panel.yaml, line 6: method: input should be 'majority', 'supermajority', 'unanimous', 'ranked_choice' or 'weighted'."),
+        (
+            MEMBERS + "timeouts: {answer: soon}\n",
+            "panel.yaml, line 6: timeouts.answer: 'soon' is not a duration; write it like 90s, 5m, 1h or none.",
+        ),
+        (
+            MEMBERS + "chairman: zed\n",
+            "panel.yaml, line 6: chairman: 'zed' is not a member; name a member or give an inline member.",
+        ),
+        (
+            MEMBERS + "method: plurality\n",
+            "panel.yaml, line 6: method: input should be 'majority', 'supermajority', 'unanimous', 'ranked_choice' or 'weighted'.",
+        ),
         (MEMBERS + "members: []\n", "panel.yaml, line 6: members: this key appears twice."),
         ("", "panel.yaml: the file is empty; a panel needs at least 'members'."),
         ("- a\n- b\n", "panel.yaml, line 1: a panel file is a mapping of fields such as 'members' and 'question'."),
@@ -67,7 +84,9 @@ def test_error_messages_name_file_line_and_field(text, expected):
 
 
 def test_unknown_demo_persona_points_at_the_model_line():
-    assert error_of("members:\n  - name: a\n    model: demo/oracle\n").startswith("panel.yaml, line 3: members[0].model: unknown demo persona 'oracle'")
+    assert error_of("members:\n  - name: a\n    model: demo/oracle\n").startswith(
+        "panel.yaml, line 3: members[0].model: unknown demo persona 'oracle'"
+    )
 
 
 def test_env_vars_are_expanded(monkeypatch):
@@ -91,7 +110,9 @@ def test_shipped_aliases_resolve_with_their_endpoint():
 def test_user_aliases_extend_and_override(tmp_path, monkeypatch):
     config = tmp_path / "cfg"
     config.mkdir()
-    (config / "aliases.yaml").write_text("gpt-4o: openai/gpt-4o-2024-11-20\nlocal:\n  model: openai/qwen\n  api_base: http://127.0.0.1:8000/v1\n")
+    (config / "aliases.yaml").write_text(
+        "gpt-4o: openai/gpt-4o-2024-11-20\nlocal:\n  model: openai/qwen\n  api_base: http://127.0.0.1:8000/v1\n"
+    )
     monkeypatch.setenv("PANEL_CONFIG_DIR", str(config))
     panel = parse_panel("members:\n  - name: g\n    model: gpt-4o\n  - name: q\n    model: local\n", "p.yaml")
     assert panel.members[0].model == "openai/gpt-4o-2024-11-20"
@@ -108,13 +129,17 @@ def test_backup_chairmen_and_inline_chairman():
     assert [c.name for c in panel.chairmen()] == ["b", "judge"]
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("5m", 300), ("1h", 3600), ("250ms", 0.25), (12, 12), ("none", None)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("5m", 300), ("1h", 3600), ("250ms", 0.25), (12, 12), ("none", None)]
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
 def test_demo_replaces_every_model():
-    panel = parse_panel("members:\n  - name: g\n    model: gpt-4o\n  - name: c\n    model: claude\n", "p.yaml").as_demo()
+    panel = parse_panel(
+        "members:\n  - name: g\n    model: gpt-4o\n  - name: c\n    model: claude\n", "p.yaml"
+    ).as_demo()
     assert [m.model for m in panel.members] == ["demo/sage", "demo/skeptic"]
     assert all(m.api_base is None for m in panel.members)
 
@@ -180,7 +205,10 @@ def test_walk_and_validation_problems_are_listed_together(monkeypatch):
                 "panel.yaml, line 6: chairman[1].modle: unknown field (did you mean 'model'?).",
             ],
         ),
-        ("[a, zed]", ["panel.yaml, line 6: chairman[1]: 'zed' is not a member; name a member or give an inline member."]),
+        (
+            "[a, zed]",
+            ["panel.yaml, line 6: chairman[1]: 'zed' is not a member; name a member or give an inline member."],
+        ),
     ],
 )
 def test_a_union_reports_only_the_branch_that_was_meant(chairman, expected):
@@ -210,7 +238,7 @@ def test_config_error_keeps_the_first_problem_in_its_fields():
     ("text", "expected"),
     [
         (
-            "name: x\nmembers:\n  - name: a\n    model: demo/sage\nquestion: \"hello\nmax_rounds: 3\n",
+            'name: x\nmembers:\n  - name: a\n    model: demo/sage\nquestion: "hello\nmax_rounds: 3\n',
             "q.yaml, line 5: not valid YAML: the quote opened here is never closed (the parser reached the end of the file).",
         ),
         (
@@ -225,14 +253,29 @@ def test_config_error_keeps_the_first_problem_in_its_fields():
             "members:\n  - name: 'a\n    model: x\n",
             "q.yaml, line 2: not valid YAML: the quote opened here is never closed (the parser reached the end of the file).",
         ),
-        ("members: {a: 1\n", "q.yaml, line 1: not valid YAML: the '{' opened here is never closed (the parser reached the end of the file)."),
+        (
+            "members: {a: 1\n",
+            "q.yaml, line 1: not valid YAML: the '{' opened here is never closed (the parser reached the end of the file).",
+        ),
         ("members: [\n", "q.yaml, line 1: not valid YAML: the file ends inside a '[' or '{' that is never closed."),
         ("members:\n\t- a\n", "q.yaml, line 2: not valid YAML: a tab cannot indent YAML; use spaces."),
-        (MEMBERS + "question: a: b\n", "q.yaml, line 6: not valid YAML: ': ' cannot appear here; put quotes around a value that contains ': '."),
+        (
+            MEMBERS + "question: a: b\n",
+            "q.yaml, line 6: not valid YAML: ': ' cannot appear here; put quotes around a value that contains ': '.",
+        ),
         ("a: &x 1\nb: &x 2\n", "q.yaml, line 2: not valid YAML: the anchor &x is defined twice (first at line 1)."),
-        (MEMBERS + "question: *x\n", "q.yaml, line 6: not valid YAML: the alias *x is used before an anchor &x defines it."),
-        (MEMBERS + "---\nname: b\n", "q.yaml, line 6: not valid YAML: a second YAML document starts here; a file holds one."),
-        (MEMBERS + "question: a\x00b\n", "q.yaml, line 6: not valid YAML: the character #x0000 is not allowed in a YAML file."),
+        (
+            MEMBERS + "question: *x\n",
+            "q.yaml, line 6: not valid YAML: the alias *x is used before an anchor &x defines it.",
+        ),
+        (
+            MEMBERS + "---\nname: b\n",
+            "q.yaml, line 6: not valid YAML: a second YAML document starts here; a file holds one.",
+        ),
+        (
+            MEMBERS + "question: a\x00b\n",
+            "q.yaml, line 6: not valid YAML: the character #x0000 is not allowed in a YAML file.",
+        ),
     ],
 )
 def test_syntax_errors_name_the_line_where_the_construct_starts(text, expected):
@@ -281,7 +324,9 @@ def test_billion_laughs_is_refused_at_the_alias_that_crosses_the_budget():
 
 @pytest.mark.parametrize("text", ["a: &a [*a]\n", "a: &a {b: *a}\n"])
 def test_an_alias_inside_its_own_value_is_refused(text):
-    assert error_of(text) == "panel.yaml, line 1: the alias *a is used inside the value it names, which would never end."
+    assert (
+        error_of(text) == "panel.yaml, line 1: the alias *a is used inside the value it names, which would never end."
+    )
 
 
 def test_aliases_cannot_nest_past_the_depth_limit():
@@ -310,8 +355,14 @@ def test_the_depth_limit_is_exactly_a_hundred_levels():
     ("value", "expected"),
     [
         ("!custom x", "question: the tag '!custom' is not supported; a panel file holds plain YAML values."),
-        ("!!python/object:os.system x", "question: the tag '!!python/object:os.system' is not supported; a panel file holds plain YAML values."),
-        ("!!python/object/apply:os.system [echo]", "question: the tag '!!python/object/apply:os.system' is not supported; a panel file holds plain YAML values."),
+        (
+            "!!python/object:os.system x",
+            "question: the tag '!!python/object:os.system' is not supported; a panel file holds plain YAML values.",
+        ),
+        (
+            "!!python/object/apply:os.system [echo]",
+            "question: the tag '!!python/object/apply:os.system' is not supported; a panel file holds plain YAML values.",
+        ),
         ("!!set {a: null}", "question: the tag '!!set' is not supported; a panel file holds plain YAML values."),
         ("2024-13-45", "question: '2024-13-45' cannot be read as a date; put it in quotes to keep it as text."),
         ("!!int abc", "question: 'abc' cannot be read as an integer; put it in quotes to keep it as text."),
@@ -323,7 +374,10 @@ def test_only_plain_yaml_values_are_accepted(value, expected):
 
 def test_a_file_with_too_many_values_is_refused_while_it_is_read():
     text = MEMBERS + "options: [" + "0, " * 60_000 + "0]\n"
-    assert error_of(text) == "panel.yaml, line 6: the file holds more than 50000 values by here, far more than a panel needs."
+    assert (
+        error_of(text)
+        == "panel.yaml, line 6: the file holds more than 50000 values by here, far more than a panel needs."
+    )
 
 
 def test_a_long_list_of_problems_ends_with_a_count():
@@ -344,7 +398,10 @@ def test_merge_keys_share_fields_between_members():
     panel = parse_panel(
         "members:\n  - &base {name: a, model: demo/sage, temperature: 0.2}\n  - {<<: *base, name: b}\n", "p.yaml"
     )
-    assert [(m.name, m.model, m.temperature) for m in panel.members] == [("a", "demo/sage", 0.2), ("b", "demo/sage", 0.2)]
+    assert [(m.name, m.model, m.temperature) for m in panel.members] == [
+        ("a", "demo/sage", 0.2),
+        ("b", "demo/sage", 0.2),
+    ]
     assert panel.line_of(("members", 1, "name")) == 3
 
 
@@ -391,8 +448,14 @@ def test_a_missing_panel_file_points_at_the_one_in_configs(tmp_path, monkeypatch
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ("question: Why?\nquestion_file: q.md\n", "panel.yaml, line 7: question_file: give 'question' or 'question_file', not both."),
-        ("question_file: q.md\nquestion: Why?\n", "panel.yaml, line 7: question: give 'question' or 'question_file', not both."),
+        (
+            "question: Why?\nquestion_file: q.md\n",
+            "panel.yaml, line 7: question_file: give 'question' or 'question_file', not both.",
+        ),
+        (
+            "question_file: q.md\nquestion: Why?\n",
+            "panel.yaml, line 7: question: give 'question' or 'question_file', not both.",
+        ),
     ],
 )
 def test_question_and_question_file_together_point_at_the_second(fields, expected):
@@ -417,8 +480,14 @@ def test_question_file_resolves_against_the_panel_folder(tmp_path, monkeypatch):
     [
         (lambda path: None, "q.md: no such file."),
         (lambda path: path.mkdir(), "q.md: is a folder, not a file."),
-        (lambda path: path.write_bytes(b"Line one\nCaf\xe9?\n"), "q.md: line 2 is not UTF-8 text (byte 0xe9); save it as UTF-8."),
-        (lambda path: path.write_bytes(b"x" * (MAX_FILE_BYTES + 1)), "q.md: is larger than 1 MiB, too big for a question."),
+        (
+            lambda path: path.write_bytes(b"Line one\nCaf\xe9?\n"),
+            "q.md: line 2 is not UTF-8 text (byte 0xe9); save it as UTF-8.",
+        ),
+        (
+            lambda path: path.write_bytes(b"x" * (MAX_FILE_BYTES + 1)),
+            "q.md: is larger than 1 MiB, too big for a question.",
+        ),
         (lambda path: path.write_text(" \n\n"), "q.md: the file is empty."),
     ],
 )
@@ -484,7 +553,10 @@ def test_dash_q_dash_needs_something_on_stdin(piped):
 def test_no_question_anywhere_is_one_sentence(piped):
     with pytest.raises(UserError) as caught:
         resolve_question(parse_panel(MEMBERS, "p.yaml"), None, None, Stdin(piped))
-    assert caught.value.message == "No question: give one with -q, as 'question' or 'question_file' in the panel file, or on stdin."
+    assert (
+        caught.value.message
+        == "No question: give one with -q, as 'question' or 'question_file' in the panel file, or on stdin."
+    )
 
 
 # Aliases -----------------------------------------------------------------------------------------
@@ -505,7 +577,10 @@ def test_a_broken_alias_file_matters_only_to_a_panel_with_a_short_name(tmp_path,
     assert [m.model for m in panel.members] == ["demo/sage", "openai/x"]
     with pytest.raises(ConfigError) as caught:
         parse_panel("members:\n  - {name: a, model: gpt-4o}\n", "p.yaml")
-    assert caught.value.message == f"{file}, line 1: not valid YAML: the '[' opened here is never closed (the parser reached the end of the file)."
+    assert (
+        caught.value.message
+        == f"{file}, line 1: not valid YAML: the '[' opened here is never closed (the parser reached the end of the file)."
+    )
 
 
 def test_load_aliases_lists_every_problem_of_the_user_file(tmp_path, monkeypatch):
@@ -569,10 +644,18 @@ def test_a_panel_from_members_has_no_file():
 @pytest.mark.parametrize(
     ("text", "field", "line"),
     [
-        (MEMBERS + "  - name: c\n    model: openai/x\n    api_base: http://user:hunter2@host/v1\n", "members[2].api_base", 8),
+        (
+            MEMBERS + "  - name: c\n    model: openai/x\n    api_base: http://user:hunter2@host/v1\n",
+            "members[2].api_base",
+            8,
+        ),
         (MEMBERS + "chairman: {name: j, model: openai/x, api_base: 'https://hunter2@host'}\n", "chairman.api_base", 6),
         (MEMBERS + "  - name: c\n    model: openai/x\n    api_base: ${PANEL_TEST_URL}\n", "members[2].api_base", 8),
-        (MEMBERS + "  - name: c\n    model: openai/x\n    api_base: user:hunter2@host:8000\n", "members[2].api_base", 8),
+        (
+            MEMBERS + "  - name: c\n    model: openai/x\n    api_base: user:hunter2@host:8000\n",
+            "members[2].api_base",
+            8,
+        ),
     ],
 )
 def test_credentials_in_api_base_are_refused_without_echoing_them(monkeypatch, text, field, line):
@@ -607,4 +690,7 @@ def test_repeated_model_ids_stay_legal_in_a_panel_from_members():
 @pytest.mark.parametrize("role", ["chairman", "critic", "planner"])
 def test_an_inline_role_may_not_take_a_members_name(role):
     text = f"{MEMBERS}{role}:\n  name: a\n  model: demo/sage\n"
-    assert error_of(text) == f"panel.yaml, line 7: {role}.name: 'a' is a member's name; an inline member needs a name of its own."
+    assert (
+        error_of(text)
+        == f"panel.yaml, line 7: {role}.name: 'a' is a member's name; an inline member needs a name of its own."
+    )

@@ -264,10 +264,7 @@ async def test_two_hundred_concurrent_calls(fake_server: FakeOpenAIServer) -> No
 
     try:
         responses = await asyncio.gather(
-            *(
-                clients[i % 10].post("/chat/completions", json={"model": f"m{i}", "messages": USER})
-                for i in range(200)
-            )
+            *(clients[i % 10].post("/chat/completions", json={"model": f"m{i}", "messages": USER}) for i in range(200))
         )
     finally:
         await asyncio.gather(*(client.aclose() for client in clients))

@@ -16,7 +16,35 @@ from mcp.server.mcpserver import MCPServer
 NOTES = Path(__file__).with_name("notes.md")
 MOST_SECTIONS = 2
 # Words too common to tell one section from another.
-COMMON = frozenset("a an and are as at be by for from how in is it of on or our should the to we what which with".split())
+COMMON = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "how",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "our",
+        "should",
+        "the",
+        "to",
+        "we",
+        "what",
+        "which",
+        "with",
+    ]
+)
 
 server = MCPServer("notes", instructions="Look up the team's engineering notes.")
 
@@ -35,7 +63,9 @@ def _sections() -> list[str]:
 def lookup(query: str) -> str:
     """Search the team's engineering notes; returns the sections most relevant to the query."""
     wanted = _words(query)
-    scored = sorted(((len(wanted & _words(section)), index, section) for index, section in enumerate(_sections())), reverse=True)
+    scored = sorted(
+        ((len(wanted & _words(section)), index, section) for index, section in enumerate(_sections())), reverse=True
+    )
     found = [section for score, _, section in scored[:MOST_SECTIONS] if score > 0]
     return "\n\n".join(found) if found else f"No note mentions: {query}"
 

@@ -61,7 +61,9 @@ def file_format(path: Path) -> Format:
     if suffix == ".csv":
         return "csv"
     if suffix == ".json":
-        raise UserError(f"{path}: a batch reads JSONL (one JSON object a line, named .jsonl), CSV or text, not a .json file.")
+        raise UserError(
+            f"{path}: a batch reads JSONL (one JSON object a line, named .jsonl), CSV or text, not a .json file."
+        )
     return "text"
 
 
@@ -76,7 +78,9 @@ def read_questions(path: Path) -> list[BatchQuestion]:
     texts: dict[str, int] = {}
     for line, given_id, question, options in parse(text, name):
         if len(questions) == QUESTION_COUNT_LIMIT:
-            raise UserError(f"{name} holds more than {QUESTION_COUNT_LIMIT:,} questions; split it into several batches.")
+            raise UserError(
+                f"{name} holds more than {QUESTION_COUNT_LIMIT:,} questions; split it into several batches."
+            )
         if len(question) > QUESTION_LIMIT:
             raise ConfigError(name, line, "question", f"longer than {QUESTION_LIMIT:,} characters")
         if given_id is not None:
@@ -130,7 +134,12 @@ def _jsonl(text: str, name: str) -> Parsed:
             raise ConfigError(name, line, None, f"not valid JSON ({error.msg}, column {error.colno})") from None
         if not isinstance(entry, dict):
             raise ConfigError(name, line, None, f"each line must be a JSON object, like {JSON_EXAMPLE}")
-        yield line, _id(entry.get("id"), name, line), _question(entry.get("question"), name, line), _options(entry, name, line)
+        yield (
+            line,
+            _id(entry.get("id"), name, line),
+            _question(entry.get("question"), name, line),
+            _options(entry, name, line),
+        )
 
 
 def _csv(text: str, name: str) -> Parsed:

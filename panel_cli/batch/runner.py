@@ -63,18 +63,32 @@ class BatchLine(BaseModel):
         """The line of a question an earlier invocation of the batch answered."""
         duration = None if run.duration_s is None else round(run.duration_s, 3)
         return cls(
-            id=question.label, question=question.question, run_id=run.id, final_answer=run.final_answer,
-            reached_answer=run.reached_answer, failure_reason=run.failure_reason, calls=run.calls, tokens=run.tokens,
-            cost=run.cost, duration_s=duration,
+            id=question.label,
+            question=question.question,
+            run_id=run.id,
+            final_answer=run.final_answer,
+            reached_answer=run.reached_answer,
+            failure_reason=run.failure_reason,
+            calls=run.calls,
+            tokens=run.tokens,
+            cost=run.cost,
+            duration_s=duration,
         )
 
     @classmethod
     def of(cls, question: BatchQuestion, outcome: RunOutcome) -> BatchLine:
         envelope = outcome.envelope
         return cls(
-            id=question.label, question=question.question, run_id=envelope.run_id, final_answer=envelope.final_answer,
-            reached_answer=envelope.reached_answer, failure_reason=outcome.result.failure_reason, calls=envelope.calls,
-            tokens=envelope.tokens, cost=envelope.cost, duration_s=envelope.duration_s,
+            id=question.label,
+            question=question.question,
+            run_id=envelope.run_id,
+            final_answer=envelope.final_answer,
+            reached_answer=envelope.reached_answer,
+            failure_reason=outcome.result.failure_reason,
+            calls=envelope.calls,
+            tokens=envelope.tokens,
+            cost=envelope.cost,
+            duration_s=envelope.duration_s,
         )
 
 
@@ -233,17 +247,32 @@ class BatchRunner:
         try:
             # The file's `defaults.max_cost` caps each run, as it caps a run of the panel alone.
             outcome = await run_panel(
-                self.engine, panel, question.question, store=store, secrets=self.secrets, view=usage, shared=shared,
-                warnings=self.warnings, tags={BATCH_TAG: self.batch_id, QUESTION_TAG: question.key}, run_id=run_id,
+                self.engine,
+                panel,
+                question.question,
+                store=store,
+                secrets=self.secrets,
+                view=usage,
+                shared=shared,
+                warnings=self.warnings,
+                tags={BATCH_TAG: self.batch_id, QUESTION_TAG: question.key},
+                run_id=run_id,
                 budget=capped(panel, NO_CONTROLS, allow_flag=False),
             )
         except PanelError:
             raise
         except Exception as error:
             line = BatchLine(
-                id=question.label, question=question.question, run_id=run_id, final_answer=None, reached_answer=False,
-                failure_reason=f"the run failed: {type(error).__name__}: {error}", calls=usage.run.calls,
-                tokens=usage.run.tokens, cost=usage.run.cost, duration_s=round(time.perf_counter() - started, 3),
+                id=question.label,
+                question=question.question,
+                run_id=run_id,
+                final_answer=None,
+                reached_answer=False,
+                failure_reason=f"the run failed: {type(error).__name__}: {error}",
+                calls=usage.run.calls,
+                tokens=usage.run.tokens,
+                cost=usage.run.cost,
+                duration_s=round(time.perf_counter() - started, 3),
             )
         else:
             line = BatchLine.of(question, outcome)

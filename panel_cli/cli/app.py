@@ -190,7 +190,12 @@ def show_version(value: bool) -> None:
 def main_options(
     traceback: bool = typer.Option(False, "--traceback", help="Show the full traceback of an unexpected error."),
     version: bool = typer.Option(
-        False, "--version", is_eager=True, expose_value=False, callback=show_version, help="Show panel's version and exit."
+        False,
+        "--version",
+        is_eager=True,
+        expose_value=False,
+        callback=show_version,
+        help="Show panel's version and exit.",
     ),
 ) -> None:
     if traceback:
@@ -249,6 +254,8 @@ def main() -> None:
         elif os.environ.get("PANEL_TRACEBACK"):
             raise
         else:
-            _say(f"unexpected error: {type(exc).__name__}: {exc} (run with --traceback or PANEL_TRACEBACK=1 for details).")
+            _say(
+                f"unexpected error: {type(exc).__name__}: {exc} (run with --traceback or PANEL_TRACEBACK=1 for details)."
+            )
             code = 1
     sys.exit(code if isinstance(code, int) else 0)

@@ -34,18 +34,29 @@ def batch(
     questions_file: Path = typer.Option(
         ...,
         "--questions",
-        help="The questions: JSONL ({\"id\", \"question\", \"options\"} a line), CSV with a question column, or text, one a line.",
+        help='The questions: JSONL ({"id", "question", "options"} a line), CSV with a question column, or text, one a line.',
         metavar="PATH",
         dir_okay=False,
     ),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, max=64, help="How many runs at a time (the panel's per-endpoint limits still hold)."),
+    concurrency: int = typer.Option(
+        4, "--concurrency", min=1, max=64, help="How many runs at a time (the panel's per-endpoint limits still hold)."
+    ),
     output: Path = typer.Option(
-        DEFAULT_OUTPUT, "--output", "-o", help="Results, one JSON line per question (written as runs finish, in full at the end).", dir_okay=False
+        DEFAULT_OUTPUT,
+        "--output",
+        "-o",
+        help="Results, one JSON line per question (written as runs finish, in full at the end).",
+        dir_okay=False,
     ),
     resume: str | None = typer.Option(
-        None, "--resume", metavar="BATCH_ID", help="Continue this batch: questions with a finished run in it are skipped."
+        None,
+        "--resume",
+        metavar="BATCH_ID",
+        help="Continue this batch: questions with a finished run in it are skipped.",
     ),
-    shard: str | None = typer.Option(None, "--shard", metavar="I/N", help="Run only the I-th of N slices of the questions (1/3, 2/3, 3/3)."),
+    shard: str | None = typer.Option(
+        None, "--shard", metavar="I/N", help="Run only the I-th of N slices of the questions (1/3, 2/3, 3/3)."
+    ),
     json_mode: bool = typer.Option(False, "--json", help="Print only a summary of the batch as JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress and no summary."),
     db: Path | None = options.DB,
@@ -82,8 +93,12 @@ def batch(
     to_run = [question for question in questions if question.key not in lines]
 
     progress_console = Console(stderr=True) if json_mode else Console()
-    secrets = ready_to_call(loader, panel, console=progress_console, show_progress=progress_console.is_terminal and not quiet)
-    capped(panel, NO_CONTROLS, allow_flag=False)  # a cost cap over a member of unknown price stops the batch here, not each run
+    secrets = ready_to_call(
+        loader, panel, console=progress_console, show_progress=progress_console.is_terminal and not quiet
+    )
+    capped(
+        panel, NO_CONTROLS, allow_flag=False
+    )  # a cost cap over a member of unknown price stops the batch here, not each run
     results = ResultsFile(output)
     results.rewrite(_in_order(questions, lines))
     totals = BatchTotals(questions=len(questions), skipped=len(lines), done=len(lines))
@@ -93,8 +108,18 @@ def batch(
         _say(_starting(batch_id, totals, concurrency, output, slices))
     progress = make_progress(batch_id, totals, json_mode=json_mode, quiet=quiet)
     runner = BatchRunner(
-        batch_id=batch_id, engine=engine_for(panel.protocol), panel=panel, questions=to_run, lines=lines, warnings=warnings,
-        secrets=secrets, db_path=db_path, output=results, concurrency=concurrency, totals=totals, progress=progress,
+        batch_id=batch_id,
+        engine=engine_for(panel.protocol),
+        panel=panel,
+        questions=to_run,
+        lines=lines,
+        warnings=warnings,
+        secrets=secrets,
+        db_path=db_path,
+        output=results,
+        concurrency=concurrency,
+        totals=totals,
+        progress=progress,
     )
 
     async def run() -> None:
@@ -104,7 +129,9 @@ def batch(
             # Said here, before the process may exit at once (`signals`), so the way on is always printed.
             progress.close()
             results.rewrite(_in_order(questions, lines))
-            _say(f"batch {batch_id} stopped: {totals.done} of {totals.questions} questions have a finished run, kept with their results.")
+            _say(
+                f"batch {batch_id} stopped: {totals.done} of {totals.questions} questions have a finished run, kept with their results."
+            )
             _say(f"continue it with: {again}")
             raise
         finally:
@@ -115,8 +142,16 @@ def batch(
     answered = sum(line.reached_answer for line in lines.values())
     if json_mode:
         summary = BatchSummary(
-            batch_id=batch_id, questions=len(questions), skipped=totals.skipped, ran=len(to_run), answered=answered,
-            no_answer=len(lines) - answered, calls=totals.calls, tokens=totals.tokens, cost=totals.cost, output=str(output),
+            batch_id=batch_id,
+            questions=len(questions),
+            skipped=totals.skipped,
+            ran=len(to_run),
+            answered=answered,
+            no_answer=len(lines) - answered,
+            calls=totals.calls,
+            tokens=totals.tokens,
+            cost=totals.cost,
+            output=str(output),
             db=str(db_path),
         )
         sys.stdout.write(json.dumps(summary.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
@@ -186,9 +221,15 @@ def _finished_lines(
         raise UserError(f"No batch has the id '{batch_id}' in {db_path}; a batch's id is printed when it starts.")
     protocols = {run.protocol for run in runs}
     if panel.protocol not in protocols:
-        raise UserError(f"Batch {batch_id} ran {', '.join(sorted(protocols))}, and this panel runs {panel.protocol}; resume it with its own panel file.")
+        raise UserError(
+            f"Batch {batch_id} ran {', '.join(sorted(protocols))}, and this panel runs {panel.protocol}; resume it with its own panel file."
+        )
     finished = finished_runs(runs)
-    return {question.key: BatchLine.stored(question, finished[question.key]) for question in questions if question.key in finished}
+    return {
+        question.key: BatchLine.stored(question, finished[question.key])
+        for question in questions
+        if question.key in finished
+    }
 
 
 def _in_order(questions: list[BatchQuestion], lines: dict[str, BatchLine]) -> list[BatchLine]:
@@ -196,7 +237,14 @@ def _in_order(questions: list[BatchQuestion], lines: dict[str, BatchLine]) -> li
 
 
 def _resume_command(
-    panel_file: Path, questions_file: Path, batch_id: str, *, output: Path, shard: str | None, db: Path | None, demo: bool
+    panel_file: Path,
+    questions_file: Path,
+    batch_id: str,
+    *,
+    output: Path,
+    shard: str | None,
+    db: Path | None,
+    demo: bool,
 ) -> str:
     """The command that continues this batch, as the person would type it."""
     words = ["panel", "batch", str(panel_file), "--questions", str(questions_file), "--resume", batch_id]
@@ -211,7 +259,9 @@ def _resume_command(
     return shlex.join(words)
 
 
-def _starting(batch_id: str, totals: BatchTotals, concurrency: int, output: Path, slices: tuple[int, int] | None) -> str:
+def _starting(
+    batch_id: str, totals: BatchTotals, concurrency: int, output: Path, slices: tuple[int, int] | None
+) -> str:
     count = f"{totals.questions} question{'' if totals.questions == 1 else 's'}"
     part = f" (slice {slices[0]} of {slices[1]})" if slices else ""
     earlier = f", {totals.skipped} already finished" if totals.skipped else ""
@@ -222,7 +272,9 @@ def _summary(batch_id: str, totals: BatchTotals, answered: int, output: Path) ->
     missing = totals.done - answered
     without = f", {missing} without an answer" if missing else ""
     spent = f"{totals.calls} call{'' if totals.calls == 1 else 's'}, {totals.usage}"
-    _say(f"batch {batch_id}: {answered} of {totals.questions} answered{without}; this time {spent}; results in {output}.")
+    _say(
+        f"batch {batch_id}: {answered} of {totals.questions} answered{without}; this time {spent}; results in {output}."
+    )
 
 
 def _say(message: str) -> None:

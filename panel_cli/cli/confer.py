@@ -14,10 +14,15 @@ def confer(
     panel_file: Path = options.panel_file_argument(),
     question: str | None = options.QUESTION,
     agents: str | None = typer.Option(
-        None, "--agents", help="Only these members, comma-separated (e.g. gpt,claude).", autocompletion=completion.member_names
+        None,
+        "--agents",
+        help="Only these members, comma-separated (e.g. gpt,claude).",
+        autocompletion=completion.member_names,
     ),
     max_rounds: int | None = typer.Option(None, "--max-rounds", min=1, max=50, help="At most this many vote rounds."),
-    no_convergence: bool = typer.Option(False, "--no-convergence", help="Run every round even when the winner is stable."),
+    no_convergence: bool = typer.Option(
+        False, "--no-convergence", help="Run every round even when the winner is stable."
+    ),
     json_mode: bool = options.JSON,
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
@@ -46,4 +51,14 @@ def confer(
     panel = apply_demo(panel.model_copy(update=updates), demo).with_attachments(attach)
     warnings = check_panel(panel, "confer", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, confer_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)
+    execute(
+        loader,
+        confer_engine,
+        panel,
+        text,
+        warnings=warnings,
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        controls=controls,
+    )

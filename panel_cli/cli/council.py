@@ -21,7 +21,9 @@ def council(
         help="Who writes the final answer; several, comma-separated, are tried in order.",
         autocompletion=completion.member_names,
     ),
-    no_anonymize: bool = typer.Option(False, "--no-anonymize", help="Reviewers see the authors' names instead of Model A, B, …"),
+    no_anonymize: bool = typer.Option(
+        False, "--no-anonymize", help="Reviewers see the authors' names instead of Model A, B, …"
+    ),
     timeout: str | None = TIMEOUT,
     json_mode: bool = options.JSON,
     quiet: bool = options.QUIET,
@@ -43,4 +45,14 @@ def council(
     panel = apply_demo(with_timeout(panel, timeout, ("answer", "review")), demo).with_attachments(attach)
     warnings = check_panel(panel, "council", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, council_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)
+    execute(
+        loader,
+        council_engine,
+        panel,
+        text,
+        warnings=warnings,
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        controls=controls,
+    )

@@ -21,8 +21,12 @@ def delphi(
         help="Who writes the synthesis; several, comma-separated, are tried in order.",
         autocompletion=completion.member_names,
     ),
-    max_rounds: int | None = typer.Option(None, "--max-rounds", min=1, max=50, help="At most this many rounds (default 3)."),
-    no_convergence: bool = typer.Option(False, "--no-convergence", help="Run every round even when no expert changes any more."),
+    max_rounds: int | None = typer.Option(
+        None, "--max-rounds", min=1, max=50, help="At most this many rounds (default 3)."
+    ),
+    no_convergence: bool = typer.Option(
+        False, "--no-convergence", help="Run every round even when no expert changes any more."
+    ),
     timeout: str | None = typer.Option(None, "--timeout", help="Time limit per round, like 90s, 3m or none."),
     json_mode: bool = options.JSON,
     quiet: bool = options.QUIET,
@@ -44,7 +48,19 @@ def delphi(
         updates["max_rounds"] = max_rounds
     if no_convergence:
         updates["until_convergence"] = False
-    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("answer",)), demo).with_attachments(attach)
+    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("answer",)), demo).with_attachments(
+        attach
+    )
     warnings = check_panel(panel, "delphi", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, delphi_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)
+    execute(
+        loader,
+        delphi_engine,
+        panel,
+        text,
+        warnings=warnings,
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        controls=controls,
+    )

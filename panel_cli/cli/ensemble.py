@@ -23,7 +23,10 @@ def ensemble(
     ),
     scorer: str | None = typer.Option(None, "--scorer", help="For consensus: length, or judge:<member>."),
     aggregator: str | None = typer.Option(
-        None, "--aggregator", help="For synthesize: the member that writes the answer.", autocompletion=completion.member_names
+        None,
+        "--aggregator",
+        help="For synthesize: the member that writes the answer.",
+        autocompletion=completion.member_names,
     ),
     timeout: str | None = TIMEOUT,
     json_mode: bool = options.JSON,
@@ -63,4 +66,14 @@ def ensemble(
     panel = apply_demo(with_timeout(panel, timeout, ("answer",)), demo).with_attachments(attach)
     warnings = check_panel(panel, "ensemble", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, ensemble_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)
+    execute(
+        loader,
+        ensemble_engine,
+        panel,
+        text,
+        warnings=warnings,
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        controls=controls,
+    )

@@ -19,7 +19,13 @@ if TYPE_CHECKING:
 
 
 def show_estimate(
-    loader: GatewayLoader, panel: Panel, question: str, *, json_mode: bool, console: Console, follow_up: FollowUp | None = None
+    loader: GatewayLoader,
+    panel: Panel,
+    question: str,
+    *,
+    json_mode: bool,
+    console: Console,
+    follow_up: FollowUp | None = None,
 ) -> None:
     """Print the estimate of a run (a table, or JSON with `--json`). The models must be ones
     litellm routes, as for a run; the keys need not be set, since nothing is sent. A
@@ -51,6 +57,12 @@ def estimate(
     from panel_cli.cli.run import run
 
     run(
-        panel_file=panel_file, question=question, json_mode=json_mode, quiet=False, db=None, demo=demo, attach=attach,
+        panel_file=panel_file,
+        question=question,
+        json_mode=json_mode,
+        quiet=False,
+        db=None,
+        demo=demo,
+        attach=attach,
         controls=options.RunControls(dry_run=True),
     )

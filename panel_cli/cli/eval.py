@@ -24,22 +24,40 @@ DEFAULT_CONCURRENCY = 4
 def eval_command(
     panel_file: Path | None = options.panel_file_argument(required=False),
     dataset: str | None = typer.Option(
-        None, "--dataset", metavar="PATH", help="Questions with gold answers: a JSONL file, or builtin:general (see --list-datasets)."
+        None,
+        "--dataset",
+        metavar="PATH",
+        help="Questions with gold answers: a JSONL file, or builtin:general (see --list-datasets).",
     ),
     baseline: str | None = typer.Option(
-        None, "--baseline", metavar="MEMBER", help="The member who answers alone, to compare with (default: the first member).",
+        None,
+        "--baseline",
+        metavar="MEMBER",
+        help="The member who answers alone, to compare with (default: the first member).",
         autocompletion=completion.member_names,
     ),
     protocols: str | None = typer.Option(
-        None, "--protocols", metavar="LIST", help="Protocols to evaluate, comma-separated (default confer,council,vote; vote only when every question has options)."
+        None,
+        "--protocols",
+        metavar="LIST",
+        help="Protocols to evaluate, comma-separated (default confer,council,vote; vote only when every question has options).",
     ),
     grader: str | None = typer.Option(
-        None, "--grader", metavar="GRADER", help="auto (option match, or normalised exact match for short answers), or judge:<member or model> (default auto)."
+        None,
+        "--grader",
+        metavar="GRADER",
+        help="auto (option match, or normalised exact match for short answers), or judge:<member or model> (default auto).",
     ),
-    concurrency: int = typer.Option(DEFAULT_CONCURRENCY, "--concurrency", min=1, max=64, metavar="N", help="How many questions run at a time."),
-    limit: int | None = typer.Option(None, "--limit", min=1, metavar="N", help="Only the first N questions of the dataset."),
+    concurrency: int = typer.Option(
+        DEFAULT_CONCURRENCY, "--concurrency", min=1, max=64, metavar="N", help="How many questions run at a time."
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, metavar="N", help="Only the first N questions of the dataset."
+    ),
     seed: int = typer.Option(0, "--seed", metavar="N", help="Seed of the simulated demo/oracle@p members."),
-    report: Path | None = typer.Option(None, "--report", metavar="PATH", help="Also write a Markdown report there.", dir_okay=False),
+    report: Path | None = typer.Option(
+        None, "--report", metavar="PATH", help="Also write a Markdown report there.", dir_okay=False
+    ),
     json_mode: bool = options.JSON,
     db: Path | None = options.DB,
     list_datasets: bool = typer.Option(False, "--list-datasets", help="List the built-in datasets and exit."),
@@ -56,7 +74,9 @@ def eval_command(
     if panel_file is None:
         raise UserError("Give a panel file: panel eval FILE --dataset builtin:general.")
     if dataset is None:
-        raise UserError("--dataset is needed: a JSONL file of questions with answers, or builtin:general (panel eval --list-datasets).")
+        raise UserError(
+            "--dataset is needed: a JSONL file of questions with answers, or builtin:general (panel eval --list-datasets)."
+        )
     loader = begin_run()
     import asyncio
     import json
@@ -82,16 +102,28 @@ def eval_command(
     console = Console()
     progress_console = Console(stderr=True) if json_mode else console
     secrets = ready_to_call(loader, plan.called, console=progress_console, show_progress=progress_console.is_terminal)
-    capped(plan.called, NO_CONTROLS, allow_flag=False)  # a cost cap over a member of unknown price stops the eval here, not each run
+    capped(
+        plan.called, NO_CONTROLS, allow_flag=False
+    )  # a cost cap over a member of unknown price stops the eval here, not each run
     db_path = resolve_db_path(db)
     eval_id = "e" + random_ids.token_hex(5)
     progress = EvalBar(progress_console) if progress_console.is_terminal else PlainProgress()
-    _say(f"eval {eval_id}: {len(data.items)} questions × {len(plan.systems)} systems ({', '.join(s.name for s in plan.systems)}), {concurrency} at a time.")
+    _say(
+        f"eval {eval_id}: {len(data.items)} questions × {len(plan.systems)} systems ({', '.join(s.name for s in plan.systems)}), {concurrency} at a time."
+    )
 
     async def run() -> EvalResult:
         store = await TranscriptStore.open(db_path)
         try:
-            return await run_eval(plan, store=store, secrets=secrets, eval_id=eval_id, seed=seed, concurrency=concurrency, progress=progress)
+            return await run_eval(
+                plan,
+                store=store,
+                secrets=secrets,
+                eval_id=eval_id,
+                seed=seed,
+                concurrency=concurrency,
+                progress=progress,
+            )
         except asyncio.CancelledError:
             progress.close()
             _say(f"eval {eval_id} stopped; the runs that finished are stored, tagged eval {eval_id}.")
@@ -107,7 +139,9 @@ def eval_command(
         except OSError as exc:
             raise UserError(f"--report: {report}: cannot be written ({exc.strerror}).") from None
     if json_mode:
-        sys.stdout.write(json.dumps(redact_obj(result.model_dump(mode="json"), secrets), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps(redact_obj(result.model_dump(mode="json"), secrets), indent=2, ensure_ascii=False) + "\n"
+        )
     else:
         console.print(render(result))
     if report is not None:
@@ -121,8 +155,13 @@ class EvalBar:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[right]} right"),
-            TimeRemainingColumn(), console=console, transient=False,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[right]} right"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
         )
         self._tasks: dict[str, int] = {}
         self._right: dict[str, int] = {}

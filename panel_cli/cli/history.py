@@ -54,7 +54,8 @@ DbOption = Annotated[Path | None, typer.Option("--db", help=DB_HELP, dir_okay=Fa
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of a table.")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking first.")]
 RunIdArgument = Annotated[
-    str, typer.Argument(metavar="ID", help="A run id, or any unique beginning of one.", autocompletion=completion.run_ids)
+    str,
+    typer.Argument(metavar="ID", help="A run id, or any unique beginning of one.", autocompletion=completion.run_ids),
 ]
 
 # What `list --status` filters on: a run's status, or `stale` (running, but its process is
@@ -104,7 +105,11 @@ class RunRow(BaseModel):
     @classmethod
     def of(cls, run: RunSummary) -> RunRow:
         return cls(
-            **_envelope(run), panel=run.panel, status=run.status, outcome=run.outcome, started_at=run.started_at,
+            **_envelope(run),
+            panel=run.panel,
+            status=run.status,
+            outcome=run.outcome,
+            started_at=run.started_at,
             finished_at=run.finished_at,
         )
 
@@ -197,14 +202,21 @@ def moment(text: str, option: str) -> float:
 def list_runs(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many runs to show, newest first.")] = 20,
     status: Annotated[
-        StatusFilter | None, typer.Option("--status", help="Only runs with this status (stale: running, but its process is gone).")
+        StatusFilter | None,
+        typer.Option("--status", help="Only runs with this status (stale: running, but its process is gone)."),
     ] = None,
-    protocol: Annotated[str | None, typer.Option("--protocol", "-p", metavar="NAME", help="Only runs of this protocol.")] = None,
+    protocol: Annotated[
+        str | None, typer.Option("--protocol", "-p", metavar="NAME", help="Only runs of this protocol.")
+    ] = None,
     search: Annotated[
-        str | None, typer.Option("--search", "-s", metavar="TEXT", help="Only runs whose question or final answer holds every word.")
+        str | None,
+        typer.Option(
+            "--search", "-s", metavar="TEXT", help="Only runs whose question or final answer holds every word."
+        ),
     ] = None,
     since: Annotated[
-        str | None, typer.Option("--since", metavar="WHEN", help="Only runs started since: 7d, 24h, 30m, or a date (2025-01-31).")
+        str | None,
+        typer.Option("--since", metavar="WHEN", help="Only runs started since: 7d, 24h, 30m, or a date (2025-01-31)."),
     ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
@@ -220,13 +232,21 @@ def list_runs(
             _print_json([RunRow.of(run).model_dump(mode="json") for run in runs])
             return
         if not runs:
-            _console().print(Text(_nothing_found(reader, status, protocol, search, after)), soft_wrap=True)  # a long path stays whole
+            _console().print(
+                Text(_nothing_found(reader, status, protocol, search, after)), soft_wrap=True
+            )  # a long path stays whole
             return
         rows = [
             [
-                reader.short_id(run.id), _when(run.started_at), run.protocol, run.panel,
-                fmt.one_line(run.question, QUESTION_PREVIEW), run.status, fmt.one_line(run.outcome or "", OUTCOME_PREVIEW),
-                str(run.calls), fmt.cost(run.cost),
+                reader.short_id(run.id),
+                _when(run.started_at),
+                run.protocol,
+                run.panel,
+                fmt.one_line(run.question, QUESTION_PREVIEW),
+                run.status,
+                fmt.one_line(run.outcome or "", OUTCOME_PREVIEW),
+                str(run.calls),
+                fmt.cost(run.cost),
             ]
             for run in runs
         ]
@@ -246,7 +266,9 @@ def _runs_table(rows: list[list[str]], width: int) -> Table:
     sizes = dict(zip(flexible, (panel, question, outcome), strict=True))
     table = Table(box=None, pad_edge=False, collapse_padding=True, header_style="bold")
     for index, header in enumerate(headers):
-        table.add_column(header, no_wrap=True, width=sizes.get(index), justify="right" if header in ("calls", "cost") else "left")
+        table.add_column(
+            header, no_wrap=True, width=sizes.get(index), justify="right" if header in ("calls", "cost") else "left"
+        )
     for row in rows:
         cells = [Text(cell, no_wrap=True, overflow="ellipsis") for cell in row]
         cells[headers.index("status")].stylize(STATUS_STYLES.get(row[headers.index("status")], ""))
@@ -288,7 +310,9 @@ def _nothing_found(
 @history_app.command("show")
 def show_run(
     run_id: RunIdArgument,
-    plain: Annotated[bool, typer.Option("--plain", help="Each event as a plain line instead of the protocol's tables.")] = False,
+    plain: Annotated[
+        bool, typer.Option("--plain", help="Each event as a plain line instead of the protocol's tables.")
+    ] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -331,13 +355,25 @@ def _thread_table(run: RunRecord, shorts: dict[str, str]) -> Table:
     ancestors = run.thread.ancestors
     ids = [f"  {shorts[line.run_id]}" for line in ancestors] + [f"▸ {shorts[run.id]}"]
     ids += [f"{'  ' * line.depth}↳ {shorts[line.run_id]}" for line in run.thread.follow_ups]
-    table = Table(title="Thread", title_justify="left", title_style="bold", box=None, pad_edge=False, show_header=False, expand=True)
+    table = Table(
+        title="Thread",
+        title_justify="left",
+        title_style="bold",
+        box=None,
+        pad_edge=False,
+        show_header=False,
+        expand=True,
+    )
     table.add_column(no_wrap=True, min_width=max(cell_len(cell) for cell in ids))
     table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     oldest_parent = ancestors[0].parent_id if ancestors else run.parent_id
     if oldest_parent is not None:
-        gap = "earlier runs not shown" if len(ancestors) >= THREAD_LIMIT else f"follows up {oldest_parent}, no longer stored"
+        gap = (
+            "earlier runs not shown"
+            if len(ancestors) >= THREAD_LIMIT
+            else f"follows up {oldest_parent}, no longer stored"
+        )
         table.add_row(Text("  …", style="dim"), Text(gap, style="dim"), Text(""))
     answer = fmt.one_line(run.final_answer, THREAD_PREVIEW) if run.final_answer is not None else None
     lines = [(line.question, line.answer_preview, line.status, "") for line in ancestors]
@@ -374,7 +410,9 @@ def _header(run: RunRecord) -> Table:
         grid.add_row("Error", Text(run.error))
     grid.add_row("Protocol", Text(f"{run.protocol} · panel {run.panel}"))
     if run.members:
-        members = ", ".join(f"{member.label} " * bool(member.label) + f"{member.name} ({member.model})" for member in run.members)
+        members = ", ".join(
+            f"{member.label} " * bool(member.label) + f"{member.name} ({member.model})" for member in run.members
+        )
         grid.add_row("Members", Text(members))
     grid.add_row("Started", _time(run.started_at))
     if run.finished_at is not None:
@@ -408,7 +446,11 @@ def replay_run(
     run_id: RunIdArgument,
     speed: Annotated[
         str,
-        typer.Option("--speed", metavar="X", help="How many times faster than the run went: 1 is real time, 0 or max waits for nothing."),
+        typer.Option(
+            "--speed",
+            metavar="X",
+            help="How many times faster than the run went: 1 is real time, 0 or max waits for nothing.",
+        ),
     ] = f"{DEFAULT_SPEED:g}",
     plain: Annotated[bool, typer.Option("--plain", help="Plain lines, as a run off a terminal prints them.")] = False,
     db: DbOption = None,
@@ -434,7 +476,10 @@ def replay_run(
     console = _console()
     plain = plain or not console.is_terminal
     pace = "no waiting" if factor is None else ("real time" if factor == 1 else f"{factor:g}× speed")
-    console.print(Text(f"Replay of run {run.id} from {_time(run.started_at)}, {pace}; no model is called.", style="dim"), soft_wrap=True)
+    console.print(
+        Text(f"Replay of run {run.id} from {_time(run.started_at)}, {pace}; no model is called.", style="dim"),
+        soft_wrap=True,
+    )
     view: View = PlainView(console.file) if plain else LiveView(console)
     try:
         asyncio.run(play(view, events, speed=factor))
@@ -453,7 +498,9 @@ def _speed(text: str) -> float | None:
     except ValueError:
         value = math.nan
     if math.isnan(value) or value < 0:
-        raise UserError(f"--speed takes a number of times faster than the run (10, 1, 0.5), or 0 or max for no waiting, not '{text}'.")
+        raise UserError(
+            f"--speed takes a number of times faster than the run (10, 1, 0.5), or 0 or max for no waiting, not '{text}'."
+        )
     return None if value == 0 or math.isinf(value) else value
 
 
@@ -479,7 +526,10 @@ def delete_run(run_id: RunIdArgument, yes: YesOption = False, db: DbOption = Non
 @history_app.command("purge")
 def purge_runs(
     older_than: Annotated[
-        str, typer.Option("--older-than", metavar="WHEN", help="Delete runs started before this: 30d, 12h, or a date (2025-01-31).")
+        str,
+        typer.Option(
+            "--older-than", metavar="WHEN", help="Delete runs started before this: 30d, 12h, or a date (2025-01-31)."
+        ),
     ],
     status: Annotated[RunStatus | None, typer.Option("--status", help="Only runs with this status.")] = None,
     yes: YesOption = False,
@@ -505,8 +555,15 @@ def purge_runs(
 
 @history_app.command("import")
 def import_runs(
-    other: Annotated[Path, typer.Argument(metavar="OTHER.db", help="The transcript database to copy runs from (only read).", dir_okay=False)],
-    as_json: Annotated[bool, typer.Option("--json", help="Print what was imported and skipped as JSON on stdout.")] = False,
+    other: Annotated[
+        Path,
+        typer.Argument(
+            metavar="OTHER.db", help="The transcript database to copy runs from (only read).", dir_okay=False
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was imported and skipped as JSON on stdout.")
+    ] = False,
     db: DbOption = None,
 ) -> None:
     """Copy into this database every run of another it lacks (a batch shard's, say): ids kept, runs already here skipped."""
@@ -520,7 +577,9 @@ def import_runs(
     if report.skipped:
         parts.append(f"skipped {plural(len(report.skipped), 'run')} already there")
     if report.running:
-        parts.append(f"left {plural(len(report.running), 'run')} still running on this host (import again once it ends)")
+        parts.append(
+            f"left {plural(len(report.running), 'run')} still running on this host (import again once it ends)"
+        )
     _console().print(Text("; ".join(parts) + "."), soft_wrap=True)
 
 
@@ -561,7 +620,9 @@ def show_stats(as_json: JsonOption = False, db: DbOption = None) -> None:
         return
     total = report.total
     cost = fmt.run_cost(total.cost, (row.model for row in report.by_model))
-    totals = f"{plural(total.runs, 'run')} · {plural(total.calls, 'call')} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
+    totals = (
+        f"{plural(total.runs, 'run')} · {plural(total.calls, 'call')} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
+    )
     console.print(Text(f"{path}: {totals}"), soft_wrap=True)
     groups: list[tuple[str, list[tuple[str, Usage]]]] = [
         ("model", [(row.model, row) for row in report.by_model]),
@@ -576,7 +637,9 @@ def show_stats(as_json: JsonOption = False, db: DbOption = None) -> None:
 def _usage_table(name: str, rows: list[tuple[str, Usage]]) -> Table:
     """One group of the stats. A demo persona's calls cost nothing, and say so rather than
     showing an unknown price."""
-    table = Table(title=f"By {name}", title_justify="left", title_style="bold", header_style="bold", box=None, pad_edge=False)
+    table = Table(
+        title=f"By {name}", title_justify="left", title_style="bold", header_style="bold", box=None, pad_edge=False
+    )
     table.add_column(name)
     for header in ("runs", "calls", "tokens", "cost"):
         table.add_column(header, justify="right", no_wrap=True)
@@ -643,7 +706,9 @@ def _console() -> Console:
 
 @history_app.command("decisions")
 def list_decisions(
-    topic: Annotated[str | None, typer.Option("--topic", help="Only decisions whose topic (question) holds this text, in any case.")] = None,
+    topic: Annotated[
+        str | None, typer.Option("--topic", help="Only decisions whose topic (question) holds this text, in any case.")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many decisions to show, newest first.")] = 20,
     as_json: JsonOption = False,
     db: DbOption = None,
@@ -691,13 +756,25 @@ def _decision_leader(decision: DecisionRecord) -> str:
 @history_app.command("retally")
 def retally_run(
     run_id: Annotated[
-        str, typer.Argument(metavar="ID", help="A vote or decide run's id, or any unique beginning of one.", autocompletion=completion.run_ids)
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="A vote or decide run's id, or any unique beginning of one.",
+            autocompletion=completion.run_ids,
+        ),
     ],
     method: Annotated[
-        str | None, typer.Option("--method", help="majority, supermajority, unanimous, ranked_choice or weighted (default: the run's).")
+        str | None,
+        typer.Option(
+            "--method", help="majority, supermajority, unanimous, ranked_choice or weighted (default: the run's)."
+        ),
     ] = None,
-    threshold: Annotated[float | None, typer.Option("--threshold", help="supermajority: the share to exceed (default: the run's).")] = None,
-    quorum: Annotated[int | None, typer.Option("--quorum", min=1, help="Fewest ballots for a winner (default: the run's).")] = None,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="supermajority: the share to exceed (default: the run's).")
+    ] = None,
+    quorum: Annotated[
+        int | None, typer.Option("--quorum", min=1, help="Fewest ballots for a winner (default: the run's).")
+    ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -742,9 +819,15 @@ def retally_run(
     record_retally(
         path,
         RetallyRecord(
-            id=retally_id, run_id=run.id, method=recount.tally.method, threshold=recount.tally.threshold,
-            quorum=recount.tally.quorum, winner=recount.winner, leader_override=recount.leader_override,
-            result=payload, created_at=time.time(),
+            id=retally_id,
+            run_id=run.id,
+            method=recount.tally.method,
+            threshold=recount.tally.threshold,
+            quorum=recount.tally.quorum,
+            winner=recount.winner,
+            leader_override=recount.leader_override,
+            result=payload,
+            created_at=time.time(),
         ),
     )
     if as_json:
@@ -760,33 +843,66 @@ def _stored_outcome(result: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the run itself concluded, from its stored result (None when it never finished)."""
     if not result:
         return None
-    keys = ("winner", "method", "threshold", "quorum", "quorum_met", "vote_counts", "weights", "total_votes", "ballots_cast",
-            "leader_override", "failure_reason")
+    keys = (
+        "winner",
+        "method",
+        "threshold",
+        "quorum",
+        "quorum_met",
+        "vote_counts",
+        "weights",
+        "total_votes",
+        "ballots_cast",
+        "leader_override",
+        "failure_reason",
+    )
     return {key: result.get(key) for key in keys}
 
 
-def _print_retally(run: RunRecord, stored: dict[str, Any] | None, recount: dict[str, Any], counted: Tally, retally_id: str) -> None:
+def _print_retally(
+    run: RunRecord, stored: dict[str, Any] | None, recount: dict[str, Any], counted: Tally, retally_id: str
+) -> None:
     """The stored outcome and the recount side by side, then the runoff's rounds if any."""
     from panel_cli.view.vote import render_rounds
 
     console = _console()
-    console.print(Text.assemble(("Re-tally of run ", "bold"), (run.id, "bold"), f" ({run.protocol}): ", fmt.one_line(run.question, 100)))
+    console.print(
+        Text.assemble(
+            ("Re-tally of run ", "bold"), (run.id, "bold"), f" ({run.protocol}): ", fmt.one_line(run.question, 100)
+        )
+    )
     if stored is None:
-        console.print(Text(f"The run did not finish ({run.status}); there is no stored outcome to compare with.", style="yellow"))
+        console.print(
+            Text(f"The run did not finish ({run.status}); there is no stored outcome to compare with.", style="yellow")
+        )
     table = Table(header_style="bold")
     for header in ("", "stored", "re-tally"):
         table.add_column(header)
     rows: list[tuple[str, Any]] = [
-        ("method", lambda o: str(o.get("method")) + (f" (more than {o['threshold']:g})" if o.get("threshold") is not None else "")),
+        (
+            "method",
+            lambda o: (
+                str(o.get("method")) + (f" (more than {o['threshold']:g})" if o.get("threshold") is not None else "")
+            ),
+        ),
         ("quorum", lambda o: f"{o.get('quorum')}, {'met' if o.get('quorum_met') else 'not met'}"),
         *((option, lambda o, option=option: _option_cell(o, option)) for option in counted.options),
         ("votes", lambda o: f"{o.get('total_votes')} of {o.get('ballots_cast')} ballots"),
-        ("winner", lambda o: f"{o['winner']}{' (the leader chose)' if o.get('leader_override') else ''}" if o.get("winner") else "none"),
+        (
+            "winner",
+            lambda o: (
+                f"{o['winner']}{' (the leader chose)' if o.get('leader_override') else ''}"
+                if o.get("winner")
+                else "none"
+            ),
+        ),
     ]
     if (stored or {}).get("failure_reason") or recount.get("reason"):
         rows.append(("why none", lambda o: o.get("failure_reason") or o.get("reason") or ""))
     for name, show in rows:
-        table.add_row(Text(name), Text(show(stored)) if stored is not None else Text("—", style="dim"), Text(show(recount)))
+        table.add_row(
+            Text(name), Text(show(stored)) if stored is not None else Text("—", style="dim"), Text(show(recount))
+        )
     console.print(table)
     if counted.rounds:
         console.print(render_rounds(counted.rounds))

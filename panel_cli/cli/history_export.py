@@ -22,19 +22,29 @@ if TYPE_CHECKING:
     from panel_cli.export.transcript import Transcript
 
 ExportFormat = Literal["md", "json", "html"]
-FORMAT_OF_SUFFIX: dict[str, ExportFormat] = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html"}
+FORMAT_OF_SUFFIX: dict[str, ExportFormat] = {
+    ".md": "md",
+    ".markdown": "md",
+    ".json": "json",
+    ".html": "html",
+    ".htm": "html",
+}
 STDOUT = "-"
 
 
 @history_app.command("export")
 def export_run(
     run_id: Annotated[
-        str, typer.Argument(metavar="ID", help="A run id, or any unique beginning of one.", autocompletion=completion.run_ids)
+        str,
+        typer.Argument(
+            metavar="ID", help="A run id, or any unique beginning of one.", autocompletion=completion.run_ids
+        ),
     ],
     export_format: Annotated[
         ExportFormat | None,
         typer.Option(
-            "--format", "-f",
+            "--format",
+            "-f",
             help="md: Markdown to paste into a ticket; json: the whole transcript; html: one self-contained page to share."
             " Default: from the -o file's extension, else md.",
         ),
@@ -42,7 +52,9 @@ def export_run(
     output: Annotated[
         str | None,
         typer.Option(
-            "--output", "-o", metavar="FILE",
+            "--output",
+            "-o",
+            metavar="FILE",
             help="Write here ('-' for stdout). Default: stdout for md and json; panel-ID.html for html.",
         ),
     ] = None,

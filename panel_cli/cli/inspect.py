@@ -62,22 +62,36 @@ def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
     rules = RULES[panel.protocol]
 
     console.print(
-        Text.assemble((panel.name, "bold"), f": {panel.protocol}, {len(panel.members)} members — ", str(panel_file), " is valid.")
+        Text.assemble(
+            (panel.name, "bold"), f": {panel.protocol}, {len(panel.members)} members — ", str(panel_file), " is valid."
+        )
     )
     source = f" (from {panel.question_file})" if panel.question_file else ""
-    shown = f"{one_line(question, QUESTION_PREVIEW)}{source}" if question else "none in the file (give one with -q or on stdin)"
+    shown = (
+        f"{one_line(question, QUESTION_PREVIEW)}{source}"
+        if question
+        else "none in the file (give one with -q or on stdin)"
+    )
     console.print(Text.assemble(("question: ", "dim"), shown))
     show_weight = "weight" in rules.member_fields
     table = Table("member", "model", "api_base", "key", *(["weight"] if show_weight else []))
     for member in panel.callable_members():
-        row = [member.name, member.model, member.api_base or "", key_status(member.provider, member.api_key_env, member.api_base)]
+        row = [
+            member.name,
+            member.model,
+            member.api_base or "",
+            key_status(member.provider, member.api_key_env, member.api_base),
+        ]
         table.add_row(*(Text(cell) for cell in row), *([Text(f"{member.weight:g}")] if show_weight else []))
     console.print(table)
     defaults = panel.defaults
     settings = [
         *rules.describe(panel),
-        ("defaults", f"temperature {_or_default(defaults.temperature)}, max_tokens {_or_default(defaults.max_tokens)}, "
-         f"retries {defaults.retries}, concurrency {defaults.concurrency}"),
+        (
+            "defaults",
+            f"temperature {_or_default(defaults.temperature)}, max_tokens {_or_default(defaults.max_tokens)}, "
+            f"retries {defaults.retries}, concurrency {defaults.concurrency}",
+        ),
         *tool_settings(panel),
     ]
     for name, value in settings:
@@ -107,5 +121,7 @@ def models() -> None:
         keys.add_row(provider, key_status(provider))
     console.print(keys)
     console.print("\nDemo personas (no key, no network): " + ", ".join(f"demo/{p}" for p in PERSONAS))
-    console.print("Simulated voters for `panel eval`: demo/oracle@<p>, right with probability p (e.g. demo/oracle@0.7).")
+    console.print(
+        "Simulated voters for `panel eval`: demo/oracle@<p>, right with probability p (e.g. demo/oracle@0.7)."
+    )
     console.print("Any litellm model id works too, e.g. openai/gpt-4o-mini or ollama/llama3.1 (with api_base).")

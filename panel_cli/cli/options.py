@@ -26,11 +26,18 @@ QUESTION = typer.Option(
 JSON = typer.Option(False, "--json", help="Print only the result as JSON on stdout.")
 QUIET = typer.Option(False, "--quiet", help="No progress; print only the final answer.")
 DB = typer.Option(
-    None, "--db", help="Transcript database (default: $PANEL_DB, else panel.db in the user data folder).", dir_okay=False
+    None,
+    "--db",
+    help="Transcript database (default: $PANEL_DB, else panel.db in the user data folder).",
+    dir_okay=False,
 )
 DEMO = typer.Option(False, "--demo", help="Replace every model by an offline demo persona (no key, no network).")
 ATTACH = typer.Option(
-    None, "--attach", help="A text file every member gets with the question (repeat for more).", dir_okay=False, metavar="FILE"
+    None,
+    "--attach",
+    help="A text file every member gets with the question (repeat for more).",
+    dir_okay=False,
+    metavar="FILE",
 )
 
 
@@ -42,17 +49,26 @@ def panel_file_argument(required: bool = True) -> Path | None:
         dir_okay=False,
         autocompletion=completion.panel_files,
     )
+
+
 MAX_COST = typer.Option(
-    None, "--max-cost", min=0.0, metavar="USD",
+    None,
+    "--max-cost",
+    min=0.0,
+    metavar="USD",
     help="Make no call that could take the run's spend past this many US dollars (default: the file's defaults.max_cost).",
 )
 MAX_CALLS = typer.Option(None, "--max-calls", min=1, help="Make at most this many model calls.")
 ALLOW_UNKNOWN_PRICES = typer.Option(
-    False, "--allow-unknown-prices", help="With --max-cost, also run members whose price is unknown (their calls count as free)."
+    False,
+    "--allow-unknown-prices",
+    help="With --max-cost, also run members whose price is unknown (their calls count as free).",
 )
 DRY_RUN = typer.Option(False, "--dry-run", help="Show the calls, tokens and cost the run would take, and make no call.")
 FOLLOW_UP = typer.Option(
-    None, "--continue", metavar="ID",
+    None,
+    "--continue",
+    metavar="ID",
     help="Ask a follow-up to run ID ('last': the latest run): members see its question and final answer first.",
 )
 

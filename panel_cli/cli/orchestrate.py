@@ -38,7 +38,9 @@ def _kept_role(entry: str | Member, kept: list[str], panel: Panel) -> str | Memb
     return entry if not isinstance(entry, str) or entry in kept else panel.member(entry)
 
 
-def _file_panel(panel_file: Path, names: list[str] | None, planner: str | None, chairs: list[str] | None) -> tuple[Panel, str | None]:
+def _file_panel(
+    panel_file: Path, names: list[str] | None, planner: str | None, chairs: list[str] | None
+) -> tuple[Panel, str | None]:
     from panel_cli.cli.running import declared_protocol
     from panel_cli.config import load_panel
 
@@ -70,7 +72,10 @@ def _models_panel(models: list[str], planner: str | None, chairs: list[str] | No
     from panel_cli.protocols.orchestrate import default_workers
 
     base = panel_from_members(models, chairs, "orchestrate")
-    chairmen = [chair.model_copy(update={"name": "chairman" if index == 0 else f"chairman-{index + 1}"}) for index, chair in enumerate(base.chairmen())]
+    chairmen = [
+        chair.model_copy(update={"name": "chairman" if index == 0 else f"chairman-{index + 1}"})
+        for index, chair in enumerate(base.chairmen())
+    ]
     data: dict[str, object] = {
         "name": "orchestrate",
         "protocol": "orchestrate",
@@ -78,7 +83,9 @@ def _models_panel(models: list[str], planner: str | None, chairs: list[str] | No
         "chairman": chairmen[0] if len(chairmen) == 1 else chairmen,
     }
     if planner:
-        data["planner"] = panel_from_members([planner], None, "orchestrate").members[0].model_copy(update={"name": "planner"})
+        data["planner"] = (
+            panel_from_members([planner], None, "orchestrate").members[0].model_copy(update={"name": "planner"})
+        )
     return Panel.model_validate(data)
 
 
@@ -88,7 +95,9 @@ def orchestrate(
     question: str | None = options.QUESTION,
     members: str | None = MEMBERS,
     planner: str | None = typer.Option(
-        None, "--planner", help="Who plans: a member (with a file) or a model (without). Default: the chairman.",
+        None,
+        "--planner",
+        help="Who plans: a member (with a file) or a model (without). Default: the chairman.",
         autocompletion=completion.member_names,
     ),
     chairman: str | None = typer.Option(
@@ -98,9 +107,15 @@ def orchestrate(
         autocompletion=completion.member_names,
     ),
     max_plan_attempts: int | None = typer.Option(
-        None, "--max-plan-attempts", min=1, max=10, help="Ask the planner at most this many times for a valid plan (default 3)."
+        None,
+        "--max-plan-attempts",
+        min=1,
+        max=10,
+        help="Ask the planner at most this many times for a valid plan (default 3).",
     ),
-    timeout: str | None = typer.Option(None, "--timeout", help="Time limit for each plan attempt and each subtask, like 90s, 3m or none."),
+    timeout: str | None = typer.Option(
+        None, "--timeout", help="Time limit for each plan attempt and each subtask, like 90s, 3m or none."
+    ),
     json_mode: bool = options.JSON,
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
@@ -131,7 +146,19 @@ def orchestrate(
     updates: dict[str, object] = {"protocol": "orchestrate"}
     if max_plan_attempts is not None:
         updates["max_plan_attempts"] = max_plan_attempts
-    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("plan", "task")), demo).with_attachments(attach)
+    panel = apply_demo(
+        with_timeout(panel.model_copy(update=updates), timeout, ("plan", "task")), demo
+    ).with_attachments(attach)
     warnings = check_panel(panel, "orchestrate", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, orchestrate_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)
+    execute(
+        loader,
+        orchestrate_engine,
+        panel,
+        text,
+        warnings=warnings,
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        controls=controls,
+    )

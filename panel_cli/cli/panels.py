@@ -80,7 +80,7 @@ def _default_panel(protocol: Protocol, demo: bool) -> Panel:
         members = [{"name": persona, "model": f"demo/{persona}"} for persona in DEMO_PERSONAS]
         return Panel.model_validate({"name": "demo", "protocol": protocol, "members": members})
     raise UserError(
-        f"Give a panel file or --members (e.g. panel {protocol} --members gpt-4o,claude -q \"Your question\"), "
+        f'Give a panel file or --members (e.g. panel {protocol} --members gpt-4o,claude -q "Your question"), '
         f"keep a default panel in {path} (members: as in a panel file), or add --demo to try four demo personas."
     )
 
@@ -96,5 +96,7 @@ def with_timeout(panel: Panel, timeout: str | None, stages: tuple[str, ...]) -> 
         seconds = parse_duration(timeout)
     except ValueError as exc:
         raise UserError(f"--timeout: {exc}.") from None
-    limits = Timeouts.model_validate({**panel.timeouts.model_dump(exclude_unset=True), **dict.fromkeys(stages, seconds)})
+    limits = Timeouts.model_validate(
+        {**panel.timeouts.model_dump(exclude_unset=True), **dict.fromkeys(stages, seconds)}
+    )
     return panel.model_copy(update={"timeouts": limits})

@@ -46,7 +46,10 @@ ENGINES: dict[Protocol, str] = {
 
 def resume(
     run_id: str = typer.Argument(
-        ..., metavar="ID", help="The run to continue: its id, or any unique beginning of one.", autocompletion=completion.run_ids
+        ...,
+        metavar="ID",
+        help="The run to continue: its id, or any unique beginning of one.",
+        autocompletion=completion.run_ids,
     ),
     json_mode: bool = options.JSON,
     quiet: bool = options.QUIET,
@@ -74,14 +77,26 @@ def resume(
     if not quiet:
         count = sum(len(replies) for replies in answered.values())
         calls = f"{count} answered call{'' if count == 1 else 's'}"
-        sys.stderr.write(f"panel: resuming run {short} ({panel.protocol}): {calls} taken from the store, the rest made as usual.\n")
+        sys.stderr.write(
+            f"panel: resuming run {short} ({panel.protocol}): {calls} taken from the store, the rest made as usual.\n"
+        )
         if fence is None:
-            sys.stderr.write(f"panel: run {short} was stored before panel recorded fence tags; calls that quote other answers are made again.\n")
+            sys.stderr.write(
+                f"panel: run {short} was stored before panel recorded fence tags; calls that quote other answers are made again.\n"
+            )
     continuing = Continuation(run_id=record.id, fence_tag=fence, answered=answered)
     # A follow-up gets its earlier turns again, read from the store as they were, so its requests hash alike.
     controls = options.RunControls(follow_up=parent_id)
     execute(
-        loader, engine, panel, record.question, warnings=[], json_mode=json_mode, quiet=quiet, db=db, continuing=continuing,
+        loader,
+        engine,
+        panel,
+        record.question,
+        warnings=[],
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        continuing=continuing,
         controls=controls,
     )
 
@@ -95,9 +110,13 @@ def refuse_finished(record: RunRecord, short: str) -> None:
         case "finished":
             raise UserError(f"Run {short} has already finished; only an interrupted or crashed run can be resumed.")
         case "no_answer":
-            raise UserError(f"Run {short} has already finished, without an answer; only an interrupted or crashed run can be resumed.")
+            raise UserError(
+                f"Run {short} has already finished, without an answer; only an interrupted or crashed run can be resumed."
+            )
         case "running":
-            raise UserError(f"Run {short} is still running in another panel process; resume it once that process has stopped.")
+            raise UserError(
+                f"Run {short} is still running in another panel process; resume it once that process has stopped."
+            )
 
 
 def stored_panel(record: RunRecord, short: str) -> Panel:

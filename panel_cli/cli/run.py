@@ -33,7 +33,13 @@ def run(
     panel = load_panel(panel_file)
     check_panel(panel, panel.protocol)  # a protocol this version cannot run stops here, located
     common: dict[str, Any] = {
-        "panel_file": panel_file, "question": question, "json_mode": json_mode, "quiet": quiet, "db": db, "demo": demo, "attach": attach,
+        "panel_file": panel_file,
+        "question": question,
+        "json_mode": json_mode,
+        "quiet": quiet,
+        "db": db,
+        "demo": demo,
+        "attach": attach,
         "controls": controls,
     }
     # Each command with its own options at their defaults: the file decides.
@@ -41,14 +47,20 @@ def run(
         "confer": (confer, {"agents": None, "max_rounds": None, "no_convergence": False}),
         "council": (council, {"members": None, "chairman": None, "no_anonymize": False, "timeout": None}),
         "ensemble": (ensemble, {"members": None, "mode": None, "scorer": None, "aggregator": None, "timeout": None}),
-        "delphi": (delphi, {"members": None, "chairman": None, "max_rounds": None, "no_convergence": False, "timeout": None}),
+        "delphi": (
+            delphi,
+            {"members": None, "chairman": None, "max_rounds": None, "no_convergence": False, "timeout": None},
+        ),
         "supervise": (supervise, {"max_rounds": None, "timeout": None}),
         "orchestrate": (
             orchestrate,
             {"members": None, "planner": None, "chairman": None, "max_plan_attempts": None, "timeout": None},
         ),
         "vote": (vote, dict.fromkeys(("members", "choices", "method", "threshold", "quorum", "timeout", "no_match"))),
-        "decide": (decide, dict.fromkeys(("members", "choices", "leader", "method", "threshold", "quorum", "timeout", "no_match"))),
+        "decide": (
+            decide,
+            dict.fromkeys(("members", "choices", "leader", "method", "threshold", "quorum", "timeout", "no_match")),
+        ),
     }
     command, own = commands[panel.protocol]
     command(**common, **own)

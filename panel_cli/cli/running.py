@@ -98,7 +98,9 @@ def read_stdin() -> str | None:
     except OSError:
         return None
     if len(text) > STDIN_LIMIT:
-        raise UserError(f"The question on stdin is longer than {STDIN_LIMIT:,} characters; put a shorter one in question_file.")
+        raise UserError(
+            f"The question on stdin is longer than {STDIN_LIMIT:,} characters; put a shorter one in question_file."
+        )
     return text
 
 
@@ -202,13 +204,24 @@ class SharedCalls:
         self._last: Gateway | None = None
 
     def gateway(
-        self, emit: Emit, panel: Panel, continuing: Continuation | None, budget: Budget | None = None, *, stream: bool = False
+        self,
+        emit: Emit,
+        panel: Panel,
+        continuing: Continuation | None,
+        budget: Budget | None = None,
+        *,
+        stream: bool = False,
     ) -> Gateway:
         from panel_cli.llm.gateway import Gateway
 
         answered = continuing.answered if continuing is not None else None
         self._last = Gateway(
-            emit, defaults=panel.defaults, concurrency=panel.concurrency, answered=answered, limits=self.limits, budget=budget,
+            emit,
+            defaults=panel.defaults,
+            concurrency=panel.concurrency,
+            answered=answered,
+            limits=self.limits,
+            budget=budget,
             stream=stream,
         )
         return self._last
@@ -262,7 +275,9 @@ async def run_panel(
     calls = shared or SharedCalls()
     try:
         gateway = calls.gateway(bus.emit, panel, continuing, budget, stream=stream)
-        return await run_engine(engine, panel, question, gateway, bus, warnings, continuing=continuing, follow_up=follow_up)
+        return await run_engine(
+            engine, panel, question, gateway, bus, warnings, continuing=continuing, follow_up=follow_up
+        )
     finally:
         if view is not None:
             view.close()
@@ -280,8 +295,12 @@ def capped(panel: Panel, controls: RunControls, *, allow_flag: bool = True) -> B
     advice = ALLOW_ADVICE if allow_flag else "take max_cost out of the file's defaults to run them without a cap"
     max_cost = controls.max_cost if controls.max_cost is not None else panel.defaults.max_cost
     return run_budget(
-        panel.callable_members(), max_cost=max_cost, max_calls=controls.max_calls, allow_unknown_prices=controls.allow_unknown_prices,
-        cap=cap, advice=advice,
+        panel.callable_members(),
+        max_cost=max_cost,
+        max_calls=controls.max_calls,
+        allow_unknown_prices=controls.allow_unknown_prices,
+        cap=cap,
+        advice=advice,
     )
 
 
@@ -324,8 +343,17 @@ def execute(
         view = make_view(console, json_mode=json_mode, quiet=quiet, err_stream=sys.stderr)
         try:
             return await run_panel(
-                engine, panel, question, store=store, secrets=secrets, view=view, warnings=warnings, run_id=run_id,
-                continuing=continuing, budget=budget, follow_up=follow_up,
+                engine,
+                panel,
+                question,
+                store=store,
+                secrets=secrets,
+                view=view,
+                warnings=warnings,
+                run_id=run_id,
+                continuing=continuing,
+                budget=budget,
+                follow_up=follow_up,
                 # Only a person watching the live view gains from streaming; a resume never streams.
                 stream=not json_mode and continuing is None and getattr(view, "follows_text", False),
             )

@@ -111,7 +111,11 @@ def _ignore_signals() -> None:
 def _exit_if_threads_linger(interrupted: Interrupted) -> None:
     """A worker thread stuck in a provider's socket would hold the interpreter's exit open;
     after an interrupt, once what we have is on disk, do not wait for it."""
-    if any(thread.is_alive() and not thread.daemon for thread in threading.enumerate() if thread is not threading.main_thread()):
+    if any(
+        thread.is_alive() and not thread.daemon
+        for thread in threading.enumerate()
+        if thread is not threading.main_thread()
+    ):
         sys.stdout.flush()
         sys.stderr.write(f"panel: {interrupted.message}\n")
         sys.stderr.flush()

@@ -15,8 +15,12 @@ from panel_cli.cli.panels import with_timeout
 def supervise(
     panel_file: Path = options.panel_file_argument(),
     question: str | None = options.QUESTION,
-    max_rounds: int | None = typer.Option(None, "--max-rounds", min=1, max=50, help="At most this many correction rounds (default 2)."),
-    timeout: str | None = typer.Option(None, "--timeout", help="Time limit for each delivery, correction and review, like 90s, 3m or none."),
+    max_rounds: int | None = typer.Option(
+        None, "--max-rounds", min=1, max=50, help="At most this many correction rounds (default 2)."
+    ),
+    timeout: str | None = typer.Option(
+        None, "--timeout", help="Time limit for each delivery, correction and review, like 90s, 3m or none."
+    ),
     json_mode: bool = options.JSON,
     quiet: bool = options.QUIET,
     db: Path | None = options.DB,
@@ -39,7 +43,19 @@ def supervise(
     updates: dict[str, object] = {"protocol": "supervise"}
     if max_rounds is not None:
         updates["max_rounds"] = max_rounds
-    panel = apply_demo(with_timeout(panel.model_copy(update=updates), timeout, ("task", "review")), demo).with_attachments(attach)
+    panel = apply_demo(
+        with_timeout(panel.model_copy(update=updates), timeout, ("task", "review")), demo
+    ).with_attachments(attach)
     warnings = check_panel(panel, "supervise", declared)
     text = question_for(panel, panel_file, question)
-    execute(loader, supervise_engine, panel, text, warnings=warnings, json_mode=json_mode, quiet=quiet, db=db, controls=controls)
+    execute(
+        loader,
+        supervise_engine,
+        panel,
+        text,
+        warnings=warnings,
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        controls=controls,
+    )

@@ -28,10 +28,16 @@ OPTIONS = typer.Option(
     show_default=False,
     metavar="<option …>",
 )
-METHOD = typer.Option(None, "--method", help="majority, supermajority, unanimous, ranked_choice or weighted (default majority).")
-THRESHOLD = typer.Option(None, "--threshold", help="supermajority: the share of the votes an option must exceed (default 0.667).")
+METHOD = typer.Option(
+    None, "--method", help="majority, supermajority, unanimous, ranked_choice or weighted (default majority)."
+)
+THRESHOLD = typer.Option(
+    None, "--threshold", help="supermajority: the share of the votes an option must exceed (default 0.667)."
+)
 QUORUM = typer.Option(None, "--quorum", min=1, help="Fewer ballots than this, and nothing wins (default 1).")
-NO_MATCH = typer.Option(None, "--no-match", help="A ballot that names no option: abstain (default), or first (a vote for the first option).")
+NO_MATCH = typer.Option(
+    None, "--no-match", help="A ballot that names no option: abstain (default), or first (a vote for the first option)."
+)
 LEADER = typer.Option(
     None, "--leader", help="The member who chooses when no option wins.", autocompletion=completion.member_names
 )
@@ -53,7 +59,9 @@ def spread_options(args: list[str], flag: str = OPTIONS_FLAG) -> list[str]:
         if not taking:
             spread.append(arg)
         elif index + 1 == len(args) or args[index + 1].startswith("-"):
-            raise typer.BadParameter("give the options after it, like --options PostgreSQL MySQL", param_hint=f"'{flag}'")
+            raise typer.BadParameter(
+                "give the options after it, like --options PostgreSQL MySQL", param_hint=f"'{flag}'"
+            )
     return spread
 
 
@@ -94,8 +102,22 @@ def vote(
 ) -> None:
     """Every member votes on fixed options; the ballots are counted by the method, against the quorum."""
     _run(
-        "vote", panel_file, question, choices=choices, members=members, method=method, threshold=threshold, quorum=quorum,
-        timeout=timeout, no_match=no_match, leader=None, json_mode=json_mode, quiet=quiet, db=db, demo=demo, attach=attach,
+        "vote",
+        panel_file,
+        question,
+        choices=choices,
+        members=members,
+        method=method,
+        threshold=threshold,
+        quorum=quorum,
+        timeout=timeout,
+        no_match=no_match,
+        leader=None,
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        demo=demo,
+        attach=attach,
         controls=controls,
     )
 
@@ -121,8 +143,22 @@ def decide(
 ) -> None:
     """A vote inside the group, stored as a decision; when no option wins, the leader chooses."""
     _run(
-        "decide", panel_file, question, choices=choices, members=members, method=method, threshold=threshold, quorum=quorum,
-        timeout=timeout, no_match=no_match, leader=leader, json_mode=json_mode, quiet=quiet, db=db, demo=demo, attach=attach,
+        "decide",
+        panel_file,
+        question,
+        choices=choices,
+        members=members,
+        method=method,
+        threshold=threshold,
+        quorum=quorum,
+        timeout=timeout,
+        no_match=no_match,
+        leader=leader,
+        json_mode=json_mode,
+        quiet=quiet,
+        db=db,
+        demo=demo,
+        attach=attach,
         controls=controls,
     )
 

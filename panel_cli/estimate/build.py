@@ -103,8 +103,15 @@ class Counter:
         cost_low = 0.0 if calls.low == 0 else None if price is None else calls.low * low * price[0]
         cost_high = None if price is None or high is None else calls.high * (high * price[0] + output * price[1])
         return CallEstimate(
-            member=member.name, model=member.model, calls_low=calls.low, calls_high=calls.high, prompt_tokens_low=low,
-            prompt_tokens_high=high, output_tokens_high=output, cost_low=cost_low, cost_high=cost_high,
+            member=member.name,
+            model=member.model,
+            calls_low=calls.low,
+            calls_high=calls.high,
+            prompt_tokens_low=low,
+            prompt_tokens_high=high,
+            output_tokens_high=output,
+            cost_low=cost_low,
+            cost_high=cost_high,
         )
 
 
@@ -140,9 +147,17 @@ def _stage(plan: StagePlan, lines: list[CallEstimate], price_of: Callable[[str],
         cost_high = max(dearest) if dearest else None
         high_known = len(dearest) == len(lines)
     return StageEstimate(
-        stage=plan.name, rounds=plan.rounds, calls_low=calls_low, calls_high=calls_high, prompt_tokens_low=prompt_low,
-        prompt_tokens_high=prompt_high, output_tokens_high=output, cost_low=cost_low, cost_high=cost_high,
-        complete=low_known and high_known, calls=lines,
+        stage=plan.name,
+        rounds=plan.rounds,
+        calls_low=calls_low,
+        calls_high=calls_high,
+        prompt_tokens_low=prompt_low,
+        prompt_tokens_high=prompt_high,
+        output_tokens_high=output,
+        cost_low=cost_low,
+        cost_high=cost_high,
+        complete=low_known and high_known,
+        calls=lines,
     )
 
 
@@ -162,10 +177,15 @@ def _models(stages: list[StageEstimate], counter: Counter) -> list[ModelEstimate
         if None in limits or not limits:
             limit = facts.output_limit()
         else:
-            limit = ", ".join(f"{value:,}" for value in sorted(value for value in limits if value is not None)) + " (max_tokens)"
+            limit = (
+                ", ".join(f"{value:,}" for value in sorted(value for value in limits if value is not None))
+                + " (max_tokens)"
+            )
         models.append(
             ModelEstimate(
-                model=model, calls_low=sum(line.calls_low for line in own), calls_high=sum(line.calls_high for line in own),
+                model=model,
+                calls_low=sum(line.calls_low for line in own),
+                calls_high=sum(line.calls_high for line in own),
                 input_per_million=None if price is None else price[0] * PER_MILLION,
                 output_per_million=None if price is None else price[1] * PER_MILLION,
                 cost_low=None if price is None else sum(line.cost_low or 0.0 for line in own),
@@ -207,19 +227,28 @@ def estimate_run(panel: Panel, question: str, prior: Sequence[Mapping[str, Any]]
     gateway.follow(prior)
     counter = Counter(panel, litellm, gateway)
     plan = plan_run(panel, question, counter.bound)
-    stages = [_stage(stage, [counter.line(calls) for calls in stage.calls], lambda model: counter.facts(model).price) for stage in plan.stages]
+    stages = [
+        _stage(stage, [counter.line(calls) for calls in stage.calls], lambda model: counter.facts(model).price)
+        for stage in plan.stages
+    ]
     models = _models(stages, counter)
     cost_low, low_known = _known(stage.cost_low for stage in stages)
     cost_high, high_known = _known(stage.cost_high for stage in stages)
     highs = [stage.prompt_tokens_high for stage in stages]
     return Estimate(
-        protocol=panel.protocol, panel=panel.name, members=len(panel.members),
-        calls_low=sum(stage.calls_low for stage in stages), calls_high=sum(stage.calls_high for stage in stages),
+        protocol=panel.protocol,
+        panel=panel.name,
+        members=len(panel.members),
+        calls_low=sum(stage.calls_low for stage in stages),
+        calls_high=sum(stage.calls_high for stage in stages),
         prompt_tokens_low=sum(stage.prompt_tokens_low for stage in stages),
         prompt_tokens_high=None if None in highs else sum(high for high in highs if high is not None),
         output_tokens_high=sum(stage.output_tokens_high for stage in stages),
-        cost_low=cost_low, cost_high=cost_high,
+        cost_low=cost_low,
+        cost_high=cost_high,
         complete=low_known and high_known and all(stage.complete for stage in stages),
         unpriced=[model.model for model in models if model.input_per_million is None],
-        stages=stages, models=models, notes=_notes(counter, plan.notes, models),
+        stages=stages,
+        models=models,
+        notes=_notes(counter, plan.notes, models),
     )

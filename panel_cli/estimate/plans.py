@@ -74,7 +74,9 @@ def rounds_label(first: int, last: int) -> str:
     return str(first) if first == last else f"{first}–{last}"
 
 
-def chair_calls(chairmen: Sequence[Member], prompt: Messages, quoted: int, longest: Messages | None = None) -> list[Calls]:
+def chair_calls(
+    chairmen: Sequence[Member], prompt: Messages, quoted: int, longest: Messages | None = None
+) -> list[Calls]:
     """The first chairman writes once; each backup writes only when the one before it fails."""
     return [
         Calls(chair, 1 if index == 0 else 0, 1, prompt, quoted=quoted, longest=longest, tools=True)
@@ -90,14 +92,18 @@ def fewest_rounds(panel: Panel) -> int:
 
 def plan_confer(panel: Panel, question: str, bound: Bound) -> RunPlan:
     members = panel.members
-    answer = StagePlan("answer", "0", [Calls(m, 1, 1, user(confer.answer_prompt(question)), tools=True) for m in members])
+    answer = StagePlan(
+        "answer", "0", [Calls(m, 1, 1, user(confer.answer_prompt(question)), tools=True) for m in members]
+    )
     authors = confer.assign_labels(panel.member_names, {m.name: "" for m in members})
     block = dict.fromkeys(authors, "")
     own = {name: label for label, name in authors.items()}
     quoted = sum(bound(m) for m in members)
     low, high = fewest_rounds(panel), panel.max_rounds
     votes = [
-        Calls(m, low, high, user(confer.vote_prompt(question, block, own[m.name])), quoted=quoted, schema=confer.PeerVote)
+        Calls(
+            m, low, high, user(confer.vote_prompt(question, block, own[m.name])), quoted=quoted, schema=confer.PeerVote
+        )
         for m in members
     ]
     return RunPlan([answer, StagePlan("vote", rounds_label(1, high), votes)])
@@ -106,35 +112,56 @@ def plan_confer(panel: Panel, question: str, bound: Bound) -> RunPlan:
 def plan_council(panel: Panel, question: str, bound: Bound) -> RunPlan:
     members = panel.members
     chairmen = council.check_council(panel)
-    answer = StagePlan("answer", None, [Calls(m, 1, 1, user(council.answer_prompt(question)), tools=True) for m in members])
+    answer = StagePlan(
+        "answer", None, [Calls(m, 1, 1, user(council.answer_prompt(question)), tools=True) for m in members]
+    )
     labels = council.assign_labels(panel.member_names, set(panel.member_names))
     by_name = {member.name: member for member in members}
     of_member = {name: label for label, name in labels.items()}
     reviews = []
     for member in members:
         shown = [label for label in labels if panel.self_review or labels[label] != member.name]
-        keys = {label.removeprefix(f"{council.LABEL_NOUN} ") if panel.anonymize else labels[label]: "" for label in shown}
+        keys = {
+            label.removeprefix(f"{council.LABEL_NOUN} ") if panel.anonymize else labels[label]: "" for label in shown
+        }
         prompt = user(council.review_prompt(question, keys, panel.anonymize))
         reviews.append(Calls(member, 1, 1, prompt, quoted=sum(bound(by_name[labels[label]]) for label in shown)))
     models = {member.name: member.model for member in members}
     written = [council.CouncilReview(reviewer=m.name, evaluation="", success=True) for m in members]
-    aggregate = [RankedMember(name=m.name, label=of_member[m.name], average_rank=1.0, count=len(members)) for m in members]
+    aggregate = [
+        RankedMember(name=m.name, label=of_member[m.name], average_rank=1.0, count=len(members)) for m in members
+    ]
     synthesis = council.synthesis_prompt(question, dict.fromkeys(labels, ""), labels, models, written, aggregate)
     quoted = 2 * sum(bound(m) for m in members)
-    stages = [answer, StagePlan("review", None, reviews), StagePlan("synthesis", None, chair_calls(chairmen, user(synthesis), quoted))]
+    stages = [
+        answer,
+        StagePlan("review", None, reviews),
+        StagePlan("synthesis", None, chair_calls(chairmen, user(synthesis), quoted)),
+    ]
     return RunPlan(stages)
 
 
 def plan_ensemble(panel: Panel, question: str, bound: Bound) -> RunPlan:
     members = panel.members
     chosen = ensemble.plan_ensemble(panel)
-    stages = [StagePlan("answer", None, [Calls(m, 1, 1, user(council.answer_prompt(question)), tools=True) for m in members])]
+    stages = [
+        StagePlan("answer", None, [Calls(m, 1, 1, user(council.answer_prompt(question)), tools=True) for m in members])
+    ]
     notes = []
     if chosen.mode == "race":
-        notes.append("race: every member is asked at once; the calls cancelled when the first answers may still be billed in part.")
+        notes.append(
+            "race: every member is asked at once; the calls cancelled when the first answers may still be billed in part."
+        )
     if chosen.judge is not None:
         prompt = user(ensemble.judge_prompt(question, ""))
-        judged = Calls(chosen.judge, len(members), len(members), prompt, quoted=max(bound(m) for m in members), schema=ensemble.JudgeScore)
+        judged = Calls(
+            chosen.judge,
+            len(members),
+            len(members),
+            prompt,
+            quoted=max(bound(m) for m in members),
+            schema=ensemble.JudgeScore,
+        )
         stages.append(StagePlan("judge", None, [judged]))
     if chosen.aggregator is not None:
         prompt = user(ensemble.aggregate_prompt(question, [""] * len(members)))
@@ -166,7 +193,14 @@ def plan_delphi(panel: Panel, question: str, bound: Bound) -> RunPlan:
         block = dict.fromkeys(labels.values(), "")
         quoted = sum(bound(m) for m in members)
         later = [
-            Calls(m, fewest - 1, most - 1, user(delphi.revision_prompt(question, 2, most, block, labels[m.name])), quoted=quoted, schema=delphi.Revision)
+            Calls(
+                m,
+                fewest - 1,
+                most - 1,
+                user(delphi.revision_prompt(question, 2, most, block, labels[m.name])),
+                quoted=quoted,
+                schema=delphi.Revision,
+            )
             for m in members
         ]
         stages.append(StagePlan(delphi.STAGE, rounds_label(2, most), later))
@@ -176,7 +210,8 @@ def plan_delphi(panel: Panel, question: str, bound: Bound) -> RunPlan:
             delphi.DelphiRound(
                 index=index,
                 contributions=[
-                    delphi.Contribution(expert=m.name, label=labels[m.name], round=index, analysis="", success=True) for m in members
+                    delphi.Contribution(expert=m.name, label=labels[m.name], round=index, analysis="", success=True)
+                    for m in members
                 ],
                 unchanged=False,
             )
@@ -192,7 +227,9 @@ def plan_delphi(panel: Panel, question: str, bound: Bound) -> RunPlan:
 def plan_supervise(panel: Panel, question: str, bound: Bound) -> RunPlan:
     team = supervise.plan_supervision(panel)
     workers, critic, corrections = team.workers, team.critic, team.corrections
-    stages = [StagePlan("work", "1", [Calls(w, 1, 1, user(supervise.work_prompt(question, w)), tools=True) for w in workers])]
+    stages = [
+        StagePlan("work", "1", [Calls(w, 1, 1, user(supervise.work_prompt(question, w)), tools=True) for w in workers])
+    ]
     empty = {w.name: "" for w in workers}
     delivered = sum(bound(w) for w in workers)
     reviews = corrections + 1
@@ -200,7 +237,11 @@ def plan_supervise(panel: Panel, question: str, bound: Bound) -> RunPlan:
     # The longest critique: the last round's, with the feedback before it, asked once more
     # after a reply that could not be used.
     last = user(supervise.critic_prompt(question, workers, empty, reviews, reviews, empty if corrections else {}))
-    longest = [*last, {"role": "assistant", "content": ""}, *user(supervise.retry_prompt("its verdict could not be read"))]
+    longest = [
+        *last,
+        {"role": "assistant", "content": ""},
+        *user(supervise.retry_prompt("its verdict could not be read")),
+    ]
     quoted = delivered + (2 if corrections else 1) * bound(critic)
     critique = Calls(critic, 1, 2 * reviews, first, quoted=quoted, longest=longest, schema=supervise.CriticVerdict)
     stages.append(StagePlan("critique", rounds_label(1, reviews), [critique]))
@@ -210,13 +251,21 @@ def plan_supervise(panel: Panel, question: str, bound: Bound) -> RunPlan:
             """A worker's own conversation at its `count`th correction: every earlier message kept."""
             messages = user(supervise.work_prompt(question, worker))
             for index in range(2, count + 2):
-                messages += [{"role": "assistant", "content": ""}, *user(supervise.correction_prompt(worker.name, "", index))]
+                messages += [
+                    {"role": "assistant", "content": ""},
+                    *user(supervise.correction_prompt(worker.name, "", index)),
+                ]
             return messages
 
         fixes = [
             Calls(
-                w, 0, corrections, conversation(w, 1), quoted=corrections * (bound(w) + bound(critic)),
-                longest=conversation(w, corrections), tools=True,
+                w,
+                0,
+                corrections,
+                conversation(w, 1),
+                quoted=corrections * (bound(w) + bound(critic)),
+                longest=conversation(w, corrections),
+                tools=True,
             )
             for w in workers
         ]
@@ -235,8 +284,20 @@ def plan_orchestrate(panel: Panel, question: str, bound: Bound) -> RunPlan:
     team = orchestrate.team_of(panel)
     planner, workers = team.planner, team.workers
     opening = user(orchestrate.plan_prompt(question, workers))
-    replan = [*opening, {"role": "assistant", "content": ""}, *user(orchestrate.replan_prompt("the plan could not be read"))]
-    planned = Calls(planner, 1, panel.max_plan_attempts, opening, quoted=bound(planner), longest=replan, schema=orchestrate.PlanShape)
+    replan = [
+        *opening,
+        {"role": "assistant", "content": ""},
+        *user(orchestrate.replan_prompt("the plan could not be read")),
+    ]
+    planned = Calls(
+        planner,
+        1,
+        panel.max_plan_attempts,
+        opening,
+        quoted=bound(planner),
+        longest=replan,
+        schema=orchestrate.PlanShape,
+    )
     stages = [StagePlan("plan", rounds_label(1, panel.max_plan_attempts), [planned])]
     # At most, a subtask builds on every other one, and its title and description take up the
     # whole plan: a loose bound, which the model's context window caps.
@@ -247,19 +308,25 @@ def plan_orchestrate(panel: Panel, question: str, bound: Bound) -> RunPlan:
         alone = PlannedTask(task_id="t1", worker=worker.name)
         prompt = user(orchestrate.task_prompt(question, alone, {}, {}))
         built_on = PlannedTask(task_id="t1", worker=worker.name, depends_on=others)
-        longest = user(orchestrate.task_prompt(question, built_on, dict.fromkeys(others, ""), {task: task for task in others}))
+        longest = user(
+            orchestrate.task_prompt(question, built_on, dict.fromkeys(others, ""), {task: task for task in others})
+        )
         quoted = bound(planner) + len(others) * widest
         subtasks.append(Calls(worker, 0, MAX_TASKS, prompt, quoted=quoted, longest=longest, tools=True))
     stages.append(StagePlan(orchestrate.SUBTASK_STAGE, None, subtasks, pooled=(1, MAX_TASKS)))
 
     def records(count: int) -> Messages:
         done = [
-            orchestrate.TaskRecord(id=f"t{index}", worker=workers[0].name, title="", depends_on=[], status="succeeded", output="")
+            orchestrate.TaskRecord(
+                id=f"t{index}", worker=workers[0].name, title="", depends_on=[], status="succeeded", output=""
+            )
             for index in range(1, count + 1)
         ]
         return user(orchestrate.synthesis_prompt(question, done))
 
-    stages.append(StagePlan("synthesis", None, chair_calls(team.chairmen, records(1), MAX_TASKS * widest, records(MAX_TASKS))))
+    stages.append(
+        StagePlan("synthesis", None, chair_calls(team.chairmen, records(1), MAX_TASKS * widest, records(MAX_TASKS)))
+    )
     notes = [
         f"The planner decides how many subtasks there are (1 to {MAX_TASKS}) and which worker does each: "
         "a worker's high is what it would cost if every subtask were its own."
@@ -282,4 +349,3 @@ PLANS: dict[str, Callable[[Panel, str, Bound], RunPlan]] = {
 def plan_run(panel: Panel, question: str, bound: Bound) -> RunPlan:
     """The calls a run of `panel` on `question` makes, by its protocol."""
     return PLANS[panel.protocol](panel, question, bound)
-

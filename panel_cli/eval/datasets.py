@@ -68,7 +68,9 @@ def _builtin_dir() -> Traversable:
 
 
 def builtin_names() -> list[str]:
-    return sorted(entry.name.removesuffix(".jsonl") for entry in _builtin_dir().iterdir() if entry.name.endswith(".jsonl"))
+    return sorted(
+        entry.name.removesuffix(".jsonl") for entry in _builtin_dir().iterdir() if entry.name.endswith(".jsonl")
+    )
 
 
 def list_builtin() -> list[BuiltinDataset]:
@@ -79,7 +81,11 @@ def list_builtin() -> list[BuiltinDataset]:
         kind = "multiple choice" if dataset.multiple_choice else "short answer"
         topics = Counter(item.about for item in dataset.items if item.about)
         held = ", ".join(f"{count} {topic}" for topic, count in topics.items())
-        listed.append(BuiltinDataset(name=f"{BUILTIN_PREFIX}{name}", size=len(dataset.items), description=f"{kind}: {held}" if held else kind))
+        listed.append(
+            BuiltinDataset(
+                name=f"{BUILTIN_PREFIX}{name}", size=len(dataset.items), description=f"{kind}: {held}" if held else kind
+            )
+        )
     return listed
 
 
@@ -88,7 +94,9 @@ def load_dataset(spec: str) -> Dataset:
     if spec.startswith(BUILTIN_PREFIX):
         name = spec[len(BUILTIN_PREFIX) :]
         if name not in builtin_names():
-            raise UserError(f"--dataset: there is no built-in dataset '{name}'; the built-ins are {', '.join(builtin_names())} (panel eval --list-datasets).")
+            raise UserError(
+                f"--dataset: there is no built-in dataset '{name}'; the built-ins are {', '.join(builtin_names())} (panel eval --list-datasets)."
+            )
         text = (_builtin_dir() / f"{name}.jsonl").read_text(encoding="utf-8")
         return Dataset(source=spec, items=parse_dataset(text, spec))
     return Dataset(source=spec, items=parse_dataset(_read(Path(spec)), spec))
@@ -147,7 +155,9 @@ def _row(data: Any, line: int) -> tuple[EvalItem | None, list[tuple[str | None, 
     options: list[str] | None = None
     raw = data.get("options")
     if raw is not None:
-        if not isinstance(raw, list) or not all(isinstance(option, str | int | float) and not isinstance(option, bool) for option in raw):
+        if not isinstance(raw, list) or not all(
+            isinstance(option, str | int | float) and not isinstance(option, bool) for option in raw
+        ):
             problems.append(("options", "a list of options as text"))
         else:
             options = [_text(option) or "" for option in raw]
@@ -168,7 +178,9 @@ def _row(data: Any, line: int) -> tuple[EvalItem | None, list[tuple[str | None, 
         return None, problems
     identifier = _text(data.get("id")) or str(line)
     assert question is not None and answer is not None
-    return EvalItem(id=identifier, question=question, answer=answer, options=options, about=_text(data.get("about"))), []
+    return EvalItem(
+        id=identifier, question=question, answer=answer, options=options, about=_text(data.get("about"))
+    ), []
 
 
 def parse_dataset(text: str, source: str) -> list[EvalItem]:
@@ -182,13 +194,17 @@ def parse_dataset(text: str, source: str) -> list[EvalItem]:
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
-            problems.append(ConfigProblem(source, line, None, f"not JSON ({exc.msg}); a dataset has one JSON object a line"))
+            problems.append(
+                ConfigProblem(source, line, None, f"not JSON ({exc.msg}); a dataset has one JSON object a line")
+            )
             continue
         item, found = _row(data, line)
         problems += [ConfigProblem(source, line, field, problem) for field, problem in found]
         if item is not None:
             if item.id in seen:
-                problems.append(ConfigProblem(source, line, "id", f"'{item.id}' is also the id on line {seen[item.id]}"))
+                problems.append(
+                    ConfigProblem(source, line, "id", f"'{item.id}' is also the id on line {seen[item.id]}")
+                )
             seen.setdefault(item.id, line)
             items.append(item)
         if len(problems) >= MAX_PROBLEMS:

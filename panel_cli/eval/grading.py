@@ -111,7 +111,9 @@ def grade_option(answer: str | None, item: EvalItem) -> Grade:
     if chosen is None:
         return Grade(correct=False, method="option", reason="names none of the options")
     right = chosen == item.answer
-    return Grade(correct=right, method="option", predicted=chosen, reason="the gold option" if right else "another option")
+    return Grade(
+        correct=right, method="option", predicted=chosen, reason="the gold option" if right else "another option"
+    )
 
 
 def grade_exact(answer: str | None, item: EvalItem) -> Grade:
@@ -120,7 +122,12 @@ def grade_exact(answer: str | None, item: EvalItem) -> Grade:
     for candidate in (answer, first_line(answer)):
         if same_answer(candidate, item.answer):
             return Grade(correct=True, method="exact", predicted=normalize(candidate), reason="matches the gold answer")
-    return Grade(correct=False, method="exact", predicted=normalize(first_line(answer)) or None, reason="differs from the gold answer")
+    return Grade(
+        correct=False,
+        method="exact",
+        predicted=normalize(first_line(answer)) or None,
+        reason="differs from the gold answer",
+    )
 
 
 def grade(answer: str | None, item: EvalItem) -> Grade:
@@ -142,7 +149,11 @@ def judge_prompt(item: EvalItem, answer: str) -> str:
 
 def read_verdict(parsed: dict[str, Any] | None, problem: str | None) -> Grade:
     if parsed is None:
-        return Grade(correct=False, method="judge", reason=f"the judge gave no verdict ({problem or 'no JSON object'}); graded wrong")
+        return Grade(
+            correct=False,
+            method="judge",
+            reason=f"the judge gave no verdict ({problem or 'no JSON object'}); graded wrong",
+        )
     correct = parsed["verdict"] == "CORRECT"
     reason = " ".join(str(parsed.get("reason", "")).split())[:300]
     return Grade(correct=correct, method="judge", predicted=parsed["verdict"], reason=reason)
@@ -157,15 +168,27 @@ class JudgeCall(BaseModel):
 
 
 async def judge_answer(
-    gateway: Gateway, judge: Member, item: EvalItem, answer: str | None, *, about: str, limit: float | None = JUDGE_TIMEOUT
+    gateway: Gateway,
+    judge: Member,
+    item: EvalItem,
+    answer: str | None,
+    *,
+    about: str,
+    limit: float | None = JUDGE_TIMEOUT,
 ) -> JudgeCall:
     """One judge call, within `limit` seconds. No final answer is wrong without asking; a failed
     call is a grade of wrong that says why, so one flaky judge call does not stop the eval."""
     if answer is None:
         return JudgeCall(grade=Grade(correct=False, method="judge", reason="no final answer"))
     messages = [{"role": "user", "content": judge_prompt(item, answer)}]
-    reply = await gateway.call(judge, messages, stage="judge", about=about, deadline=stage_deadline(limit), schema=JudgeVerdict)
-    tokens = None if reply.tokens_in is None and reply.tokens_out is None else (reply.tokens_in or 0) + (reply.tokens_out or 0)
+    reply = await gateway.call(
+        judge, messages, stage="judge", about=about, deadline=stage_deadline(limit), schema=JudgeVerdict
+    )
+    tokens = (
+        None
+        if reply.tokens_in is None and reply.tokens_out is None
+        else (reply.tokens_in or 0) + (reply.tokens_out or 0)
+    )
     if not reply.ok:
         reason = f"the judge's call failed ({failure_reason(reply.error_kind, reply.error)}); graded wrong"
         return JudgeCall(grade=Grade(correct=False, method="judge", reason=reason), tokens=tokens, cost=reply.cost)

@@ -96,8 +96,13 @@ def render(result: EvalResult) -> RenderableType:
         accuracy = bar(score, theory)
         accuracy.append(f" {percent(score.accuracy):>6}")
         grid.add_row(
-            Text(system_label(result, score)), accuracy, Text(f"{score.ci_low * 100:.0f}–{score.ci_high * 100:.0f}%"),
-            Text(f"{score.calls:,}"), Text(compact_tokens(score.tokens)), Text(cost(score, SIMULATED_CELL)), Text(fmt.seconds(score.wall_time_s)),
+            Text(system_label(result, score)),
+            accuracy,
+            Text(f"{score.ci_low * 100:.0f}–{score.ci_high * 100:.0f}%"),
+            Text(f"{score.calls:,}"),
+            Text(compact_tokens(score.tokens)),
+            Text(cost(score, SIMULATED_CELL)),
+            Text(fmt.seconds(score.wall_time_s)),
         )
     simulated = any(score.simulated and score.cost is None for score in result.systems)
     lines: list[RenderableType] = [grid, Text(LEGEND + (SIMULATED_LEGEND if simulated else ""), style="dim"), Text("")]
@@ -105,18 +110,30 @@ def render(result: EvalResult) -> RenderableType:
         lines.append(Text(theory_sentence(result.theory)))
     for comparison in result.comparisons:
         line = Text(f"{comparison.system}: ", style="bold")
-        line.append(comparison.verdict, style="green" if comparison.significant and comparison.only_system > comparison.only_baseline else "")
+        line.append(
+            comparison.verdict,
+            style="green" if comparison.significant and comparison.only_system > comparison.only_baseline else "",
+        )
         lines.append(line)
     for score in result.systems:
         unanswered = score.questions - score.answered
         if unanswered:
             failed = f", {score.failed} of them failed outright" if score.failed else ""
-            lines.append(Text(f"{score.system}: {unanswered} run{'s' if unanswered != 1 else ''} reached no answer{failed}; graded wrong.", style="yellow"))
+            lines.append(
+                Text(
+                    f"{score.system}: {unanswered} run{'s' if unanswered != 1 else ''} reached no answer{failed}; graded wrong.",
+                    style="yellow",
+                )
+            )
     judged = [score for score in result.systems if score.judge_tokens is not None or score.judge_cost is not None]
     if judged:
         tokens = sum(score.judge_tokens or 0 for score in judged)
         known = [score.judge_cost for score in judged if score.judge_cost is not None]
-        lines.append(Text(f"Grading by {result.grader}: {tokens:,} tokens, {fmt.cost(sum(known) if known else None)} (not counted above)."))
+        lines.append(
+            Text(
+                f"Grading by {result.grader}: {tokens:,} tokens, {fmt.cost(sum(known) if known else None)} (not counted above)."
+            )
+        )
     lines.append(Text(f"Every run is stored, tagged eval {result.eval_id}.", style="dim"))
     return Group(*lines)
 
@@ -140,8 +157,14 @@ def markdown(result: EvalResult) -> str:
             ["system", "accuracy", "95% interval", "answered", "calls", "tokens", "cost", "wall time"],
             [
                 [
-                    cell(system_label(result, score)), percent(score.accuracy), interval(score), f"{score.answered}/{score.questions}",
-                    f"{score.calls:,}", fmt.tokens(score.tokens), cost(score), fmt.seconds(score.wall_time_s),
+                    cell(system_label(result, score)),
+                    percent(score.accuracy),
+                    interval(score),
+                    f"{score.answered}/{score.questions}",
+                    f"{score.calls:,}",
+                    fmt.tokens(score.tokens),
+                    cost(score),
+                    fmt.seconds(score.wall_time_s),
                 ]
                 for score in result.systems
             ],
@@ -150,7 +173,11 @@ def markdown(result: EvalResult) -> str:
     ]
     if result.comparisons:
         parts += ["## Against the baseline (McNemar's exact test, paired by question)"]
-        parts += ["\n".join(f"- **{cell(comparison.system)}**: {cell(comparison.verdict, 400)}" for comparison in result.comparisons)]
+        parts += [
+            "\n".join(
+                f"- **{cell(comparison.system)}**: {cell(comparison.verdict, 400)}" for comparison in result.comparisons
+            )
+        ]
     if result.theory:
         parts += ["## Theory", theory_sentence(result.theory).replace(" (│ on the bars)", "")]
     by_key = {(item.system, item.question_id): item for item in result.items}
@@ -174,7 +201,15 @@ def markdown(result: EvalResult) -> str:
             "## Judge verdicts",
             table(
                 ["question", "system", "verdict", "reason"],
-                [[cell(item.question_id), cell(item.system), item.grade.predicted or "none", cell(item.grade.reason, 200)] for item in judged],
+                [
+                    [
+                        cell(item.question_id),
+                        cell(item.system),
+                        item.grade.predicted or "none",
+                        cell(item.grade.reason, 200),
+                    ]
+                    for item in judged
+                ],
             ),
         ]
     return "\n\n".join(parts) + "\n"

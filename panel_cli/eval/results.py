@@ -112,7 +112,13 @@ def _money(values: Sequence[float | None]) -> float | None:
 
 
 def score_system(
-    system: str, protocol: str, members: list[str], results: Sequence[ItemResult], wall_time_s: float, *, simulated: bool = False
+    system: str,
+    protocol: str,
+    members: list[str],
+    results: Sequence[ItemResult],
+    wall_time_s: float,
+    *,
+    simulated: bool = False,
 ) -> SystemScore:
     correct = sum(result.correct for result in results)
     low, high = wilson_interval(correct, len(results))
@@ -162,14 +168,22 @@ def compare(system: str, results: Sequence[ItemResult], baseline: Sequence[ItemR
         edge = "edge" if only_system > only_baseline else "deficit"
         verdict = f"not significant ({describe_p(p)}): {system}'s {edge} of {difference * 100:+.1f} points could be chance ({split})."
     return Comparison(
-        system=system, difference=difference, only_system=only_system, only_baseline=only_baseline, p_value=p,
-        significant=p < ALPHA, verdict=verdict,
+        system=system,
+        difference=difference,
+        only_system=only_system,
+        only_baseline=only_baseline,
+        p_value=p,
+        significant=p < ALPHA,
+        verdict=verdict,
     )
 
 
 def jury_theory(panel: Panel) -> JuryTheory | None:
     """The theory line when every member is a simulated voter of one accuracy, else None."""
-    accuracies = {oracle_accuracy(member.model.removeprefix("demo/")) if member.model.startswith("demo/") else None for member in panel.members}
+    accuracies = {
+        oracle_accuracy(member.model.removeprefix("demo/")) if member.model.startswith("demo/") else None
+        for member in panel.members
+    }
     if len(accuracies) != 1:
         return None
     p = accuracies.pop()

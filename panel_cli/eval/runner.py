@@ -118,7 +118,9 @@ def parse_grader(value: str | None, panel: Panel, dataset: Dataset) -> tuple[Mem
     taking part: a judge that is also a panellist grades its own answers."""
     if value is None or value.strip() == "auto":
         kinds = {item.multiple_choice for item in dataset.items}
-        automatic = "option match" if kinds == {True} else "exact match" if kinds == {False} else "option or exact match"
+        automatic = (
+            "option match" if kinds == {True} else "exact match" if kinds == {False} else "option or exact match"
+        )
         return None, automatic
     text = value.strip()
     name = text[len(JUDGE_PREFIX) :].strip() if text.startswith(JUDGE_PREFIX) else ""
@@ -131,7 +133,9 @@ def parse_grader(value: str | None, panel: Panel, dataset: Dataset) -> tuple[Mem
     except ValidationError as exc:
         problem = describe_error(dict(exc.errors()[0]))
         members = ", ".join(panel.member_names)
-        raise UserError(f"--grader: '{name}' is neither a member of panel '{panel.name}' ({members}) nor a model: {problem}.") from None
+        raise UserError(
+            f"--grader: '{name}' is neither a member of panel '{panel.name}' ({members}) nor a model: {problem}."
+        ) from None
 
 
 def baseline_panel(panel: Panel, member: Member) -> Panel:
@@ -141,7 +145,9 @@ def baseline_panel(panel: Panel, member: Member) -> Panel:
     return panel.model_copy(update={"members": [member], "protocol": "ensemble", "mode": "race", **roles})
 
 
-def plan_eval(panel: Panel, dataset: Dataset, *, protocols: str | None, baseline: str | None, grader: str | None) -> EvalPlan:
+def plan_eval(
+    panel: Panel, dataset: Dataset, *, protocols: str | None, baseline: str | None, grader: str | None
+) -> EvalPlan:
     """Check the whole eval before any call: protocols, baseline, grader, and each protocol's
     own checks on this panel (a one-member council stops here, not 60 runs later)."""
     chosen = parse_protocols(protocols, dataset)
@@ -232,8 +238,15 @@ async def run_eval(
         error: str | None = None
         try:
             outcome = await run_panel(
-                engine, panel, question_text(item, system.protocol), store=record, secrets=secrets, shared=shared, tags=tags,
-                run_id=run_id, budget=capped(panel, NO_CONTROLS, allow_flag=False),
+                engine,
+                panel,
+                question_text(item, system.protocol),
+                store=record,
+                secrets=secrets,
+                shared=shared,
+                tags=tags,
+                run_id=run_id,
+                budget=capped(panel, NO_CONTROLS, allow_flag=False),
             )
             answer = None if outcome.result.final_answer is None else redact(outcome.result.final_answer, secrets)
         except Exception as exc:  # the run is stored as failed; one broken question does not end the eval
@@ -243,10 +256,18 @@ async def run_eval(
         if plan.judge is not None and judge_gateway is not None:
             judged = await judge_answer(judge_gateway, plan.judge, item, answer, about=f"{system.name} {item.id}")
         result = ItemResult(
-            system=system.name, question_id=item.id, run_id=run_id, final_answer=answer,
-            grade=judged.grade if judged is not None else grade(answer, item), calls=totals.calls, tokens=totals.tokens,
-            cost=totals.cost, duration_s=round(duration, 3), error=error,
-            judge_tokens=judged.tokens if judged else None, judge_cost=judged.cost if judged else None,
+            system=system.name,
+            question_id=item.id,
+            run_id=run_id,
+            final_answer=answer,
+            grade=judged.grade if judged is not None else grade(answer, item),
+            calls=totals.calls,
+            tokens=totals.tokens,
+            cost=totals.cost,
+            duration_s=round(duration, 3),
+            error=error,
+            judge_tokens=judged.tokens if judged else None,
+            judge_cost=judged.cost if judged else None,
         )
         if progress is not None:
             progress.advance(result)
@@ -264,15 +285,28 @@ async def run_eval(
             wall = time.perf_counter() - started
             by_system[system.name] = results
             simulated = all(member.model.startswith("demo/") for member in system.panel.callable_members())
-            scores.append(score_system(system.name, system.protocol, system.panel.member_names, results, wall, simulated=simulated))
+            scores.append(
+                score_system(
+                    system.name, system.protocol, system.panel.member_names, results, wall, simulated=simulated
+                )
+            )
     finally:
         await shared.aclose()
     baseline = by_system[BASELINE]
     comparisons = [compare(name, results, baseline) for name, results in by_system.items() if name != BASELINE]
     return EvalResult(
-        eval_id=eval_id, dataset=plan.dataset.source, questions=len(items), panel=plan.panel.name, baseline=plan.baseline.name,
-        grader=plan.grader, seed=seed, concurrency=concurrency, systems=scores, comparisons=comparisons,
-        theory=jury_theory(plan.panel), items=[result for results in by_system.values() for result in results],
+        eval_id=eval_id,
+        dataset=plan.dataset.source,
+        questions=len(items),
+        panel=plan.panel.name,
+        baseline=plan.baseline.name,
+        grader=plan.grader,
+        seed=seed,
+        concurrency=concurrency,
+        systems=scores,
+        comparisons=comparisons,
+        theory=jury_theory(plan.panel),
+        items=[result for results in by_system.values() for result in results],
     )
 
 

@@ -99,7 +99,10 @@ def _defuse(text: str) -> str:
 
 def table(headers: list[str], rows: list[list[str]], numeric: set[int] | None = None) -> str:
     numeric = numeric or set()
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" if index in numeric else "---" for index in range(len(headers))) + "|"]
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---:" if index in numeric else "---" for index in range(len(headers))) + "|",
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -114,7 +117,12 @@ def _header(report: Report) -> str:
     run = report.run
     lines = [f"# {text(report.title)}", "", quote(run.question), ""]
     started = utc(run.started_at) + (f" · {report.duration}" if report.duration else " · not finished")
-    facts = [("run", f"`{run.id}`"), ("status", text(run.status)), ("started", started), ("totals", text(report.totals))]
+    facts = [
+        ("run", f"`{run.id}`"),
+        ("status", text(run.status)),
+        ("started", started),
+        ("totals", text(report.totals)),
+    ]
     if run.error:
         facts.append(("error", cell(run.error, 500)))
     facts += [(name, cell(value, 200)) for name, value in report.facts]
@@ -200,7 +208,9 @@ def _chart(chart: Chart, kind: str) -> str:
     for bar in chart.bars:
         name = cell(bar.key) + (f" · {cell(bar.name)}" if bar.name else "")
         mark = "★" if bar.winner else ""
-        rows.append([name, text_bar(bar.share), cell(bar.text) + (f" ({cell(bar.detail)})" if bar.detail else ""), mark])
+        rows.append(
+            [name, text_bar(bar.share), cell(bar.text) + (f" ({cell(bar.detail)})" if bar.detail else ""), mark]
+        )
     lines = [f"**{text(chart.title)}**"]
     if rows:
         lines.append(table([kind, "", chart.measure, ""], rows))
@@ -229,7 +239,11 @@ def _vote(vote: VoteSummary) -> str:
                 else:
                     row.append(str(entry.counts[option]))
             rows.append(row)
-        lines += ["**Instant runoff**", table(headers, rows), "\n".join(f"- {text(line)}" for line in vote.runoff_lines)]
+        lines += [
+            "**Instant runoff**",
+            table(headers, rows),
+            "\n".join(f"- {text(line)}" for line in vote.runoff_lines),
+        ]
     if vote.outcome:
         lines.append(f"**{text(vote.outcome)}**")
     return "\n\n".join(lines)
@@ -251,7 +265,10 @@ def _verdict_grid(verdicts: list[Verdict]) -> str:
 
 def _delphi(grid: DelphiGrid) -> str:
     rows = [
-        [(f"**{text(label)}** " if label else "") + cell(name), *(text(grid.states.get(name, {}).get(number, "—")) for number in grid.rounds)]
+        [
+            (f"**{text(label)}** " if label else "") + cell(name),
+            *(text(grid.states.get(name, {}).get(number, "—")) for number in grid.rounds),
+        ]
         for label, name in grid.experts
     ]
     return "**Rounds at a glance**\n\n" + table(["expert", *(f"round {number}" for number in grid.rounds)], rows)
@@ -262,11 +279,17 @@ def _plan(plan: Plan) -> str:
     for task in plan.tasks:
         indent = "    " * task.depth + ("└ " if task.depth else "")
         note = task.note or task.title
-        rows.append([
-            f"{indent}`{cell(task.task_id)}`", cell(task.worker), cell(", ".join(task.depends_on)), task.status,
-            "" if task.start is None else f"+{fmt.seconds(task.start)}",
-            "" if task.duration is None else fmt.seconds(task.duration), cell(note),
-        ])
+        rows.append(
+            [
+                f"{indent}`{cell(task.task_id)}`",
+                cell(task.worker),
+                cell(", ".join(task.depends_on)),
+                task.status,
+                "" if task.start is None else f"+{fmt.seconds(task.start)}",
+                "" if task.duration is None else fmt.seconds(task.duration),
+                cell(note),
+            ]
+        )
     head = f"**Task graph** · planned by {text(plan.planner)} ({plural(len(plan.tasks), 'subtask')})"
     return head + "\n\n" + table(["task", "worker", "after", "status", "start", "time", "title / output"], rows, {4, 5})
 
@@ -282,11 +305,22 @@ def _calls(report: Report) -> str:
         return "## Calls\n\n_No model was called._"
     rows = []
     for number, call in enumerate(report.calls, start=1):
-        note = f"{call.error_kind}: {call.error or ''}" if call.error_kind else "reply truncated" if call.truncated else ""
-        rows.append([
-            str(number), cell(call.member), f"`{cell(call.model)}`", cell(call.stage),
-            "" if call.round is None else str(call.round), fmt.seconds(call.latency), fmt.tokens(call.tokens_in),
-            fmt.tokens(call.tokens_out), fmt.cost(call.cost), cell(note, 200),
-        ])
+        note = (
+            f"{call.error_kind}: {call.error or ''}" if call.error_kind else "reply truncated" if call.truncated else ""
+        )
+        rows.append(
+            [
+                str(number),
+                cell(call.member),
+                f"`{cell(call.model)}`",
+                cell(call.stage),
+                "" if call.round is None else str(call.round),
+                fmt.seconds(call.latency),
+                fmt.tokens(call.tokens_in),
+                fmt.tokens(call.tokens_out),
+                fmt.cost(call.cost),
+                cell(note, 200),
+            ]
+        )
     headers = ["#", "member", "model", "stage", "round", "latency", "tokens in", "tokens out", "cost", "note"]
     return f"## Calls\n\n{text(report.totals)}\n\n" + table(headers, rows, {0, 4, 5, 6, 7, 8})

@@ -170,7 +170,9 @@ def dot_svg(state: str) -> str:
 
 
 def table(headers: Iterable[tuple[str, bool]], rows: Iterable[str], css: str = "") -> str:
-    head = "".join(f'<th class="num">{esc(name)}</th>' if numeric else f"<th>{esc(name)}</th>" for name, numeric in headers)
+    head = "".join(
+        f'<th class="num">{esc(name)}</th>' if numeric else f"<th>{esc(name)}</th>" for name, numeric in headers
+    )
     return f'<div class="scroll"><table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
@@ -193,7 +195,7 @@ def _masthead(report: Report) -> str:
     run = report.run
     meta = [
         ("status", badge(run.status)),
-        ("run", f'<code>{esc(run.id)}</code>'),
+        ("run", f"<code>{esc(run.id)}</code>"),
         ("started", esc(utc(run.started_at))),
         ("took", esc(report.duration or "not finished")),
         ("calls", esc(f"{run.calls:,}")),
@@ -243,7 +245,9 @@ def _panel(report: Report) -> str:
         roles = "".join(f'<span class="role">{esc(role)}</span>' for role in member.roles)
         task = f'<div class="task-text">task: {esc(member.task)}</div>' if member.task else ""
         role_cell = f"<td>{roles}{task}</td>" if with_roles else ""
-        rows.append(f"<tr><td>{label(member.label)}<b>{esc(member.name)}</b></td><td><code>{esc(member.model)}</code></td>{role_cell}</tr>")
+        rows.append(
+            f"<tr><td>{label(member.label)}<b>{esc(member.name)}</b></td><td><code>{esc(member.model)}</code></td>{role_cell}</tr>"
+        )
     headers = [("member", False), ("model", False), *([("role", False)] if with_roles else [])]
     return f'<section class="card" id="panel"><h2>Panel</h2>{table(headers, rows)}</section>'
 
@@ -284,7 +288,9 @@ def _stage(stage: Stage, index: int) -> str:
     if stage.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{esc(note)}</li>" for note in stage.notes) + "</ul>")
     if stage.warnings:
-        parts.append('<ul class="warnings">' + "".join(f"<li>⚠ {esc(warning)}</li>" for warning in stage.warnings) + "</ul>")
+        parts.append(
+            '<ul class="warnings">' + "".join(f"<li>⚠ {esc(warning)}</li>" for warning in stage.warnings) + "</ul>"
+        )
     parts.append("</section>")
     return "".join(parts)
 
@@ -364,7 +370,13 @@ def _runoff(vote: VoteSummary) -> str:
             share = count / entry.live if entry.live else 0.0
             state = "dropped" if entry.eliminated == option else "won" if entry.winner == option else ""
             tone = {"dropped": "lost", "won": "won"}.get(state, "")
-            suffix = " <small>dropped</small>" if state == "dropped" else ' <span class="star">★</span>' if state == "won" else ""
+            suffix = (
+                " <small>dropped</small>"
+                if state == "dropped"
+                else ' <span class="star">★</span>'
+                if state == "won"
+                else ""
+            )
             svg = bar_svg(share, tone=tone, half=True, name=f"{option}: {count} in round {entry.index}")
             cells.append(f'<td class="round {state}"><span class="count">{count}</span>{suffix}{svg}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -387,10 +399,16 @@ def _verdict(verdict: Verdict) -> str:
 
 
 def _verdict_grid(verdicts: list[Verdict]) -> str:
-    marks = {"approved": ("✓ approved", "good"), "rejected": ("✗ rejected", "bad"), "no verdict": ("no verdict", "warn")}
+    marks = {
+        "approved": ("✓ approved", "good"),
+        "rejected": ("✗ rejected", "bad"),
+        "no verdict": ("no verdict", "warn"),
+    }
     rows = []
     for worker in verdicts[-1].workers:
-        cells = "".join(f"<td>{dot_svg(verdict.cell(worker))} {badge(*marks[verdict.cell(worker)])}</td>" for verdict in verdicts)
+        cells = "".join(
+            f"<td>{dot_svg(verdict.cell(worker))} {badge(*marks[verdict.cell(worker)])}</td>" for verdict in verdicts
+        )
         rows.append(f'<tr><th scope="row">{esc(worker)}</th>{cells}</tr>')
     headers = [("worker", False), *((f"review {verdict.round}", False) for verdict in verdicts)]
     return f'<figure class="chart verdicts"><h4>Verdicts</h4>{table(headers, rows, "grid")}</figure>'
@@ -463,13 +481,17 @@ def _timeline(tasks: list[Task]) -> str:
         if task.start is None:
             cell = '<td class="bar-cell dim">not started</td>'
         else:
-            svg = span_svg(task.start / span, (task.duration or 0.0) / span, task.status, f"{task.task_id}: {task.status}")
+            svg = span_svg(
+                task.start / span, (task.duration or 0.0) / span, task.status, f"{task.task_id}: {task.status}"
+            )
             cell = f'<td class="bar-cell">{svg}</td>'
         when = "" if task.start is None else f"+{fmt.seconds(task.start)}"
-        rows.append(f'<tr><th scope="row"><code>{esc(task.task_id)}</code> {esc(task.worker)}</th>{cell}<td class="num">{esc(when)}</td></tr>')
+        rows.append(
+            f'<tr><th scope="row"><code>{esc(task.task_id)}</code> {esc(task.worker)}</th>{cell}<td class="num">{esc(when)}</td></tr>'
+        )
     return (
         '<figure class="chart timeline"><h4>Timeline</h4>'
-        f'<table><tbody>{"".join(rows)}</tbody></table>'
+        f"<table><tbody>{''.join(rows)}</tbody></table>"
         f'<p class="chart-note">{esc(fmt.seconds(span))} from the accepted plan to the last subtask</p></figure>'
     )
 
@@ -486,7 +508,10 @@ def _calls(report: Report) -> str:
     if not report.calls:
         return '<section class="card" id="calls"><h2>Calls</h2><p class="dim">No model was called.</p></section>'
     with_round = any(call.round is not None for call in report.calls)
-    notes = [f"{call.error_kind}: {call.error or ''}" if call.error_kind else "reply truncated" if call.truncated else "" for call in report.calls]
+    notes = [
+        f"{call.error_kind}: {call.error or ''}" if call.error_kind else "reply truncated" if call.truncated else ""
+        for call in report.calls
+    ]
     rows = []
     for number, (call, note) in enumerate(zip(report.calls, notes, strict=True), start=1):
         status = badge(call.error_kind, "bad") if call.error_kind else badge("answered")
@@ -499,18 +524,28 @@ def _calls(report: Report) -> str:
         ]
         rows.append(f"<tr>{''.join(cells)}</tr>")
     headers = [
-        ("#", True), ("member", False), ("model", False), ("stage", False), *([("round", True)] if with_round else []),
-        ("status", False), ("latency", True), ("tokens in", True), ("tokens out", True), ("cost", True),
+        ("#", True),
+        ("member", False),
+        ("model", False),
+        ("stage", False),
+        *([("round", True)] if with_round else []),
+        ("status", False),
+        ("latency", True),
+        ("tokens in", True),
+        ("tokens out", True),
+        ("cost", True),
         *([("note", False)] if any(notes) else []),
     ]
     return (
         f'<section class="card" id="calls"><h2>Calls</h2><p class="dim">{esc(report.totals)}</p>'
-        f'{table(headers, rows, "calls")}</section>'
+        f"{table(headers, rows, 'calls')}</section>"
     )
 
 
 def _footer(report: Report) -> str:
-    skipped = f" {plural(report.unknown_events, 'event')} from a newer panel were left out." if report.unknown_events else ""
+    skipped = (
+        f" {plural(report.unknown_events, 'event')} from a newer panel were left out." if report.unknown_events else ""
+    )
     return (
         f"<footer>Exported by panel {esc(_version())} from run <code>{esc(report.run.id)}</code>. "
         f"One self-contained file: nothing in it is fetched and no script runs.{esc(skipped)}</footer>"

@@ -298,7 +298,8 @@ def pretty_reply(text: str) -> str:
     if not isinstance(parsed, dict):
         return text
     return "\n".join(
-        f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()
+        f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+        for key, value in parsed.items()
     )
 
 
@@ -322,7 +323,9 @@ class _Builder:
         self.stages: list[Stage] = []
         self.stage: Stage | None = None
         self.labels: dict[str, str] = {}
-        self.members: list[PanelMember] = [PanelMember(name=m.name, model=m.model, label=m.label) for m in self.run.members]
+        self.members: list[PanelMember] = [
+            PanelMember(name=m.name, model=m.model, label=m.label) for m in self.run.members
+        ]
         self.warnings: list[str] = []
         self.board: VoteBoard | None = None
         self.vote_stage: Stage | None = None
@@ -418,7 +421,12 @@ class _Builder:
         row = stage.call_row(event.call_id, event.member, event.about)
         match event:
             case CallFinished():
-                row.status, row.latency, row.reply, row.truncated = "answered", event.latency, event.text, event.truncated
+                row.status, row.latency, row.reply, row.truncated = (
+                    "answered",
+                    event.latency,
+                    event.text,
+                    event.truncated,
+                )
                 if event.tokens_in is not None or event.tokens_out is not None:
                     row.tokens = (event.tokens_in or 0) + (event.tokens_out or 0)
             case CallFailed():
@@ -455,7 +463,10 @@ class _Builder:
         top = max(event.scores.values(), default=0) or 1
         bars = [
             Bar(
-                key=label, name=event.authors.get(label), text=fmt.number(score), share=max(score, 0) / top,
+                key=label,
+                name=event.authors.get(label),
+                text=fmt.number(score),
+                share=max(score, 0) / top,
                 winner=label == event.winner_label,
             )
             for label, score in fmt.tally_order(event.scores, best_first=event.round is None)
@@ -466,7 +477,9 @@ class _Builder:
             note = f"{'winner' if event.round is not None else 'chosen'}: {event.winner or event.winner_label}"
         stage = self._current()
         stage.authors = event.authors
-        stage.tally = Chart(title="Tally" if event.round is not None else "Scores", measure="score", bars=bars, note=note)
+        stage.tally = Chart(
+            title="Tally" if event.round is not None else "Scores", measure="score", bars=bars, note=note
+        )
 
     def _on_ranking(self, event: RankingParsed) -> None:
         stage = self._current()
@@ -563,7 +576,9 @@ class _Builder:
         if self.contributions:
             last = next(stage for stage in reversed(self.stages) if any(row.changed for row in stage.rows))
             experts = [(self.labels.get(name, ""), name) for name in self.contributions]
-            last.delphi = DelphiGrid(rounds=sorted(self.delphi_rounds), experts=sorted(experts), states=self.contributions)
+            last.delphi = DelphiGrid(
+                rounds=sorted(self.delphi_rounds), experts=sorted(experts), states=self.contributions
+            )
         if self.plan is not None:
             stage = self.plan_stage or self._current()
             outputs = {row.about: row for row in stage.rows if row.about}
@@ -596,7 +611,9 @@ class _Builder:
                 members.append(PanelMember(name=call.member, model=call.model))
                 known.add(call.member)
         config = self.run.config
-        tasks = {str(entry.get("name")): entry.get("task") for entry in config.get("members", []) if isinstance(entry, dict)}
+        tasks = {
+            str(entry.get("name")): entry.get("task") for entry in config.get("members", []) if isinstance(entry, dict)
+        }
         for member in members:
             member.label = member.label or self.labels.get(member.name)
             member.task = tasks.get(member.name) or None
@@ -648,7 +665,10 @@ def aggregate_chart(aggregate: list[dict[str, Any]]) -> Chart:
         count = entry.get("count")
         bars.append(
             Bar(
-                key=str(entry.get("label") or place), name=str(entry.get("name") or ""), share=share, winner=place == 1,
+                key=str(entry.get("label") or place),
+                name=str(entry.get("name") or ""),
+                share=share,
+                winner=place == 1,
                 text=fmt.UNKNOWN if average is None else f"{float(average):.2f}",
                 detail=None if count is None else f"average rank over {plural(int(count), 'ranking')}",
             )
@@ -692,7 +712,12 @@ def vote_summary(board: VoteBoard) -> VoteSummary | None:
     top = max(counts.values(), default=0) or 1
     winner = tally.winner if tally is not None else None
     bars = [
-        Bar(key=option, text=fmt.number(count) + (" weight" if weighted else ""), share=count / top, winner=option == winner)
+        Bar(
+            key=option,
+            text=fmt.number(count) + (" weight" if weighted else ""),
+            share=count / top,
+            winner=option == winner,
+        )
         for option, count in counts.items()
     ]
     return VoteSummary(
@@ -728,7 +753,9 @@ def apart_line(board: VoteBoard) -> str | None:
     return " · ".join(notes) or None
 
 
-ColumnKey = Literal["member", "status", "choice", "confidence", "ranking", "changed", "tools", "text", "latency", "tokens"]
+ColumnKey = Literal[
+    "member", "status", "choice", "confidence", "ranking", "changed", "tools", "text", "latency", "tokens"
+]
 
 
 class Column(BaseModel):

@@ -20,9 +20,7 @@ from panel_cli.located_yaml import parse_yaml, read_config_text
 
 SHIPPED_ALIASES = Path(__file__).with_name("aliases.yaml")
 
-CREDENTIALS_IN_URL = (
-    "a user or password in the URL is not supported; put the key in an environment variable and name it with api_key_env"
-)
+CREDENTIALS_IN_URL = "a user or password in the URL is not supported; put the key in an environment variable and name it with api_key_env"
 
 
 def check_api_base(url: str | None) -> str | None:
@@ -74,7 +72,9 @@ def _read_alias_file(path: Path) -> dict[str, Alias]:
         if tree.covers(loc):
             continue
         if "/" in str(name):
-            tree.add_problem(loc, "an alias is a short name without '/'; a name with a provider prefix is a model id already")
+            tree.add_problem(
+                loc, "an alias is a short name without '/'; a name with a provider prefix is a model id already"
+            )
         elif not isinstance(value, str | dict):
             tree.add_problem(loc, "an alias is a model id, or a mapping with 'model' and optionally 'api_base'")
         else:

@@ -58,7 +58,9 @@ def output_bound(max_tokens: int | None, info: Mapping[str, Any] | None) -> int:
     return FALLBACK_OUTPUT_TOKENS
 
 
-def prompt_tokens(litellm: ModuleType, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None = None) -> int:
+def prompt_tokens(
+    litellm: ModuleType, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None = None
+) -> int:
     """A request's prompt as litellm counts it for the model; the tools offered are sent too,
     so their specs are counted as text."""
     counted = int(litellm.token_counter(model=model, messages=list(messages)))
@@ -183,12 +185,19 @@ class Budget:
         self.spent += cost or 0.0
 
     def report(self) -> BudgetReport:
-        return BudgetReport(max_cost=self.max_cost, max_calls=self.max_calls, spent=self.spent, calls=self.calls, refused=self.refused)
+        return BudgetReport(
+            max_cost=self.max_cost, max_calls=self.max_calls, spent=self.spent, calls=self.calls, refused=self.refused
+        )
 
 
 def run_budget(
-    members: Sequence[Member], *, max_cost: float | None, max_calls: int | None, allow_unknown_prices: bool,
-    cap: str = "--max-cost", advice: str = ALLOW_ADVICE,
+    members: Sequence[Member],
+    *,
+    max_cost: float | None,
+    max_calls: int | None,
+    allow_unknown_prices: bool,
+    cap: str = "--max-cost",
+    advice: str = ALLOW_ADVICE,
 ) -> Budget | None:
     """The budget a run starts with, or None when it has no cap. Under a cost cap, a member
     whose price litellm does not know stops the run before it starts (UserError, exit 2,

@@ -106,7 +106,8 @@ QUESTION_ECHO_LIMIT = 1000
 
 _QUESTION = re.compile(r"Question:\s*\n?(.+?)(?:\n\n|\n\[panel-task|$)", re.DOTALL)
 _FENCE = re.compile(
-    rf"^=== (?P<noun>Answer|Model|Response|Member|Review by|Output|Expert|Deliverable|Feedback for) (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===$", re.MULTILINE
+    rf"^=== (?P<noun>Answer|Model|Response|Member|Review by|Output|Expert|Deliverable|Feedback for) (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===$",
+    re.MULTILINE,
 )
 _TAG = re.compile(rf"\[{FENCE_TAG_PATTERN}\]")
 _OPTIONS = re.compile(r"Options:\s*\n((?:- .+\n?)+)")
@@ -187,7 +188,14 @@ def _confer_vote(persona: str, prompt: str, rng: random.Random) -> str:
     blocks = _blocks(prompt)
     own = re.search(r"Your current answer is Answer ([A-Z]+)\.", prompt)
     if not blocks:
-        return json.dumps({"chosen_label": "A", "revised_answer": _answer(persona, prompt, rng), "confidence": 50, "rationale": f"{SIMULATED} nothing to compare"})
+        return json.dumps(
+            {
+                "chosen_label": "A",
+                "revised_answer": _answer(persona, prompt, rng),
+                "confidence": 50,
+                "rationale": f"{SIMULATED} nothing to compare",
+            }
+        )
     label = max(blocks, key=lambda key: (_quality(blocks[key], persona), -ord(key[0])))
     revised = blocks[own.group(1)] if own and own.group(1) in blocks else blocks[label]
     return json.dumps(
@@ -205,7 +213,9 @@ def _council_review(persona: str, prompt: str, rng: random.Random) -> str:
     order = sorted(blocks, key=lambda key: (-_quality(blocks[key], persona), key))
     lines = [f"{SIMULATED} Review in the voice of the {persona}."]
     for label in blocks:
-        lines.append(f"Model {label}: {'strong and specific' if label == order[0] else 'reasonable, but less complete'}.")
+        lines.append(
+            f"Model {label}: {'strong and specific' if label == order[0] else 'reasonable, but less complete'}."
+        )
     lines.append("")
     lines.append("FINAL RANKING:")
     lines += [f"{place}. Model {label}" for place, label in enumerate(order, start=1)]
@@ -218,7 +228,9 @@ def _council_review_named(persona: str, prompt: str, rng: random.Random) -> str:
     blocks = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Member"}
     order = sorted(blocks, key=lambda name: (-_quality(blocks[name], persona), name))
     lines = [f"{SIMULATED} Review in the voice of the {persona}."]
-    lines += [f"{name}: {'strong and specific' if name == order[0] else 'reasonable, but less complete'}." for name in blocks]
+    lines += [
+        f"{name}: {'strong and specific' if name == order[0] else 'reasonable, but less complete'}." for name in blocks
+    ]
     lines += ["", "FINAL RANKING:"] + [f"{place}. {name}" for place, name in enumerate(order, start=1)]
     return "\n".join(lines)
 
@@ -241,7 +253,9 @@ def _ballot(persona: str, prompt: str, rng: random.Random) -> str:
     question and the option, plus a persona's own nudge: demo panels mostly agree and
     sometimes split. Prose voters name their choice alone, so it reads unambiguously."""
     blocks = _OPTIONS.findall(prompt)
-    options = [line[2:].strip() for line in blocks[-1].splitlines() if line.startswith("- ")] if blocks else ["yes", "no"]
+    options = (
+        [line[2:].strip() for line in blocks[-1].splitlines() if line.startswith("- ")] if blocks else ["yes", "no"]
+    )
     question = _question(prompt)
 
     def appeal(option: str) -> float:
@@ -254,7 +268,9 @@ def _ballot(persona: str, prompt: str, rng: random.Random) -> str:
     if persona in PROSE_VOTERS:
         return f"{SIMULATED} {voice['opening']} Weighing it all, my vote goes to {ranking[0]}."
     reason = f"{SIMULATED} {rng.choice(voice['points'])}"
-    return json.dumps({"choice": ranking[0], "ranking": ranking, "confidence": 55 + rng.randint(0, 40), "reason": reason})
+    return json.dumps(
+        {"choice": ranking[0], "ranking": ranking, "confidence": 55 + rng.randint(0, 40), "reason": reason}
+    )
 
 
 _REVIEW_ROUND = re.compile(r"Review round (\d+) of")
@@ -291,7 +307,9 @@ def _delphi_contribution(persona: str, prompt: str, rng: random.Random) -> str:
     if own is None:
         return json.dumps({"analysis": _answer(persona, prompt, rng), "changed": True})
     if ADOPTED not in own:
-        others = sorted((text for label, text in experts.items() if label != own_label), key=lambda text: -_quality(text, persona))
+        others = sorted(
+            (text for label, text in experts.items() if label != own_label), key=lambda text: -_quality(text, persona)
+        )
         new = [point for text in others for point in _school_points(text) if point not in own]
         if new:
             return json.dumps({"analysis": f"{own} {ADOPTED} {new[0]}", "changed": True})
@@ -311,7 +329,11 @@ def _delphi_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
         for point in _school_points(text):
             points.setdefault(point, []).append(label)
     shared = [point for point, who in points.items() if len(who) == len(latest)]
-    split = [f"{point} (Expert{'s' if len(who) > 1 else ''} {', '.join(who)})" for point, who in points.items() if len(who) < len(latest)]
+    split = [
+        f"{point} (Expert{'s' if len(who) > 1 else ''} {', '.join(who)})"
+        for point, who in points.items()
+        if len(who) < len(latest)
+    ]
     rounds = max((entry[0] for entry in latest.values()), default=0)
     return "\n".join(
         [
@@ -343,7 +365,11 @@ def _supervise_correction(persona: str, prompt: str, rng: random.Random) -> str:
     feedback = _fenced_at(prompt, headers[-1]) if headers else []
     asked = " ".join(feedback[0].split()) if feedback else "the critic's points"
     first = re.search(rf"^{re.escape(SIMULATED)} Deliverable for .+$", prompt, re.MULTILINE)
-    core = first.group(0).removeprefix(SIMULATED).strip() if first else _supervise_work(persona, prompt, rng).removeprefix(SIMULATED).strip()
+    core = (
+        first.group(0).removeprefix(SIMULATED).strip()
+        if first
+        else _supervise_work(persona, prompt, rng).removeprefix(SIMULATED).strip()
+    )
     return f"{SIMULATED} Corrected. {core} As the critic asked: {asked.rstrip('.')}; for example, 3 of 4 pilot users finished in under 5 minutes."
 
 
@@ -358,7 +384,11 @@ def _supervise_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
     deliverables = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Deliverable"}
     sections = [f"### {name}\n\n{' '.join(text.replace(SIMULATED, '').split())}" for name, text in deliverables.items()]
     count = f"{len(deliverables)} deliverable{'s' if len(deliverables) != 1 else ''}"
-    return f"{SIMULATED} Consolidated by the {persona} from {count}.\n\n" + "\n\n".join(sections) + f"\n\nTogether: {PERSONAS[persona]['points'][0]}"
+    return (
+        f"{SIMULATED} Consolidated by the {persona} from {count}.\n\n"
+        + "\n\n".join(sections)
+        + f"\n\nTogether: {PERSONAS[persona]['points'][0]}"
+    )
 
 
 # What a demo plan asks of each kind of worker; another kind gets a generic title.
@@ -367,7 +397,9 @@ _PLAN_TITLES = {
     "analysis": ("Weigh the options", "Size the risks"),
     "writing": ("Write the answer", "Write up the risks"),
 }
-_SUBTASK = re.compile(r"You are the (?P<worker>.+?) worker of a team answering it\. Your subtask is (?P<id>\S+): (?P<title>.*)")
+_SUBTASK = re.compile(
+    r"You are the (?P<worker>.+?) worker of a team answering it\. Your subtask is (?P<id>\S+): (?P<title>.*)"
+)
 
 
 def _plan_title(worker: str, branch: int) -> str:
@@ -388,7 +420,16 @@ def _plan(persona: str, prompt: str, rng: random.Random) -> str:
         task_id = f"t{len(tasks) + 1}"
         title = _plan_title(worker, branch)
         description = f"{SIMULATED} {title} for: {question}"
-        tasks.append({"task_id": task_id, "worker": worker, "title": title, "description": description, "depends_on": depends_on, "priority": len(tasks) + 1})
+        tasks.append(
+            {
+                "task_id": task_id,
+                "worker": worker,
+                "title": title,
+                "description": description,
+                "depends_on": depends_on,
+                "priority": len(tasks) + 1,
+            }
+        )
         return task_id
 
     main = add(path[0], 0, [])
@@ -403,7 +444,11 @@ def _orchestrate_task(persona: str, prompt: str, rng: random.Random) -> str:
     """A worker's output: its kind, its subtask, one of its persona's points, and the
     subtasks it built on."""
     found = _SUBTASK.search(prompt)
-    worker, task_id, title = (found.group("worker"), found.group("id"), found.group("title").strip()) if found else ("team", "?", "the subtask")
+    worker, task_id, title = (
+        (found.group("worker"), found.group("id"), found.group("title").strip())
+        if found
+        else ("team", "?", "the subtask")
+    )
     inputs = [label for label, (noun, _) in _fenced(prompt).items() if noun == "Output"]
     voice = PERSONAS[persona]
     basis = f" It builds on {', '.join(inputs)}." if inputs else ""
@@ -487,16 +532,30 @@ def register_demo_provider(litellm: ModuleType) -> None:
             persona = model.split("/", 1)[-1]
             call = demo_tool_call(messages, optional_params.get("tools"))
             try:
-                text = "" if call is not None else cite_tool_results(demo_reply(persona, messages, int(optional_params.get("seed") or 0)), messages)
+                text = (
+                    ""
+                    if call is not None
+                    else cite_tool_results(
+                        demo_reply(persona, messages, int(optional_params.get("seed") or 0)), messages
+                    )
+                )
             except ValueError as exc:
                 raise CustomLLMError(status_code=404, message=str(exc)) from None
             prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
-            message: dict[str, Any] = {"role": "assistant", "content": text} if call is None else {"role": "assistant", "content": None, "tool_calls": [call]}
+            message: dict[str, Any] = (
+                {"role": "assistant", "content": text}
+                if call is None
+                else {"role": "assistant", "content": None, "tool_calls": [call]}
+            )
             return ModelResponse(
                 model=f"demo/{persona}",
                 created=int(time.time()),
                 choices=[{"index": 0, "finish_reason": "stop" if call is None else "tool_calls", "message": message}],
-                usage={"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": len(text) // 4 + 1, "total_tokens": prompt_chars // 4 + len(text) // 4 + 2},
+                usage={
+                    "prompt_tokens": prompt_chars // 4 + 1,
+                    "completion_tokens": len(text) // 4 + 1,
+                    "total_tokens": prompt_chars // 4 + len(text) // 4 + 2,
+                },
             )
 
         def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
@@ -507,25 +566,48 @@ def register_demo_provider(litellm: ModuleType) -> None:
             await asyncio.sleep(demo_delay() * random.uniform(0.5, 1.5))
             return self._reply(model, messages, kwargs.get("optional_params") or {})
 
-        async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+        async def astreaming(
+            self, model: str, messages: list, *args: Any, **kwargs: Any
+        ) -> AsyncIterator[dict[str, Any]]:
             """The reply `acompletion` gives, as litellm's generic stream chunks, the usage on
             the last; a tool call comes whole in one chunk."""
             think = demo_delay() * random.uniform(0.5, 1.5)
             await asyncio.sleep(think / 2)
             response = self._reply(model, messages, kwargs.get("optional_params") or {})
             message = response.choices[0].message
-            usage = {key: getattr(response.usage, key) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            usage = {
+                key: getattr(response.usage, key) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+            }
             if message.tool_calls:
                 call = message.tool_calls[0]
-                tool_use = {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}, "index": 0}
-                yield {"text": "", "tool_use": tool_use, "is_finished": True, "finish_reason": "tool_calls", "usage": usage, "index": 0}
+                tool_use = {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                    "index": 0,
+                }
+                yield {
+                    "text": "",
+                    "tool_use": tool_use,
+                    "is_finished": True,
+                    "finish_reason": "tool_calls",
+                    "usage": usage,
+                    "index": 0,
+                }
                 return
             pieces = demo_pieces(message.content or "")
             for number, piece in enumerate(pieces, start=1):
                 if number > 1:
                     await asyncio.sleep(think / 2 / len(pieces))
                 last = number == len(pieces)
-                yield {"text": piece, "tool_use": None, "is_finished": last, "finish_reason": "stop" if last else "", "usage": usage if last else None, "index": 0}
+                yield {
+                    "text": piece,
+                    "tool_use": None,
+                    "is_finished": last,
+                    "finish_reason": "stop" if last else "",
+                    "usage": usage if last else None,
+                    "index": 0,
+                }
 
     if not any(entry.get("provider") == "demo" for entry in litellm.custom_provider_map):
         litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "demo", "custom_handler": DemoLLM()}]
@@ -642,7 +724,14 @@ def _oracle_vote(p: float, belief: str | None, prompt: str) -> str:
     fallback = own_label or next(iter(blocks), "A")
     label = next((key for key, text in blocks.items() if belief is not None and _reads_as(text, belief)), fallback)
     rationale = f"{SIMULATED} Answer {label} gives the answer this voter holds."
-    return json.dumps({"chosen_label": label, "revised_answer": _oracle_answer(p, belief), "confidence": ORACLE_CONFIDENCE, "rationale": rationale})
+    return json.dumps(
+        {
+            "chosen_label": label,
+            "revised_answer": _oracle_answer(p, belief),
+            "confidence": ORACLE_CONFIDENCE,
+            "rationale": rationale,
+        }
+    )
 
 
 def _oracle_review(belief: str | None, prompt: str, noun: str) -> str:
@@ -713,7 +802,10 @@ def oracle_reply(p: float, messages: list[dict[str, Any]]) -> str:
 # offered (`lookup` when there is one) with the question as the query, then answers as usual and
 # cites the first line of what it found. Offered no tools, it answers as it always did.
 
-_TOOL_RESULT = re.compile(rf"^=== Tool result (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===\n(?P<text>.*?)\n=== end of Tool result (?P=label) \[(?P=tag)\] ===$", re.MULTILINE | re.DOTALL)
+_TOOL_RESULT = re.compile(
+    rf"^=== Tool result (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===\n(?P<text>.*?)\n=== end of Tool result (?P=label) \[(?P=tag)\] ===$",
+    re.MULTILINE | re.DOTALL,
+)
 TOOL_QUERY_LIMIT = 80
 CITATION_LIMIT = 200
 

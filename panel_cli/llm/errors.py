@@ -88,7 +88,13 @@ _CONNECTION_TYPES = frozenset({"APIConnectionError", "ClientConnectionError", "C
 _PREFIX = re.compile(
     r"^\s*(?:litellm\.\w+\s*:|LiteLLM\s*:|\w*(?:Error|Exception)\s*(?:-|:)|Error code:\s*\d+\s*(?:-|:|$))\s*"
 )
-_TRAILERS = ("\nReceived Model Group", " Received Model Group", " LiteLLM Retried:", "\nLiteLLM Retried:", " Error_str:")
+_TRAILERS = (
+    "\nReceived Model Group",
+    " Received Model Group",
+    " LiteLLM Retried:",
+    "\nLiteLLM Retried:",
+    " Error_str:",
+)
 # Text that is a Python repr, a memory address or markup, not the provider's words.
 _UNCLEAN = re.compile(r"<[A-Za-z/!?]|\bobject at\b|\b0x[0-9a-fA-F]+|Traceback")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -353,7 +359,11 @@ def _header(headers: Any, name: str) -> str | None:
 def retry_after_seconds(exc: BaseException, now: float | None = None) -> float | None:
     """A wait the provider asked for, as seconds, if it sent one we can read."""
     response = getattr(exc, "response", None)
-    for headers in (getattr(exc, "headers", None), getattr(exc, "litellm_response_headers", None), getattr(response, "headers", None)):
+    for headers in (
+        getattr(exc, "headers", None),
+        getattr(exc, "litellm_response_headers", None),
+        getattr(response, "headers", None),
+    ):
         if not headers:
             continue
         millis = _header(headers, "retry-after-ms")

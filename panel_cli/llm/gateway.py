@@ -285,7 +285,11 @@ def _call_end(now: float, call_timeout: float | None, retries: int, deadline: fl
     """When a call must be over: its own budget (every attempt at the per-call timeout,
     from its first request) or the stage deadline, whichever comes first; None when
     neither is set. Retries and waits never stretch a call past it."""
-    ends = [end for end in (deadline, None if call_timeout is None else now + call_timeout * (retries + 1)) if end is not None]
+    ends = [
+        end
+        for end in (deadline, None if call_timeout is None else now + call_timeout * (retries + 1))
+        if end is not None
+    ]
     return min(ends) if ends else None
 
 
@@ -324,7 +328,9 @@ class Gateway:
         # key (401)`); the run's result reports them.
         self.excluded: dict[str, str] = {}
         self._excluded_kind: dict[str, ErrorKind] = {}
-        self._answered: dict[str, deque[AnsweredCall]] = {digest: deque(calls) for digest, calls in (answered or {}).items()}
+        self._answered: dict[str, deque[AnsweredCall]] = {
+            digest: deque(calls) for digest, calls in (answered or {}).items()
+        }
         self._litellm = load_litellm()
         # What the run gives its calls (`equip`): the attachments' fenced block, and the tool
         # servers with the tools each member is offered.
@@ -340,7 +346,9 @@ class Gateway:
         as the assistant's. The attachments still go to the new question's first prompt."""
         self._prior = [dict(turn) for turn in turns]
 
-    def equip(self, *, attachments: str = "", toolbox: Toolbox | None = None, offered: dict[str, ToolSet] | None = None) -> None:
+    def equip(
+        self, *, attachments: str = "", toolbox: Toolbox | None = None, offered: dict[str, ToolSet] | None = None
+    ) -> None:
         """Set what every call of the run gets: `attachments` go before the first prompt of
         each call; `offered` (member -> its tools) are served by `toolbox` in free-text calls."""
         self._attachments = attachments
@@ -399,7 +407,9 @@ class Gateway:
             return None
         return tokens_in * price[0] + tokens_out * price[1]
 
-    def _request(self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None) -> dict[str, Any]:
+    def _request(
+        self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {"model": member.model, "messages": messages, "max_retries": 0}
         temperature = member.temperature if member.temperature is not None else self.defaults.temperature
         max_tokens = member.max_tokens or self.defaults.max_tokens
@@ -416,7 +426,9 @@ class Gateway:
             request["response_format"] = schema
         return request
 
-    def _messages(self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None, native: bool) -> list[dict[str, Any]]:
+    def _messages(
+        self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None, native: bool
+    ) -> list[dict[str, Any]]:
         given = [dict(m) for m in messages]
         first_user = next((index for index, message in enumerate(given) if message.get("role") == "user"), None)
         if self._attachments and first_user is not None:
@@ -428,7 +440,9 @@ class Gateway:
             last["content"] = f"{last['content']}\n\n{_instructions(schema)}"
         return full
 
-    def messages_for(self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None = None) -> list[dict[str, Any]]:
+    def messages_for(
+        self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None = None
+    ) -> list[dict[str, Any]]:
         """The messages a call would send, system prompt, attachments and JSON instructions
         included, so that `panel estimate` counts exactly what a run sends."""
         return self._messages(member, messages, schema, schema is not None and self._supports_schema(member.model))
@@ -464,7 +478,14 @@ class Gateway:
             offered = None
         digest = request_hash(request)
         call_id = uuid.uuid4().hex[:16]
-        common = {"call_id": call_id, "member": member.name, "model": member.model, "stage": stage, "round": round, "about": about}
+        common = {
+            "call_id": call_id,
+            "member": member.name,
+            "model": member.model,
+            "stage": stage,
+            "round": round,
+            "about": about,
+        }
         earlier = self._take_answered(digest)
         # Reserved before the first await, so the calls of a stage reserve one after another.
         hold = self._reserve(member, request) if earlier is None else None
@@ -481,11 +502,17 @@ class Gateway:
             if offered is not None and reply.failure is None and reply.calls:
                 reply = await self._use_tools(member, common, offered, request, reply, deadline, exchange)
             if reply.failure is not None:
-                return await self._fail(member, common, exchange.messages, reply.failure, time.perf_counter() - started, exchange.attempts)
+                return await self._fail(
+                    member, common, exchange.messages, reply.failure, time.perf_counter() - started, exchange.attempts
+                )
         except asyncio.CancelledError:
             await self.emit(
                 CallFailed(
-                    **common, messages=exchange.messages, kind="cancelled", message="cancelled", latency=time.perf_counter() - started,
+                    **common,
+                    messages=exchange.messages,
+                    kind="cancelled",
+                    message="cancelled",
+                    latency=time.perf_counter() - started,
                     attempts=exchange.attempts,
                 )
             )
@@ -506,20 +533,44 @@ class Gateway:
         parsed, parse_error = _parse(text, schema)
         await self.emit(
             CallFinished(
-                **common, messages=exchange.messages, text=text, truncated=truncated, request_hash=digest, tokens_in=tokens_in,
-                tokens_out=tokens_out, cost=cost, latency=latency, attempts=attempts,
+                **common,
+                messages=exchange.messages,
+                text=text,
+                truncated=truncated,
+                request_hash=digest,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost=cost,
+                latency=latency,
+                attempts=attempts,
             )
         )
         if truncated:
             await self._warn_truncated(member)
         return CallResult(
-            call_id=call_id, member=member.name, model=member.model, ok=True, text=text, parsed=parsed,
-            parse_error=parse_error, truncated=truncated, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost,
-            latency=latency, attempts=attempts,
+            call_id=call_id,
+            member=member.name,
+            model=member.model,
+            ok=True,
+            text=text,
+            parsed=parsed,
+            parse_error=parse_error,
+            truncated=truncated,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=cost,
+            latency=latency,
+            attempts=attempts,
         )
 
     async def _complete(
-        self, member: Member, request: dict[str, Any], deadline: float | None, exchange: _Exchange, *, tool_calls: bool,
+        self,
+        member: Member,
+        request: dict[str, Any],
+        deadline: float | None,
+        exchange: _Exchange,
+        *,
+        tool_calls: bool,
         grow: TextGrowth | None = None,
     ) -> _Reply:
         """One request, with the retries and limits every request gets: the per-call timeout
@@ -549,7 +600,9 @@ class Gateway:
                         response = await asyncio.wait_for(_acompletion(self._litellm, request), per_try)
                     else:
                         grow.restart()
-                        response = await asyncio.wait_for(_astream(self._litellm, request, grow, self.defaults.max_response_chars), per_try)
+                        response = await asyncio.wait_for(
+                            _astream(self._litellm, request, grow, self.defaults.max_response_chars), per_try
+                        )
                 text, calls, tokens_in, tokens_out = _read_response(response, tool_calls=tool_calls)
                 exchange.count(tokens_in, tokens_out)
                 return _Reply(text=text, calls=calls)
@@ -610,7 +663,9 @@ class Gateway:
             exchange.messages = list(conversation)
             if (refused := self._extend(member, exchange, {**request, "messages": exchange.messages})) is not None:
                 return refused
-            reply = await self._complete(member, {**request, "messages": exchange.messages}, deadline, exchange, tool_calls=True)
+            reply = await self._complete(
+                member, {**request, "messages": exchange.messages}, deadline, exchange, tool_calls=True
+            )
         return reply
 
     async def _run_tool(
@@ -630,23 +685,36 @@ class Gateway:
         started = time.perf_counter()
         try:
             if route is None or self._toolbox is None:
-                outcome = failed(f"there is no tool named '{call.name}'; the tools offered are {', '.join(offered.routes)}")
+                outcome = failed(
+                    f"there is no tool named '{call.name}'; the tools offered are {', '.join(offered.routes)}"
+                )
             elif arguments is None:
                 outcome = failed("the arguments must be a JSON object")
             else:
                 left = None if deadline is None else deadline - asyncio.get_running_loop().time()
                 outcome = await self._toolbox.call(route.server, route.tool, arguments, left)
         except asyncio.CancelledError:
-            await self.emit(ToolCallFinished(**identity, status="failed", error="cancelled", duration=time.perf_counter() - started))
+            await self.emit(
+                ToolCallFinished(**identity, status="failed", error="cancelled", duration=time.perf_counter() - started)
+            )
             raise
         await self.emit(
             ToolCallFinished(
-                **identity, status=outcome.status, result=outcome.text, result_chars=outcome.chars, truncated=outcome.truncated,
-                error=outcome.error, duration=time.perf_counter() - started,
+                **identity,
+                status=outcome.status,
+                result=outcome.text,
+                result_chars=outcome.chars,
+                truncated=outcome.truncated,
+                error=outcome.error,
+                duration=time.perf_counter() - started,
             )
         )
         if outcome.stopped is not None and route is not None:
-            await self.emit(WarningRaised(message=f"tool server '{route.server}' stopped during the run ({outcome.stopped}); its tools now fail"))
+            await self.emit(
+                WarningRaised(
+                    message=f"tool server '{route.server}' stopped during the run ({outcome.stopped}); its tools now fail"
+                )
+            )
         return outcome.text
 
     def _worst_case(self, member: Member, request: dict[str, Any]) -> float:
@@ -675,12 +743,21 @@ class Gateway:
         reason = self.budget.extend(exchange.hold, self._worst_case(member, request))
         return None if reason is None else _Reply(failure=Failure(kind="budget", message=f"not made: {reason}"))
 
-    async def _refuse(self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], reason: str) -> CallResult:
+    async def _refuse(
+        self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], reason: str
+    ) -> CallResult:
         """Record a call the budget does not allow, with kind `budget`: no request is made."""
         message = f"not made: {reason}"
-        await self.emit(CallFailed(**common, messages=messages, kind="budget", message=message, latency=0.0, attempts=0))
+        await self.emit(
+            CallFailed(**common, messages=messages, kind="budget", message=message, latency=0.0, attempts=0)
+        )
         return CallResult(
-            call_id=common["call_id"], member=member.name, model=member.model, ok=False, error_kind="budget", error=message,
+            call_id=common["call_id"],
+            member=member.name,
+            model=member.model,
+            ok=False,
+            error_kind="budget",
+            error=message,
         )
 
     @property
@@ -698,7 +775,12 @@ class Gateway:
         return None
 
     async def _reuse(
-        self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], digest: str, earlier: AnsweredCall,
+        self,
+        member: Member,
+        common: dict[str, Any],
+        messages: list[dict[str, Any]],
+        digest: str,
+        earlier: AnsweredCall,
         schema: type[BaseModel] | None,
     ) -> CallResult:
         """Answer a request from the run being resumed: reported like a call, marked `reused`,
@@ -706,47 +788,98 @@ class Gateway:
         text, truncated = earlier.response or "", earlier.truncated
         await self.emit(
             CallFinished(
-                **common, messages=messages, text=text, truncated=truncated, request_hash=digest, reused=True,
-                tokens_in=0, tokens_out=0, cost=0.0, latency=0.0, attempts=0,
+                **common,
+                messages=messages,
+                text=text,
+                truncated=truncated,
+                request_hash=digest,
+                reused=True,
+                tokens_in=0,
+                tokens_out=0,
+                cost=0.0,
+                latency=0.0,
+                attempts=0,
             )
         )
         if truncated:
             await self._warn_truncated(member)
         parsed, parse_error = _parse(text, schema)
         return CallResult(
-            call_id=common["call_id"], member=member.name, model=member.model, ok=True, text=text, parsed=parsed,
-            parse_error=parse_error, truncated=truncated, reused=True, tokens_in=0, tokens_out=0, cost=0.0,
+            call_id=common["call_id"],
+            member=member.name,
+            model=member.model,
+            ok=True,
+            text=text,
+            parsed=parsed,
+            parse_error=parse_error,
+            truncated=truncated,
+            reused=True,
+            tokens_in=0,
+            tokens_out=0,
+            cost=0.0,
         )
 
     async def _warn_truncated(self, member: Member) -> None:
-        await self.emit(WarningRaised(member=member.name, message=f"its reply was cut at {self.defaults.max_response_chars:,} characters"))
+        await self.emit(
+            WarningRaised(
+                member=member.name, message=f"its reply was cut at {self.defaults.max_response_chars:,} characters"
+            )
+        )
 
     async def _fail(
-        self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], failure: Failure, latency: float, attempts: int
+        self,
+        member: Member,
+        common: dict[str, Any],
+        messages: list[dict[str, Any]],
+        failure: Failure,
+        latency: float,
+        attempts: int,
     ) -> CallResult:
         """Report a failed call; a member that failed for good is excluded from the rest of the run."""
         await self.emit(
             CallFailed(
-                **common, messages=messages, kind=failure.kind, message=failure.message, detail=failure.detail,
-                latency=latency, attempts=attempts,
+                **common,
+                messages=messages,
+                kind=failure.kind,
+                message=failure.message,
+                detail=failure.detail,
+                latency=latency,
+                attempts=attempts,
             )
         )
         if failure.permanent and member.name not in self.excluded:
             reason = f"{failure.kind}: {failure.message}"
             self.excluded[member.name] = reason
             self._excluded_kind[member.name] = failure.kind
-            await self.emit(WarningRaised(member=member.name, message=f"failed for good ({reason}); it is not called again in this run"))
+            await self.emit(
+                WarningRaised(
+                    member=member.name, message=f"failed for good ({reason}); it is not called again in this run"
+                )
+            )
         return CallResult(
-            call_id=common["call_id"], member=member.name, model=member.model, ok=False, error_kind=failure.kind,
-            error=failure.message, latency=latency, attempts=attempts,
+            call_id=common["call_id"],
+            member=member.name,
+            model=member.model,
+            ok=False,
+            error_kind=failure.kind,
+            error=failure.message,
+            latency=latency,
+            attempts=attempts,
         )
 
     async def _skip(self, member: Member, stage: str, round: int | None, about: str | None) -> CallResult:
         reason = self.excluded[member.name]
-        await self.emit(MemberSkipped(member=member.name, model=member.model, stage=stage, round=round, about=about, reason=reason))
+        await self.emit(
+            MemberSkipped(member=member.name, model=member.model, stage=stage, round=round, about=about, reason=reason)
+        )
         return CallResult(
-            call_id=uuid.uuid4().hex[:16], member=member.name, model=member.model, ok=False, skipped=True,
-            error_kind=self._excluded_kind[member.name], error=f"not called: failed for good earlier ({reason})",
+            call_id=uuid.uuid4().hex[:16],
+            member=member.name,
+            model=member.model,
+            ok=False,
+            skipped=True,
+            error_kind=self._excluded_kind[member.name],
+            error=f"not called: failed for good earlier ({reason})",
         )
 
     async def aclose(self) -> None:
@@ -769,7 +902,9 @@ def _parse(text: str, schema: type[BaseModel] | None) -> tuple[dict[str, Any] | 
     return (obj.model_dump() if obj is not None else None), parse_error
 
 
-def _read_response(response: Any, *, tool_calls: bool = False) -> tuple[str, list[RequestedCall], int | None, int | None]:
+def _read_response(
+    response: Any, *, tool_calls: bool = False
+) -> tuple[str, list[RequestedCall], int | None, int | None]:
     """The reply's text and, when tools were offered, the tool calls it asks for (a reply that
     asks for tools may have no text). A streamed reply was read as it came."""
     if isinstance(response, StreamedReply):

@@ -37,7 +37,9 @@ class TextGrowth:
     """Reports one call's text as it grows: its first text at once (the wait for a first token
     is what a person watches), then at most once every `interval` seconds."""
 
-    def __init__(self, emit: Callable[[BaseEvent], Awaitable[Any]], call: dict[str, Any], interval: float = TEXT_INTERVAL) -> None:
+    def __init__(
+        self, emit: Callable[[BaseEvent], Awaitable[Any]], call: dict[str, Any], interval: float = TEXT_INTERVAL
+    ) -> None:
         self._emit = emit
         self._call = {key: value for key, value in call.items() if key != "model"}
         self._interval = interval

@@ -65,7 +65,4 @@ def parse_structured(text: str, schema: type[BaseModel]) -> tuple[BaseModel | No
 def json_instructions(schema: type[BaseModel]) -> str:
     """Prompt text for models without native structured output."""
     shape = json.dumps(schema.model_json_schema(), separators=(",", ":"))
-    return (
-        "Reply with a single JSON object and nothing else, matching this JSON schema:\n"
-        f"{shape}"
-    )
+    return f"Reply with a single JSON object and nothing else, matching this JSON schema:\n{shape}"

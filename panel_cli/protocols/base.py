@@ -90,7 +90,10 @@ class RunOutcome(BaseModel):
 
     def payload(self) -> dict[str, Any]:
         """The envelope, then the protocol's own fields: what `--json` prints and the store keeps."""
-        return {**self.envelope.model_dump(mode="json"), **self.result.model_dump(mode="json", exclude={"final_answer"})}
+        return {
+            **self.envelope.model_dump(mode="json"),
+            **self.result.model_dump(mode="json", exclude={"final_answer"}),
+        }
 
 
 @dataclass(frozen=True)
@@ -255,5 +258,7 @@ async def run_engine(
         ),
         result=result,
     )
-    await bus.emit(RunFinished(final_answer=result.final_answer, reached_answer=result.reached_answer, result=outcome.payload()))
+    await bus.emit(
+        RunFinished(final_answer=result.final_answer, reached_answer=result.reached_answer, result=outcome.payload())
+    )
     return outcome

@@ -29,7 +29,20 @@ RULES: dict[Protocol, ProtocolRules] = {
 }
 
 # Fields every protocol reads, and the member fields only some do.
-COMMON_FIELDS = frozenset({"name", "protocol", "question", "question_file", "members", "defaults", "concurrency", "timeouts", "tools", "attach"})
+COMMON_FIELDS = frozenset(
+    {
+        "name",
+        "protocol",
+        "question",
+        "question_file",
+        "members",
+        "defaults",
+        "concurrency",
+        "timeouts",
+        "tools",
+        "attach",
+    }
+)
 OPTIONAL_MEMBER_FIELDS = frozenset({"weight", "task"})
 
 
@@ -41,11 +54,20 @@ def check_panel(panel: Panel, protocol: Protocol, declared: str | None = None) -
     rules = RULES[protocol]
     findings: list[Finding] = list(rules.check(panel)) if rules.check else []
     if declared is not None and declared != protocol:
-        findings = [(("protocol",), f"the file is written for {declared}; this run uses {protocol} and ignores what only {declared} reads")]
+        findings = [
+            (
+                ("protocol",),
+                f"the file is written for {declared}; this run uses {protocol} and ignores what only {declared} reads",
+            )
+        ]
     else:
-        findings += [((name,), f"not used by {protocol}") for name in sorted(panel.model_fields_set - COMMON_FIELDS - rules.fields)]
         findings += [
-            (("timeouts", stage), f"not used by {protocol}") for stage in sorted(panel.timeouts.model_fields_set - set(rules.timeouts))
+            ((name,), f"not used by {protocol}")
+            for name in sorted(panel.model_fields_set - COMMON_FIELDS - rules.fields)
+        ]
+        findings += [
+            (("timeouts", stage), f"not used by {protocol}")
+            for stage in sorted(panel.timeouts.model_fields_set - set(rules.timeouts))
         ]
         for index, member in enumerate(panel.members):
             unused = member.model_fields_set & OPTIONAL_MEMBER_FIELDS - rules.member_fields

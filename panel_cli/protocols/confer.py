@@ -28,7 +28,10 @@ FALLBACK_CONFIDENCE = 50.0
 RULES = ProtocolRules(
     fields=frozenset({"max_rounds", "until_convergence"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
-    settings=lambda panel: [("max_rounds", str(panel.max_rounds)), ("until_convergence", yes_no(panel.until_convergence))],
+    settings=lambda panel: [
+        ("max_rounds", str(panel.max_rounds)),
+        ("until_convergence", yes_no(panel.until_convergence)),
+    ],
 )
 
 
@@ -118,7 +121,13 @@ def normalize_vote(
     if own_label is None or own_answer is None:
         return None, f"gave no usable vote ({reason}) and has no answer of its own; no vote this round"
     return (
-        Vote(voter=voter, chosen_label=own_label, confidence=FALLBACK_CONFIDENCE, revised_answer=own_answer, fallback=True),
+        Vote(
+            voter=voter,
+            chosen_label=own_label,
+            confidence=FALLBACK_CONFIDENCE,
+            revised_answer=own_answer,
+            fallback=True,
+        ),
         f"gave no usable vote ({reason}); it keeps its own answer at confidence 50",
     )
 
@@ -183,18 +192,29 @@ async def _vote(
     own_label = next((label for label, author in authors.items() if author == member.name), None)
     prompt = vote_prompt(question, block, own_label)
     reply = await gateway.call(
-        member, [{"role": "user", "content": prompt}], stage="vote", round=round_index, deadline=deadline, schema=PeerVote
+        member,
+        [{"role": "user", "content": prompt}],
+        stage="vote",
+        round=round_index,
+        deadline=deadline,
+        schema=PeerVote,
     )
     if not reply.ok:
-        return None, MemberFailure(member=member.name, round=round_index, kind=reply.error_kind or "", error=reply.error or "")
+        return None, MemberFailure(
+            member=member.name, round=round_index, kind=reply.error_kind or "", error=reply.error or ""
+        )
     vote, warning = normalize_vote(member.name, reply.parsed, reply.parse_error, authors, own_answer)
     if warning:
         await emit(WarningRaised(message=warning, member=member.name))
     if vote is not None:
         await emit(
             VoteCast(
-                round=round_index, voter=vote.voter, choice=vote.chosen_label, confidence=vote.confidence,
-                rationale=vote.rationale, fallback=vote.fallback,
+                round=round_index,
+                voter=vote.voter,
+                choice=vote.chosen_label,
+                confidence=vote.confidence,
+                rationale=vote.rationale,
+                fallback=vote.fallback,
             )
         )
     return vote, None
@@ -215,7 +235,11 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     replies = await broadcast(gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout, tools=True)
     answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
     initial = dict(answers)
-    failures = [MemberFailure(member=r.member, round=0, kind=r.error_kind or "", error=r.error or "") for r in replies if not r.ok]
+    failures = [
+        MemberFailure(member=r.member, round=0, kind=r.error_kind or "", error=r.error or "")
+        for r in replies
+        if not r.ok
+    ]
 
     rounds: list[ConferRound] = []
     winners: list[str | None] = []
@@ -227,7 +251,15 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         block = {label: answers[author] for label, author in authors.items()}
         stage = await open_stage(emit, "vote", members=order, limit=vote_timeout, round=index, block=block)
         vote = functools.partial(
-            _vote, gateway, emit, question=question, round_index=index, authors=authors, block=block, answers=answers, deadline=stage.deadline
+            _vote,
+            gateway,
+            emit,
+            question=question,
+            round_index=index,
+            authors=authors,
+            block=block,
+            answers=answers,
+            deadline=stage.deadline,
         )
         outcomes = await gather_each(members, vote)
         failures += [failure for _, failure in outcomes if failure is not None]
@@ -250,8 +282,15 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
             )
         rounds.append(
             ConferRound(
-                index=index, block=block, authors=authors, votes=votes, scores=scores,
-                winner_label=winner_label, winner=winner, winner_answer=winner_answer, signal=signal,
+                index=index,
+                block=block,
+                authors=authors,
+                votes=votes,
+                scores=scores,
+                winner_label=winner_label,
+                winner=winner,
+                winner_answer=winner_answer,
+                signal=signal,
             )
         )
         answers.update(revised)
@@ -263,7 +302,11 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     first = next((name for name in order if name in initial), None) if stopped and decided is None else None
     return ConferResult(
         final_answer=decided.winner_answer if decided else initial[first] if first else None,
-        failure_reason=None if decided or first else "no vote round produced a winner" if rounds else "no member answered the question",
+        failure_reason=None
+        if decided or first
+        else "no vote round produced a winner"
+        if rounds
+        else "no member answered the question",
         winner=decided.winner if decided else first,
         confidence_score=confidence_score(decided.votes, decided.winner_label) if decided else 0.0,
         scores=decided.scores if decided else {},
@@ -272,4 +315,3 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         rounds=rounds,
         failures=failures,
     )
-

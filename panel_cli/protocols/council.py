@@ -119,7 +119,10 @@ def _council_settings(panel: Panel) -> list[tuple[str, str]]:
     return [
         ("chairman", chairs + named),
         ("anonymize", yes_no(panel.anonymize)),
-        ("shuffle", yes_no(panel.shuffle) + (f", seed {panel.seed}" if panel.shuffle and panel.seed is not None else "")),
+        (
+            "shuffle",
+            yes_no(panel.shuffle) + (f", seed {panel.seed}" if panel.shuffle and panel.seed is not None else ""),
+        ),
         ("self_review", yes_no(panel.self_review)),
     ]
 
@@ -161,7 +164,9 @@ def review_prompt(question: str, shown: dict[str, str], anonymize: bool) -> str:
         if anonymize
         else "Several panel members answered the question independently. Their answers follow under their authors' names."
     )
-    form = "<labels, best first, separated by commas>" if anonymize else "<member names, best first, separated by commas>"
+    form = (
+        "<labels, best first, separated by commas>" if anonymize else "<member names, best first, separated by commas>"
+    )
     return mark(
         f"Question:\n{question}\n\n{intro}\n\n{render_labelled(shown, noun)}\n\n"
         "Evaluate each answer in turn: what it gets right, and what it gets wrong or leaves out. "
@@ -184,7 +189,11 @@ def synthesis_prompt(
     each, the reviews under their reviewers' names, and the aggregate ranking."""
     block = render_labelled({label.removeprefix(f"{LABEL_NOUN} "): text for label, text in answers.items()}, LABEL_NOUN)
     who = "\n".join(f"- {label}: {name} ({models[name]})" for label, name in authors.items())
-    review_text = render_labelled({review.reviewer: review.evaluation for review in reviews}, "Review by") if reviews else "(no reviews)"
+    review_text = (
+        render_labelled({review.reviewer: review.evaluation for review in reviews}, "Review by")
+        if reviews
+        else "(no reviews)"
+    )
     ranking = (
         "\n".join(
             f"{place}. {entry.label} ({entry.name}): average rank {entry.average_rank:.2f} over {entry.count} review{'s' if entry.count != 1 else ''}"
@@ -216,7 +225,9 @@ class _Labels:
         self.of_member = {name: label for label, name in self.authors.items()}
         self.answers = {label: answered[name] for label, name in self.authors.items()}
         self.noun = LABEL_NOUN if anonymize else NAMED_NOUN
-        self.key = {label: label.removeprefix(f"{LABEL_NOUN} ") if anonymize else name for label, name in self.authors.items()}
+        self.key = {
+            label: label.removeprefix(f"{LABEL_NOUN} ") if anonymize else name for label, name in self.authors.items()
+        }
         self.canonical = {label: label if anonymize else name for label, name in self.authors.items()}
         self.author_of_canonical = {self.canonical[label]: name for label, name in self.authors.items()}
 
@@ -232,40 +243,66 @@ class _Labels:
 
 async def _answer_stage(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> list[CallResult]:
     prompt = [{"role": "user", "content": answer_prompt(question)}]
-    return await broadcast(gateway, emit, panel.members, prompt, stage="answer", limit=RULES.limit(panel, "answer"), tools=True)
+    return await broadcast(
+        gateway, emit, panel.members, prompt, stage="answer", limit=RULES.limit(panel, "answer"), tools=True
+    )
 
 
 async def _review_stage(
     panel: Panel, question: str, labels: _Labels, seed: int | None, gateway: Gateway, emit: Emit
 ) -> list[CouncilReview]:
     """Every member reviews, including one that failed stage 1; only its own reply is parsed."""
-    stage = await open_stage(emit, "review", members=panel.member_names, limit=RULES.limit(panel, "review"), block=labels.answers)
+    stage = await open_stage(
+        emit, "review", members=panel.member_names, limit=RULES.limit(panel, "review"), block=labels.answers
+    )
 
     async def review_of(member: Member) -> CouncilReview:
         """Call, parse and announce one review as soon as it arrives, so the view shows it live."""
         order = review_order(
-            list(labels.authors), member.name, labels.of_member.get(member.name),
-            shuffle=panel.shuffle, seed=seed, self_review=panel.self_review,
+            list(labels.authors),
+            member.name,
+            labels.of_member.get(member.name),
+            shuffle=panel.shuffle,
+            seed=seed,
+            self_review=panel.self_review,
         )
         shown = [labels.canonical[label] for label in order]
         if not order:
-            await emit(WarningRaised(message="there is no answer but its own to review; no review asked", member=member.name))
+            await emit(
+                WarningRaised(message="there is no answer but its own to review; no review asked", member=member.name)
+            )
             return CouncilReview(reviewer=member.name, evaluation="Review unavailable: no other answers", success=False)
         prompt = review_prompt(question, {labels.key[label]: labels.answers[label] for label in order}, panel.anonymize)
-        reply = await gateway.call(member, [{"role": "user", "content": prompt}], stage="review", deadline=stage.deadline)
+        reply = await gateway.call(
+            member, [{"role": "user", "content": prompt}], stage="review", deadline=stage.deadline
+        )
         if not reply.ok:
             return CouncilReview(
-                reviewer=member.name, evaluation=f"Review unavailable: {failure_reason(reply.error_kind, reply.error)}",
-                shown=shown, success=False, duration=reply.latency,
+                reviewer=member.name,
+                evaluation=f"Review unavailable: {failure_reason(reply.error_kind, reply.error)}",
+                shown=shown,
+                success=False,
+                duration=reply.latency,
             )
         parsed = parse_ranking(reply.text, labels.known(order))
         await emit(RankingParsed(reviewer=member.name, ranking=parsed.ranking))
         if not has_ranking(reply.text):
-            await emit(WarningRaised(message="the review has no FINAL RANKING line; its ranking is empty", member=member.name))
+            await emit(
+                WarningRaised(message="the review has no FINAL RANKING line; its ranking is empty", member=member.name)
+            )
         if parsed.dropped:
-            await emit(WarningRaised(message=f"ranked {_listing(parsed.dropped)}, not among the answers it was shown; dropped", member=member.name))
+            await emit(
+                WarningRaised(
+                    message=f"ranked {_listing(parsed.dropped)}, not among the answers it was shown; dropped",
+                    member=member.name,
+                )
+            )
         return CouncilReview(
-            reviewer=member.name, evaluation=reply.text.strip(), ranking=parsed.ranking, shown=shown, success=True,
+            reviewer=member.name,
+            evaluation=reply.text.strip(),
+            ranking=parsed.ranking,
+            shown=shown,
+            success=True,
             duration=reply.latency,
         )
 
@@ -292,9 +329,14 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
     labels = _Labels(panel.member_names, answered, panel.anonymize)
     responses = [
         CouncilResponse(
-            name=member.name, model=member.model, label=labels.of_member.get(member.name),
-            text=answered.get(member.name), duration=reply.latency, success=reply.ok,
-            error_kind=reply.error_kind, error=reply.error,
+            name=member.name,
+            model=member.model,
+            label=labels.of_member.get(member.name),
+            text=answered.get(member.name),
+            duration=reply.latency,
+            success=reply.ok,
+            error_kind=reply.error_kind,
+            error=reply.error,
         )
         for member, reply in zip(panel.members, replies, strict=True)
     ]
@@ -302,9 +344,13 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
     aggregate: list[RankedMember] = []
     synthesis: Synthesis | None = None
     if answered:
-        skip = await out_of_budget(gateway, emit, "the reviews are skipped and the chairman writes from the answers, if its call fits")
+        skip = await out_of_budget(
+            gateway, emit, "the reviews are skipped and the chairman writes from the answers, if its call fits"
+        )
         reviews = [] if skip else await _review_stage(panel, question, labels, seed, gateway, emit)
-        aggregate = aggregate_rankings((review.ranking for review in reviews), labels.author_of_canonical, labels.of_member)
+        aggregate = aggregate_rankings(
+            (review.ranking for review in reviews), labels.author_of_canonical, labels.of_member
+        )
         await emit(RankingParsed(aggregate=[entry.model_dump() for entry in aggregate]))
         models = {member.name: member.model for member in panel.members}
         prompt = synthesis_prompt(question, labels.answers, labels.authors, models, reviews, aggregate)
@@ -319,7 +365,11 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
     answered_text = synthesis.text if synthesis is not None and synthesis.success else None
     if synthesis is not None and not synthesis.success and gateway.budget_exhausted:
         best = aggregate[0].name if aggregate else next(name for name in panel.member_names if name in answered)
-        await emit(WarningRaised(message=f"no chairman's call fit the budget; the top-ranked answer, {best}'s, is the final answer"))
+        await emit(
+            WarningRaised(
+                message=f"no chairman's call fit the budget; the top-ranked answer, {best}'s, is the final answer"
+            )
+        )
         outcome, answered_text = "top_ranked", answered[best]
     return CouncilResult(
         final_answer=answered_text,

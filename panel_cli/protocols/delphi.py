@@ -51,7 +51,9 @@ class Revision(BaseModel):
     """The structured reply asked of each expert from round 2 on."""
 
     analysis: str = Field(description="your complete analysis for this round")
-    changed: bool = Field(description="false only if your analysis is unchanged in substance since your previous contribution")
+    changed: bool = Field(
+        description="false only if your analysis is unchanged in substance since your previous contribution"
+    )
 
 
 class Contribution(BaseModel):
@@ -92,14 +94,21 @@ class DelphiResult(ProtocolResult):
 def check_delphi(panel: Panel) -> list[Member]:
     """The chairmen to try, in order, once the panel is known to be a runnable Delphi panel."""
     if len(panel.members) < MIN_EXPERTS:
-        raise UserError(f"A Delphi panel needs at least {MIN_EXPERTS} experts; panel '{panel.name}' has {len(panel.members)}.")
+        raise UserError(
+            f"A Delphi panel needs at least {MIN_EXPERTS} experts; panel '{panel.name}' has {len(panel.members)}."
+        )
     return panel.chairmen()
 
 
 def _delphi_findings(panel: Panel) -> list[Finding]:
     check_delphi(panel)
     if len(panel.members) > MAX_EXPERTS:
-        return [(("members",), f"delphi is designed for {MIN_EXPERTS} to {MAX_EXPERTS} experts; {len(panel.members)} make every round's prompt long")]
+        return [
+            (
+                ("members",),
+                f"delphi is designed for {MIN_EXPERTS} to {MAX_EXPERTS} experts; {len(panel.members)} make every round's prompt long",
+            )
+        ]
     return []
 
 
@@ -138,7 +147,9 @@ def first_prompt(question: str, experts: int) -> str:
     )
 
 
-def revision_prompt(question: str, round_index: int, max_rounds: int, block: dict[str, str], own_label: str | None) -> str:
+def revision_prompt(
+    question: str, round_index: int, max_rounds: int, block: dict[str, str], own_label: str | None
+) -> str:
     """Round k: the question and the round k−1 block, labelled, with no name or model in it."""
     previous = round_index - 1
     own = (
@@ -200,7 +211,9 @@ def read_contribution(
         changed = bool(parsed["changed"]) or not had_previous
         return Contribution(**base, analysis=str(parsed["analysis"]).strip(), changed=changed), None
     problem = reply.parse_error or "an empty analysis"
-    warning = f"gave no structured contribution in round {round_index} ({problem}); its reply counts as its analysis, changed"
+    warning = (
+        f"gave no structured contribution in round {round_index} ({problem}); its reply counts as its analysis, changed"
+    )
     return Contribution(**base, analysis=reply.text.strip(), changed=True, structured=False), warning
 
 
@@ -236,23 +249,43 @@ async def _contribute(
         own = label if had_previous else None
         prompt, schema = revision_prompt(question, round_index, max_rounds, block, own), Revision
     reply = await gateway.call(
-        member, [{"role": "user", "content": prompt}], stage=STAGE, round=round_index, deadline=deadline, schema=schema, tools=schema is None
+        member,
+        [{"role": "user", "content": prompt}],
+        stage=STAGE,
+        round=round_index,
+        deadline=deadline,
+        schema=schema,
+        tools=schema is None,
     )
     if not reply.ok:
         if not reply.skipped:
             reason = failure_reason(reply.error_kind, reply.error)
-            await emit(WarningRaised(message=f"no contribution in round {round_index} ({reason}); the round goes on without it", member=member.name))
+            await emit(
+                WarningRaised(
+                    message=f"no contribution in round {round_index} ({reason}); the round goes on without it",
+                    member=member.name,
+                )
+            )
         return Contribution(
-            expert=member.name, label=label, round=round_index, success=False,
-            error_kind=reply.error_kind, error=reply.error, duration=reply.latency,
+            expert=member.name,
+            label=label,
+            round=round_index,
+            success=False,
+            error_kind=reply.error_kind,
+            error=reply.error,
+            duration=reply.latency,
         )
     contribution, warning = read_contribution(member.name, label, round_index, reply, had_previous)
     if warning:
         await emit(WarningRaised(message=warning, member=member.name))
     await emit(
         ContributionMade(
-            round=round_index, expert=member.name, label=label, analysis=contribution.analysis or "",
-            changed=contribution.changed, structured=contribution.structured,
+            round=round_index,
+            expert=member.name,
+            label=label,
+            analysis=contribution.analysis or "",
+            changed=contribution.changed,
+            structured=contribution.structured,
         )
     )
     return contribution
@@ -284,8 +317,16 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
         block = {labels[name]: text for name, text in previous.items()}
         stage = await open_stage(emit, STAGE, members=panel.member_names, limit=limit, round=index, block=block)
         contribute = functools.partial(
-            _contribute, gateway, emit, question=question, round_index=index, max_rounds=panel.max_rounds,
-            labels=labels, block=block, contributed_before=set(previous), deadline=stage.deadline,
+            _contribute,
+            gateway,
+            emit,
+            question=question,
+            round_index=index,
+            max_rounds=panel.max_rounds,
+            labels=labels,
+            block=block,
+            contributed_before=set(previous),
+            deadline=stage.deadline,
         )
         contributions = await gather_each(experts, contribute)
         given = [entry for entry in contributions if entry.success]
@@ -295,7 +336,9 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
         cut = gateway.budget_exhausted
         early = not last and (not given or (panel.until_convergence and unchanged) or cut)
         await emit(
-            DelphiRoundEnded(round=index, experts=len(experts), contributed=len(given), unchanged=unchanged, early_stop=early)
+            DelphiRoundEnded(
+                round=index, experts=len(experts), contributed=len(given), unchanged=unchanged, early_stop=early
+            )
         )
         if not given:
             if index > 1:
@@ -307,17 +350,27 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
             break
         previous = {entry.expert: entry.analysis or "" for entry in given}
 
-    contributed = [delphi_round for delphi_round in rounds if any(entry.success for entry in delphi_round.contributions)]
+    contributed = [
+        delphi_round for delphi_round in rounds if any(entry.success for entry in delphi_round.contributions)
+    ]
     converged = bool(rounds) and rounds[-1].unchanged
     synthesis: Synthesis | None = None
     if contributed:
-        synthesis = await synthesis_stage(gateway, emit, chairmen, synthesis_prompt(question, contributed, converged), limit=RULES.limit(panel, "synthesis"))
+        synthesis = await synthesis_stage(
+            gateway,
+            emit,
+            chairmen,
+            synthesis_prompt(question, contributed, converged),
+            limit=RULES.limit(panel, "synthesis"),
+        )
     else:
         await emit(WarningRaised(message="no expert contributed; the synthesis is skipped"))
     answer = synthesis.text if synthesis is not None and synthesis.success else None
     if synthesis is not None and not synthesis.success and gateway.budget_exhausted:
         answer = latest_analyses(rounds)
-        await emit(WarningRaised(message="no chairman's call fit the budget; the latest round's analyses are the final answer"))
+        await emit(
+            WarningRaised(message="no chairman's call fit the budget; the latest round's analyses are the final answer")
+        )
     return DelphiResult(
         final_answer=answer,
         failure_reason=None if answer else NO_CONTRIBUTIONS if synthesis is None else synthesis.text,

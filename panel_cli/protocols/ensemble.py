@@ -188,10 +188,14 @@ def aggregate_prompt(question: str, texts: list[str]) -> str:
     )
 
 
-async def _race(members: list[Member], prompt: list[dict[str, str]], gateway: Gateway, deadline: float | None) -> dict[str, CallResult]:
+async def _race(
+    members: list[Member], prompt: list[dict[str, str]], gateway: Gateway, deadline: float | None
+) -> dict[str, CallResult]:
     """Calls until the first success, then cancel the rest (their connections close, so a
     provider stops working for nobody). Members still running when it ends are absent."""
-    pending = {asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline, tools=True)) for m in members}
+    pending = {
+        asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline, tools=True)) for m in members
+    }
     results: dict[str, CallResult] = {}
     try:
         while pending:
@@ -232,7 +236,9 @@ async def _judge_choice(
         reply = await gateway.call(judge, prompt, stage="judge", deadline=stage.deadline, schema=JudgeScore, about=name)
         if reply.parsed is None:
             problem = reply.parse_error if reply.ok else failure_reason(reply.error_kind, reply.error)
-            await emit(WarningRaised(message=f"the judge could not score {name}'s response ({problem})", member=judge.name))
+            await emit(
+                WarningRaised(message=f"the judge could not score {name}'s response ({problem})", member=judge.name)
+            )
             return None
         found = JudgeScore.model_validate(reply.parsed)
         return found.model_copy(update={"score": max(0.0, min(100.0, found.score))})
@@ -249,13 +255,17 @@ async def _judge_choice(
     return _Choice(chosen, f"the judge {judge.name} scored it highest, {scores[chosen]:g} of 100", scores, notes)
 
 
-async def _synthesize(panel: Panel, aggregator: Member, question: str, texts: dict[str, str], gateway: Gateway, emit: Emit) -> _Choice:
+async def _synthesize(
+    panel: Panel, aggregator: Member, question: str, texts: dict[str, str], gateway: Gateway, emit: Emit
+) -> _Choice:
     stage = await open_stage(emit, "synthesis", members=[aggregator.name], limit=RULES.limit(panel, "synthesis"))
     prompt = [{"role": "user", "content": aggregate_prompt(question, list(texts.values()))}]
     reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=stage.deadline, tools=True)
     if reply.ok:
         count = f"{len(texts)} response{'s' if len(texts) != 1 else ''}"
-        return _Choice(aggregator.name, f"the aggregator {aggregator.name} wrote it from {count}", text=reply.text.strip())
+        return _Choice(
+            aggregator.name, f"the aggregator {aggregator.name} wrote it from {count}", text=reply.text.strip()
+        )
     reason = f"the aggregator failed ({failure_reason(reply.error_kind, reply.error)}); the first successful response is the answer"
     await emit(WarningRaised(message=reason, member=aggregator.name))
     return _Choice(next(iter(texts)), reason)
@@ -274,7 +284,9 @@ async def _choose(
     order = panel.member_names
     texts = {r.name: r.text for r in responses if r.success and r.text is not None}
     if plan.mode == "fanout":
-        return _Choice(None, f"fanout keeps every result: {len(texts)} of {len(responses)} answered", text=render_fanout(responses))
+        return _Choice(
+            None, f"fanout keeps every result: {len(texts)} of {len(responses)} answered", text=render_fanout(responses)
+        )
     if plan.mode == "race":
         durations = {r.name: r.duration for r in responses if r.name in texts}
         first = min(durations, key=lambda name: (durations[name], order.index(name)))
@@ -288,10 +300,14 @@ async def _choose(
             await emit(WarningRaised(message=reason))
             return _Choice(next(iter(texts)), reason, scores, majority=False)
         others = len(texts) - 1
-        return _Choice(chosen, f"resembles {counts[chosen]} of the other {others} (over half their distinct words shared)", scores)
+        return _Choice(
+            chosen, f"resembles {counts[chosen]} of the other {others} (over half their distinct words shared)", scores
+        )
     budget_ending = "the judge is not asked and the first successful response is the answer"
     if plan.mode == "consensus" and plan.judge is not None and await out_of_budget(gateway, emit, budget_ending):
-        return _Choice(next(iter(texts)), "the budget ran out before the judge could score; the first successful response")
+        return _Choice(
+            next(iter(texts)), "the budget ran out before the judge could score; the first successful response"
+        )
     if plan.mode == "consensus" and plan.judge is not None:
         return await _judge_choice(panel, plan.judge, question, texts, gateway, emit)
     if plan.mode == "consensus":
@@ -318,7 +334,11 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
     responses = [_response(member, replies.get(member.name), elapsed) for member in panel.members]
     answered = [r for r in responses if r.success]
 
-    choice = await _choose(plan, panel, question, responses, gateway, emit) if answered else _Choice(None, "no member answered")
+    choice = (
+        await _choose(plan, panel, question, responses, gateway, emit)
+        if answered
+        else _Choice(None, "no member answered")
+    )
     for response in responses:
         response.score = choice.scores.get(response.name)
         response.note = choice.notes.get(response.name)
@@ -347,10 +367,19 @@ def _response(member: Member, reply: CallResult | None, elapsed: float) -> Ensem
     """A member's result; no reply means the race was won while it was still running."""
     if reply is None:
         return EnsembleResponse(
-            name=member.name, model=member.model, duration=elapsed, success=False,
-            error_kind="cancelled", error="another member answered first",
+            name=member.name,
+            model=member.model,
+            duration=elapsed,
+            success=False,
+            error_kind="cancelled",
+            error="another member answered first",
         )
     return EnsembleResponse(
-        name=member.name, model=member.model, text=reply.text.strip() if reply.ok else None, duration=reply.latency,
-        success=reply.ok, error_kind=reply.error_kind, error=reply.error,
+        name=member.name,
+        model=member.model,
+        text=reply.text.strip() if reply.ok else None,
+        duration=reply.latency,
+        success=reply.ok,
+        error_kind=reply.error_kind,
+        error=reply.error,
     )

@@ -156,11 +156,18 @@ def _check_orchestrate(panel: Panel) -> list[Finding]:
 def _orchestrate_settings(panel: Panel) -> list[tuple[str, str]]:
     team = team_of(panel)
     planner = team.planner.name + (" (the chairman; none is named)" if panel.planner is None else "")
-    chairs = ", ".join(chair.name for chair in team.chairmen) + (" (the first member; none is named)" if panel.chairman is None else "")
+    chairs = ", ".join(chair.name for chair in team.chairmen) + (
+        " (the first member; none is named)" if panel.chairman is None else ""
+    )
     workers = ", ".join(worker.name for worker in team.workers)
     if team.default_workers:
         workers += " (the default set, on the planner's model)"
-    return [("planner", planner), ("chairman", chairs), ("workers", workers), ("max_plan_attempts", str(panel.max_plan_attempts))]
+    return [
+        ("planner", planner),
+        ("chairman", chairs),
+        ("workers", workers),
+        ("max_plan_attempts", str(panel.max_plan_attempts)),
+    ]
 
 
 RULES = ProtocolRules(
@@ -269,12 +276,17 @@ def replan_prompt(error: str) -> str:
 
 def task_prompt(question: str, task: PlannedTask, inputs: dict[str, str], titles: dict[str, str]) -> str:
     """The worker sees the question, its own subtask and, fenced, the outputs it depends on."""
-    parts = [f"Question:\n{question}", f"You are the {task.worker} worker of a team answering it. Your subtask is {task.task_id}: {task.title}"]
+    parts = [
+        f"Question:\n{question}",
+        f"You are the {task.worker} worker of a team answering it. Your subtask is {task.task_id}: {task.title}",
+    ]
     if task.description:
         parts.append(task.description)
     if inputs:
         listing = "\n".join(f"- {task_id}: {titles[task_id]}" for task_id in inputs)
-        parts.append(f"The subtasks yours builds on:\n{listing}\n\nTheir outputs:\n{render_labelled(inputs, OUTPUT_NOUN)}")
+        parts.append(
+            f"The subtasks yours builds on:\n{listing}\n\nTheir outputs:\n{render_labelled(inputs, OUTPUT_NOUN)}"
+        )
     parts.append("Do your subtask, and only it: the other workers do theirs, and a coordinator combines the results.")
     return mark("\n\n".join(parts), Task.ORCHESTRATE_TASK)
 
@@ -286,7 +298,9 @@ def synthesis_prompt(question: str, records: Sequence[TaskRecord]) -> str:
     for record in records:
         state = record.status if record.status == "succeeded" else f"{record.status}: {record.error}"
         lines.append(f"- {record.id} ({record.worker}): {record.title} [{state}]")
-    outputs = {record.id: record.output for record in records if record.status == "succeeded" and record.output is not None}
+    outputs = {
+        record.id: record.output for record in records if record.status == "succeeded" and record.output is not None
+    }
     missing = len(outputs) < len(records)
     return mark(
         f"Question:\n{question}\n\n"
@@ -295,7 +309,11 @@ def synthesis_prompt(question: str, records: Sequence[TaskRecord]) -> str:
         + f"\n\nThe outputs of the subtasks that succeeded:\n{render_labelled(outputs, OUTPUT_NOUN)}\n\n"
         "Write the final answer to the question from these outputs: combine them into one complete, coherent "
         "answer, drop repetition and settle contradictions."
-        + (" Some subtasks did not succeed: do not invent what they would have found; say what is missing where it matters." if missing else ""),
+        + (
+            " Some subtasks did not succeed: do not invent what they would have found; say what is missing where it matters."
+            if missing
+            else ""
+        ),
         Task.ORCHESTRATE_SYNTHESIS,
     )
 
@@ -307,7 +325,9 @@ def no_plan_reason(attempts: int, error: str) -> str:
 # The engine ----------------------------------------------------------------------------------
 
 
-async def _plan(panel: Panel, team: Team, question: str, gateway: Gateway, emit: Emit) -> tuple[list[PlanAttempt], list[PlannedTask] | None]:
+async def _plan(
+    panel: Panel, team: Team, question: str, gateway: Gateway, emit: Emit
+) -> tuple[list[PlanAttempt], list[PlannedTask] | None]:
     """Ask the planner until a plan is valid or the attempts run out. A rejected plan stays in
     the conversation with the exact error after it; a failed call counts as an attempt too."""
     workers = [worker.name for worker in team.workers]
@@ -317,7 +337,9 @@ async def _plan(panel: Panel, team: Team, question: str, gateway: Gateway, emit:
     planner = team.planner
     for attempt in range(1, panel.max_plan_attempts + 1):
         stage = await open_stage(emit, "plan", members=[planner.name], limit=RULES.limit(panel, "plan"), round=attempt)
-        reply = await gateway.call(planner, messages, stage="plan", round=attempt, deadline=stage.deadline, schema=PlanShape)
+        reply = await gateway.call(
+            planner, messages, stage="plan", round=attempt, deadline=stage.deadline, schema=PlanShape
+        )
         if not reply.ok:
             error = f"the planner's call failed ({failure_reason(reply.error_kind, reply.error)})"
             messages = [opening]
@@ -330,7 +352,11 @@ async def _plan(panel: Panel, team: Team, question: str, gateway: Gateway, emit:
                 if reply.truncated:
                     cap = gateway.defaults.max_response_chars
                     error = f"the reply was longer than {cap:,} characters and was cut, so its JSON is incomplete; send a shorter plan"
-                messages = [opening, {"role": "assistant", "content": reply.text}, {"role": "user", "content": replan_prompt(error)}]
+                messages = [
+                    opening,
+                    {"role": "assistant", "content": reply.text},
+                    {"role": "user", "content": replan_prompt(error)},
+                ]
             else:
                 attempts.append(PlanAttempt(attempt=attempt, accepted=True))
                 await emit(PlanAccepted(attempt=attempt, planner=planner.name, tasks=tasks))
@@ -356,13 +382,23 @@ def _record(
 ) -> TaskRecord:
     ended_at = None if started_at is None or duration is None else started_at + duration
     return TaskRecord(
-        id=task.task_id, worker=task.worker, title=task.title, depends_on=task.depends_on, status=status,
-        started_at=started_at, ended_at=ended_at, duration_s=None if duration is None else round(duration, 3),
-        output=output, error=error, blocked_by=blocked_by,
+        id=task.task_id,
+        worker=task.worker,
+        title=task.title,
+        depends_on=task.depends_on,
+        status=status,
+        started_at=started_at,
+        ended_at=ended_at,
+        duration_s=None if duration is None else round(duration, 3),
+        output=output,
+        error=error,
+        blocked_by=blocked_by,
     )
 
 
-async def _run_tasks(panel: Panel, team: Team, question: str, plan: list[PlannedTask], gateway: Gateway, emit: Emit) -> list[TaskRecord]:
+async def _run_tasks(
+    panel: Panel, team: Team, question: str, plan: list[PlannedTask], gateway: Gateway, emit: Emit
+) -> list[TaskRecord]:
     """Every subtask at once, each waiting only on its own dependencies' completion futures:
     it starts the moment the last of them succeeds, or is skipped the moment one does not."""
     workers = {worker.name: worker for worker in team.workers}
@@ -395,14 +431,31 @@ async def _run_tasks(panel: Panel, team: Team, question: str, plan: list[Planned
         prompt = [{"role": "user", "content": task_prompt(question, task, inputs, titles)}]
         await emit(TaskStarted(task_id=task.task_id, worker=task.worker))
         started_at, started = time.time(), time.perf_counter()
-        reply = await gateway.call(workers[task.worker], prompt, stage=SUBTASK_STAGE, about=task.task_id, deadline=stage_deadline(limit), tools=True)
+        reply = await gateway.call(
+            workers[task.worker],
+            prompt,
+            stage=SUBTASK_STAGE,
+            about=task.task_id,
+            deadline=stage_deadline(limit),
+            tools=True,
+        )
         duration = time.perf_counter() - started
         if not reply.ok:
             error = failure_reason(reply.error_kind, reply.error)
-            await emit(TaskFailed(task_id=task.task_id, worker=task.worker, duration=duration, kind=reply.error_kind or "failed", error=error))
+            await emit(
+                TaskFailed(
+                    task_id=task.task_id,
+                    worker=task.worker,
+                    duration=duration,
+                    kind=reply.error_kind or "failed",
+                    error=error,
+                )
+            )
             return _record(task, "failed", error=error, started_at=started_at, duration=duration)
         output = reply.text.strip()
-        await emit(TaskFinished(task_id=task.task_id, worker=task.worker, duration=duration, preview=output[:PREVIEW_CHARS]))
+        await emit(
+            TaskFinished(task_id=task.task_id, worker=task.worker, duration=duration, preview=output[:PREVIEW_CHARS])
+        )
         return _record(task, "succeeded", output=output, started_at=started_at, duration=duration)
 
     async def run(task: PlannedTask) -> TaskRecord:
@@ -425,7 +478,11 @@ async def _run_tasks(panel: Panel, team: Team, question: str, plan: list[Planned
 def outputs_document(records: list[TaskRecord]) -> str:
     """The outputs of the subtasks that succeeded, each under its title, in plan order: what
     orchestrate has when no chairman can synthesise (the budget ran out)."""
-    return "\n\n".join(f"### {record.title or record.id}\n\n{record.output or ''}" for record in records if record.status == "succeeded")
+    return "\n\n".join(
+        f"### {record.title or record.id}\n\n{record.output or ''}"
+        for record in records
+        if record.status == "succeeded"
+    )
 
 
 async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> OrchestrateResult:
@@ -437,20 +494,40 @@ async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit)
     _check_orchestrate(panel)
     team = team_of(panel)
     attempts, plan = await _plan(panel, team, question, gateway, emit)
-    common = {"planner": team.planner.name, "workers": [worker.name for worker in team.workers], "plan_attempts": attempts}
+    common = {
+        "planner": team.planner.name,
+        "workers": [worker.name for worker in team.workers],
+        "plan_attempts": attempts,
+    }
     if plan is None:
         reason = no_plan_reason(len(attempts), attempts[-1].error or "")
         return OrchestrateResult(
-            final_answer=None, failure_reason=reason, success=False, chairman=None, plan=None, tasks=[],
-            succeeded=0, failed=0, skipped=0, **common,
+            final_answer=None,
+            failure_reason=reason,
+            success=False,
+            chairman=None,
+            plan=None,
+            tasks=[],
+            succeeded=0,
+            failed=0,
+            skipped=0,
+            **common,
         )
     records = await _run_tasks(panel, team, question, plan, gateway, emit)
-    counts = {status: sum(record.status == status for record in records) for status in ("succeeded", "failed", "skipped")}
+    counts = {
+        status: sum(record.status == status for record in records) for status in ("succeeded", "failed", "skipped")
+    }
     if not counts["succeeded"]:
         await emit(WarningRaised(message="no subtask succeeded; the synthesis stage is skipped"))
         return OrchestrateResult(
-            final_answer=None, failure_reason=NOTHING_TO_SYNTHESISE, success=False, chairman=None, plan=plan,
-            tasks=records, **counts, **common,
+            final_answer=None,
+            failure_reason=NOTHING_TO_SYNTHESISE,
+            success=False,
+            chairman=None,
+            plan=plan,
+            tasks=records,
+            **counts,
+            **common,
         )
     if counts["succeeded"] < len(records):
         await emit(
@@ -459,12 +536,18 @@ async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit)
                 f"the answer is built from the {counts['succeeded']} that succeeded"
             )
         )
-    await out_of_budget(gateway, emit, "no further subtask was started; the chairman synthesises what succeeded, if its call fits")
-    synthesis = await synthesis_stage(gateway, emit, team.chairmen, synthesis_prompt(question, records), limit=RULES.limit(panel, "synthesis"))
+    await out_of_budget(
+        gateway, emit, "no further subtask was started; the chairman synthesises what succeeded, if its call fits"
+    )
+    synthesis = await synthesis_stage(
+        gateway, emit, team.chairmen, synthesis_prompt(question, records), limit=RULES.limit(panel, "synthesis")
+    )
     text = synthesis.text if synthesis.success else None
     if not synthesis.success and gateway.budget_exhausted:
         text = outputs_document(records)
-        await emit(WarningRaised(message="no chairman's call fit the budget; the subtasks' outputs are the final answer"))
+        await emit(
+            WarningRaised(message="no chairman's call fit the budget; the subtasks' outputs are the final answer")
+        )
     return OrchestrateResult(
         final_answer=text,
         failure_reason=None if text is not None else synthesis.text,

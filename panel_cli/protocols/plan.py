@@ -82,7 +82,9 @@ def _read_task(index: int, entry: Any, workers: Sequence[str], problems: list[st
     named = worker_name if worker_name is not None else worker_type
     worker: str | None = None
     if worker_name is not None and worker_type is not None and worker_name != worker_type:
-        problems.append(f"{where} gives worker {_shown(worker_name)} and worker_type {_shown(worker_type)}; give one worker")
+        problems.append(
+            f"{where} gives worker {_shown(worker_name)} and worker_type {_shown(worker_type)}; give one worker"
+        )
     elif named is None:
         problems.append(f"{where} names no worker; choose one of {_listing(workers)}")
     elif not isinstance(named, str) or (worker := _known_worker(named, workers)) is None:
@@ -153,7 +155,9 @@ def read_plan(text: str, workers: Sequence[str], max_tasks: int = MAX_TASKS) -> 
         raise PlanError(['the reply holds no JSON object; reply with one object of the form {"subtasks": [...]}'])
     entries = data.get("subtasks")
     if not isinstance(entries, list):
-        raise PlanError(["the plan has no 'subtasks' list" if entries is None else "'subtasks' must be a list of subtasks"])
+        raise PlanError(
+            ["the plan has no 'subtasks' list" if entries is None else "'subtasks' must be a list of subtasks"]
+        )
     if not entries:
         raise PlanError(["the plan has no subtasks"])
     if len(entries) > max_tasks:
@@ -170,7 +174,9 @@ def read_plan(text: str, workers: Sequence[str], max_tasks: int = MAX_TASKS) -> 
                 first_use.setdefault(task_id, index)
             continue
         if task.task_id in first_use:
-            problems.append(f"task_id {_shown(task.task_id)} is used twice (subtasks {first_use[task.task_id]} and {index})")
+            problems.append(
+                f"task_id {_shown(task.task_id)} is used twice (subtasks {first_use[task.task_id]} and {index})"
+            )
             continue
         first_use[task.task_id] = index
         tasks.append(task)
@@ -210,9 +216,7 @@ def tree_parents(depends: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
     dependency (the first such one it lists), so its indent is its depth; None for a root.
     Its other dependencies are listed on its row."""
     depth = depths(depends)
-    return {
-        node: max(deps, key=lambda dep: depth[dep]) if (deps := list(depends[node])) else None for node in depends
-    }
+    return {node: max(deps, key=lambda dep: depth[dep]) if (deps := list(depends[node])) else None for node in depends}
 
 
 def tree_order(depends: Mapping[str, Sequence[str]]) -> list[tuple[str, tuple[bool, ...]]]:

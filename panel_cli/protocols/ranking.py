@@ -115,7 +115,9 @@ class RankedMember(BaseModel):
     count: int
 
 
-def aggregate_rankings(rankings: Iterable[Sequence[str]], authors: Mapping[str, str], labels: Mapping[str, str]) -> list[RankedMember]:
+def aggregate_rankings(
+    rankings: Iterable[Sequence[str]], authors: Mapping[str, str], labels: Mapping[str, str]
+) -> list[RankedMember]:
     """Each member's mean 1-based place over the rankings that list it, best (lowest) first;
     ties go to the member ranked more often, then to the earlier label.
 
@@ -136,7 +138,9 @@ def aggregate_rankings(rankings: Iterable[Sequence[str]], authors: Mapping[str, 
     return ranked
 
 
-def review_order(labels: Sequence[str], reviewer: str, own: str | None, *, shuffle: bool, seed: int | None, self_review: bool) -> list[str]:
+def review_order(
+    labels: Sequence[str], reviewer: str, own: str | None, *, shuffle: bool, seed: int | None, self_review: bool
+) -> list[str]:
     """The labels one reviewer is shown, in the order it sees them.
 
     Without `self_review` its own answer is left out. With `shuffle` each reviewer gets its

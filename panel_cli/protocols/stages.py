@@ -51,7 +51,9 @@ async def open_stage(
     return Stage(name, round, stage_deadline(limit))
 
 
-async def gather_each(items: Iterable[Item], work: Callable[[Item], Awaitable[T]], *, at_once: int | None = None) -> list[T]:
+async def gather_each(
+    items: Iterable[Item], work: Callable[[Item], Awaitable[T]], *, at_once: int | None = None
+) -> list[T]:
     """`work` on every item concurrently, results in the items' order; with `at_once`, no
     more than that many run at the same time (the rest wait their turn).
 
@@ -93,7 +95,9 @@ async def broadcast(
     current = await open_stage(emit, stage, members=[member.name for member in members], limit=limit, round=round)
     return await gather_each(
         members,
-        lambda member: gateway.call(member, messages, stage=stage, round=round, deadline=current.deadline, schema=schema, tools=tools),
+        lambda member: gateway.call(
+            member, messages, stage=stage, round=round, deadline=current.deadline, schema=schema, tools=tools
+        ),
     )
 
 
@@ -148,12 +152,17 @@ async def synthesis_stage(
         deadline = stage.deadline if index == 0 else stage_deadline(limit)
         reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline, tools=True)
         if reply.ok:
-            return Synthesis(chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures)
+            return Synthesis(
+                chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures
+            )
         failures.append(ChairFailure(chairman=chairman.name, reason=failure_reason(reply.error_kind, reply.error)))
         if index + 1 < len(chairmen):
             backup = chairmen[index + 1].name
             await emit(
-                WarningRaised(message=f"chairman failed ({failures[-1].reason}); backup chairman {backup} takes over", member=chairman.name)
+                WarningRaised(
+                    message=f"chairman failed ({failures[-1].reason}); backup chairman {backup} takes over",
+                    member=chairman.name,
+                )
             )
     reasons = failures[0].reason if len(failures) == 1 else "; ".join(f"{f.chairman}: {f.reason}" for f in failures)
     return Synthesis(chairman=None, model=None, text=f"{SYNTHESIS_FAILED}: {reasons}", success=False, failures=failures)

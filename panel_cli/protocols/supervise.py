@@ -148,7 +148,9 @@ def _located(panel: Panel, problems: list[Finding]) -> UserError:
     """Problems at fields of the panel: located in its file, or named by field without one."""
     if panel.source_file is None:
         return UserError("\n".join(f"{field_name(loc)}: {problem}." for loc, problem in problems))
-    return ConfigError.listing([ConfigProblem(panel.source_file, panel.line_of(loc), field_name(loc), problem) for loc, problem in problems])
+    return ConfigError.listing(
+        [ConfigProblem(panel.source_file, panel.line_of(loc), field_name(loc), problem) for loc, problem in problems]
+    )
 
 
 def plan_supervision(panel: Panel) -> Supervision:
@@ -156,11 +158,16 @@ def plan_supervision(panel: Panel) -> Supervision:
     chairman named by the panel, or a mistake, reported at that member."""
     critic = panel.role("critic")
     if critic is None:
-        raise UserError(f"A supervised panel needs a critic; panel '{panel.name}' has none (critic: a member's name, or an inline member).")
+        raise UserError(
+            f"A supervised panel needs a critic; panel '{panel.name}' has none (critic: a member's name, or an inline member)."
+        )
     chairmen = panel.chairmen() if panel.chairman is not None else []
     roles = {critic.name, *(chair.name for chair in chairmen)}
     problems: list[Finding] = [
-        (("members", index), f"'{member.name}' has no task; give every worker a task (or make it the critic or the chairman)")
+        (
+            ("members", index),
+            f"'{member.name}' has no task; give every worker a task (or make it the critic or the chairman)",
+        )
         for index, member in enumerate(panel.members)
         if not (member.task or "").strip() and member.name not in roles
     ]
@@ -169,7 +176,9 @@ def plan_supervision(panel: Panel) -> Supervision:
     workers = [member for member in panel.members if (member.task or "").strip()]
     if not workers:
         raise UserError(f"A supervised panel needs at least one worker with a task; panel '{panel.name}' has none.")
-    return Supervision(workers=workers, critic=critic, chairmen=chairmen or panel.chairmen(), corrections=correction_rounds(panel))
+    return Supervision(
+        workers=workers, critic=critic, chairmen=chairmen or panel.chairmen(), corrections=correction_rounds(panel)
+    )
 
 
 def _supervise_findings(panel: Panel) -> list[Finding]:
@@ -237,7 +246,12 @@ def _missing(workers: list[Member], deliverables: dict[str, str]) -> str:
 
 
 def critic_prompt(
-    goal: str, workers: list[Member], deliverables: dict[str, str], round_index: int, last_round: int, previous: dict[str, str]
+    goal: str,
+    workers: list[Member],
+    deliverables: dict[str, str],
+    round_index: int,
+    last_round: int,
+    previous: dict[str, str],
 ) -> str:
     """Every deliverable under its worker's name, the tasks, and (after round 1) the feedback
     the critic gave last time, so it can check that its points were addressed."""
@@ -270,7 +284,9 @@ def retry_prompt(problem: str) -> str:
     )
 
 
-def synthesis_prompt(goal: str, workers: list[Member], deliverables: dict[str, str], review: Review | None, corrections: int) -> str:
+def synthesis_prompt(
+    goal: str, workers: list[Member], deliverables: dict[str, str], review: Review | None, corrections: int
+) -> str:
     """The deliverables as they stand, and how far the critic got with them, so the chairman
     knows which parts were not approved and why."""
     if review is None or review.verdict is None:
@@ -280,7 +296,11 @@ def synthesis_prompt(goal: str, workers: list[Member], deliverables: dict[str, s
     else:
         status = f"The critic still rejected some after {corrections} correction round{'s' if corrections != 1 else ''}; its last feedback follows the deliverables."
         outstanding = {name: review.feedback[name] for name in review.rejected}
-    unresolved = f"\n\nThe critic's last feedback, not yet addressed:\n\n{render_labelled(outstanding, FEEDBACK)}" if outstanding else ""
+    unresolved = (
+        f"\n\nThe critic's last feedback, not yet addressed:\n\n{render_labelled(outstanding, FEEDBACK)}"
+        if outstanding
+        else ""
+    )
     return mark(
         f"Question:\n{goal}\n\n"
         f"You consolidate the work of a supervised team: each worker had one part of the goal above. {status}\n\n"
@@ -345,7 +365,10 @@ def read_verdict(parsed: dict[str, Any] | None, parse_error: str | None, workers
     rejected = [worker for worker in workers if worker in feedback]
     if not rejected:
         named = f" (it named only {quoted_names(ignored)})" if ignored else ""
-        return Reading(ignored=ignored, problem=f"REJECTED with no feedback for any worker{named}, so no worker knows what to correct")
+        return Reading(
+            ignored=ignored,
+            problem=f"REJECTED with no feedback for any worker{named}, so no worker knows what to correct",
+        )
     return Reading(verdict="REJECTED", feedback=feedback, rejected=rejected, ignored=ignored)
 
 
@@ -363,17 +386,28 @@ class _Worker:
     corrections: int = 0
 
 
-async def _deliver(gateway: Gateway, emit: Emit, worker: _Worker, prompt: str, stage: str, round_index: int, deadline: float | None) -> Delivery:
+async def _deliver(
+    gateway: Gateway, emit: Emit, worker: _Worker, prompt: str, stage: str, round_index: int, deadline: float | None
+) -> Delivery:
     """One call in the worker's own conversation; a reply becomes its deliverable."""
     worker.messages.append({"role": "user", "content": prompt})
-    reply = await gateway.call(worker.member, list(worker.messages), stage=stage, round=round_index, deadline=deadline, tools=True)
+    reply = await gateway.call(
+        worker.member, list(worker.messages), stage=stage, round=round_index, deadline=deadline, tools=True
+    )
     name = worker.member.name
     if not reply.ok:
         if not reply.skipped:
             reason = failure_reason(reply.error_kind, reply.error)
             kept = "; its previous deliverable stands" if worker.deliverable is not None else ""
             await emit(WarningRaised(message=f"delivered nothing in round {round_index} ({reason}){kept}", member=name))
-        return Delivery(worker=name, round=round_index, success=False, error_kind=reply.error_kind, error=reply.error, duration=reply.latency)
+        return Delivery(
+            worker=name,
+            round=round_index,
+            success=False,
+            error_kind=reply.error_kind,
+            error=reply.error,
+            duration=reply.latency,
+        )
     worker.messages.append({"role": "assistant", "content": reply.text})
     worker.deliverable = reply.text.strip()
     return Delivery(worker=name, round=round_index, text=worker.deliverable, success=True, duration=reply.latency)
@@ -387,48 +421,93 @@ def _reason(reply: CallResult) -> str:
 
 
 async def _review(
-    panel: Panel, plan: Supervision, goal: str, workers: list[_Worker], round_index: int, previous: dict[str, str], gateway: Gateway, emit: Emit
+    panel: Panel,
+    plan: Supervision,
+    goal: str,
+    workers: list[_Worker],
+    round_index: int,
+    previous: dict[str, str],
+    gateway: Gateway,
+    emit: Emit,
 ) -> Review:
     """The critic's verdict on the deliverables as they stand; an unusable reply is asked for
     once more, in the same conversation, with what was wrong with it."""
     critic = plan.critic
     names = [worker.member.name for worker in workers]
     deliverables = {worker.member.name: worker.deliverable for worker in workers if worker.deliverable is not None}
-    stage = await open_stage(emit, "critique", members=[critic.name], limit=RULES.limit(panel, "review"), round=round_index, block=deliverables)
+    stage = await open_stage(
+        emit,
+        "critique",
+        members=[critic.name],
+        limit=RULES.limit(panel, "review"),
+        round=round_index,
+        block=deliverables,
+    )
     prompt = critic_prompt(goal, plan.workers, deliverables, round_index, plan.corrections + 1, previous)
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     reading = Reading()
     attempts = 0
     while attempts < 2:
         attempts += 1
-        reply = await gateway.call(critic, messages, stage="critique", round=round_index, deadline=stage.deadline, schema=CriticVerdict)
+        reply = await gateway.call(
+            critic, messages, stage="critique", round=round_index, deadline=stage.deadline, schema=CriticVerdict
+        )
         reading = read_verdict(reply.parsed, _reason(reply), names) if reply.ok else Reading(problem=_reason(reply))
         if reading.ignored:
             unknown = quoted_names(reading.ignored)
-            await emit(WarningRaised(message=f"gave feedback to {unknown}, not a worker of this panel; ignored", member=critic.name))
+            await emit(
+                WarningRaised(
+                    message=f"gave feedback to {unknown}, not a worker of this panel; ignored", member=critic.name
+                )
+            )
         if reading.problem is None or attempts == 2 or critic.name in gateway.excluded or gateway.budget_exhausted:
             break
-        await emit(WarningRaised(message=f"its verdict could not be used ({reading.problem}); asked once more", member=critic.name))
+        await emit(
+            WarningRaised(
+                message=f"its verdict could not be used ({reading.problem}); asked once more", member=critic.name
+            )
+        )
         if reply.ok:
-            messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": retry_prompt(reading.problem)}]
+            messages += [
+                {"role": "assistant", "content": reply.text},
+                {"role": "user", "content": retry_prompt(reading.problem)},
+            ]
     review = Review(
-        round=round_index, critic=critic.name, verdict=reading.verdict, feedback=reading.feedback, rejected=reading.rejected,
-        ignored=reading.ignored, attempts=attempts, problem=reading.problem,
+        round=round_index,
+        critic=critic.name,
+        verdict=reading.verdict,
+        feedback=reading.feedback,
+        rejected=reading.rejected,
+        ignored=reading.ignored,
+        attempts=attempts,
+        problem=reading.problem,
     )
     await emit(
         VerdictGiven(
-            round=round_index, critic=critic.name, workers=names, verdict=review.verdict, feedback=review.feedback,
-            rejected=review.rejected, problem=review.problem,
+            round=round_index,
+            critic=critic.name,
+            workers=names,
+            verdict=review.verdict,
+            feedback=review.feedback,
+            rejected=review.rejected,
+            problem=review.problem,
         )
     )
     return review
 
 
 async def _correct(
-    gateway: Gateway, emit: Emit, workers: list[_Worker], feedback: dict[str, str], round_index: int, limit: float | None
+    gateway: Gateway,
+    emit: Emit,
+    workers: list[_Worker],
+    feedback: dict[str, str],
+    round_index: int,
+    limit: float | None,
 ) -> list[Delivery]:
     """The rejected workers correct their work at once, each in its own conversation."""
-    stage = await open_stage(emit, "correction", members=[worker.member.name for worker in workers], limit=limit, round=round_index)
+    stage = await open_stage(
+        emit, "correction", members=[worker.member.name for worker in workers], limit=limit, round=round_index
+    )
 
     async def correct(worker: _Worker) -> Delivery:
         worker.corrections += 1
@@ -439,7 +518,13 @@ async def _correct(
 
 
 async def _review_loop(
-    panel: Panel, plan: Supervision, goal: str, workers: list[_Worker], rounds: list[SuperviseRound], gateway: Gateway, emit: Emit
+    panel: Panel,
+    plan: Supervision,
+    goal: str,
+    workers: list[_Worker],
+    rounds: list[SuperviseRound],
+    gateway: Gateway,
+    emit: Emit,
 ) -> tuple[LoopEnd, Review | None, int]:
     """Review, correct, review again, until the critic approves, the correction rounds run
     out, or the critic gives no usable verdict. Returns how it ended, the last review and
@@ -497,9 +582,12 @@ async def supervise(panel: Panel, question: str, gateway: Gateway, emit: Emit) -
     plan = plan_supervision(panel)
     workers = [_Worker(member) for member in plan.workers]
 
-    stage = await open_stage(emit, "work", members=[worker.member.name for worker in workers], limit=RULES.limit(panel, "task"), round=1)
+    stage = await open_stage(
+        emit, "work", members=[worker.member.name for worker in workers], limit=RULES.limit(panel, "task"), round=1
+    )
     deliveries = await gather_each(
-        workers, lambda worker: _deliver(gateway, emit, worker, work_prompt(question, worker.member), "work", 1, stage.deadline)
+        workers,
+        lambda worker: _deliver(gateway, emit, worker, work_prompt(question, worker.member), "work", 1, stage.deadline),
     )
     rounds = [SuperviseRound(index=1, deliveries=deliveries)]
     loop_end: LoopEnd = "no_deliverables"
@@ -518,7 +606,11 @@ async def supervise(panel: Panel, question: str, gateway: Gateway, emit: Emit) -
     answer = synthesis.text if synthesis is not None and synthesis.success else None
     if synthesis is not None and not synthesis.success and gateway.budget_exhausted:
         answer = deliverables_document(workers)
-        await emit(WarningRaised(message="no chairman's call fit the budget; the deliverables as they stand are the final answer"))
+        await emit(
+            WarningRaised(
+                message="no chairman's call fit the budget; the deliverables as they stand are the final answer"
+            )
+        )
     accepted = _accepted(review, [worker.member.name for worker in workers])
     return SuperviseResult(
         final_answer=answer,
@@ -528,8 +620,11 @@ async def supervise(panel: Panel, question: str, gateway: Gateway, emit: Emit) -
         critic=plan.critic.name,
         workers=[
             WorkerOutcome(
-                name=worker.member.name, model=worker.member.model, task=(worker.member.task or "").strip(),
-                deliverable=worker.deliverable, corrections=worker.corrections,
+                name=worker.member.name,
+                model=worker.member.model,
+                task=(worker.member.task or "").strip(),
+                deliverable=worker.deliverable,
+                corrections=worker.corrections,
                 approved=worker.deliverable is not None and worker.member.name in accepted,
             )
             for worker in workers

@@ -55,7 +55,9 @@ class RunoffRound(BaseModel):
     winner: str | None = None
     eliminated: str | None = None
     tied: list[str] = Field(default_factory=list)
-    transfers: dict[str, int] = Field(default_factory=dict, description="option -> ballots of the dropped option that went to it")
+    transfers: dict[str, int] = Field(
+        default_factory=dict, description="option -> ballots of the dropped option that went to it"
+    )
     exhausted_now: int = Field(default=0, description="ballots of the dropped option that had no option left")
 
 
@@ -79,7 +81,9 @@ class Tally(BaseModel):
     threshold: float | None = Field(description="supermajority: the share an option must exceed")
     unanimous: bool
     winner_votes: int
-    rounds: list[RunoffRound] | None = Field(description="ranked_choice: the runoff's rounds; None for the other methods")
+    rounds: list[RunoffRound] | None = Field(
+        description="ranked_choice: the runoff's rounds; None for the other methods"
+    )
     reason: str | None = None
 
 
@@ -91,7 +95,12 @@ def effective_threshold(value: float) -> tuple[float, str | None]:
 
 
 def tally(
-    ballots: Sequence[Ballot], options: Sequence[str], method: Method, *, threshold: float = DEFAULT_THRESHOLD, quorum: int = 1
+    ballots: Sequence[Ballot],
+    options: Sequence[str],
+    method: Method,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    quorum: int = 1,
 ) -> Tally:
     """Count `ballots` over `options` by `method`. Late ballots are left out; a choice that is
     not among the options counts as an abstention. The ballots' order never matters."""
@@ -160,7 +169,10 @@ def _by_share(
         if total_weight > 0 and heaviest * 2 > total_weight:
             return next(option for option, weight in weights.items() if weight == heaviest), None
         shares = ", ".join(f"{option} {weight:g}" for option, weight in weights.items() if weight)
-        return None, f"no option has more than half of the total weight {total_weight:g} ({shares or 'every vote weighs 0'})"
+        return (
+            None,
+            f"no option has more than half of the total weight {total_weight:g} ({shares or 'every vote weighs 0'})",
+        )
     # supermajority: a threshold of 1 asks for every vote (no share can exceed 1).
     clears = top / total > threshold or (threshold == 1 and top == total)
     if clears and len(leaders) == 1:
@@ -219,8 +231,13 @@ def runoff(ballots: Sequence[Sequence[str]], options: Sequence[str]) -> list[Run
                 transfers[following] = transfers.get(following, 0) + 1
         rounds.append(
             RunoffRound(
-                index=index, counts=counts, live=live, exhausted=exhausted, eliminated=dropped,
-                tied=tied if len(tied) > 1 else [], transfers={o: transfers[o] for o in rest if o in transfers},
+                index=index,
+                counts=counts,
+                live=live,
+                exhausted=exhausted,
+                eliminated=dropped,
+                tied=tied if len(tied) > 1 else [],
+                transfers={o: transfers[o] for o in rest if o in transfers},
                 exhausted_now=exhausted_now,
             )
         )
@@ -300,7 +317,11 @@ def stored_vote(events: Sequence[Mapping[str, Any]]) -> StoredVote | None:
 
 
 def _number(value: Any, default: float) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else default
+    return (
+        float(value)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        else default
+    )
 
 
 def _choice_of(event: Mapping[str, Any] | None, options: Sequence[str]) -> str | None:
@@ -321,7 +342,9 @@ class Retally(BaseModel):
     warnings: list[str]
 
 
-def retally(vote: StoredVote, *, method: Method | None = None, threshold: float | None = None, quorum: int | None = None) -> Retally:
+def retally(
+    vote: StoredVote, *, method: Method | None = None, threshold: float | None = None, quorum: int | None = None
+) -> Retally:
     """Count a stored vote again; what is not given is taken from the vote as it ran."""
     warnings: list[str] = []
     chosen = method or vote.method
@@ -329,11 +352,27 @@ def retally(vote: StoredVote, *, method: Method | None = None, threshold: float 
     limit, problem = effective_threshold(limit)
     if problem and chosen == "supermajority":
         warnings.append(problem)
-    counted = tally(vote.ballots, vote.options, chosen, threshold=limit, quorum=vote.quorum if quorum is None else quorum)
+    counted = tally(
+        vote.ballots, vote.options, chosen, threshold=limit, quorum=vote.quorum if quorum is None else quorum
+    )
     if counted.winner is not None or vote.leader is None:
-        return Retally(tally=counted, winner=counted.winner, leader=vote.leader, leader_override=False, reason=counted.reason, warnings=warnings)
+        return Retally(
+            tally=counted,
+            winner=counted.winner,
+            leader=vote.leader,
+            leader_override=False,
+            reason=counted.reason,
+            warnings=warnings,
+        )
     if vote.leader_choice is not None:
-        return Retally(tally=counted, winner=vote.leader_choice, leader=vote.leader, leader_override=True, reason=counted.reason, warnings=warnings)
+        return Retally(
+            tally=counted,
+            winner=vote.leader_choice,
+            leader=vote.leader,
+            leader_override=True,
+            reason=counted.reason,
+            warnings=warnings,
+        )
     why = (
         f"{counted.reason}; the leader {vote.leader} made no usable choice in the run"
         if vote.leader_asked

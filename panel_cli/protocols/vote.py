@@ -194,7 +194,13 @@ def _one_line(text: str) -> str:
 
 
 def read_ballot(
-    voter: str, text: str, parsed: dict[str, Any] | None, options: Sequence[str], *, no_match: NoMatch, weight: float = 1.0
+    voter: str,
+    text: str,
+    parsed: dict[str, Any] | None,
+    options: Sequence[str],
+    *,
+    no_match: NoMatch,
+    weight: float = 1.0,
 ) -> tuple[Ballot, list[str]]:
     """A reply read as a ballot, and the warnings to raise about it.
 
@@ -270,7 +276,10 @@ _INSTRUCTIONS = (
 
 
 def ballot_prompt(question: str, options: Sequence[str]) -> str:
-    return mark(f"Question:\n{question}\n\nThe panel votes on the question. {options_block(options)}\n\n{_INSTRUCTIONS}", Task.BALLOT)
+    return mark(
+        f"Question:\n{question}\n\nThe panel votes on the question. {options_block(options)}\n\n{_INSTRUCTIONS}",
+        Task.BALLOT,
+    )
 
 
 def leader_prompt(question: str, options: Sequence[str], counted: Tally) -> str:
@@ -337,8 +346,13 @@ def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
     leader = panel.member(panel.leader, role="leader") if protocol == "decide" and panel.leader else None
     threshold, _ = effective_threshold(panel.threshold)
     return VotePlan(
-        options=options, method=panel.method, threshold=threshold, quorum=panel.quorum, no_match=panel.no_match,
-        max_voters=panel.max_voters, leader=leader,
+        options=options,
+        method=panel.method,
+        threshold=threshold,
+        quorum=panel.quorum,
+        no_match=panel.no_match,
+        max_voters=panel.max_voters,
+        leader=leader,
     )
 
 
@@ -357,7 +371,9 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
             if "weight" in member.model_fields_set
         ]
     if panel.quorum > len(panel.members):
-        findings.append((("quorum",), f"{panel.quorum} is more than the {len(panel.members)} voters; no vote can reach it"))
+        findings.append(
+            (("quorum",), f"{panel.quorum} is more than the {len(panel.members)} voters; no vote can reach it")
+        )
     return findings
 
 
@@ -420,8 +436,14 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
     stage = await open_stage(emit, "vote", members=names, limit=limit)
     await emit(
         VoteOpened(
-            options=plan.options, method=plan.method, threshold=plan.threshold, quorum=plan.quorum, voters=names,
-            weights={member.name: member.weight for member in panel.members}, timeout=limit, max_voters=plan.max_voters,
+            options=plan.options,
+            method=plan.method,
+            threshold=plan.threshold,
+            quorum=plan.quorum,
+            voters=names,
+            weights={member.name: member.weight for member in panel.members},
+            timeout=limit,
+            max_voters=plan.max_voters,
             leader=plan.leader.name if plan.leader else None,
         )
     )
@@ -433,9 +455,14 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
         reply = await gateway.call(member, messages, stage="vote", deadline=stage.deadline, schema=BallotReply)
         late = is_late(reply.ok, reply.error_kind, loop.time(), stage.deadline)
         if reply.ok:
-            ballot, warnings = read_ballot(member.name, reply.text, reply.parsed, plan.options, no_match=plan.no_match, weight=member.weight)
+            ballot, warnings = read_ballot(
+                member.name, reply.text, reply.parsed, plan.options, no_match=plan.no_match, weight=member.weight
+            )
             if late:
-                ballot, warnings = ballot.model_copy(update={"late": True}), [f"its ballot came after {closed}; recorded as late, not counted"]
+                ballot, warnings = (
+                    ballot.model_copy(update={"late": True}),
+                    [f"its ballot came after {closed}; recorded as late, not counted"],
+                )
         elif late:
             ballot = Ballot(voter=member.name, weight=member.weight, late=True, reason=f"no ballot before {closed}")
             warnings = [f"cast no ballot before {closed}; recorded as late, not counted"]
@@ -449,7 +476,9 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
     ballots = [outcome for outcome in outcomes if isinstance(outcome, Ballot)]
     failures = [outcome for outcome in outcomes if isinstance(outcome, VoterFailure)]
     cast = len(ballots)
-    await out_of_budget(gateway, emit, f"only the {cast} ballot{'s' if cast != 1 else ''} cast before it did are counted")
+    await out_of_budget(
+        gateway, emit, f"only the {cast} ballot{'s' if cast != 1 else ''} cast before it did are counted"
+    )
     counted = tally(ballots, plan.options, plan.method, threshold=plan.threshold, quorum=plan.quorum)
     if counted.quorum_met:
         await emit(QuorumReached(current=counted.ballots_cast, required=plan.quorum))
@@ -489,7 +518,9 @@ async def vote(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> Vot
     return VoteResult(**_fields(plan, poll, poll.tally.winner, poll.tally.reason))
 
 
-async def _ask_leader(panel: Panel, plan: VotePlan, leader: Member, question: str, counted: Tally, gateway: Gateway, emit: Emit) -> tuple[Ballot | None, str | None]:
+async def _ask_leader(
+    panel: Panel, plan: VotePlan, leader: Member, question: str, counted: Tally, gateway: Gateway, emit: Emit
+) -> tuple[Ballot | None, str | None]:
     """The leader's choice, read like a ballot; or None and why it made none."""
     stage = await open_stage(emit, "leader", members=[leader.name], limit=RULES.limit(panel, "vote"))
     prompt = [{"role": "user", "content": leader_prompt(question, plan.options, counted)}]
@@ -498,10 +529,18 @@ async def _ask_leader(panel: Panel, plan: VotePlan, leader: Member, question: st
         error = failure_reason(reply.error_kind, reply.error)
         await emit(LeaderChose(leader=leader.name, error=error))
         return None, f"could not choose: {error}"
-    ballot, warnings = read_ballot(leader.name, reply.text, reply.parsed, plan.options, no_match=plan.no_match, weight=leader.weight)
+    ballot, warnings = read_ballot(
+        leader.name, reply.text, reply.parsed, plan.options, no_match=plan.no_match, weight=leader.weight
+    )
     await _warn(emit, leader.name, warnings)
     await emit(
-        LeaderChose(leader=leader.name, choice=ballot.choice, matched_by=ballot.matched_by, confidence=ballot.confidence, reason=ballot.reason)
+        LeaderChose(
+            leader=leader.name,
+            choice=ballot.choice,
+            matched_by=ballot.matched_by,
+            confidence=ballot.confidence,
+            reason=ballot.reason,
+        )
     )
     return ballot, None if ballot.choice else "named no option"
 
@@ -524,8 +563,14 @@ async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
     override = counted.winner is None and winner is not None
     await emit(
         DecisionRecorded(
-            topic=question, winner=winner, vote_counts=counted.vote_counts, method=plan.method, total_votes=counted.total_votes,
-            ballots_cast=counted.ballots_cast, leader=plan.leader.name if plan.leader else None, leader_override=override,
+            topic=question,
+            winner=winner,
+            vote_counts=counted.vote_counts,
+            method=plan.method,
+            total_votes=counted.total_votes,
+            ballots_cast=counted.ballots_cast,
+            leader=plan.leader.name if plan.leader else None,
+            leader_override=override,
             consensus_reached=counted.winner is not None,
         )
     )

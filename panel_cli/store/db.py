@@ -230,7 +230,6 @@ def _empty_store() -> sqlite3.Connection:
     return empty
 
 
-
 class TranscriptStore:
     """Writes a run as it happens; subscribe it to the run's EventBus.
 
@@ -547,7 +546,10 @@ def listed_status(row: Mapping[str, Any]) -> ListedStatus:
 
 def _summary(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        **{key: row[key] for key in ("id", "protocol", "panel", "question", "calls", "tokens", "cost", "outcome", "parent_id")},
+        **{
+            key: row[key]
+            for key in ("id", "protocol", "panel", "question", "calls", "tokens", "cost", "outcome", "parent_id")
+        },
         "status": listed_status(row),
         "started_at": optional_epoch(row["started_at"]),
         "finished_at": optional_epoch(row["finished_at"]),
@@ -742,7 +744,9 @@ class TranscriptReader:
             matches = ", ".join(row["id"] for row in rows[:5]) + (", …" if len(rows) > 5 else "")
             raise UserError(f"The id '{id_or_prefix}' matches several runs ({matches}); give more of it.")
         row = rows[0]
-        texts = self._texts([row["question_text"], row["final_answer_text"], row["config_text"], *refs_in(row["result_json"])])
+        texts = self._texts(
+            [row["question_text"], row["final_answer_text"], row["config_text"], *refs_in(row["result_json"])]
+        )
         config = texts.optional(row["config_text"])
         return RunRecord.model_construct(
             **{
@@ -763,7 +767,9 @@ class TranscriptReader:
         found = {"id": run_id, "limit": THREAD_LIMIT}
         ancestors = self._query(_ANCESTORS, found)[::-1]
         follow_ups = self._query(_FOLLOW_UPS, found)
-        texts = self._texts(text_id for row in [*ancestors, *follow_ups] for text_id in (row["question_text"], row["final_answer_text"]))
+        texts = self._texts(
+            text_id for row in [*ancestors, *follow_ups] for text_id in (row["question_text"], row["final_answer_text"])
+        )
         return RunThread.model_construct(
             ancestors=[self._thread_run(row, texts) for row in ancestors],
             follow_ups=[self._thread_run(row, texts) for row in follow_ups],
@@ -797,7 +803,12 @@ class TranscriptReader:
         texts = self._texts(
             text_id
             for row in rows
-            for text_id in (row["question_text"], row["final_answer_text"], row["config_text"], *refs_in(row["result_json"]))
+            for text_id in (
+                row["question_text"],
+                row["final_answer_text"],
+                row["config_text"],
+                *refs_in(row["result_json"]),
+            )
         )
         runs = []
         for row in rows:
@@ -946,7 +957,9 @@ class TranscriptReader:
         usage = "count(*) AS runs, coalesce(sum(calls), 0) AS calls, sum(tokens) AS tokens, sum(cost) AS cost"
         (total,) = self._query(f"SELECT {usage} FROM runs")
         by_protocol = self._query(f"SELECT protocol, {usage} FROM runs GROUP BY protocol ORDER BY protocol")
-        by_month = self._query(f"SELECT substr(started_at, 1, 7) AS month, {usage} FROM runs GROUP BY month ORDER BY month")
+        by_month = self._query(
+            f"SELECT substr(started_at, 1, 7) AS month, {usage} FROM runs GROUP BY month ORDER BY month"
+        )
         by_model = self._query(
             "SELECT model, count(DISTINCT run_id) AS runs, count(*) AS calls,"
             " CASE WHEN count(tokens_in) + count(tokens_out) THEN coalesce(sum(tokens_in), 0) + coalesce(sum(tokens_out), 0) END"
@@ -955,7 +968,9 @@ class TranscriptReader:
         return StatsReport(
             total=Usage.model_validate(dict(total)),
             by_model=[ModelUsage.model_validate(dict(row)) for row in by_model],
-            by_protocol=[ProtocolUsage.model_validate({**dict(row), "protocol": row["protocol"] or ""}) for row in by_protocol],
+            by_protocol=[
+                ProtocolUsage.model_validate({**dict(row), "protocol": row["protocol"] or ""}) for row in by_protocol
+            ],
             by_month=[MonthUsage.model_validate({**dict(row), "month": row["month"] or ""}) for row in by_month],
         )
 

@@ -38,7 +38,9 @@ class RunTable:
 # Every table that holds rows of runs, `runs` first; a new one must be listed here (a test
 # checks that every table with a `run_id` column is).
 RUN_TABLES = (
-    RunTable("runs", run_column="id", texts=("question_text", "config_text", "final_answer_text"), refs=("result_json",)),
+    RunTable(
+        "runs", run_column="id", texts=("question_text", "config_text", "final_answer_text"), refs=("result_json",)
+    ),
     RunTable("events", refs=("payload_json",)),
     RunTable("calls", texts=("response_text",), refs=("request_json",)),
     RunTable("decisions"),
@@ -75,7 +77,9 @@ class TextCopier:
         return self._ids[source_id]
 
     def _copy(self, source_id: int) -> int:
-        row = self._source.execute("SELECT hash, body, parts, searchable FROM texts WHERE id = ?", (source_id,)).fetchone()
+        row = self._source.execute(
+            "SELECT hash, body, parts, searchable FROM texts WHERE id = ?", (source_id,)
+        ).fetchone()
         if row is None:
             raise MissingTextError(f"text {source_id} is missing")
         digest, body, parts, searchable = row
@@ -85,13 +89,17 @@ class TextCopier:
             if searchable and not indexed:
                 # As `Texts.put` does: a text becoming a question or an answer is kept whole and indexed.
                 whole = body if body is not None else TextCache(self._source).get(source_id)
-                self._target.execute("UPDATE texts SET body = ?, parts = NULL, searchable = 1 WHERE id = ?", (whole, target_id))
+                self._target.execute(
+                    "UPDATE texts SET body = ?, parts = NULL, searchable = 1 WHERE id = ?", (whole, target_id)
+                )
                 self._target.execute("INSERT INTO text_search (rowid, body) VALUES (?, ?)", (target_id, whole))
             return int(target_id)
         if searchable and body is None:
             body, parts = TextCache(self._source).get(source_id), None
         if parts is not None:
-            parts = dumps([[self.id_for(part[0]), *part[1:]] if isinstance(part, list) else part for part in json.loads(parts)])
+            parts = dumps(
+                [[self.id_for(part[0]), *part[1:]] if isinstance(part, list) else part for part in json.loads(parts)]
+            )
         cursor = self._target.execute(
             "INSERT INTO texts (hash, body, parts, searchable) VALUES (?, ?, ?, ?)", (digest, body, parts, searchable)
         )
@@ -124,7 +132,9 @@ def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
                     target.execute("ROLLBACK")
                 raise
         except MissingTextError as error:
-            raise UserError(f"The transcript database {other} is damaged ({error}); its runs were not imported.") from error
+            raise UserError(
+                f"The transcript database {other} is damaged ({error}); its runs were not imported."
+            ) from error
         except sqlite3.DatabaseError as error:
             raise database_error(path, error, writing=True) from error
         finally:
@@ -132,7 +142,9 @@ def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
     return report
 
 
-def _copy_runs(source: sqlite3.Connection, target: sqlite3.Connection, source_name: str, target_name: str) -> ImportReport:
+def _copy_runs(
+    source: sqlite3.Connection, target: sqlite3.Connection, source_name: str, target_name: str
+) -> ImportReport:
     imported: list[str] = []
     skipped: list[str] = []
     running: list[str] = []
@@ -150,7 +162,8 @@ def _copy_runs(source: sqlite3.Connection, target: sqlite3.Connection, source_na
         columns = _shared_columns(source, target, table.name)
         insert = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
         rows = source.execute(
-            f"SELECT {', '.join(columns)} FROM {table.name} WHERE {table.run_column} IN (SELECT value FROM json_each(?))", (wanted,)
+            f"SELECT {', '.join(columns)} FROM {table.name} WHERE {table.run_column} IN (SELECT value FROM json_each(?))",
+            (wanted,),
         )
         for row in rows:
             values = dict(zip(columns, row, strict=True))

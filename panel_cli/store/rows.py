@@ -28,14 +28,46 @@ FIELD_ORDER: dict[str, tuple[str, ...]] = {
     "run_started": ("protocol", "panel", "question", "members", "config"),
     "call_started": ("call_id", "member", "model", "stage", "round", "about"),
     "call_finished": (
-        "call_id", "member", "model", "stage", "round", "about", "text", "truncated", "request_hash", "reused",
-        "tokens_in", "tokens_out", "cost", "latency", "attempts",
+        "call_id",
+        "member",
+        "model",
+        "stage",
+        "round",
+        "about",
+        "text",
+        "truncated",
+        "request_hash",
+        "reused",
+        "tokens_in",
+        "tokens_out",
+        "cost",
+        "latency",
+        "attempts",
     ),
-    "call_failed": ("call_id", "member", "model", "stage", "round", "about", "kind", "message", "detail", "latency", "attempts"),
+    "call_failed": (
+        "call_id",
+        "member",
+        "model",
+        "stage",
+        "round",
+        "about",
+        "kind",
+        "message",
+        "detail",
+        "latency",
+        "attempts",
+    ),
     "run_finished": ("final_answer", "reached_answer", "result"),
     "run_failed": ("message",),
     "decision_recorded": (
-        "topic", "winner", "vote_counts", "method", "total_votes", "ballots_cast", "leader", "leader_override",
+        "topic",
+        "winner",
+        "vote_counts",
+        "method",
+        "total_votes",
+        "ballots_cast",
+        "leader",
+        "leader_override",
         "consensus_reached",
     ),
 }
@@ -151,7 +183,9 @@ def leftover(
     return kept
 
 
-def restore(columns: Mapping[str, Any], kept: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def restore(
+    columns: Mapping[str, Any], kept: Mapping[str, Any], given: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The inverse of `leftover`: the payload as the bus emitted it, its envelope first and
     then its fields in the event model's order."""
     kind = columns["type"]

@@ -118,7 +118,8 @@ class TextCache:
         composed: dict[int, list[Any]] = {}
         while wanted:
             rows = self._db.execute(
-                "SELECT id, body, parts FROM texts WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(sorted(wanted)),)
+                "SELECT id, body, parts FROM texts WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(wanted)),),
             ).fetchall()
             if len(rows) < len(wanted):
                 missing = wanted - {row[0] for row in rows}
@@ -164,7 +165,9 @@ class Texts:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
 
-    def put(self, text: str, *, composer: Composer | None = None, compose: bool = False, searchable: bool = False) -> int:
+    def put(
+        self, text: str, *, composer: Composer | None = None, compose: bool = False, searchable: bool = False
+    ) -> int:
         """The id of `text`, stored now unless it already is. `searchable` texts (questions and
         final answers) are indexed for full-text search, and so always kept whole."""
         digest = text_hash(text)
@@ -172,7 +175,9 @@ class Texts:
         if row is not None:
             text_id, is_composed, indexed = row
             if searchable and not indexed:
-                self._db.execute("UPDATE texts SET body = ?, parts = NULL, searchable = 1 WHERE id = ?", (text, text_id))
+                self._db.execute(
+                    "UPDATE texts SET body = ?, parts = NULL, searchable = 1 WHERE id = ?", (text, text_id)
+                )
                 self._db.execute("INSERT INTO text_search (rowid, body) VALUES (?, ?)", (text_id, text))
                 is_composed = False
             if composer is not None:
@@ -258,7 +263,9 @@ class Composer:
         literal = sum(len(part) for part in composition.parts if isinstance(part, str) and not isinstance(part, Line))
         if len(text) - literal - 12 * len(composition.parts) < 256 or self._assemble(composition.parts) != text:
             return None
-        composition.parts = [[self._texts.put(part, composer=self)] if isinstance(part, Line) else part for part in composition.parts]
+        composition.parts = [
+            [self._texts.put(part, composer=self)] if isinstance(part, Line) else part for part in composition.parts
+        ]
         return composition
 
     def _closest(self, text: str) -> tuple[tuple[str, int] | None, int, int]:
@@ -383,7 +390,10 @@ def collect_garbage(db: sqlite3.Connection) -> int:
     ):
         for (json_text,) in db.execute(query):
             marked.update(refs_in(json_text))
-    composed = {text_id: list(part_refs(parts)) for text_id, parts in db.execute("SELECT id, parts FROM texts WHERE parts IS NOT NULL")}
+    composed = {
+        text_id: list(part_refs(parts))
+        for text_id, parts in db.execute("SELECT id, parts FROM texts WHERE parts IS NOT NULL")
+    }
     frontier = [text_id for text_id in marked if text_id in composed]
     while frontier:
         found = [part for text_id in frontier for part in composed[text_id] if part not in marked]

@@ -42,8 +42,15 @@ def copy_version_3(db: sqlite3.Connection) -> None:
                 "INSERT INTO retallies (id, run_id, method, threshold, quorum, winner, leader_override, result_json,"
                 " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    row["id"], row["run_id"], row["method"], row["threshold"], row["quorum"], row["winner"],
-                    row["leader_override"], _compact(row["result_json"]), _time(row["created_at"]),
+                    row["id"],
+                    row["run_id"],
+                    row["method"],
+                    row["threshold"],
+                    row["quorum"],
+                    row["winner"],
+                    row["leader_override"],
+                    _compact(row["result_json"]),
+                    _time(row["created_at"]),
                 ),
             )
     finally:
@@ -65,7 +72,9 @@ def _copy_run(db: sqlite3.Connection, writer: RunWriter, run_id: str) -> None:
         (row, json.loads(row["payload_json"]) if row["payload_json"] else {})
         for row in db.execute("SELECT * FROM events_v3 WHERE run_id = ? ORDER BY seq", (run_id,))
     ]
-    calls = {row["id"]: row for row in db.execute("SELECT * FROM calls_v3 WHERE run_id = ? ORDER BY ts, rowid", (run_id,))}
+    calls = {
+        row["id"]: row for row in db.execute("SELECT * FROM calls_v3 WHERE run_id = ? ORDER BY ts, rowid", (run_id,))
+    }
     decision = db.execute("SELECT * FROM decisions_v3 WHERE run_id = ?", (run_id,)).fetchone()
 
     started_seq = next((row["seq"] for row, _ in events if row["type"] == "run_started"), None)
@@ -93,7 +102,11 @@ def _copy_run(db: sqlite3.Connection, writer: RunWriter, run_id: str) -> None:
             started.setdefault(call_id, (columns, payload))
         elif kind in ("call_finished", "call_failed") and call_seqs.get(call_id) == seq:
             given = _copy_call(writer, composer, calls.pop(call_id), payload, started.pop(call_id, None), seq)
-        elif old is not None and seq in (started_seq, ended_seq) and kind in ("run_started", "run_finished", "run_failed"):
+        elif (
+            old is not None
+            and seq in (started_seq, ended_seq)
+            and kind in ("run_started", "run_finished", "run_failed")
+        ):
             given = run_fields(db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone(), texts, kind)
         elif kind == "decision_recorded" and seq == decision_seq:
             _copy_decision(writer, decision, seq)
@@ -129,7 +142,9 @@ def _copy_run_row(
             old["protocol"],
             old["panel"],
             searchable(old["question"]),
-            None if old["config_json"] is None else writer.texts.put(dumps(json.loads(old["config_json"])), composer=composer),
+            None
+            if old["config_json"] is None
+            else writer.texts.put(dumps(json.loads(old["config_json"])), composer=composer),
             old["status"],
             _time(old["started_at"]),
             _time(old["finished_at"]),
@@ -181,5 +196,7 @@ def _copy_call(
 
 def _copy_decision(writer: RunWriter, decision: sqlite3.Row, seq: int | None) -> None:
     values = dict(decision)
-    values["vote_counts"] = json.loads(decision["vote_counts_json"]) if decision["vote_counts_json"] is not None else None
+    values["vote_counts"] = (
+        json.loads(decision["vote_counts_json"]) if decision["vote_counts_json"] is not None else None
+    )
     writer.insert_decision(decision["run_id"], seq, values, decision["decided_at"])

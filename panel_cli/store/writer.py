@@ -272,7 +272,8 @@ class RunWriter:
             )
         else:
             self._db.execute(
-                "UPDATE runs SET status = 'interrupted', finished_at = ?, ended_seq = NULL WHERE id = ?", (finished_at, run_id)
+                "UPDATE runs SET status = 'interrupted', finished_at = ?, ended_seq = NULL WHERE id = ?",
+                (finished_at, run_id),
             )
             return None
         return run_fields(self._run_row(run_id), TextCache(self._db), kind)

@@ -76,14 +76,22 @@ def _read(panel: Panel, index: int, path: Path) -> str:
     except OSError as exc:
         raise _refusal(panel, index, f"cannot be read ({exc.strerror})") from None
     if len(data) > MAX_ATTACHMENT_BYTES:
-        raise _refusal(panel, index, f"is larger than {size_text(MAX_ATTACHMENT_BYTES)}, the most a file can be to attach; attach an excerpt")
+        raise _refusal(
+            panel,
+            index,
+            f"is larger than {size_text(MAX_ATTACHMENT_BYTES)}, the most a file can be to attach; attach an excerpt",
+        )
     if b"\x00" in data:
         raise _refusal(panel, index, "is a binary file; only text files can be attached")
     try:
         return decode_utf8(data)
     except UnicodeDecodeError as exc:
         line = bad_byte_line(data, exc)
-        raise _refusal(panel, index, f"line {line} is not UTF-8 text (byte 0x{data[exc.start]:02x}); only UTF-8 text can be attached") from None
+        raise _refusal(
+            panel,
+            index,
+            f"line {line} is not UTF-8 text (byte 0x{data[exc.start]:02x}); only UTF-8 text can be attached",
+        ) from None
 
 
 def _refusal(panel: Panel, index: int, problem: str) -> UserError:

@@ -101,9 +101,14 @@ def tool_set(listings: dict[str, list[ToolSpec]]) -> ToolSet:
             if name in offered.routes:
                 continue
             offered.routes[name] = ToolRoute(server, spec.name)
-            parameters = spec.parameters if spec.parameters.get("type") == "object" else {"type": "object", "properties": {}}
+            parameters = (
+                spec.parameters if spec.parameters.get("type") == "object" else {"type": "object", "properties": {}}
+            )
             offered.specs.append(
-                {"type": "function", "function": {"name": name, "description": spec.description, "parameters": parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": name, "description": spec.description, "parameters": parameters},
+                }
             )
     return offered
 
@@ -161,7 +166,9 @@ def assistant_message(text: str | None, calls: list[RequestedCall]) -> dict[str,
     return {
         "role": "assistant",
         "content": text or None,
-        "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls],
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+        ],
     }
 
 
@@ -171,7 +178,11 @@ def result_label(number: int, name: str) -> str:
 
 def result_message(call: RequestedCall, number: int, text: str) -> dict[str, Any]:
     """A tool's result (or its error) for the model, fenced like any quoted text."""
-    return {"role": "tool", "tool_call_id": call.id, "content": render_labelled({result_label(number, call.name): text}, RESULT_NOUN)}
+    return {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "content": render_labelled({result_label(number, call.name): text}, RESULT_NOUN),
+    }
 
 
 def with_results(messages: list[dict[str, Any]], results: dict[str, str]) -> list[dict[str, Any]]:

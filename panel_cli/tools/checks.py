@@ -35,9 +35,13 @@ def tool_findings(panel: Panel) -> list[Finding]:
             problem = f"no such command: {server.command[0]}"
             if panel.source_file is None:
                 raise UserError(f"tools.{name}.command: {problem}.")
-            raise ConfigError(panel.source_file, panel.line_of(("tools", name, "command")), f"tools.{name}.command", problem)
+            raise ConfigError(
+                panel.source_file, panel.line_of(("tools", name, "command")), f"tools.{name}.command", problem
+            )
     named = {name for member in panel.callable_members() for name in member.tools}
-    findings: list[Finding] = [(("tools", name), "no member names it, so it is not started") for name in panel.tools if name not in named]
+    findings: list[Finding] = [
+        (("tools", name), "no member names it, so it is not started") for name in panel.tools if name not in named
+    ]
     if named and panel.defaults.tool_budget == 0:
         findings.append((("defaults", "tool_budget"), "is 0, so no member gets tools"))
     return findings

@@ -31,7 +31,11 @@ async def equipped(panel: Panel, gateway: Gateway, emit: Emit) -> AsyncIterator[
     holders = [member for member in panel.callable_members() if member.tools] if panel.defaults.tool_budget else []
     for member in holders:
         if not gateway.supports_tools(member.model):
-            await emit(WarningRaised(member=member.name, message=f"{member.model} has no function calling, so it gets no tools"))
+            await emit(
+                WarningRaised(
+                    member=member.name, message=f"{member.model} has no function calling, so it gets no tools"
+                )
+            )
             continue
         for name in member.tools:
             users.setdefault(name, []).append(member.name)
@@ -46,7 +50,11 @@ async def equipped(panel: Panel, gateway: Gateway, emit: Emit) -> AsyncIterator[
     try:
         for name, config in servers.items():
             tools = [spec.name for spec in toolbox.servers[name].tools]
-            await emit(ToolServerStarted(server=name, transport=config.transport, target=config.target, tools=tools, members=users[name]))
+            await emit(
+                ToolServerStarted(
+                    server=name, transport=config.transport, target=config.target, tools=tools, members=users[name]
+                )
+            )
         offered = {
             member.name: tool_set(toolbox.listings(member.tools))
             for member in panel.callable_members()

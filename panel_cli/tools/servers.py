@@ -76,13 +76,18 @@ class RunningServer:
             self._failure = f"it did not start within {START_SECONDS:.0f}s"
         if self._failure is not None or self._client is None:
             await self.stop()
-            raise UserError(f"Tool server '{self.name}' ({self.config.target}) could not start: {self._failure or 'it stopped at once'}.")
+            raise UserError(
+                f"Tool server '{self.name}' ({self.config.target}) could not start: {self._failure or 'it stopped at once'}."
+            )
 
     async def _serve(self) -> None:
         with tempfile.TemporaryFile() as log:
             self._log = log
             try:
-                async with self._transport() as transport, Client(transport, client_info=Implementation(name="panel", version="1")) as client:
+                async with (
+                    self._transport() as transport,
+                    Client(transport, client_info=Implementation(name="panel", version="1")) as client,
+                ):
                     self.tools = await _listing(client)
                     self._client = client
                     self._ready.set()
@@ -109,7 +114,9 @@ class RunningServer:
         """Call one tool; never raises for the server's or the tool's failure."""
         client = self._client
         if client is None:
-            return failed(f"the tool server '{self.name}' has stopped ({self._gone or self._failure or 'it is not running'})")
+            return failed(
+                f"the tool server '{self.name}' has stopped ({self._gone or self._failure or 'it is not running'})"
+            )
         if timeout is not None and timeout <= 0:
             return failed("no time was left in the stage for this tool call", "timeout")
         try:
@@ -128,7 +135,13 @@ class RunningServer:
         text = _result_text(result)
         shown, truncated = capped(text)
         if result.is_error:
-            return ToolOutcome(text=f"Error: {shown}", chars=len(text), truncated=truncated, status="failed", error=text[:500] or "the tool failed")
+            return ToolOutcome(
+                text=f"Error: {shown}",
+                chars=len(text),
+                truncated=truncated,
+                status="failed",
+                error=text[:500] or "the tool failed",
+            )
         return ToolOutcome(text=shown, chars=len(text), truncated=truncated, status="ok")
 
     async def stop(self) -> None:
@@ -194,7 +207,13 @@ class Toolbox:
         running = self.servers.get(server)
         if running is None:
             return failed(f"no tool server '{server}' is running")
-        limit = running.config.timeout if timeout is None else timeout if running.config.timeout is None else min(timeout, running.config.timeout)
+        limit = (
+            running.config.timeout
+            if timeout is None
+            else timeout
+            if running.config.timeout is None
+            else min(timeout, running.config.timeout)
+        )
         return await running.call(tool, arguments, limit)
 
     async def aclose(self) -> None:
@@ -207,7 +226,10 @@ async def _listing(client: Client) -> list[ToolSpec]:
     cursor: str | None = None
     for _ in range(LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
-        specs += [ToolSpec(tool.name, tool.description or tool.title or "", dict(tool.input_schema or {})) for tool in page.tools]
+        specs += [
+            ToolSpec(tool.name, tool.description or tool.title or "", dict(tool.input_schema or {}))
+            for tool in page.tools
+        ]
         cursor = page.next_cursor
         if cursor is None:
             break
@@ -240,7 +262,9 @@ def _connection_lost(exc: BaseException) -> bool:
     for leaf in _leaves(exc):
         if isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED:
             return True
-        if isinstance(leaf, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream | ConnectionError):
+        if isinstance(
+            leaf, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream | ConnectionError
+        ):
             return True
     return False
 

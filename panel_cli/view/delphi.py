@@ -68,9 +68,25 @@ class ContributionTable:
             Column("expert", [member_cell(row, False) for row in rows], keep=0),
             Column("status", [Text(row.status, style=STATUS_STYLES[row.status]) for row in rows], keep=0),
             Column("changed?", [changed_cell(entry) for entry in found], keep=2),
-            Column("latency", [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows], keep=5, justify="right"),
-            Column("tokens", [Text("" if row.tokens is None else fmt.tokens(row.tokens)) for row in rows], keep=6, justify="right"),
-            Column("analysis", [analysis_cell(row, entry) for row, entry in zip(rows, found, strict=True)], keep=4, shrink_to=12, style="dim"),
+            Column(
+                "latency",
+                [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows],
+                keep=5,
+                justify="right",
+            ),
+            Column(
+                "tokens",
+                [Text("" if row.tokens is None else fmt.tokens(row.tokens)) for row in rows],
+                keep=6,
+                justify="right",
+            ),
+            Column(
+                "analysis",
+                [analysis_cell(row, entry) for row, entry in zip(rows, found, strict=True)],
+                keep=4,
+                shrink_to=12,
+                style="dim",
+            ),
             *tools_columns(rows),
         ]
 

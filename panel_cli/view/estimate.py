@@ -54,13 +54,20 @@ def render_estimate(estimate: Estimate) -> RenderableType:
     for stage in estimate.stages:
         cost = cost_span(stage.cost_low, stage.cost_high, complete=stage.complete).replace("at least ", "≥ ")
         row(
-            Text(stage.stage), Text(stage.rounds or ""), Text(span(stage.calls_low, stage.calls_high)),
-            Text(span(stage.prompt_tokens_low, stage.prompt_tokens_high)), Text(f"{stage.output_tokens_high:,}"), Text(cost),
+            Text(stage.stage),
+            Text(stage.rounds or ""),
+            Text(span(stage.calls_low, stage.calls_high)),
+            Text(span(stage.prompt_tokens_low, stage.prompt_tokens_high)),
+            Text(f"{stage.output_tokens_high:,}"),
+            Text(cost),
         )
     stages.add_section()
     row(
-        Text("total", style="bold"), Text(""), Text(span(estimate.calls_low, estimate.calls_high)),
-        Text(span(estimate.prompt_tokens_low, estimate.prompt_tokens_high)), Text(f"{estimate.output_tokens_high:,}"),
+        Text("total", style="bold"),
+        Text(""),
+        Text(span(estimate.calls_low, estimate.calls_high)),
+        Text(span(estimate.prompt_tokens_low, estimate.prompt_tokens_high)),
+        Text(f"{estimate.output_tokens_high:,}"),
         Text(cost_span(estimate.cost_low, estimate.cost_high, complete=estimate.complete), style="bold"),
     )
     models = Table(show_edge=False)
@@ -68,13 +75,17 @@ def render_estimate(estimate: Estimate) -> RenderableType:
         models.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
     for model in estimate.models:
         models.add_row(
-            Text(model.model), Text(span(model.calls_low, model.calls_high)),
-            Text(f"{price(model.input_per_million)} / {price(model.output_per_million)}"), Text(cost_span(model.cost_low, model.cost_high)),
+            Text(model.model),
+            Text(span(model.calls_low, model.calls_high)),
+            Text(f"{price(model.input_per_million)} / {price(model.output_per_million)}"),
+            Text(cost_span(model.cost_low, model.cost_high)),
             Text(model.output_limit.split(" (")[0]),
         )
     parts: list[RenderableType] = [title, stages, Text(""), models, Text("")]
     if estimate.unpriced:
-        parts.append(Text(f"No price in litellm's table for {', '.join(estimate.unpriced)}: the total leaves them out."))
+        parts.append(
+            Text(f"No price in litellm's table for {', '.join(estimate.unpriced)}: the total leaves them out.")
+        )
     parts += [Text(f"- {note}", style="dim") for note in estimate.notes]
     return Group(*parts)
 

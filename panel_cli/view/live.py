@@ -209,7 +209,9 @@ class LiveView:
         stage = self._stage
         if stage is None or stage.key != (event.stage, event.round):
             return
-        tools.record(stage.call_row(event.call_id, event.member, self._labels.get(event.member), event.about).tools, event)
+        tools.record(
+            stage.call_row(event.call_id, event.member, self._labels.get(event.member), event.about).tools, event
+        )
 
     def _on_ranking(self, event: RankingParsed) -> None:
         if event.reviewer is not None:
@@ -221,7 +223,11 @@ class LiveView:
             self.console.print(render_aggregate(event.aggregate))
 
     def _open_stage(self, stage: str, round_: int | None, members: list[str]) -> StageState:
-        new = TaskStage(stage, round_, plan=self._plan) if self._plan is not None and stage == "subtasks" else StageState(stage, round_)
+        new = (
+            TaskStage(stage, round_, plan=self._plan)
+            if self._plan is not None and stage == "subtasks"
+            else StageState(stage, round_)
+        )
         if stage == delphi.STAGE:
             new = delphi.ContributionStage(stage, round_)
         elif stage == supervise.STAGE:

@@ -131,18 +131,38 @@ class TaskTable:
             Column("worker", [Text(row.worker) for row in rows], keep=2),
             Column("after", [Text(", ".join(row.depends_on)) for row in rows], keep=3, shrink_to=8),
             Column("status", [Text(row.status, style=TASK_STYLES[row.status]) for row in rows], keep=0),
-            Column("start", [Text("" if row.start is None else f"+{fmt.seconds(row.start)}") for row in rows], keep=6, justify="right"),
-            Column("time", [Text("" if row.duration is None else fmt.seconds(row.duration)) for row in rows], keep=5, justify="right"),
-            Column("title / output", [_note(row, writing.get(row.task_id)) for row in rows], keep=4, shrink_to=12, style="dim"),
+            Column(
+                "start",
+                [Text("" if row.start is None else f"+{fmt.seconds(row.start)}") for row in rows],
+                keep=6,
+                justify="right",
+            ),
+            Column(
+                "time",
+                [Text("" if row.duration is None else fmt.seconds(row.duration)) for row in rows],
+                keep=5,
+                justify="right",
+            ),
+            Column(
+                "title / output",
+                [_note(row, writing.get(row.task_id)) for row in rows],
+                keep=4,
+                shrink_to=12,
+                style="dim",
+            ),
             *self.tools_columns(),
         ]
 
     def tools_columns(self) -> list[Column]:
         """Each subtask's tool calls (its call's row is about the subtask), when any was made."""
-        used: dict[str, list[ToolActivity]] = {row.about: row.tools for row in self.stage.rows if row.about and row.tools}
+        used: dict[str, list[ToolActivity]] = {
+            row.about: row.tools for row in self.stage.rows if row.about and row.tools
+        }
         if not used:
             return []
-        return [Column("tools", [tools_cell(used.get(row.task_id, [])) for row in self.stage.tasks], keep=3, shrink_to=16)]
+        return [
+            Column("tools", [tools_cell(used.get(row.task_id, [])) for row in self.stage.tasks], keep=3, shrink_to=16)
+        ]
 
 
 def _note(row: TaskRow, so_far: str | None = None) -> Preview:
@@ -168,7 +188,9 @@ def plain_line(event: BaseEvent) -> str | None:
         case PlanRejected():
             return f"[round {event.attempt}] {rejection_note(event)}"
         case PlanAccepted():
-            lines = [f"[round {event.attempt}] plan accepted: {len(event.tasks)} subtask{'' if len(event.tasks) == 1 else 's'}"]
+            lines = [
+                f"[round {event.attempt}] plan accepted: {len(event.tasks)} subtask{'' if len(event.tasks) == 1 else 's'}"
+            ]
             for task in event.tasks:
                 after = f"  after {', '.join(task.depends_on)}" if task.depends_on else ""
                 lines.append(f"  {task.task_id}  {task.worker}{after}  {fmt.one_line(task.title, 80)}")

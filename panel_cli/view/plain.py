@@ -125,7 +125,15 @@ class PlainView:
                 return f"run failed: {event.message}"
             case RunInterrupted():
                 return f"interrupted — the run is kept as interrupted (run id {event.run_id})"
-            case PlanProposed() | PlanRejected() | PlanAccepted() | TaskStarted() | TaskFinished() | TaskFailed() | TaskSkipped():
+            case (
+                PlanProposed()
+                | PlanRejected()
+                | PlanAccepted()
+                | TaskStarted()
+                | TaskFinished()
+                | TaskFailed()
+                | TaskSkipped()
+            ):
                 return orchestrate_line(event)
             case VoteOpened() | VoteReceived() | QuorumReached() | VoteTallied() | LeaderChose() | DecisionRecorded():
                 return vote_line(event)

@@ -46,7 +46,9 @@ def pauses(events: Sequence[BaseEvent], speed: float | None) -> list[float]:
     return [0.0, *(max(0.0, current.ts - previous.ts) / speed for previous, current in pairwise(events))][: len(events)]
 
 
-async def play(view: View, events: Sequence[BaseEvent], *, speed: float | None = None, sleep: Sleep | None = None) -> None:
+async def play(
+    view: View, events: Sequence[BaseEvent], *, speed: float | None = None, sleep: Sleep | None = None
+) -> None:
     """Feed `events` to `view` with their pauses (`sleep`: asyncio's unless given). The view is
     closed however this ends, so Ctrl-C in the middle of a replay leaves the terminal as it
     found it (cursor shown, the stage in progress printed)."""

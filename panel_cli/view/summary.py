@@ -72,7 +72,15 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
     fields += delphi.summary_fields(result) + supervise.summary_fields(result)
     fields += vote.vote_fields(result)
     if totals is not None:
-        notes = [f"{count} {what}" for count, what in ((totals.failed, "failed"), (totals.cancelled, "cancelled"), (totals.refused, "refused (budget)")) if count]
+        notes = [
+            f"{count} {what}"
+            for count, what in (
+                (totals.failed, "failed"),
+                (totals.cancelled, "cancelled"),
+                (totals.refused, "refused (budget)"),
+            )
+            if count
+        ]
         calls = str(totals.calls) + (f" ({', '.join(notes)})" if notes else "")
         fields.append(("calls", calls))
         if totals.skipped:

@@ -65,9 +65,16 @@ def verdict_grid(verdicts: list[VerdictGiven]) -> Table:
 def feedback_lines(verdict: VerdictGiven) -> list[Text]:
     """The round's feedback, worker by worker; why there is no verdict, when there is none."""
     if verdict.verdict is None:
-        return [Text.assemble((" no usable verdict: ", "yellow"), fmt.one_line(verdict.problem or "unknown", FEEDBACK_LIMIT))]
+        return [
+            Text.assemble(
+                (" no usable verdict: ", "yellow"), fmt.one_line(verdict.problem or "unknown", FEEDBACK_LIMIT)
+            )
+        ]
     return [
-        Text.assemble((f" {worker}: ", "bold red" if worker in verdict.rejected else "bold"), (fmt.one_line(text, FEEDBACK_LIMIT), "dim"))
+        Text.assemble(
+            (f" {worker}: ", "bold red" if worker in verdict.rejected else "bold"),
+            (fmt.one_line(text, FEEDBACK_LIMIT), "dim"),
+        )
         for worker, text in verdict.feedback.items()
     ]
 
@@ -84,7 +91,10 @@ def plain_line(event: VerdictGiven) -> str:
 def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
     if "loop_end" not in result:
         return []
-    fields = [("approved", "yes" if result.get("approved") else "no"), ("corrections", str(result.get("correction_rounds", 0)))]
+    fields = [
+        ("approved", "yes" if result.get("approved") else "no"),
+        ("corrections", str(result.get("correction_rounds", 0))),
+    ]
     synthesis = result.get("synthesis")
     if isinstance(synthesis, dict) and synthesis.get("chairman"):
         fields.append(("chairman", str(synthesis["chairman"])))

@@ -271,10 +271,18 @@ class StageTable:
             columns.append(Column("vote", [vote_cell(row.vote) for row in rows], keep=2))
         if any(row.ranking is not None for row in rows):
             # Wraps between the places of a ranking rather than disappear.
-            columns.append(Column("ranking", [Text(", ".join(row.ranking or [])) for row in rows], keep=3, shrink_to=10))
+            columns.append(
+                Column("ranking", [Text(", ".join(row.ranking or [])) for row in rows], keep=3, shrink_to=10)
+            )
         columns += tools_columns(rows)
         columns.append(
-            Column("rationale" if show_vote else "answer", [preview_cell(row) for row in rows], keep=4, shrink_to=12, style="dim")
+            Column(
+                "rationale" if show_vote else "answer",
+                [preview_cell(row) for row in rows],
+                keep=4,
+                shrink_to=12,
+                style="dim",
+            )
         )
         return columns
 
@@ -302,7 +310,9 @@ def preview_cell(row: CallRow) -> Preview:
     if row.status == "writing":
         return Preview(Text(row.preview), from_end=True)
     text = fmt.one_line(row.vote.rationale) if row.vote and row.vote.rationale else row.preview
-    return Preview(Text(text, style="red" if failed else ""), Text(TRUNCATED, style="yellow") if row.truncated else None)
+    return Preview(
+        Text(text, style="red" if failed else ""), Text(TRUNCATED, style="yellow") if row.truncated else None
+    )
 
 
 class Preview:

@@ -54,10 +54,7 @@ def record(activities: list[ToolActivity], event: ToolCallStarted | ToolCallFini
 
 def tools_cell(activities: list[ToolActivity]) -> Text:
     """One line per call: `lookup(query="tenant isolation") ok`."""
-    lines = [
-        Text.assemble(entry.label(), " ", (entry.state, STATE_STYLES[entry.state]))
-        for entry in activities
-    ]
+    lines = [Text.assemble(entry.label(), " ", (entry.state, STATE_STYLES[entry.state])) for entry in activities]
     return Text("\n").join(lines)
 
 
@@ -82,6 +79,10 @@ def plain_line(event: BaseEvent) -> str | None:
             return f"{where}tool call  {fmt.who(event.member, event.about)}  {event.tool}({short_arguments(event.arguments)})"
         case ToolCallFinished():
             where = f"[{event.stage}] " if event.round is None else f"[round {event.round}] "
-            detail = f"{event.result_chars:,} chars" if event.status == "ok" else fmt.one_line(event.error or event.status, 200)
+            detail = (
+                f"{event.result_chars:,} chars"
+                if event.status == "ok"
+                else fmt.one_line(event.error or event.status, 200)
+            )
             return f"{where}tool {event.status}  {fmt.who(event.member, event.about)}  {event.tool}  {fmt.seconds(event.duration)}  {detail}"
     return None

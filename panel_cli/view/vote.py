@@ -105,7 +105,10 @@ class VoteBoard:
         if self.quorum is not None:
             return Text(f"quorum reached: {plural(self.quorum.current, 'ballot')}, {needed} needed", style="green")
         if self.tally is not None:
-            return Text(f"quorum not met: {plural(self.tally.ballots_cast, 'ballot')} arrived, {needed} needed", style="bold red")
+            return Text(
+                f"quorum not met: {plural(self.tally.ballots_cast, 'ballot')} arrived, {needed} needed",
+                style="bold red",
+            )
         arrived = sum(1 for ballot in self.ballots.values() if not ballot.late)
         return Text(f"quorum {needed}: {plural(arrived, 'ballot')} so far", style="dim")
 
@@ -119,7 +122,9 @@ class VoteBoard:
 
 def rules_line(opened: VoteOpened) -> Text:
     """`majority · quorum 2 · 4 voters, at most 10 at once · collection closes after 30s`."""
-    method = opened.method.replace("_", " ") + (f" (more than {opened.threshold:g})" if opened.method == "supermajority" else "")
+    method = opened.method.replace("_", " ") + (
+        f" (more than {opened.threshold:g})" if opened.method == "supermajority" else ""
+    )
     parts = [method, f"quorum {opened.quorum}", plural(len(opened.voters), "voter")]
     if len(opened.voters) > opened.max_voters:
         parts[-1] += f", at most {opened.max_voters} at once"
@@ -150,14 +155,23 @@ def tally_bars(counts: dict[str, float], winner: str | None, *, weighted: bool) 
 
 def render_tally(counted: Tally) -> Table:
     weighted = counted.method == "weighted"
-    return tally_bars(counted.weights if weighted else {o: float(c) for o, c in counted.vote_counts.items()}, counted.winner, weighted=weighted)
+    return tally_bars(
+        counted.weights if weighted else {o: float(c) for o, c in counted.vote_counts.items()},
+        counted.winner,
+        weighted=weighted,
+    )
 
 
 def round_text(entry: RunoffRound) -> Text:
     """`round 1: A 2 · B 1 · C 1 — C dropped (tied with B; the one listed last goes); 1 → A`."""
-    line = Text.assemble((f"round {entry.index}: ", "bold"), " · ".join(f"{option} {count}" for option, count in entry.counts.items()))
+    line = Text.assemble(
+        (f"round {entry.index}: ", "bold"), " · ".join(f"{option} {count}" for option, count in entry.counts.items())
+    )
     if entry.winner is not None:
-        line.append(f" — {entry.winner} wins with {entry.counts[entry.winner]} of {plural(entry.live, 'live ballot')}", style="bold green")
+        line.append(
+            f" — {entry.winner} wins with {entry.counts[entry.winner]} of {plural(entry.live, 'live ballot')}",
+            style="bold green",
+        )
     elif entry.eliminated is not None:
         line.append(f" — {entry.eliminated} dropped", style="yellow")
         if entry.tied:
@@ -181,13 +195,20 @@ def outcome_line(counted: Tally) -> Text:
     share = f"{counted.winner_votes} of {plural(counted.total_votes, 'vote')}"
     if counted.method == "weighted":
         share = f"weight {fmt.number(counted.weights[counted.winner])} of {fmt.number(counted.total_weight)}"
-    return Text.assemble(("winner: ", "bold green"), (counted.winner, "bold green"), (f" — {share}, {counted.method.replace('_', ' ')}", "green"))
+    return Text.assemble(
+        ("winner: ", "bold green"),
+        (counted.winner, "bold green"),
+        (f" — {share}, {counted.method.replace('_', ' ')}", "green"),
+    )
 
 
 def leader_line(event: LeaderChose) -> Text:
     if event.choice is not None:
         return Text.assemble(
-            ("leader ", "bold"), (event.leader, "bold"), " chose ", (choice_text(event.choice, event.matched_by), "bold green"),
+            ("leader ", "bold"),
+            (event.leader, "bold"),
+            " chose ",
+            (choice_text(event.choice, event.matched_by), "bold green"),
             (" — the leader's choice decides (leader override)", "green"),
         )
     why = event.error or "named no option"
@@ -217,11 +238,21 @@ def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str])
     voting.board.update(event)
     if isinstance(event, VoteReceived):
         row = voting.member_row(event.voter, labels.get(event.voter))
-        row.vote = VoteCast(voter=event.voter, choice=choice_text(event.choice, event.matched_by, event.late), confidence=event.confidence, rationale=event.reason)
+        row.vote = VoteCast(
+            voter=event.voter,
+            choice=choice_text(event.choice, event.matched_by, event.late),
+            confidence=event.confidence,
+            rationale=event.reason,
+        )
         row.ranking = event.ranking if len(event.ranking) > 1 else None
     elif isinstance(event, LeaderChose):
         row = voting.member_row(event.leader, labels.get(event.leader))
-        row.vote = VoteCast(voter=event.leader, choice=choice_text(event.choice, event.matched_by), confidence=event.confidence, rationale=event.reason or event.error or "")
+        row.vote = VoteCast(
+            voter=event.leader,
+            choice=choice_text(event.choice, event.matched_by),
+            confidence=event.confidence,
+            rationale=event.reason or event.error or "",
+        )
     return voting
 
 
@@ -246,7 +277,10 @@ def plain_line(event: VoteEvent) -> str | None:
         case VoteTallied():
             counted = Tally.model_validate(event.tally)
             values: dict[str, Any] = counted.weights if counted.method == "weighted" else counted.vote_counts
-            lines = [f"tally ({counted.method}): " + " ".join(f"{option}={fmt.number(value)}" for option, value in values.items())]
+            lines = [
+                f"tally ({counted.method}): "
+                + " ".join(f"{option}={fmt.number(value)}" for option, value in values.items())
+            ]
             lines += [f"  runoff {round_text(entry).plain}" for entry in counted.rounds or []]
             lines.append(outcome_line(counted).plain)
             return "\n".join(lines)

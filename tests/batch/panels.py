@@ -16,7 +16,13 @@ def answer(request: RecordedRequest) -> str:
 
 
 def write_panel(
-    path: Path, server: FakeOpenAIServer, *, members: int = 1, protocol: str = "ensemble", extra: str = "", defaults: str = "{retries: 0}"
+    path: Path,
+    server: FakeOpenAIServer,
+    *,
+    members: int = 1,
+    protocol: str = "ensemble",
+    extra: str = "",
+    defaults: str = "{retries: 0}",
 ) -> Path:
     entries = "".join(f"  - name: m{n}\n    model: openai/m{n}\n    api_base: {server.url}\n" for n in range(members))
     mode = "mode: race\n" if protocol == "ensemble" else ""

@@ -40,7 +40,12 @@ def source(tmp_path: Path) -> Path:
         await record(path, "live", [run_started()])  # written by this process, which is alive: running
 
     asyncio.run(fill())
-    record_retally(path, RetallyRecord(id="recount1", run_id="other-vote", method="majority", quorum=1, result={"winner": "x"}, created_at=1.0))
+    record_retally(
+        path,
+        RetallyRecord(
+            id="recount1", run_id="other-vote", method="majority", quorum=1, result={"winner": "x"}, created_at=1.0
+        ),
+    )
     return path
 
 
@@ -79,8 +84,13 @@ def test_texts_both_files_hold_are_stored_once_and_none_is_left_over(source, tar
     import_runs(target, source)
     db = connect(target)
     try:
-        assert db.execute("SELECT count(*) FROM texts").fetchone()[0] == db.execute("SELECT count(DISTINCT hash) FROM texts").fetchone()[0]
-        question_ids = db.execute("SELECT DISTINCT question_text FROM runs WHERE id IN ('mine', 'other-confer')").fetchall()
+        assert (
+            db.execute("SELECT count(*) FROM texts").fetchone()[0]
+            == db.execute("SELECT count(DISTINCT hash) FROM texts").fetchone()[0]
+        )
+        question_ids = db.execute(
+            "SELECT DISTINCT question_text FROM runs WHERE id IN ('mine', 'other-confer')"
+        ).fetchall()
         assert len(question_ids) == 1, "the question both files asked is one text"
         db.execute("BEGIN IMMEDIATE")
         assert collect_garbage(db) == 0, "only texts the copied runs refer to were copied"
@@ -102,7 +112,11 @@ def test_every_table_holding_runs_is_copied(tmp_path):
     db = connect(tmp_path / "schema.db")
     try:
         tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        holding = {table for table in tables if any(column[1] == "run_id" for column in db.execute(f"PRAGMA table_info({table})"))}
+        holding = {
+            table
+            for table in tables
+            if any(column[1] == "run_id" for column in db.execute(f"PRAGMA table_info({table})"))
+        }
     finally:
         db.close()
     assert holding | {"runs"} == {table.name for table in RUN_TABLES}
@@ -121,11 +135,16 @@ def test_history_import_says_what_it_did(source, target):
 
 
 def test_a_missing_file_or_the_file_itself_is_refused(tmp_path, target):
-    with pytest.raises(UserError, match=r"^.*/none\.db does not exist; give the transcript database to import runs from\.$"):
+    with pytest.raises(
+        UserError, match=r"^.*/none\.db does not exist; give the transcript database to import runs from\.$"
+    ):
         import_runs(target, tmp_path / "none.db")
     with pytest.raises(UserError, match=r"is the database runs are imported into; give another file to import from\.$"):
         import_runs(target, target)
     (tmp_path / "junk.db").write_text("not a database at all, just text " * 100)
     outcome = runner.invoke(app, ["history", "import", str(tmp_path / "junk.db"), "--db", str(target)])
     assert isinstance(outcome.exception, UserError)
-    assert outcome.exception.message == f"{tmp_path / 'junk.db'} is not a panel transcript database (it is not an SQLite file)."
+    assert (
+        outcome.exception.message
+        == f"{tmp_path / 'junk.db'} is not a panel transcript database (it is not an SQLite file)."
+    )

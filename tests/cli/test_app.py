@@ -121,8 +121,10 @@ def test_panel_files_offers_yaml_files_and_folders(tmp_path: Path, monkeypatch: 
 
 def test_member_names_come_from_the_panel_file(tmp_path: Path) -> None:
     file = tmp_path / "p.yaml"
-    file.write_text("members:\n  - {name: gpt, model: demo/sage}\n  - {name: claude, model: demo/skeptic}\n"
-                    "  - {name: llama, model: demo/sage}\n")
+    file.write_text(
+        "members:\n  - {name: gpt, model: demo/sage}\n  - {name: claude, model: demo/skeptic}\n"
+        "  - {name: llama, model: demo/sage}\n"
+    )
     assert completion.member_names(context(panel_file=file), "") == ["gpt", "claude", "llama"]
     assert completion.member_names(context(panel_file=file), "cl") == ["claude"]
     assert completion.member_names(context(panel_file=file), "gpt,") == ["gpt,claude", "gpt,llama"]
@@ -150,8 +152,17 @@ def runs_db(tmp_path: Path) -> Path:
         ("xyz789", 1_700_000_200.0, ""),
     ):
         writer.write(
-            {"run_id": run_id, "seq": 1, "ts": started, "type": "run_started", "protocol": "confer", "panel": "p",
-             "question": question, "members": [], "config": {}}
+            {
+                "run_id": run_id,
+                "seq": 1,
+                "ts": started,
+                "type": "run_started",
+                "protocol": "confer",
+                "panel": "p",
+                "question": question,
+                "members": [],
+                "config": {},
+            }
         )
     db.close()
     return path

@@ -55,7 +55,15 @@ def files(tmp_path: Path, fake_server: FakeOpenAIServer) -> dict[str, Path]:
 
 
 def common(files: dict[str, Path]) -> list[str]:
-    return [str(files["panel"]), "--questions", str(files["questions"]), "--db", str(files["db"]), "--output", str(files["out"])]
+    return [
+        str(files["panel"]),
+        "--questions",
+        str(files["questions"]),
+        "--db",
+        str(files["db"]),
+        "--output",
+        str(files["out"]),
+    ]
 
 
 def test_every_question_runs_once_into_one_batch_and_one_line_each(files, fake_server):
@@ -66,10 +74,29 @@ def test_every_question_runs_once_into_one_batch_and_one_line_each(files, fake_s
     assert [line["id"] for line in lines] == ["q1", "q2", "q3", "q4", "q5"], "the results are in question order"
     assert [line["final_answer"] for line in lines] == ["A1", "A2", "A3", "A4", "A5"]
     assert all(line["reached_answer"] and line["calls"] == 1 and line["tokens"] == 30 for line in lines)
-    assert set(lines[0]) == {"id", "question", "run_id", "final_answer", "reached_answer", "failure_reason", "calls", "tokens", "cost", "duration_s"}
+    assert set(lines[0]) == {
+        "id",
+        "question",
+        "run_id",
+        "final_answer",
+        "reached_answer",
+        "failure_reason",
+        "calls",
+        "tokens",
+        "cost",
+        "duration_s",
+    }
     assert re.fullmatch(r"b[0-9a-f]{10}", summary["batch_id"])
-    assert {key: summary[key] for key in ("questions", "skipped", "ran", "answered", "no_answer", "calls", "tokens")} == {
-        "questions": 5, "skipped": 0, "ran": 5, "answered": 5, "no_answer": 0, "calls": 5, "tokens": 150,
+    assert {
+        key: summary[key] for key in ("questions", "skipped", "ran", "answered", "no_answer", "calls", "tokens")
+    } == {
+        "questions": 5,
+        "skipped": 0,
+        "ran": 5,
+        "answered": 5,
+        "no_answer": 0,
+        "calls": 5,
+        "tokens": 150,
     }
     with TranscriptReader.open(files["db"]) as reader:
         runs = reader.batch_runs(summary["batch_id"])
@@ -83,22 +110,31 @@ def test_progress_is_plain_lines_on_stderr_and_quiet_prints_nothing(files):
     assert outcome.exit_code == 0 and outcome.stdout == ""
     lines = outcome.stderr.splitlines()
     assert re.fullmatch(r"panel: batch b[0-9a-f]{10}: 5 questions, 4 at a time, results to .*out\.jsonl\.", lines[0])
-    finished = [re.fullmatch(r"panel: \[(\d)/5\] question (q\d): answered \(run [0-9a-f]{12}, \d+\.\d\ds, —\)", line) for line in lines[1:6]]
+    finished = [
+        re.fullmatch(r"panel: \[(\d)/5\] question (q\d): answered \(run [0-9a-f]{12}, \d+\.\d\ds, —\)", line)
+        for line in lines[1:6]
+    ]
     assert all(finished), lines
     assert [match.group(1) for match in finished] == ["1", "2", "3", "4", "5"]
     assert sorted(match.group(2) for match in finished) == ["q1", "q2", "q3", "q4", "q5"]
-    assert re.fullmatch(r"panel: batch b[0-9a-f]{10}: 5 of 5 answered; this time 5 calls, 150 tokens · cost —; results in .*", lines[6])
+    assert re.fullmatch(
+        r"panel: batch b[0-9a-f]{10}: 5 of 5 answered; this time 5 calls, 150 tokens · cost —; results in .*", lines[6]
+    )
     quiet = batch(*common(files), "--quiet")
     assert quiet.exit_code == 0 and quiet.stdout == "" and quiet.stderr == ""
 
 
-@pytest.mark.parametrize(("concurrency", "defaults", "seen"), [("3", "{retries: 0}", 3), ("4", "{retries: 0, concurrency: 1}", 1)])
+@pytest.mark.parametrize(
+    ("concurrency", "defaults", "seen"), [("3", "{retries: 0}", 3), ("4", "{retries: 0, concurrency: 1}", 1)]
+)
 def test_the_server_never_sees_more_runs_at_once_than_allowed(tmp_path, fake_server, concurrency, defaults, seen):
     """--concurrency caps the runs in flight; the panel's per-endpoint limit holds across them all."""
     fake_server.default(responder(answer, latency=0.2))
     panel = write_panel(tmp_path / "panel.yaml", fake_server, defaults=defaults)
     questions = write_questions(tmp_path / "q.jsonl", range(8))
-    run_json(str(panel), "--questions", str(questions), "--concurrency", concurrency, "--output", str(tmp_path / "out.jsonl"))
+    run_json(
+        str(panel), "--questions", str(questions), "--concurrency", concurrency, "--output", str(tmp_path / "out.jsonl")
+    )
     assert len(fake_server.requests) == 8
     assert fake_server.max_in_flight == seen
 
@@ -109,7 +145,14 @@ async def interrupted_run(files: dict[str, Path], server: FakeOpenAIServer, batc
     asked = len(server.requests)
     async with await TranscriptStore.open(files["db"]) as store:
         task = asyncio.create_task(
-            run_panel(ensemble, panel, f"What is Q{number}?", store=store, secrets=[], tags={"batch": batch_id, "question": f"q{number}"})
+            run_panel(
+                ensemble,
+                panel,
+                f"What is Q{number}?",
+                store=store,
+                secrets=[],
+                tags={"batch": batch_id, "question": f"q{number}"},
+            )
         )
         deadline = time.monotonic() + HANG_GUARD
         while len(server.requests) == asked:
@@ -132,11 +175,24 @@ def test_resume_runs_only_the_questions_without_a_finished_run(files, fake_serve
 
     new = fake_server.requests[asked:]
     assert sorted(answer(request) for request in new) == ["A3", "A4"], "q1 and q2 finished: not asked again"
-    assert summary["skipped"] == 2 and summary["ran"] == 2 and summary["answered"] == 4 and summary["batch_id"] == batch_id
-    assert [(line["id"], line["final_answer"]) for line in results(files["out"])] == [("q1", "A1"), ("q2", "A2"), ("q3", "A3"), ("q4", "A4")]
+    assert (
+        summary["skipped"] == 2 and summary["ran"] == 2 and summary["answered"] == 4 and summary["batch_id"] == batch_id
+    )
+    assert [(line["id"], line["final_answer"]) for line in results(files["out"])] == [
+        ("q1", "A1"),
+        ("q2", "A2"),
+        ("q3", "A3"),
+        ("q4", "A4"),
+    ]
     with TranscriptReader.open(files["db"]) as reader:
         statuses = sorted((run.tags["question"], run.status) for run in reader.batch_runs(batch_id))
-    assert statuses == [("q1", "finished"), ("q2", "finished"), ("q3", "finished"), ("q3", "interrupted"), ("q4", "finished")]
+    assert statuses == [
+        ("q1", "finished"),
+        ("q2", "finished"),
+        ("q3", "finished"),
+        ("q3", "interrupted"),
+        ("q4", "finished"),
+    ]
 
     again = run_json(*common(files), "--resume", batch_id)
     assert len(fake_server.requests) == asked + 2 and again["ran"] == 0 and again["skipped"] == 4
@@ -148,18 +204,42 @@ def test_shards_split_a_batch_and_import_brings_it_together(files, fake_server, 
     ids, lines = set(), []
     for index in (1, 2, 3):
         out, db = tmp_path / f"out{index}.jsonl", tmp_path / f"shard{index}.db"
-        summary = run_json(str(files["panel"]), "--questions", str(files["questions"]), "--shard", f"{index}/3", "--db", str(db), "--output", str(out))
+        summary = run_json(
+            str(files["panel"]),
+            "--questions",
+            str(files["questions"]),
+            "--shard",
+            f"{index}/3",
+            "--db",
+            str(db),
+            "--output",
+            str(out),
+        )
         ids.add(summary["batch_id"])
         lines += results(out)
     assert len(ids) == 1, "every slice of one batch has the batch's id"
-    assert sorted(line["id"] for line in lines) == sorted(f"q{n}" for n in range(1, 8)), "each question in exactly one slice"
+    assert sorted(line["id"] for line in lines) == sorted(f"q{n}" for n in range(1, 8)), (
+        "each question in exactly one slice"
+    )
     assert len(fake_server.requests) == 7
 
     for index in (2, 3):
-        outcome = runner.invoke(app, ["history", "import", str(tmp_path / f"shard{index}.db"), "--db", str(tmp_path / "shard1.db")])
+        outcome = runner.invoke(
+            app, ["history", "import", str(tmp_path / f"shard{index}.db"), "--db", str(tmp_path / "shard1.db")]
+        )
         assert outcome.exit_code == 0, outcome.output
     (batch_id,) = ids
-    merged = run_json(str(files["panel"]), "--questions", str(files["questions"]), "--resume", batch_id, "--db", str(tmp_path / "shard1.db"), "--output", str(files["out"]))
+    merged = run_json(
+        str(files["panel"]),
+        "--questions",
+        str(files["questions"]),
+        "--resume",
+        batch_id,
+        "--db",
+        str(tmp_path / "shard1.db"),
+        "--output",
+        str(files["out"]),
+    )
     assert merged["skipped"] == 7 and merged["ran"] == 0 and len(fake_server.requests) == 7
     assert [line["id"] for line in results(files["out"])] == [f"q{n}" for n in range(1, 8)]
 
@@ -169,12 +249,17 @@ def test_a_slice_started_again_says_to_resume_it(files):
     outcome = batch(*common(files), "--shard", "1/2")
     assert isinstance(outcome.exception, UserError)
     batch_id = summary["batch_id"]
-    assert outcome.exception.message == f"Batch {batch_id} already has runs in {files['db']}; continue it with --resume {batch_id}."
+    assert (
+        outcome.exception.message
+        == f"Batch {batch_id} already has runs in {files['db']}; continue it with --resume {batch_id}."
+    )
 
 
 def test_each_question_votes_on_its_own_options(tmp_path, fake_server):
     fake_server.default(responder(lambda request: "Coffee"))
-    panel = write_panel(tmp_path / "vote.yaml", fake_server, members=3, protocol="vote", extra="options: [Coffee, Water]\n")
+    panel = write_panel(
+        tmp_path / "vote.yaml", fake_server, members=3, protocol="vote", extra="options: [Coffee, Water]\n"
+    )
     questions = tmp_path / "q.jsonl"
     questions.write_text(
         '{"id": 1, "question": "Morning?", "options": ["Tea", "Coffee"]}\n'
@@ -189,19 +274,31 @@ def test_each_question_votes_on_its_own_options(tmp_path, fake_server):
     assert lines[3]["reached_answer"] is False and lines[3]["failure_reason"]
     assert summary["answered"] == 2 and summary["no_answer"] == 1
     prompts = {request.messages[-1]["content"] for request in fake_server.requests}
-    assert any("- Tea\n- Coffee" in prompt for prompt in prompts) and any("- Milk\n- Juice" in prompt for prompt in prompts)
+    assert any("- Tea\n- Coffee" in prompt for prompt in prompts) and any(
+        "- Milk\n- Juice" in prompt for prompt in prompts
+    )
 
 
 @pytest.mark.parametrize(
     ("protocol", "extra", "text", "message"),
     [
-        ("ensemble", "", '{"question": "Why?"}\n{"question": "Which?", "options": ["A", "B"]}\n',
-         "q.jsonl, line 2: options: only vote and decide panels take a question's options; {panel} runs ensemble."),
-        ("vote", "", '{"question": "Which?", "options": ["A", "B"]}\n{"question": "Why?"}\n',
-         "q.jsonl, line 2: options: this question has no options, and {panel} gives none for its vote; give every question its options."),
+        (
+            "ensemble",
+            "",
+            '{"question": "Why?"}\n{"question": "Which?", "options": ["A", "B"]}\n',
+            "q.jsonl, line 2: options: only vote and decide panels take a question's options; {panel} runs ensemble.",
+        ),
+        (
+            "vote",
+            "",
+            '{"question": "Which?", "options": ["A", "B"]}\n{"question": "Why?"}\n',
+            "q.jsonl, line 2: options: this question has no options, and {panel} gives none for its vote; give every question its options.",
+        ),
     ],
 )
-def test_options_where_they_cannot_go_are_refused_before_any_call(tmp_path, fake_server, protocol, extra, text, message):
+def test_options_where_they_cannot_go_are_refused_before_any_call(
+    tmp_path, fake_server, protocol, extra, text, message
+):
     panel = write_panel(tmp_path / "panel.yaml", fake_server, protocol=protocol, extra=extra)
     (tmp_path / "q.jsonl").write_text(text)
     outcome = batch(str(panel), "--questions", str(tmp_path / "q.jsonl"), "--output", str(tmp_path / "out.jsonl"))
@@ -213,7 +310,10 @@ def test_options_where_they_cannot_go_are_refused_before_any_call(tmp_path, fake
 def test_resuming_a_batch_that_is_not_there_is_one_sentence(files, fake_server):
     outcome = batch(*common(files), "--resume", "b0000000000")
     assert isinstance(outcome.exception, UserError)
-    assert outcome.exception.message == f"No batch has the id 'b0000000000' in {files['db']}; a batch's id is printed when it starts."
+    assert (
+        outcome.exception.message
+        == f"No batch has the id 'b0000000000' in {files['db']}; a batch's id is printed when it starts."
+    )
     assert fake_server.requests == []
 
 
@@ -222,7 +322,15 @@ def test_a_cost_cap_over_an_unknown_price_stops_the_batch_before_any_run(tmp_pat
     price it stops the batch at once, in one sentence, not each run."""
     panel = write_panel(tmp_path / "panel.yaml", fake_server, defaults="{retries: 0, max_cost: 1}")
     questions = write_questions(tmp_path / "q.jsonl", range(1, 4))
-    outcome = batch(str(panel), "--questions", str(questions), "--db", str(tmp_path / "runs.db"), "--output", str(tmp_path / "out.jsonl"))
+    outcome = batch(
+        str(panel),
+        "--questions",
+        str(questions),
+        "--db",
+        str(tmp_path / "runs.db"),
+        "--output",
+        str(tmp_path / "out.jsonl"),
+    )
     assert isinstance(outcome.exception, UserError) and outcome.exception.exit_code == 2
     assert outcome.exception.message == (
         "defaults.max_cost cannot bound this run: 1 member has no known price ('m0' (openai/m0)); "
@@ -235,13 +343,26 @@ def test_the_files_cost_cap_holds_for_every_run_of_a_batch(tmp_path, fake_server
     """Every run of the batch gets the file's cap: a call whose worst case ($0.10: 100 tokens at
     $0.001) passes the $0.05 cap is not made, so no question is sent and none is answered."""
     litellm = load_litellm()
-    litellm.register_model({"m0": {"input_cost_per_token": 0.0, "output_cost_per_token": 0.001, "litellm_provider": "openai", "mode": "chat"}})
+    litellm.register_model(
+        {
+            "m0": {
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.001,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+    )
     try:
         fake_server.default(responder(answer))
-        panel = write_panel(tmp_path / "panel.yaml", fake_server, defaults="{retries: 0, max_tokens: 100, max_cost: 0.05}")
+        panel = write_panel(
+            tmp_path / "panel.yaml", fake_server, defaults="{retries: 0, max_tokens: 100, max_cost: 0.05}"
+        )
         questions = write_questions(tmp_path / "q.jsonl", range(1, 4))
         out = tmp_path / "out.jsonl"
-        outcome = batch(str(panel), "--questions", str(questions), "--db", str(tmp_path / "runs.db"), "--output", str(out))
+        outcome = batch(
+            str(panel), "--questions", str(questions), "--db", str(tmp_path / "runs.db"), "--output", str(out)
+        )
     finally:
         litellm.model_cost.pop("m0", None)
     assert fake_server.requests == []

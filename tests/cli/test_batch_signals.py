@@ -31,9 +31,26 @@ def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server,
     questions = write_questions(tmp_path / "q.jsonl", range(1, 6))
     out, db = tmp_path / "out.jsonl", tmp_path / "runs.db"
     process = subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", "batch", str(panel), "--questions", str(questions), "--concurrency", "1",
-         "--output", str(out), "--db", str(db)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "panel_cli",
+            "batch",
+            str(panel),
+            "--questions",
+            str(questions),
+            "--concurrency",
+            "1",
+            "--output",
+            str(out),
+            "--db",
+            str(db),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     try:
         deadline = time.monotonic() + 90  # a hang guard, not a measurement
@@ -55,7 +72,9 @@ def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server,
     assert f"panel: continue it with: {command}" in lines
     assert lines[-1] == f"panel: interrupted by {name}."
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["q1", "q2"]
-    statuses = sqlite3.connect(db).execute("SELECT status, count(*) FROM runs WHERE batch_id = ? GROUP BY status", (batch_id,))
+    statuses = sqlite3.connect(db).execute(
+        "SELECT status, count(*) FROM runs WHERE batch_id = ? GROUP BY status", (batch_id,)
+    )
     assert dict(statuses.fetchall()) == {"finished": 2, "interrupted": 1}
 
     outcome = runner.invoke(app, [*shlex.split(command)[1:], "--json"])

@@ -50,7 +50,16 @@ def test_demo_json_is_the_only_thing_on_stdout(tmp_path):
 
 def test_dash_q_dash_reads_the_question_from_stdin_and_agents_subset(tmp_path):
     result = panel(
-        "confer", "configs/demo.yaml", "--agents", "skeptic,sage", "--max-rounds", "1", "--json", "-q", "-", stdin="Tea or coffee?"
+        "confer",
+        "configs/demo.yaml",
+        "--agents",
+        "skeptic,sage",
+        "--max-rounds",
+        "1",
+        "--json",
+        "-q",
+        "-",
+        stdin="Tea or coffee?",
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -78,7 +87,10 @@ def test_bad_panel_file_names_file_line_and_field(tmp_path):
     bad.write_text("members:\n  - name: a\n    model: demo/sage\n    temprature: 0.2\n")
     result = panel("validate", str(bad))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"panel: {bad}, line 4: members[0].temprature: unknown field (did you mean 'temperature'?)."
+    assert (
+        result.stderr.strip()
+        == f"panel: {bad}, line 4: members[0].temprature: unknown field (did you mean 'temperature'?)."
+    )
 
 
 def test_every_missing_key_is_listed_at_once_before_any_call(tmp_path, monkeypatch):
@@ -144,7 +156,11 @@ def test_ctrl_c_mid_round_keeps_the_run_as_interrupted(tmp_path, fake_server):
     db = tmp_path / "runs.db"
     process = subprocess.Popen(
         [sys.executable, "-m", "panel_cli", "confer", str(file), "--db", str(db)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     try:
         deadline = time.monotonic() + 90

@@ -33,7 +33,12 @@ runner = CliRunner(env={"COLUMNS": "200"})
 def panel_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "panel_cli", *args],
-        capture_output=True, text=True, input=stdin, cwd=ROOT, env={**os.environ, **(env or {})}, check=False,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        check=False,
     )
 
 
@@ -53,8 +58,16 @@ def test_members_form_without_a_file_end_to_end(fake_server: FakeOpenAIServer, t
     fake_server.default(responder(council_member))
     db = tmp_path / "runs.db"
     done = panel_cli(
-        "council", "--members", "openai/a,openai/b", "--chairman", "openai/b", "-q", "How should we architect auth?",
-        "--json", "--db", str(db),
+        "council",
+        "--members",
+        "openai/a,openai/b",
+        "--chairman",
+        "openai/b",
+        "-q",
+        "How should we architect auth?",
+        "--json",
+        "--db",
+        str(db),
         env={"OPENAI_API_BASE": fake_server.url, "OPENAI_API_KEY": "test"},
     )
     assert done.returncode == 0, done.stderr
@@ -71,7 +84,8 @@ def test_members_form_without_a_file_end_to_end(fake_server: FakeOpenAIServer, t
 
 def test_the_question_on_stdin_and_the_answer_on_stdout(tmp_path: Path) -> None:
     outcome = runner.invoke(
-        app, ["council", "--members", "demo/sage,demo/skeptic,demo/sage", "--quiet", "--db", str(tmp_path / "r.db")],
+        app,
+        ["council", "--members", "demo/sage,demo/skeptic,demo/sage", "--quiet", "--db", str(tmp_path / "r.db")],
         input="Which queue should we use?\n",
     )
     assert outcome.exit_code == 0, outcome.output
@@ -94,7 +108,17 @@ def test_a_council_with_no_answers_exits_1(fake_server: FakeOpenAIServer, tmp_pa
 def test_the_demo_council_file_with_its_options(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     outcome = runner.invoke(
-        app, ["council", str(ROOT / "configs" / "council.yaml"), "--no-anonymize", "--timeout", "1m", "--json", "--db", str(db)]
+        app,
+        [
+            "council",
+            str(ROOT / "configs" / "council.yaml"),
+            "--no-anonymize",
+            "--timeout",
+            "1m",
+            "--json",
+            "--db",
+            str(db),
+        ],
     )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
@@ -111,7 +135,10 @@ def test_the_demo_council_file_with_its_options(tmp_path: Path) -> None:
         (["ensemble", "configs/ensemble.yaml", "--mode", "fanout"], "### sage"),
         (["ensemble", "configs/ensemble.yaml", "--mode", "majority"], "[simulated]"),
         (["ensemble", "configs/ensemble.yaml", "--scorer", "judge:engineer"], "judge engineer"),
-        (["ensemble", "configs/ensemble.yaml", "--mode", "synthesize", "--aggregator", "optimist"], "Synthesis by the optimist"),
+        (
+            ["ensemble", "configs/ensemble.yaml", "--mode", "synthesize", "--aggregator", "optimist"],
+            "Synthesis by the optimist",
+        ),
     ],
 )
 def test_ensemble_modes_on_the_demo_file(args: list[str], message: str, tmp_path: Path) -> None:
@@ -128,7 +155,10 @@ def test_ensemble_modes_on_the_demo_file(args: list[str], message: str, tmp_path
     [
         (["council", "-q", "Q?"], "Give a panel file or --members"),
         (["council", "--members", "demo/sage", "-q", "Q?"], "A council needs at least 2 members"),
-        (["council", "--members", "demo/sage,demo/nobody", "-q", "Q?"], "member 'demo/nobody': unknown demo persona 'nobody'"),
+        (
+            ["council", "--members", "demo/sage,demo/nobody", "-q", "Q?"],
+            "member 'demo/nobody': unknown demo persona 'nobody'",
+        ),
         (["council", "configs/council.yaml", "--chairman", "nobody"], "'nobody' is not a member"),
         (["council", "configs/council.yaml", "--timeout", "soon"], "--timeout: 'soon' is not a duration"),
         (["council", "configs/council.yaml", "--members", "sage,nobody"], "'nobody' is not a member"),
@@ -139,8 +169,14 @@ def test_ensemble_modes_on_the_demo_file(args: list[str], message: str, tmp_path
         (["ensemble", "configs/ensemble.yaml", "--mode", "vote"], "--mode: 'vote' is not a mode; choose fanout, race"),
         (["ensemble", "configs/ensemble.yaml", "--scorer", "longest"], "The scorer 'longest' is not known"),
         (["ensemble", "configs/ensemble.yaml", "--scorer", "judge:zed"], "The judge 'zed' is not a member"),
-        (["ensemble", "configs/ensemble.yaml", "--mode", "race", "--aggregator", "sage"], "--aggregator applies to --mode synthesize"),
-        (["ensemble", "configs/ensemble.yaml", "--mode", "synthesize", "--aggregator", "zed"], "The aggregator 'zed' is not a member"),
+        (
+            ["ensemble", "configs/ensemble.yaml", "--mode", "race", "--aggregator", "sage"],
+            "--aggregator applies to --mode synthesize",
+        ),
+        (
+            ["ensemble", "configs/ensemble.yaml", "--mode", "synthesize", "--aggregator", "zed"],
+            "The aggregator 'zed' is not a member",
+        ),
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2(args: list[str], message: str) -> None:

@@ -32,7 +32,12 @@ def run_json(*args: str, input: str | None = None) -> dict:
 
 def panel_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "panel_cli", *args], capture_output=True, text=True, cwd=ROOT, env=dict(os.environ), check=False
+        [sys.executable, "-m", "panel_cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ),
+        check=False,
     )
 
 
@@ -47,14 +52,25 @@ def test_the_demo_delphi_file(tmp_path):
 
 
 def test_delphi_options_override_the_file(tmp_path):
-    result = run_json("delphi", DELPHI, "--max-rounds", "2", "--no-convergence", "--timeout", "1m", "--db", str(tmp_path / "r.db"))
+    result = run_json(
+        "delphi", DELPHI, "--max-rounds", "2", "--no-convergence", "--timeout", "1m", "--db", str(tmp_path / "r.db")
+    )
     assert len(result["rounds"]) == 2 and result["max_rounds"] == 2 and not result["stopped_early"]
 
 
 def test_delphi_with_members_and_no_file(tmp_path):
     result = run_json(
-        "delphi", "--members", "demo/sage,demo/skeptic,demo/engineer", "--chairman", "demo/engineer", "-q", "Which queue?",
-        "--max-rounds", "2", "--db", str(tmp_path / "r.db"),
+        "delphi",
+        "--members",
+        "demo/sage,demo/skeptic,demo/engineer",
+        "--chairman",
+        "demo/engineer",
+        "-q",
+        "Which queue?",
+        "--max-rounds",
+        "2",
+        "--db",
+        str(tmp_path / "r.db"),
     )
     assert result["experts"] == ["demo/sage", "demo/skeptic", "demo/engineer"]
     assert result["synthesis"]["chairman"] == "demo/engineer" and result["question"] == "Which queue?"
@@ -62,7 +78,9 @@ def test_delphi_with_members_and_no_file(tmp_path):
 
 def test_delphi_reads_the_question_on_stdin(tmp_path):
     outcome = runner.invoke(
-        app, ["delphi", "--members", "demo/sage,demo/historian", "--quiet", "--db", str(tmp_path / "r.db")], input="Which queue should we use?\n"
+        app,
+        ["delphi", "--members", "demo/sage,demo/historian", "--quiet", "--db", str(tmp_path / "r.db")],
+        input="Which queue should we use?\n",
     )
     assert outcome.exit_code == 0, outcome.output
     assert outcome.stdout.startswith("[simulated] Delphi synthesis by the sage")
@@ -70,16 +88,38 @@ def test_delphi_reads_the_question_on_stdin(tmp_path):
 
 def test_the_demo_supervise_file(tmp_path):
     result = run_json("supervise", SUPERVISE, "--db", str(tmp_path / "r.db"))
-    assert (result["protocol"], result["warnings"], result["loop_end"], result["approved"]) == ("supervise", [], "approved", True)
+    assert (result["protocol"], result["warnings"], result["loop_end"], result["approved"]) == (
+        "supervise",
+        [],
+        "approved",
+        True,
+    )
     assert result["correction_rounds"] == 1 and result["max_rounds"] == 2 and result["critic"] == "reviewer"
     (rejected,) = result["rounds"][0]["review"]["rejected"]
-    assert [d["worker"] for d in result["rounds"][1]["deliveries"]] == [rejected], "the demo critic rejects once, then approves"
+    assert [d["worker"] for d in result["rounds"][1]["deliveries"]] == [rejected], (
+        "the demo critic rejects once, then approves"
+    )
     assert result["rounds"][1]["review"]["verdict"] == "APPROVED"
-    assert result["synthesis"]["chairman"] == "planner" and result["final_answer"].startswith("[simulated] Consolidated by")
+    assert result["synthesis"]["chairman"] == "planner" and result["final_answer"].startswith(
+        "[simulated] Consolidated by"
+    )
 
 
 def test_supervise_options(tmp_path):
-    outcome = runner.invoke(app, ["supervise", SUPERVISE, "--max-rounds", "1", "-q", "Plan a team offsite.", "--quiet", "--db", str(tmp_path / "r.db")])
+    outcome = runner.invoke(
+        app,
+        [
+            "supervise",
+            SUPERVISE,
+            "--max-rounds",
+            "1",
+            "-q",
+            "Plan a team offsite.",
+            "--quiet",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert outcome.exit_code == 0, outcome.output
     assert outcome.stdout.startswith("[simulated] Consolidated by the pragmatist from 3 deliverables.")
 
@@ -92,7 +132,9 @@ def test_demo_replaces_every_model_the_critic_included(tmp_path):
         "critic:\n  name: boss\n  model: openai/gpt-4o-mini\n"
     )
     env = {"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""}
-    outcome = CliRunner(env={"COLUMNS": "200", **env}).invoke(app, ["supervise", str(file), "--demo", "--json", "--db", str(tmp_path / "r.db")])
+    outcome = CliRunner(env={"COLUMNS": "200", **env}).invoke(
+        app, ["supervise", str(file), "--demo", "--json", "--db", str(tmp_path / "r.db")]
+    )
     assert outcome.exit_code == 0, outcome.output
     assert json.loads(outcome.stdout)["approved"] is True
 
@@ -128,7 +170,10 @@ def test_history_shows_both_protocols(tmp_path):
 
     listed = runner.invoke(app, ["history", "list", "--db", db])
     assert listed.exit_code == 0 and "delphi" in listed.stdout and "supervise" in listed.stdout
-    for run_id, stages in ((delphi_id, ("contribution", "synthesis")), (supervise_id, ("work", "critique", "correction", "synthesis"))):
+    for run_id, stages in (
+        (delphi_id, ("contribution", "synthesis")),
+        (supervise_id, ("work", "critique", "correction", "synthesis")),
+    ):
         shown = runner.invoke(app, ["history", "show", run_id, "--db", db])
         assert shown.exit_code == 0, shown.output
         assert "╭─ answer" in shown.stdout and all(stage in shown.stdout for stage in stages)
@@ -151,14 +196,22 @@ def test_supervise_is_file_only_and_says_so():
 @pytest.mark.parametrize(
     ("args", "text", "message"),
     [
-        (["delphi", "--members", "demo/sage", "-q", "Q?"], None, "panel: A Delphi panel needs at least 2 experts; panel 'delphi' has 1."),
+        (
+            ["delphi", "--members", "demo/sage", "-q", "Q?"],
+            None,
+            "panel: A Delphi panel needs at least 2 experts; panel 'delphi' has 1.",
+        ),
         (["delphi", DELPHI, "--chairman", "nobody"], None, "'nobody' is not a member"),
         (
             ["supervise"],
             "members:\n  - name: a\n    model: demo/sage\n    task: t\n  - name: b\n    model: demo/skeptic\ncritic: a\n",
             "line 5: members[1]: 'b' has no task; give every worker a task (or make it the critic or the chairman).",
         ),
-        (["supervise"], "members:\n  - name: a\n    model: demo/sage\n    task: t\n", "A supervised panel needs a critic"),
+        (
+            ["supervise"],
+            "members:\n  - name: a\n    model: demo/sage\n    task: t\n",
+            "A supervised panel needs a critic",
+        ),
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2(tmp_path, args, text, message):

@@ -46,11 +46,29 @@ def test_list_datasets(capsys, monkeypatch):
 def test_eval_json_and_report(jury, tmp_path, capsys, monkeypatch):
     report = tmp_path / "report.md"
     db = tmp_path / "runs.db"
-    args = ["eval", str(jury), "--dataset", "builtin:general", "--limit", "12", "--json", "--report", str(report), "--db", str(db)]
+    args = [
+        "eval",
+        str(jury),
+        "--dataset",
+        "builtin:general",
+        "--limit",
+        "12",
+        "--json",
+        "--report",
+        str(report),
+        "--db",
+        str(db),
+    ]
     code, out, err = panel(args, capsys, monkeypatch)
     assert code == 0, err
     result = json.loads(out)
-    assert (result["dataset"], result["questions"], result["panel"], result["baseline"], result["grader"]) == ("builtin:general", 12, "jury", "v1", "option match")
+    assert (result["dataset"], result["questions"], result["panel"], result["baseline"], result["grader"]) == (
+        "builtin:general",
+        12,
+        "jury",
+        "v1",
+        "option match",
+    )
     assert [system["system"] for system in result["systems"]] == ["baseline", "confer", "council", "vote"]
     assert [comparison["system"] for comparison in result["comparisons"]] == ["confer", "council", "vote"]
     assert round(result["theory"]["accuracy"], 3) == 0.837
@@ -59,16 +77,37 @@ def test_eval_json_and_report(jury, tmp_path, capsys, monkeypatch):
         assert 0 <= system["ci_low"] <= system["accuracy"] <= system["ci_high"] <= 1
         assert system["simulated"] and system["cost"] is None
     text = report.read_text(encoding="utf-8")
-    for heading in ("# Eval of jury on builtin:general", "## Scores", "## Against the baseline", "## Theory", "## Per question"):
+    for heading in (
+        "# Eval of jury on builtin:general",
+        "## Scores",
+        "## Against the baseline",
+        "## Theory",
+        "## Per question",
+    ):
         assert heading in text
     assert f"panel: report written to {report}." in err
-    assert err.startswith(f"panel: eval {result['eval_id']}: 12 questions × 4 systems (baseline, confer, council, vote), 4 at a time.")
+    assert err.startswith(
+        f"panel: eval {result['eval_id']}: 12 questions × 4 systems (baseline, confer, council, vote), 4 at a time."
+    )
     with TranscriptReader.open(db) as reader:
         assert len(reader.list_runs(limit=-1)) == 48
 
 
 def test_eval_table_says_what_the_numbers_mean(jury, tmp_path, capsys, monkeypatch):
-    args = ["eval", str(jury), "--dataset", "builtin:general", "--limit", "10", "--protocols", "vote", "--baseline", "v3", "--db", str(tmp_path / "r.db")]
+    args = [
+        "eval",
+        str(jury),
+        "--dataset",
+        "builtin:general",
+        "--limit",
+        "10",
+        "--protocols",
+        "vote",
+        "--baseline",
+        "v3",
+        "--db",
+        str(tmp_path / "r.db"),
+    ]
     code, out, err = panel(args, capsys, monkeypatch)
     assert code == 0, err
     assert "Eval of jury on builtin:general: 10 questions, graded by option match" in out
@@ -82,8 +121,14 @@ def test_eval_table_says_what_the_numbers_mean(jury, tmp_path, capsys, monkeypat
     "args, message",
     [
         (["eval"], "panel: Give a panel file: panel eval FILE --dataset builtin:general.\n"),
-        (["eval", "JURY"], "panel: --dataset is needed: a JSONL file of questions with answers, or builtin:general (panel eval --list-datasets).\n"),
-        (["eval", "JURY", "--dataset", "builtin:nope"], "panel: --dataset: there is no built-in dataset 'nope'; the built-ins are general (panel eval --list-datasets).\n"),
+        (
+            ["eval", "JURY"],
+            "panel: --dataset is needed: a JSONL file of questions with answers, or builtin:general (panel eval --list-datasets).\n",
+        ),
+        (
+            ["eval", "JURY", "--dataset", "builtin:nope"],
+            "panel: --dataset: there is no built-in dataset 'nope'; the built-ins are general (panel eval --list-datasets).\n",
+        ),
         (["eval", "JURY", "--dataset", "builtin:general", "--protocols", "confer,senate"], None),
         (["eval", "JURY", "--dataset", "builtin:general", "--report", "MISSING/report.md"], None),
     ],
@@ -113,8 +158,22 @@ def test_a_cost_cap_over_an_unknown_price_stops_the_eval_before_any_run(tmp_path
     path = tmp_path / "capped.yaml"
     members = "".join(f"  - {{name: m{i}, model: openai/m{i}, api_base: '{fake_server.url}'}}\n" for i in range(2))
     path.write_text(f"name: capped\ndefaults: {{retries: 0, max_cost: 1}}\nmembers:\n{members}", encoding="utf-8")
-    args = ["eval", str(path), "--dataset", "builtin:general", "--limit", "2", "--protocols", "vote", "--db", str(tmp_path / "runs.db")]
+    args = [
+        "eval",
+        str(path),
+        "--dataset",
+        "builtin:general",
+        "--limit",
+        "2",
+        "--protocols",
+        "vote",
+        "--db",
+        str(tmp_path / "runs.db"),
+    ]
     code, _, err = panel(args, capsys, monkeypatch)
     assert code == 2
-    assert "defaults.max_cost cannot bound this run: 2 members have no known price ('m0' (openai/m0), 'm1' (openai/m1))" in err
+    assert (
+        "defaults.max_cost cannot bound this run: 2 members have no known price ('m0' (openai/m0), 'm1' (openai/m1))"
+        in err
+    )
     assert fake_server.requests == []

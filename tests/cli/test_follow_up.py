@@ -41,7 +41,14 @@ def conversation(request: RecordedRequest | list[dict[str, Any]]) -> list[dict[s
 
 
 def turns(*runs: dict[str, Any]) -> list[dict[str, Any]]:
-    return [turn for run in runs for turn in ({"role": "user", "content": run["question"]}, {"role": "assistant", "content": run["final_answer"]})]
+    return [
+        turn
+        for run in runs
+        for turn in (
+            {"role": "user", "content": run["question"]},
+            {"role": "assistant", "content": run["final_answer"]},
+        )
+    ]
 
 
 def refusal(*args: str) -> str:
@@ -57,7 +64,9 @@ def test_every_request_of_a_follow_up_carries_the_earlier_turn(fake_server: Fake
     first = ask("council", str(panel_file), "--db", db, "-q", "Should we split the monolith?")
     before = len(fake_server.requests)
 
-    follow = ask("council", str(panel_file), "--db", db, "-q", "Which service goes first?", "--continue", first["run_id"][:8])
+    follow = ask(
+        "council", str(panel_file), "--db", db, "-q", "Which service goes first?", "--continue", first["run_id"][:8]
+    )
 
     new = fake_server.requests[before:]
     assert len(new) == follow["calls"] > 0
@@ -72,10 +81,15 @@ def test_every_request_of_a_follow_up_carries_the_earlier_turn(fake_server: Fake
     assert record.parent_id == first["run_id"] and record.config["parent_id"] == first["run_id"]
     assert len(calls) == len(new) and all(conversation(call.messages)[:2] == turns(first) for call in calls)
     listed = json.loads(runner.invoke(app, ["history", "list", "--json", "--db", db]).stdout)
-    assert [(run["run_id"], run["parent_id"]) for run in listed] == [(follow["run_id"], first["run_id"]), (first["run_id"], None)]
+    assert [(run["run_id"], run["parent_id"]) for run in listed] == [
+        (follow["run_id"], first["run_id"]),
+        (first["run_id"], None),
+    ]
 
 
-def test_the_attachments_go_to_the_new_question_not_the_earlier_turn(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_the_attachments_go_to_the_new_question_not_the_earlier_turn(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
     panel_file = on_fake_server("ensemble", fake_server, tmp_path)
     notes = tmp_path / "notes.txt"
     notes.write_text("The budget is 40k.\n")
@@ -144,12 +158,19 @@ def test_an_unknown_id_is_one_sentence_and_exit_2(fake_server: FakeOpenAIServer,
     db = tmp_path / "runs.db"
     done = subprocess.run(
         [sys.executable, "-m", "panel_cli", "vote", str(panel_file), "--db", str(db), "--continue", "abc123"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2
     assert done.stderr == "panel: No run has the id 'abc123'; `panel history list` shows the stored runs.\n"
     assert fake_server.requests == [] and not db.exists()
-    assert refusal("vote", str(panel_file), "--db", str(db), "--continue", "last") == f"--continue last found no run to continue in {db}."
+    assert (
+        refusal("vote", str(panel_file), "--db", str(db), "--continue", "last")
+        == f"--continue last found no run to continue in {db}."
+    )
 
 
 def test_an_ambiguous_id_is_refused(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
@@ -184,12 +205,16 @@ def test_a_run_with_no_final_answer_cannot_be_continued(fake_server: FakeOpenAIS
     assert len(fake_server.requests) == before
 
 
-def test_resuming_a_follow_up_keeps_its_earlier_turn_and_reuses_every_call(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_resuming_a_follow_up_keeps_its_earlier_turn_and_reuses_every_call(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
     """Its turns are read again from the store, so every request hashes as before: no request at all."""
     panel_file = on_fake_server("council", fake_server, tmp_path)
     db = tmp_path / "runs.db"
     first = ask("council", str(panel_file), "--db", str(db), "-q", "Should we split the monolith?")
-    follow = ask("council", str(panel_file), "--db", str(db), "-q", "Which service goes first?", "--continue", first["run_id"])
+    follow = ask(
+        "council", str(panel_file), "--db", str(db), "-q", "Which service goes first?", "--continue", first["run_id"]
+    )
     with contextlib.closing(sqlite3.connect(db)) as con, con:
         con.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (follow["run_id"],))
     before = len(fake_server.requests)
@@ -243,12 +268,17 @@ def test_a_thread_longer_than_max_turns_keeps_the_nearest_runs(
 def test_the_thread_is_capped_nearest_runs_first() -> None:
     """At most MAX_TURNS runs and MAX_THREAD_CHARS characters, the nearest kept; the run
     continued is kept however long it is."""
+
     def run(number: int, size: int = 10) -> RunRecord:
-        return RunRecord.model_construct(id=f"r{number}", question=f"q{number}", final_answer=f"a{number}".ljust(size, "."))
+        return RunRecord.model_construct(
+            id=f"r{number}", question=f"q{number}", final_answer=f"a{number}".ljust(size, ".")
+        )
 
     assert prior_turns([run(1), run(2)]) == (
-        {"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1........"},
-        {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2........"},
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "a1........"},
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": "a2........"},
     )
     long_answer = MAX_THREAD_CHARS - 100
     kept = prior_turns([run(1, 200), run(2, long_answer), run(3)])

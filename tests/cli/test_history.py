@@ -100,8 +100,20 @@ def test_list_json(db: Path) -> None:
     runs = json.loads(invoke("list", "--db", str(db), "--json"))
     assert [run["run_id"] for run in runs] == ["run-crashed-3", "run-unpriced-2", "run-finished-1"]
     assert list(runs[0]) == [
-        "run_id", "protocol", "question", "reached_answer", "duration_s", "calls", "tokens", "cost", "parent_id",
-        "panel", "status", "outcome", "started_at", "finished_at",
+        "run_id",
+        "protocol",
+        "question",
+        "reached_answer",
+        "duration_s",
+        "calls",
+        "tokens",
+        "cost",
+        "parent_id",
+        "panel",
+        "status",
+        "outcome",
+        "started_at",
+        "finished_at",
     ]
     assert runs[1]["cost"] is None and runs[1]["status"] == "no_answer" and runs[1]["reached_answer"] is False
     assert runs[2]["cost"] == pytest.approx(0.005) and runs[2]["reached_answer"] is True
@@ -131,13 +143,20 @@ def test_list_since_a_span_or_a_date(tmp_path: Path) -> None:
 def test_a_since_that_is_no_time_is_one_sentence(db: Path, value: str) -> None:
     with pytest.raises(UserError) as raised:
         runner.invoke(app, ["history", "list", "--since", value, "--db", str(db)], catch_exceptions=False)
-    assert raised.value.message == f"--since takes a span such as 7d, 24h or 30m, or a date such as 2025-01-31, not '{value}'."
+    assert (
+        raised.value.message
+        == f"--since takes a span such as 7d, 24h or 30m, or a date such as 2025-01-31, not '{value}'."
+    )
 
 
 def test_list_by_protocol_status_and_text_together(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     keep(path, "pg", confer_run("pg"))
-    keep(path, "lite", [run_started("Is SQLite enough for [bold]us[/bold]?"), *answer_calls("lite"), ENDINGS["interrupted"]])
+    keep(
+        path,
+        "lite",
+        [run_started("Is SQLite enough for [bold]us[/bold]?"), *answer_calls("lite"), ENDINGS["interrupted"]],
+    )
     vote_started = run_started("Which queue?").model_copy(update={"protocol": "vote", "panel": "queues"})
     keep(path, "queue", [vote_started, RunFinished(final_answer="RabbitMQ", result={"winner": "RabbitMQ"})])
 
@@ -155,7 +174,9 @@ def test_list_by_protocol_status_and_text_together(tmp_path: Path) -> None:
 
 
 def test_a_filter_that_matches_nothing_says_what_was_asked(db: Path) -> None:
-    found = invoke("list", "--status", "failed", "--protocol", "vote", "--search", "[red]x", "--since", "2d", "--db", str(db))
+    found = invoke(
+        "list", "--status", "failed", "--protocol", "vote", "--search", "[red]x", "--since", "2d", "--db", str(db)
+    )
     assert found.startswith("No failed vote runs matching '[red]x' since ")
     assert found.endswith(f" in {db} (3 runs in all).\n")
 
@@ -173,7 +194,9 @@ def test_empty_store(tmp_path: Path) -> None:
 
 
 def test_a_status_with_no_run_is_not_an_empty_store(db: Path) -> None:
-    assert invoke("list", "--db", str(db), "--status", "interrupted") == f"No interrupted runs in {db} (3 runs in all).\n"
+    assert (
+        invoke("list", "--db", str(db), "--status", "interrupted") == f"No interrupted runs in {db} (3 runs in all).\n"
+    )
 
 
 def test_show_a_finished_run(db: Path) -> None:
@@ -198,7 +221,9 @@ def test_show_a_running_run(db: Path) -> None:
     assert "The run is still going; this is how far it has come." in output
 
 
-@pytest.mark.parametrize(("ending", "says"), [("failed", "Run failed: Every member failed."), ("interrupted", "Interrupted")])
+@pytest.mark.parametrize(
+    ("ending", "says"), [("failed", "Run failed: Every member failed."), ("interrupted", "Interrupted")]
+)
 def test_show_a_run_that_ended_without_an_answer(tmp_path: Path, ending: str, says: str) -> None:
     path = tmp_path / "runs.db"
     keep(path, "r1", [run_started(), *answer_calls("r1"), ENDINGS[ending]])
@@ -211,9 +236,29 @@ def test_show_json(db: Path) -> None:
     """The envelope every protocol's `--json` shares comes first, then what the store kept."""
     run = json.loads(invoke("show", "run-finished-1", "--db", str(db), "--json"))
     assert list(run) == [
-        "run_id", "protocol", "question", "final_answer", "reached_answer", "duration_s", "calls", "tokens",
-        "cost", "warnings", "parent_id", "panel", "status", "outcome", "started_at", "finished_at", "members", "config",
-        "result", "error", "thread", "call_records", "events",
+        "run_id",
+        "protocol",
+        "question",
+        "final_answer",
+        "reached_answer",
+        "duration_s",
+        "calls",
+        "tokens",
+        "cost",
+        "warnings",
+        "parent_id",
+        "panel",
+        "status",
+        "outcome",
+        "started_at",
+        "finished_at",
+        "members",
+        "config",
+        "result",
+        "error",
+        "thread",
+        "call_records",
+        "events",
     ]
     assert run["run_id"] == "run-finished-1"
     assert run["final_answer"] == ANSWER and run["reached_answer"] is True
@@ -261,8 +306,14 @@ def test_markup_in_data_prints_as_written(tmp_path: Path) -> None:
         }
     )
     failed = CallFailed(
-        call_id="c1", member="[/bold]gpt", model="openai/gpt-4o", stage="answer", round=0, kind="bad_request",
-        message="bad [/i] request", latency=1.0,
+        call_id="c1",
+        member="[/bold]gpt",
+        model="openai/gpt-4o",
+        stage="answer",
+        round=0,
+        kind="bad_request",
+        message="bad [/i] request",
+        latency=1.0,
     )
     finished = RunFinished(final_answer="Use [red]this[/red] [/INST]", result={"winner": "[b]gpt"})
     keep(path, "r1", [started, failed, finished])
@@ -272,7 +323,13 @@ def test_markup_in_data_prints_as_written(tmp_path: Path) -> None:
     assert "Is [bold]this[/bold] escaped? [/INST] :smile:" in listed
     assert "[red]panel" in listed and "[b]gpt" in listed
     shown = invoke("show", "r1", "--db", str(path))
-    for written in (question, "[red]panel", "[/bold]gpt (openai/gpt-4o)", "bad [/i] request", "Use [red]this[/red] [/INST]"):
+    for written in (
+        question,
+        "[red]panel",
+        "[/bold]gpt (openai/gpt-4o)",
+        "bad [/i] request",
+        "Use [red]this[/red] [/INST]",
+    ):
         assert written in shown, written
     assert "boom [/] :smile:" in invoke("show", "r2", "--db", str(path))
     replayed = invoke("replay", "r1", "--speed", "max", "--db", str(path))
@@ -325,7 +382,9 @@ def imported_by(db: Path, command: list[str], heavy: tuple[str, ...]) -> list[st
     return result.stdout.splitlines()[-1].split()
 
 
-@pytest.mark.parametrize("command", [["list"], ["list", "--search", "database"], ["show", "run-fin", "--json"], ["stats"]])
+@pytest.mark.parametrize(
+    "command", [["list"], ["list", "--search", "database"], ["show", "run-fin", "--json"], ["stats"]]
+)
 def test_history_imports_no_model_code_nor_event_models(db: Path, command: list[str]) -> None:
     """`panel history` starts instantly: no litellm, no gateway, no event models, no live view."""
     heavy = ("litellm", "panel_cli.llm", "panel_cli.events", "panel_cli.view.live", "rich.live")
@@ -345,7 +404,9 @@ def test_show_says_a_run_of_demo_personas_is_simulated_and_free(tmp_path: Path) 
     from panel_cli.cli.app import app as panel_app
 
     path = tmp_path / "runs.db"
-    ran = runner.invoke(panel_app, ["confer", "configs/demo.yaml", "--json", "--db", str(path)], env={"PANEL_DEMO_DELAY": "0"})
+    ran = runner.invoke(
+        panel_app, ["confer", "configs/demo.yaml", "--json", "--db", str(path)], env={"PANEL_DEMO_DELAY": "0"}
+    )
     assert ran.exit_code == 0, ran.output
     run_id = json.loads(ran.stdout)["run_id"]
     output = invoke("show", run_id, "--db", str(path))

@@ -67,7 +67,9 @@ def test_delete_asks_first_and_no_keeps_the_run(db: Path) -> None:
 def test_no_answer_at_all_deletes_nothing(db: Path) -> None:
     before = stored(db)
     result = history("delete", "tenday", "--db", str(db), input="")
-    assert result.exit_code == 1 and result.stderr.endswith("Delete it? [y/N]:\nNothing deleted.\n"), "on a line of its own"
+    assert result.exit_code == 1 and result.stderr.endswith("Delete it? [y/N]:\nNothing deleted.\n"), (
+        "on a line of its own"
+    )
     assert stored(db) == before
 
 
@@ -91,7 +93,9 @@ def test_delete_with_yes_asks_nothing(db: Path) -> None:
 def test_delete_an_unknown_or_ambiguous_id(db: Path) -> None:
     with pytest.raises(UserError, match="^No run has the id 'nope'; `panel history list` shows the stored runs.$"):
         history("delete", "nope", "--yes", "--db", str(db))
-    with pytest.raises(UserError, match="^The id 'old' matches several runs \\(old-finished, old-interrupted\\); give more of it.$"):
+    with pytest.raises(
+        UserError, match="^The id 'old' matches several runs \\(old-finished, old-interrupted\\); give more of it.$"
+    ):
         history("delete", "old", "--yes", "--db", str(db))
 
 
@@ -99,7 +103,9 @@ def test_a_run_still_being_written_is_not_deleted(tmp_path: Path) -> None:
     """Its process (this one) is alive: refused before anything is asked."""
     path = tmp_path / "runs.db"
     keep(path, "live", [run_started(), *answer_calls("live")])
-    with pytest.raises(UserError, match=r"^Run live is still running \(process \d+\); stop it, or wait for it to end.$"):
+    with pytest.raises(
+        UserError, match=r"^Run live is still running \(process \d+\); stop it, or wait for it to end.$"
+    ):
         history("delete", "live", "--db", str(path), input="y\n")
     assert "live" in stored(path)
 
@@ -123,10 +129,14 @@ def test_a_stale_run_is_listed_shown_and_deleted(tmp_path: Path) -> None:
     listed = history("list", "--db", str(path)).stdout
     assert any(line.startswith("crashed ") and " stale " in line for line in listed.splitlines())
     assert any(line.startswith("live ") and " running " in line for line in listed.splitlines())
-    assert [row["run_id"] for row in json.loads(history("list", "--status", "stale", "--json", "--db", str(path)).stdout)] == ["crashed"]
+    assert [
+        row["run_id"] for row in json.loads(history("list", "--status", "stale", "--json", "--db", str(path)).stdout)
+    ] == ["crashed"]
     shown = history("show", "crashed", "--db", str(path)).stdout
     assert "Status    stale (running, but its process " in shown and " is gone)" in shown
-    assert "The run never ended: its process is gone (it crashed or was killed); `panel resume` can continue it." in shown
+    assert (
+        "The run never ended: its process is gone (it crashed or was killed); `panel resume` can continue it." in shown
+    )
     assert "round 0 · answer" in shown
     assert history("delete", "crashed", "--yes", "--db", str(path)).exit_code == 0
     assert list(stored(path)) == ["live"]
@@ -174,7 +184,9 @@ def test_purge_with_nothing_to_delete_asks_nothing(db: Path) -> None:
     before = stored(db)
     result = history("purge", "--older-than", "90d", "--status", "failed", "--db", str(db))
     assert result.exit_code == 0 and result.stderr == ""
-    assert result.stdout.startswith("No failed runs started before ") and result.stdout.endswith("; nothing to delete.\n")
+    assert result.stdout.startswith("No failed runs started before ") and result.stdout.endswith(
+        "; nothing to delete.\n"
+    )
     assert stored(db) == before
 
 
@@ -188,5 +200,8 @@ def test_purge_spares_a_run_still_being_written_and_takes_a_stale_one(tmp_path: 
 
 
 def test_purge_a_time_that_is_no_time(db: Path) -> None:
-    with pytest.raises(UserError, match="^--older-than takes a span such as 7d, 24h or 30m, or a date such as 2025-01-31, not 'a month'.$"):
+    with pytest.raises(
+        UserError,
+        match="^--older-than takes a span such as 7d, 24h or 30m, or a date such as 2025-01-31, not 'a month'.$",
+    ):
         history("purge", "--older-than", "a month", "--yes", "--db", str(db))

@@ -65,7 +65,14 @@ OWN_TABLES: dict[str, list[str]] = {
     "vote": ["ranked choice · quorum", "quorum reached", "instant runoff", "round 1: ", "winner: "],
     "decide": ["unanimous · quorum 3", "no winner: ", "leader sage chose", "leader override"],
     "delphi": ["round 1 · contribution", "round 3 · contribution", "experts contributed", "no further round"],
-    "supervise": ["round 1 · work", "round 1 · critique", "verdicts", "✗ rejected", "round 2 · correction", "✓ approved"],
+    "supervise": [
+        "round 1 · work",
+        "round 1 · critique",
+        "verdicts",
+        "✗ rejected",
+        "round 2 · correction",
+        "✓ approved",
+    ],
     "orchestrate": ["round 1 · plan", "subtasks · plan by planner", "└─ t", "succeeded"],
 }
 
@@ -136,7 +143,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
                 panel = load_panel(ROOT / "configs" / file)
                 assert panel.question is not None
                 made[protocol] = await record_run(path, f"{protocol}-run", engine, panel, panel.question)
-            made["fake"] = await record_run(path, "fake-run", confer, failing_member_panel(server), "Which [i]database[/i]?")
+            made["fake"] = await record_run(
+                path, "fake-run", confer, failing_member_panel(server), "Which [i]database[/i]?"
+            )
             return made
 
         with FakeOpenAIServer() as server:
@@ -193,7 +202,9 @@ def test_replay_plain_writes_what_the_plain_view_wrote(runs: tuple[Path, dict[st
 def test_replay_on_a_terminal_draws_the_live_view(runs: tuple[Path, dict[str, StoredRun]], protocol: str) -> None:
     path, made = runs
     run = made[protocol]
-    raw = history("replay", run.run_id, "--speed", "max", "--db", str(path), env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+    raw = history(
+        "replay", run.run_id, "--speed", "max", "--db", str(path), env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    )
     assert "\x1b[?25l" in raw and raw.endswith("\n") and "\x1b[?25h" in raw, "a live area, and the cursor given back"
     text = ANSI.sub("", raw)
     assert f"{run.protocol} · " in text, "the live view's own header"

@@ -89,7 +89,12 @@ def test_an_event_this_version_cannot_read_is_left_out() -> None:
     payloads = [
         run_started().model_dump(mode="json"),
         {"type": "from_a_newer_panel", "run_id": "r1", "seq": 2, "ts": 1.0},
-        {"type": "stage_started", "run_id": "r1", "seq": 3, "ts": 2.0},  # no stage: not a stage_started this version reads
+        {
+            "type": "stage_started",
+            "run_id": "r1",
+            "seq": 3,
+            "ts": 2.0,
+        },  # no stage: not a stage_started this version reads
         RunFinished(final_answer="yes").model_dump(mode="json"),
     ]
     events = stored_events(payloads)
@@ -108,8 +113,13 @@ def db(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("speed", "factor", "pace"),
     [
-        (None, 10.0, "10× speed"), ("10", 10.0, "10× speed"), ("1", 1.0, "real time"), ("2.5", 2.5, "2.5× speed"),
-        ("0", None, "no waiting"), ("MAX", None, "no waiting"), ("inf", None, "no waiting"),
+        (None, 10.0, "10× speed"),
+        ("10", 10.0, "10× speed"),
+        ("1", 1.0, "real time"),
+        ("2.5", 2.5, "2.5× speed"),
+        ("0", None, "no waiting"),
+        ("MAX", None, "no waiting"),
+        ("inf", None, "no waiting"),
     ],
 )
 def test_the_speed_is_said_first_and_paces_the_events(
@@ -154,7 +164,10 @@ def test_a_run_with_no_events_has_nothing_to_replay(tmp_path: Path) -> None:
 def start_replay(db: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "panel_cli", "history", "replay", "slow", "--speed", "1", "--db", str(db), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -173,7 +186,10 @@ def read_until(process: subprocess.Popen[bytes], marker: bytes, limit: float = 3
     return seen
 
 
-@pytest.mark.parametrize(("signum", "code", "said"), [(signal.SIGINT, 130, "interrupted by SIGINT."), (signal.SIGTERM, 143, "interrupted by SIGTERM.")])
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted by SIGINT."), (signal.SIGTERM, 143, "interrupted by SIGTERM.")],
+)
 def test_a_signal_stops_a_plain_replay_cleanly(db: Path, signum: int, code: int, said: str) -> None:
     process = start_replay(db, "--plain")
     read_until(process, b"[round 0] answer started")
@@ -200,7 +216,9 @@ def test_ctrl_c_in_the_live_view_gives_the_terminal_back(db: Path) -> None:
 
 def test_replay_leaves_the_store_as_it_was(db: Path) -> None:
     before = db.read_bytes()
-    result = runner.invoke(app, ["history", "replay", "slow", "--speed", "max", "--db", str(db)], catch_exceptions=False)
+    result = runner.invoke(
+        app, ["history", "replay", "slow", "--speed", "max", "--db", str(db)], catch_exceptions=False
+    )
     assert result.exit_code == 0
     assert db.read_bytes() == before
     assert sorted(path.name for path in db.parent.iterdir() if path.name.startswith("runs")) == ["runs.db"]
@@ -211,7 +229,9 @@ def test_answer_calls_and_vote_round_replay_in_plain_lines(tmp_path: Path) -> No
     path = tmp_path / "runs.db"
     events = [run_started(), *answer_calls("r1"), *vote_round("r1")]
     keep_at(path, "r1", events, [1_700_000_000 + index for index in range(len(events))])
-    lines = runner.invoke(app, ["history", "replay", "r1", "--plain", "--speed", "max", "--db", str(path)]).stdout.splitlines()
+    lines = runner.invoke(
+        app, ["history", "replay", "r1", "--plain", "--speed", "max", "--db", str(path)]
+    ).stdout.splitlines()
     assert lines[1] == "run started  confer  db-choice  members: gpt, claude  run r1"
     assert "[round 1] call failed  claude  timeout: timed out after 300s" in lines
     assert "round 1 tallied: A=80 B=50 -> A (gpt)" in lines

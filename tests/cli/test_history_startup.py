@@ -28,7 +28,13 @@ PLAIN_ANSWER = "[simulated] Start with PostgreSQL.\nMeasure it on your real work
 # Modules a plain-answer `show` does without, and those `history list` does without.
 MARKDOWN = ("markdown_it", "rich.markdown", "pygments")
 NOT_FOR_LIST = (
-    "litellm", "asyncio", "panel_cli.events", "panel_cli.view.replay", "panel_cli.view.live", "rich._emoji_codes", *MARKDOWN
+    "litellm",
+    "asyncio",
+    "panel_cli.events",
+    "panel_cli.view.replay",
+    "panel_cli.view.live",
+    "rich._emoji_codes",
+    *MARKDOWN,
 )
 
 
@@ -77,9 +83,7 @@ def test_show_of_a_markdown_answer_loads_markdown(runs: Path) -> None:
     assert {"markdown_it", "rich.markdown"} <= modules
 
 
-def test_a_history_command_builds_only_its_own_click_command(
-    runs: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_history_command_builds_only_its_own_click_command(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Typer reads every parameter of a command to build it; `panel history list` builds
     `list` and the root group, none of the other top-level or history commands."""
     built: list[str] = []

@@ -41,7 +41,9 @@ def db(tmp_path: Path) -> Path:
     voted = run_started("Which queue?").model_copy(
         update={"protocol": "vote", "panel": "queues", "members": [MemberInfo(name="gpt", model="openai/gpt-4o")]}
     )
-    call = CallFinished(call_id="v1", member="gpt", model="openai/gpt-4o", stage="vote", text="RabbitMQ", cost=0.01, latency=1.0)
+    call = CallFinished(
+        call_id="v1", member="gpt", model="openai/gpt-4o", stage="vote", text="RabbitMQ", cost=0.01, latency=1.0
+    )
     keep(path, "queue", [voted, call, RunFinished(final_answer="RabbitMQ", result={"winner": "RabbitMQ"})])
     return path
 
@@ -72,17 +74,24 @@ def test_stats_tables(db: Path) -> None:
     assert lines[protocol + 2].split() == ["confer", "2", "8", "960", "$0.0100"]
     assert lines[protocol + 3].split() == ["vote", "1", "1", "—", "$0.0100"]
     month = lines.index("By month")
-    assert [line.split()[0] for line in lines[month + 2 :]] == [month_of(time.time() - 40 * 86400), month_of(time.time())]
+    assert [line.split()[0] for line in lines[month + 2 :]] == [
+        month_of(time.time() - 40 * 86400),
+        month_of(time.time()),
+    ]
 
 
 def test_demo_personas_are_free(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     started = run_started().model_copy(update={"members": [MemberInfo(name="sage", model="demo/sage")]})
-    call = CallFinished(call_id="d1", member="sage", model="demo/sage", stage="answer", round=0, text="[simulated] yes", latency=0.1)
+    call = CallFinished(
+        call_id="d1", member="sage", model="demo/sage", stage="answer", round=0, text="[simulated] yes", latency=0.1
+    )
     keep(path, "demo", [started, call, RunFinished(final_answer="[simulated] yes")])
     text = history("stats", "--db", str(path))
     assert text.splitlines()[0].endswith("cost simulated, free")
-    assert any(line.startswith("demo/sage ") and line.rstrip().endswith("simulated, free") for line in text.splitlines())
+    assert any(
+        line.startswith("demo/sage ") and line.rstrip().endswith("simulated, free") for line in text.splitlines()
+    )
 
 
 def test_stats_of_an_empty_store(tmp_path: Path) -> None:

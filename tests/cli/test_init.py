@@ -16,7 +16,9 @@ from panel_cli.llm.aliases import config_dir
 
 runner = CliRunner(env={"COLUMNS": "200"})
 PROTOCOLS = list(typing.get_args(Protocol))
-PANEL_FILES = sorted([f"{protocol}.demo.yaml" for protocol in PROTOCOLS] + [f"{protocol}.yaml" for protocol in PROTOCOLS])
+PANEL_FILES = sorted(
+    [f"{protocol}.demo.yaml" for protocol in PROTOCOLS] + [f"{protocol}.yaml" for protocol in PROTOCOLS]
+)
 
 
 def init(*args: str) -> str:
@@ -59,7 +61,9 @@ def test_every_file_it_writes_validates_without_a_warning(tmp_path: Path) -> Non
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_every_demo_variant_runs_offline(protocol: str, tmp_path: Path) -> None:
     init(str(tmp_path))
-    outcome = runner.invoke(app, ["run", str(tmp_path / f"{protocol}.demo.yaml"), "--json", "--db", str(tmp_path / "runs.db")])
+    outcome = runner.invoke(
+        app, ["run", str(tmp_path / f"{protocol}.demo.yaml"), "--json", "--db", str(tmp_path / "runs.db")]
+    )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
     assert result["protocol"] == protocol and result["reached_answer"] and result["warnings"] == []
@@ -75,14 +79,19 @@ def test_an_existing_file_is_kept_and_named(tmp_path: Path) -> None:
     assert (tmp_path / "vote.yaml").read_text() == "# my own vote panel\n"
     assert (config_dir() / "defaults.yaml").read_text() == "members: [{name: mine, model: demo/sage}]\n"
     assert output.startswith("Wrote 15 files:\n")
-    assert f"Kept 2 files already there (not overwritten):\n  {tmp_path / 'vote.yaml'}\n  {config_dir() / 'defaults.yaml'}\n" in output
+    assert (
+        f"Kept 2 files already there (not overwritten):\n  {tmp_path / 'vote.yaml'}\n  {config_dir() / 'defaults.yaml'}\n"
+        in output
+    )
     again = init(str(tmp_path))
     assert again.startswith("Kept 17 files already there (not overwritten):\n") and "Wrote" not in again
 
 
 def test_the_default_panel_is_the_one_commands_use_without_a_file(tmp_path: Path) -> None:
     init(str(tmp_path))
-    outcome = runner.invoke(app, ["council", "--demo", "-q", "Tabs or spaces?", "--json", "--db", str(tmp_path / "runs.db")])
+    outcome = runner.invoke(
+        app, ["council", "--demo", "-q", "Tabs or spaces?", "--json", "--db", str(tmp_path / "runs.db")]
+    )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
     assert [response["name"] for response in result["stage1_responses"]] == ["gpt", "claude", "gemini"]
@@ -93,5 +102,7 @@ def test_a_file_where_the_folder_should_be_is_one_sentence(tmp_path: Path) -> No
     blocker.write_text("")
     outcome = runner.invoke(app, ["init", str(blocker / "panels")])
     assert outcome.exit_code != 0
-    assert outcome.exception is not None and getattr(outcome.exception, "message", "").startswith(f"Cannot create the folder {blocker / 'panels'}:")
+    assert outcome.exception is not None and getattr(outcome.exception, "message", "").startswith(
+        f"Cannot create the folder {blocker / 'panels'}:"
+    )
     assert not any(config_dir().glob("*.yaml")), "nothing is written when the folder cannot be made"

@@ -39,7 +39,12 @@ CYCLE_ERROR = "the dependencies form a cycle: t1 -> t2 -> t1 (each waits for the
 def panel_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "panel_cli", *args],
-        capture_output=True, text=True, input="", cwd=ROOT, env={**os.environ, **(env or {})}, check=False,
+        capture_output=True,
+        text=True,
+        input="",
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        check=False,
     )
 
 
@@ -50,7 +55,9 @@ def run_json(*args: str) -> dict:
 
 
 def test_demo_with_no_file_runs_the_default_team_offline(tmp_path: Path) -> None:
-    result = run_json("orchestrate", "--demo", "-q", "How should we pick an AI coding assistant?", "--db", str(tmp_path / "r.db"))
+    result = run_json(
+        "orchestrate", "--demo", "-q", "How should we pick an AI coding assistant?", "--db", str(tmp_path / "r.db")
+    )
     assert result["protocol"] == "orchestrate" and result["success"] is True
     assert result["workers"] == ["research", "analysis", "writing"]
     assert result["planner"] == "chairman" and result["chairman"] == "chairman"
@@ -58,7 +65,10 @@ def test_demo_with_no_file_runs_the_default_team_offline(tmp_path: Path) -> None
     assert len(roots) >= 2, "the demo plan has parallel branches"
     assert {task["worker"] for task in result["plan"]} == {"research", "analysis", "writing"}
     assert result["succeeded"] == len(result["plan"]) and result["failed"] == result["skipped"] == 0
-    assert [set(task) >= {"id", "worker", "depends_on", "status", "started_at", "ended_at", "output"} for task in result["tasks"]] == [True] * 4
+    assert [
+        set(task) >= {"id", "worker", "depends_on", "status", "started_at", "ended_at", "output"}
+        for task in result["tasks"]
+    ] == [True] * 4
     assert result["final_answer"].startswith("[simulated] Synthesis by the")
     assert result["calls"] == 1 + len(result["plan"]) + 1
 
@@ -83,8 +93,16 @@ def test_panel_run_dispatches_to_orchestrate(tmp_path: Path) -> None:
 
 def test_members_keep_only_some_workers_of_the_file(tmp_path: Path) -> None:
     result = run_json(
-        "orchestrate", DEMO_FILE, "--members", "research,writing", "--max-plan-attempts", "1", "--timeout", "1m",
-        "--db", str(tmp_path / "r.db"),
+        "orchestrate",
+        DEMO_FILE,
+        "--members",
+        "research,writing",
+        "--max-plan-attempts",
+        "1",
+        "--timeout",
+        "1m",
+        "--db",
+        str(tmp_path / "r.db"),
     )
     assert result["workers"] == ["research", "writing"]
     assert {task["worker"] for task in result["plan"]} == {"research", "writing"}
@@ -108,20 +126,42 @@ def test_members_without_a_file_are_the_models_of_the_default_workers(
         prompt = str(request.messages[-1]["content"])
         if "[panel-task: plan]" in prompt:
             workers = re.search(r"Workers:\n((?:- .+\n)+)", prompt).group(1).split()[1::2]
-            return json.dumps({"subtasks": [{"task_id": f"t{i}", "worker": w, "title": w, "description": w, "depends_on": []} for i, w in enumerate(workers)]})
+            return json.dumps(
+                {
+                    "subtasks": [
+                        {"task_id": f"t{i}", "worker": w, "title": w, "description": w, "depends_on": []}
+                        for i, w in enumerate(workers)
+                    ]
+                }
+            )
         return f"{request.model} says so"
 
     fake_server.default(responder(respond))
     monkeypatch.setenv("OPENAI_API_BASE", fake_server.url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     result = run_json(
-        "orchestrate", "--members", "openai/a,openai/b", "--planner", "openai/p", "--chairman", "openai/c", "-q", "Q?",
-        "--db", str(tmp_path / "r.db"),
+        "orchestrate",
+        "--members",
+        "openai/a,openai/b",
+        "--planner",
+        "openai/p",
+        "--chairman",
+        "openai/c",
+        "-q",
+        "Q?",
+        "--db",
+        str(tmp_path / "r.db"),
     )
     assert result["workers"] == ["research", "analysis", "writing"]
     assert result["planner"] == "planner" and result["chairman"] == "chairman"
-    worker_models = {r.messages[0]["content"]: r.model for r in fake_server.requests if r.messages[0]["role"] == "system"}
-    assert worker_models == {DEFAULT_WORKERS["research"]: "a", DEFAULT_WORKERS["analysis"]: "b", DEFAULT_WORKERS["writing"]: "a"}
+    worker_models = {
+        r.messages[0]["content"]: r.model for r in fake_server.requests if r.messages[0]["role"] == "system"
+    }
+    assert worker_models == {
+        DEFAULT_WORKERS["research"]: "a",
+        DEFAULT_WORKERS["analysis"]: "b",
+        DEFAULT_WORKERS["writing"]: "a",
+    }
     assert [r.model for r in fake_server.requests][0] == "p" and fake_server.requests[-1].model == "c"
 
 
@@ -130,7 +170,16 @@ def test_no_valid_plan_exits_1_with_the_error(fake_server: FakeOpenAIServer, tmp
     fake_server.default(responder(lambda request: json.dumps(CYCLE)))
     db = tmp_path / "r.db"
     done = panel_cli(
-        "orchestrate", "--members", "openai/a", "--max-plan-attempts", "2", "-q", "Q?", "--json", "--db", str(db),
+        "orchestrate",
+        "--members",
+        "openai/a",
+        "--max-plan-attempts",
+        "2",
+        "-q",
+        "Q?",
+        "--json",
+        "--db",
+        str(db),
         env={"OPENAI_API_BASE": fake_server.url, "OPENAI_API_KEY": "test"},
     )
     assert done.returncode == 1, done.stderr
@@ -170,7 +219,10 @@ def test_history_reads_an_orchestrate_run_back(tmp_path: Path) -> None:
         (["orchestrate", DEMO_FILE, "--planner", "nobody"], "The planner 'nobody' is not a member"),
         (["orchestrate", DEMO_FILE, "--chairman", "research,nobody"], "The chairman 'nobody' is not a member"),
         (["orchestrate", DEMO_FILE, "--timeout", "soon"], "--timeout: 'soon' is not a duration"),
-        (["orchestrate", "--members", "demo/nobody", "-q", "Q?"], "member 'demo/nobody': unknown demo persona 'nobody'"),
+        (
+            ["orchestrate", "--members", "demo/nobody", "-q", "Q?"],
+            "member 'demo/nobody': unknown demo persona 'nobody'",
+        ),
     ],
 )
 def test_bad_input_is_one_sentence(args: list[str], message: str) -> None:

@@ -119,7 +119,9 @@ async def interrupted_run(panel_file: Path, db: Path, ready: Callable[[int], boo
     return bus.run_id
 
 
-def check_resumed(db: Path, old_id: str, result: dict, server: FakeOpenAIServer, before: int, hung: list[RecordedRequest]) -> None:
+def check_resumed(
+    db: Path, old_id: str, result: dict, server: FakeOpenAIServer, before: int, hung: list[RecordedRequest]
+) -> None:
     """The resumed run asked only what the old one left unanswered: it reused every answered
     call, once each, asked each hung request again byte for byte, and made no other request
     than for the calls it did not reuse."""
@@ -150,7 +152,11 @@ def confer_stopped_by(signum: int, fake_server: FakeOpenAIServer, tmp_path: Path
     db = tmp_path / "runs.db"
     process = subprocess.Popen(
         [sys.executable, "-m", "panel_cli", "confer", str(panel_file), "--db", str(db)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     try:
         deadline = time.monotonic() + HANG_GUARD
@@ -167,7 +173,9 @@ def confer_stopped_by(signum: int, fake_server: FakeOpenAIServer, tmp_path: Path
     return db, process.returncode
 
 
-def test_confer_interrupted_by_sigint_resumes_without_paying_twice(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_confer_interrupted_by_sigint_resumes_without_paying_twice(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
     db, code = confer_stopped_by(signal.SIGINT, fake_server, tmp_path)
     assert code == 130
     with TranscriptReader.open(db) as reader:
@@ -208,7 +216,9 @@ def answered_calls_any(db: Path) -> int:
         return sum(answered_calls(db, run.id) for run in reader.list_runs())
 
 
-def test_council_with_a_drawn_shuffle_seed_resumes_in_the_same_orders(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_council_with_a_drawn_shuffle_seed_resumes_in_the_same_orders(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
     """The seed is drawn at the start and kept in the run's config, so the resumed reviewers
     see the answers in the same orders and their reviews hash alike."""
     panel_file = on_fake_server("council", fake_server, tmp_path)
@@ -254,7 +264,11 @@ def test_orchestrate_resumes_after_its_plan_and_tasks(fake_server: FakeOpenAISer
     db = tmp_path / "runs.db"
     # The synthesis is asked only once every subtask is done, and nothing after it.
     old_id = asyncio.run(
-        interrupted_run(panel_file, db, lambda done: bool(fake_server.requests_for("skeptic")) and done == len(fake_server.requests) - 1)
+        interrupted_run(
+            panel_file,
+            db,
+            lambda done: bool(fake_server.requests_for("skeptic")) and done == len(fake_server.requests) - 1,
+        )
     )
     hung = fake_server.requests_for("skeptic")[-1:]
     before = len(fake_server.requests)
@@ -268,7 +282,9 @@ def test_orchestrate_resumes_after_its_plan_and_tasks(fake_server: FakeOpenAISer
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_every_protocol_replays_its_prompts_byte_for_byte(protocol: str, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_every_protocol_replays_its_prompts_byte_for_byte(
+    protocol: str, fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
     """A run marked interrupted after it answered everything resumes with no request at all:
     every prompt of every protocol (fence tags and drawn seeds included) comes out as before."""
     panel_file = on_fake_server(protocol, fake_server, tmp_path)
@@ -290,10 +306,17 @@ def test_a_finished_run_cannot_be_resumed(fake_server: FakeOpenAIServer, tmp_pat
     first = run_json("run", str(on_fake_server("vote", fake_server, tmp_path)), "--db", str(db))
     done = subprocess.run(
         [sys.executable, "-m", "panel_cli", "resume", first["run_id"][:8], "--db", str(db)],
-        capture_output=True, text=True, cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2
-    assert done.stderr == f"panel: Run {first['run_id'][:8]} has already finished; only an interrupted or crashed run can be resumed.\n"
+    assert (
+        done.stderr
+        == f"panel: Run {first['run_id'][:8]} has already finished; only an interrupted or crashed run can be resumed.\n"
+    )
 
 
 def test_a_run_still_running_is_not_resumed(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
@@ -323,10 +346,15 @@ def test_a_run_still_running_is_not_resumed(fake_server: FakeOpenAIServer, tmp_p
 
     asyncio.run(scenario())
     assert isinstance(refused[0], UserError)
-    assert refused[0].message == "Run stillrun is still running in another panel process; resume it once that process has stopped."
+    assert (
+        refused[0].message
+        == "Run stillrun is still running in another panel process; resume it once that process has stopped."
+    )
 
 
-def test_a_run_whose_panel_held_a_secret_is_refused(fake_server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_whose_panel_held_a_secret_is_refused(
+    fake_server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The store keeps an expanded `${VAR}` only as [redacted]: the panel cannot be rebuilt."""
     monkeypatch.setenv("PANEL_TEST_PERSONA_NOTE", "a note kept out of the store")
     panel_file = on_fake_server("vote", fake_server, tmp_path)
@@ -371,4 +399,6 @@ def test_the_panel_a_run_stores_is_the_panel_it_ran(tmp_path: Path) -> None:
 def test_every_protocol_has_its_engine() -> None:
     engines: dict[str, Callable[..., object]] = {protocol: engine_for(protocol) for protocol in PROTOCOLS}
     assert set(ENGINES) == set(PROTOCOLS)
-    assert {protocol: engine.__name__ for protocol, engine in engines.items()} == {protocol: protocol for protocol in PROTOCOLS}
+    assert {protocol: engine.__name__ for protocol, engine in engines.items()} == {
+        protocol: protocol for protocol in PROTOCOLS
+    }

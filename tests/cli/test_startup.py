@@ -55,10 +55,15 @@ def test_importtime_of_help_names_no_heavy_module() -> None:
     """The same through `python -X importtime -m panel_cli`, the way a person would check."""
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "panel_cli", "--help"],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    modules = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    modules = {
+        line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
+    }
     assert "typer" in modules and "panel_cli.cli.app" in modules
     assert {m for m in modules if m.split(".")[0] in {"litellm", "pydantic"}} == set()
     assert {m for m in modules if m.startswith(("panel_cli.store", "panel_cli.config", "panel_cli.events"))} == set()

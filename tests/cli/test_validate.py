@@ -54,9 +54,17 @@ def test_one_bad_file_among_several_fails_the_whole_check(tmp_path):
 @pytest.mark.parametrize(
     ("text", "command", "message"),
     [
-        ("protocol: council\nquestion: q\nmembers:\n  - name: a\n    model: demo/sage\n", "council", "A council needs at least 2 members"),
+        (
+            "protocol: council\nquestion: q\nmembers:\n  - name: a\n    model: demo/sage\n",
+            "council",
+            "A council needs at least 2 members",
+        ),
         (f"protocol: vote\nquestion: q\n{TWO}", "run", "A vote needs at least two options to choose between"),
-        (f"protocol: ensemble\nquestion: q\nmode: consensus\nscorer: judge:zed\n{TWO}", "ensemble", "The judge 'zed' is not a member"),
+        (
+            f"protocol: ensemble\nquestion: q\nmode: consensus\nscorer: judge:zed\n{TWO}",
+            "ensemble",
+            "The judge 'zed' is not a member",
+        ),
     ],
 )
 def test_what_a_run_refuses_validate_refuses(tmp_path, text, command, message):
@@ -89,7 +97,16 @@ def test_fields_the_protocol_ignores_are_warned_with_their_lines(tmp_path):
 
 def test_a_file_for_another_protocol_is_run_with_one_warning(tmp_path):
     outcome = runner.invoke(
-        app, ["confer", str(ROOT / "configs" / "council.yaml"), "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")]
+        app,
+        [
+            "confer",
+            str(ROOT / "configs" / "council.yaml"),
+            "--max-rounds",
+            "1",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
     )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)

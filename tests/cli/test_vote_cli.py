@@ -32,7 +32,13 @@ runner = CliRunner(env={"COLUMNS": "200"})
 def panel_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "panel_cli", *args],
-        capture_output=True, text=True, input=stdin, cwd=ROOT, env={**os.environ, **(env or {})}, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        check=False,
+        timeout=120,
     )
 
 
@@ -70,14 +76,34 @@ def voter(request: RecordedRequest) -> str:
 def test_the_line_as_typed_end_to_end(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.default(responder(voter))
     done = panel_cli(
-        "vote", "--options", "A", "B C", "--members", "openai/a,openai/b,openai/c", "-q", "Which one?", "--json",
-        "--db", str(tmp_path / "runs.db"), env={"OPENAI_API_BASE": fake_server.url, "OPENAI_API_KEY": "test"},
+        "vote",
+        "--options",
+        "A",
+        "B C",
+        "--members",
+        "openai/a,openai/b,openai/c",
+        "-q",
+        "Which one?",
+        "--json",
+        "--db",
+        str(tmp_path / "runs.db"),
+        env={"OPENAI_API_BASE": fake_server.url, "OPENAI_API_KEY": "test"},
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert (result["protocol"], result["question"], result["winner"], result["final_answer"]) == ("vote", "Which one?", "B C", "B C")
+    assert (result["protocol"], result["question"], result["winner"], result["final_answer"]) == (
+        "vote",
+        "Which one?",
+        "B C",
+        "B C",
+    )
     assert result["options"] == ["A", "B C"] and result["vote_counts"] == {"A": 1, "B C": 2}
-    assert (result["method"], result["quorum_met"], result["abstained"], result["rounds"]) == ("majority", True, [], None)
+    assert (result["method"], result["quorum_met"], result["abstained"], result["rounds"]) == (
+        "majority",
+        True,
+        [],
+        None,
+    )
     assert [(b["voter"], b["choice"], b["ranking"], b["confidence"], b["matched_by"]) for b in result["ballots"]] == [
         ("openai/a", "B C", ["B C"], None, "text"),
         ("openai/b", "B C", ["B C"], None, "text"),
@@ -96,7 +122,17 @@ def test_without_members_one_sentence_names_every_way(tmp_path: Path) -> None:
 
 
 def test_the_question_on_stdin(tmp_path: Path) -> None:
-    done = panel_cli("vote", "--options", "PostgreSQL", "MySQL", "--demo", "--json", "--db", str(tmp_path / "r.db"), stdin="Which database?\n")
+    done = panel_cli(
+        "vote",
+        "--options",
+        "PostgreSQL",
+        "MySQL",
+        "--demo",
+        "--json",
+        "--db",
+        str(tmp_path / "r.db"),
+        stdin="Which database?\n",
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["question"] == "Which database?" and result["winner"] == "MySQL"
@@ -112,13 +148,34 @@ def test_no_question_at_all_says_where_one_comes_from() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["vote", "--options", "A", "--demo", "-q", "Q?"], "A vote needs at least two options to choose between ('A' is the only one)"),
-        (["vote", "--demo", "-q", "Q?"], "A vote needs at least two options to choose between: give them with --options A B"),
-        (["vote", "--options", "Ship", "ship", "--demo", "-q", "Q?"], "--options: 'ship' is given twice (options match in any case)."),
-        (["vote", "--options", "A", "B", "--method", "plurality", "--demo", "-q", "Q?"], "--method: 'plurality' is not a method; choose majority"),
-        (["vote", "--options", "A", "B", "--threshold", "0.8", "--demo", "-q", "Q?"], "--threshold applies to --method supermajority, not majority."),
-        (["vote", "--options", "A", "B", "--no-match", "maybe", "--demo", "-q", "Q?"], "--no-match: 'maybe' is not a choice; use abstain or first."),
-        (["decide", "--options", "A", "B", "--leader", "zed", "--demo", "-q", "Q?"], "The leader 'zed' is not a member of panel 'demo'"),
+        (
+            ["vote", "--options", "A", "--demo", "-q", "Q?"],
+            "A vote needs at least two options to choose between ('A' is the only one)",
+        ),
+        (
+            ["vote", "--demo", "-q", "Q?"],
+            "A vote needs at least two options to choose between: give them with --options A B",
+        ),
+        (
+            ["vote", "--options", "Ship", "ship", "--demo", "-q", "Q?"],
+            "--options: 'ship' is given twice (options match in any case).",
+        ),
+        (
+            ["vote", "--options", "A", "B", "--method", "plurality", "--demo", "-q", "Q?"],
+            "--method: 'plurality' is not a method; choose majority",
+        ),
+        (
+            ["vote", "--options", "A", "B", "--threshold", "0.8", "--demo", "-q", "Q?"],
+            "--threshold applies to --method supermajority, not majority.",
+        ),
+        (
+            ["vote", "--options", "A", "B", "--no-match", "maybe", "--demo", "-q", "Q?"],
+            "--no-match: 'maybe' is not a choice; use abstain or first.",
+        ),
+        (
+            ["decide", "--options", "A", "B", "--leader", "zed", "--demo", "-q", "Q?"],
+            "The leader 'zed' is not a member of panel 'demo'",
+        ),
         (["vote", VOTE, "--timeout", "soon"], "--timeout: 'soon' is not a duration"),
     ],
 )
@@ -149,7 +206,9 @@ def test_demo_with_no_members_seats_four_personas() -> None:
 
 def test_the_default_panel_in_the_config_directory(tmp_path: Path) -> None:
     config = Path(os.environ["PANEL_CONFIG_DIR"])
-    (config / "defaults.yaml").write_text("members:\n  - {name: mine, model: demo/engineer}\n  - {name: yours, model: demo/historian}\n")
+    (config / "defaults.yaml").write_text(
+        "members:\n  - {name: mine, model: demo/engineer}\n  - {name: yours, model: demo/historian}\n"
+    )
     result = invoke("vote", "--options", "Tea", "Coffee", "-q", "Tea or coffee?")
     assert [b["voter"] for b in result["ballots"]] == ["mine", "yours"]
     kept = invoke("vote", "--options", "Tea", "Coffee", "--demo", "-q", "Tea or coffee?")
@@ -186,7 +245,11 @@ def test_run_dispatches_to_vote_and_decide_and_options_replace_the_files() -> No
     assert invoke("run", VOTE)["protocol"] == "vote"
     assert invoke("run", DECIDE)["protocol"] == "decide"
     replaced = invoke("vote", VOTE, "--options", "Redis", "Memcached", "--method", "majority")
-    assert replaced["options"] == ["Redis", "Memcached"] and replaced["method"] == "majority" and replaced["rounds"] is None
+    assert (
+        replaced["options"] == ["Redis", "Memcached"]
+        and replaced["method"] == "majority"
+        and replaced["rounds"] is None
+    )
 
 
 def test_validate_accepts_the_demo_files_with_no_warning() -> None:
@@ -234,7 +297,9 @@ def test_retally_recounts_prints_beside_the_stored_and_records(tmp_path: Path) -
     assert outcome.exit_code == 0, outcome.output
     assert "Re-tally of run" in outcome.stdout and "ranked_choice" in outcome.stdout and "majority" in outcome.stdout
     assert "no model was called" in outcome.stdout
-    recount = json.loads(runner.invoke(app, ["history", "retally", run["run_id"], "--method", "majority", "--json", "--db", db]).stdout)
+    recount = json.loads(
+        runner.invoke(app, ["history", "retally", run["run_id"], "--method", "majority", "--json", "--db", db]).stdout
+    )
     assert recount["stored"]["winner"] == run["winner"] and recount["stored"]["method"] == "ranked_choice"
     assert recount["retally"]["method"] == "majority" and recount["retally"]["vote_counts"] == run["vote_counts"]
     assert recount["retally"]["rounds"] is None
@@ -259,8 +324,14 @@ def test_retally_refusals(tmp_path: Path) -> None:
     vote_run = invoke("vote", VOTE, "--db", db)
     confer_run = invoke("confer", str(ROOT / "configs" / "demo.yaml"), "--max-rounds", "1", "--db", db)
     cases = [
-        (["retally", confer_run["run_id"]], f"Run {confer_run['run_id']} is a confer run; only vote and decide runs have ballots to re-tally."),
-        (["retally", vote_run["run_id"], "--threshold", "0.9"], "--threshold applies to --method supermajority, not ranked_choice."),
+        (
+            ["retally", confer_run["run_id"]],
+            f"Run {confer_run['run_id']} is a confer run; only vote and decide runs have ballots to re-tally.",
+        ),
+        (
+            ["retally", vote_run["run_id"], "--threshold", "0.9"],
+            "--threshold applies to --method supermajority, not ranked_choice.",
+        ),
         (["retally", vote_run["run_id"], "--method", "borda"], "--method: 'borda' is not a method; choose majority"),
     ]
     for args, message in cases:
@@ -279,7 +350,14 @@ def test_retally_runs_without_a_model_and_without_loading_litellm(tmp_path: Path
         "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
         "print(sorted(m for m in sys.modules if m == 'litellm' or m.startswith(('litellm.', 'panel_cli.llm'))))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, "OPENAI_API_BASE": "http://127.0.0.1:9"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "OPENAI_API_BASE": "http://127.0.0.1:9"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
     with sqlite3.connect(db) as connection:

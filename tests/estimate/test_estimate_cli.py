@@ -32,7 +32,13 @@ def invoke(*args: str) -> str:
 
 def test_estimate_json_calls_nothing_and_says_the_price_is_unknown(fake_server, tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    data = json.loads(invoke("estimate", str(write_panel(tmp_path / "p.yaml", fake_server, "protocol: confer", "max_rounds: 2")), "--json"))
+    data = json.loads(
+        invoke(
+            "estimate",
+            str(write_panel(tmp_path / "p.yaml", fake_server, "protocol: confer", "max_rounds: 2")),
+            "--json",
+        )
+    )
     assert fake_server.requests == []
     assert not Path(tmp_path / "panel.db").exists()
     assert (data["protocol"], data["calls_low"], data["calls_high"]) == ("confer", 6, 6)
@@ -52,7 +58,14 @@ def test_dry_run_on_a_protocol_command_prints_the_table_and_stores_nothing(fake_
 
 
 def test_priced_models_add_up(fake_server, tmp_path):
-    panel = write_panel(tmp_path / "p.yaml", fake_server, "protocol: vote", "options: [x, y]", "defaults: {max_tokens: 100}", model="openai/gpt-4o-mini")
+    panel = write_panel(
+        tmp_path / "p.yaml",
+        fake_server,
+        "protocol: vote",
+        "options: [x, y]",
+        "defaults: {max_tokens: 100}",
+        model="openai/gpt-4o-mini",
+    )
     data = json.loads(invoke("run", str(panel), "--dry-run", "--json"))
     assert fake_server.requests == []
     assert data["complete"] is True and data["unpriced"] == []
@@ -64,9 +77,14 @@ def test_priced_models_add_up(fake_server, tmp_path):
     assert data["cost_high"] == pytest.approx(2 * line["cost_high"])
     assert data["models"] == [
         {
-            "model": "openai/gpt-4o-mini", "calls_low": 2, "calls_high": 2, "input_per_million": pytest.approx(0.15),
-            "output_per_million": pytest.approx(0.6), "cost_low": pytest.approx(data["cost_low"]),
-            "cost_high": pytest.approx(data["cost_high"]), "output_limit": "100 (max_tokens)",
+            "model": "openai/gpt-4o-mini",
+            "calls_low": 2,
+            "calls_high": 2,
+            "input_per_million": pytest.approx(0.15),
+            "output_per_million": pytest.approx(0.6),
+            "cost_low": pytest.approx(data["cost_low"]),
+            "cost_high": pytest.approx(data["cost_high"]),
+            "output_limit": "100 (max_tokens)",
         }
     ]
 

@@ -31,8 +31,13 @@ QUESTION = "Which database should we use for the billing service?"
 
 
 def fake_panel(server: FakeOpenAIServer, names: list[str], **fields: Any) -> Panel:
-    members = [{"name": name, "model": f"openai/{name}-model", "api_base": server.url, "system": f"You are {name}."} for name in names]
-    return Panel.model_validate({"name": "t", "members": members, "defaults": {"retries": 0, "max_tokens": 300}, **fields})
+    members = [
+        {"name": name, "model": f"openai/{name}-model", "api_base": server.url, "system": f"You are {name}."}
+        for name in names
+    ]
+    return Panel.model_validate(
+        {"name": "t", "members": members, "defaults": {"retries": 0, "max_tokens": 300}, **fields}
+    )
 
 
 def replies(request: RecordedRequest) -> str:
@@ -96,9 +101,17 @@ async def test_supervise(fake_server):
     fake_server.default(responder(replies))
     panel = fake_panel(fake_server, ["ann", "bob", "boss"], protocol="supervise", critic="boss", chairman="boss")
     panel = panel.model_copy(
-        update={"members": [m.model_copy(update={"task": f"the {m.name} part"}) if m.name != "boss" else m for m in panel.members]}
+        update={
+            "members": [
+                m.model_copy(update={"task": f"the {m.name} part"}) if m.name != "boss" else m for m in panel.members
+            ]
+        }
     )
     estimate = estimate_run(panel, QUESTION)
     envelope = await run(supervise, panel)
-    assert (estimate.calls_low, envelope.calls, estimate.calls_high) == (4, 4, 13)  # at most: 2 work, 3 critiques asked twice, 2 corrections each, 1 synthesis
+    assert (estimate.calls_low, envelope.calls, estimate.calls_high) == (
+        4,
+        4,
+        13,
+    )  # at most: 2 work, 3 critiques asked twice, 2 corrections each, 1 synthesis
     assert_matches(estimate, envelope, fake_server, "work")

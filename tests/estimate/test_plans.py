@@ -14,7 +14,10 @@ BOUND = 100
 
 
 def panel(names: list[str], **fields: Any) -> Panel:
-    members = [{"name": name, "model": f"demo/{persona}"} for name, persona in zip(names, ["sage", "skeptic", "engineer", "pragmatist", "historian"], strict=False)]
+    members = [
+        {"name": name, "model": f"demo/{persona}"}
+        for name, persona in zip(names, ["sage", "skeptic", "engineer", "pragmatist", "historian"], strict=False)
+    ]
     return Panel.model_validate({"name": "t", "members": members, **fields})
 
 
@@ -37,7 +40,9 @@ def test_confer_converges_after_two_vote_rounds_at_the_earliest(until, rounds, l
     assert counts(run) == [("answer", "0", 3, 3), ("vote", "1" if rounds == 1 else f"1–{rounds}", 3 * low, 3 * rounds)]
     vote = run.stages[1].calls[0]
     assert vote.quoted == 3 * BOUND and vote.schema is not None
-    assert "=== Answer A" in vote.prompt[0]["content"] and "Your current answer is Answer A." in vote.prompt[0]["content"]
+    assert (
+        "=== Answer A" in vote.prompt[0]["content"] and "Your current answer is Answer A." in vote.prompt[0]["content"]
+    )
 
 
 def test_council_review_quotes_every_answer_and_backup_chairmen_only_at_most():
@@ -82,17 +87,36 @@ def test_delphi_rounds_and_synthesis():
 def test_supervise_critic_retries_and_corrections():
     workers = [{"name": n, "model": "demo/sage", "task": f"do {n}"} for n in ("w1", "w2")]
     p = Panel.model_validate(
-        {"name": "t", "protocol": "supervise", "members": [*workers, {"name": "boss", "model": "demo/skeptic"}], "critic": "boss", "max_rounds": 2}
+        {
+            "name": "t",
+            "protocol": "supervise",
+            "members": [*workers, {"name": "boss", "model": "demo/skeptic"}],
+            "critic": "boss",
+            "max_rounds": 2,
+        }
     )
     run = plan(p)
     # 2 workers; the critic reviews up to 3 times, each asked once more at most; 2 correction rounds.
-    assert counts(run) == [("work", "1", 2, 2), ("critique", "1–3", 1, 6), ("correction", "2–3", 0, 4), ("synthesis", None, 1, 1)]
+    assert counts(run) == [
+        ("work", "1", 2, 2),
+        ("critique", "1–3", 1, 6),
+        ("correction", "2–3", 0, 4),
+        ("synthesis", None, 1, 1),
+    ]
     correction = run.stages[2].calls[0]
     assert correction.longest is not None and len(correction.longest) == 5  # work, reply, fix, reply, fix
 
 
 def test_orchestrate_subtasks_are_pooled():
-    run = plan(panel(["lead", "research", "writing"], protocol="orchestrate", planner="lead", chairman="lead", max_plan_attempts=2))
+    run = plan(
+        panel(
+            ["lead", "research", "writing"],
+            protocol="orchestrate",
+            planner="lead",
+            chairman="lead",
+            max_plan_attempts=2,
+        )
+    )
     assert counts(run) == [("plan", "1–2", 1, 2), ("subtasks", None, 1, MAX_TASKS), ("synthesis", None, 1, 1)]
     assert [c.member.name for c in run.stages[1].calls] == ["research", "writing"]
     assert run.notes and "planner decides" in run.notes[0]

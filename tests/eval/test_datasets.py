@@ -40,7 +40,10 @@ def test_list_builtin_gives_sizes():
 def test_an_unknown_builtin_names_the_ones_there_are():
     with pytest.raises(UserError) as caught:
         load_dataset("builtin:trivia")
-    assert caught.value.message == "--dataset: there is no built-in dataset 'trivia'; the built-ins are general (panel eval --list-datasets)."
+    assert (
+        caught.value.message
+        == "--dataset: there is no built-in dataset 'trivia'; the built-ins are general (panel eval --list-datasets)."
+    )
 
 
 def test_a_jsonl_file_with_short_answers_and_numbers(tmp_path: Path):
@@ -61,7 +64,9 @@ def test_a_jsonl_file_with_short_answers_and_numbers(tmp_path: Path):
 
 
 def test_a_gold_answer_is_read_as_the_option_it_names():
-    (item,) = parse_dataset(json.dumps({"question": "Which?", "options": ["PostgreSQL", "MySQL"], "answer": " postgresql "}), "d.jsonl")
+    (item,) = parse_dataset(
+        json.dumps({"question": "Which?", "options": ["PostgreSQL", "MySQL"], "answer": " postgresql "}), "d.jsonl"
+    )
     assert item.answer == "PostgreSQL"
 
 

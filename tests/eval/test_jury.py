@@ -17,12 +17,17 @@ COLOURS = ["red", "green", "blue", "yellow"]
 
 
 def simulated_dataset(n: int) -> Dataset:
-    items = [EvalItem(id=f"s{index}", question=f"Simulated question {index}?", answer=COLOURS[index % 4], options=COLOURS) for index in range(n)]
+    items = [
+        EvalItem(id=f"s{index}", question=f"Simulated question {index}?", answer=COLOURS[index % 4], options=COLOURS)
+        for index in range(n)
+    ]
     return Dataset(source="simulated", items=items)
 
 
 def jury(p: float) -> Panel:
-    return Panel.model_validate({"name": f"jury@{p}", "members": [{"name": f"v{i}", "model": f"demo/oracle@{p}"} for i in range(1, VOTERS + 1)]})
+    return Panel.model_validate(
+        {"name": f"jury@{p}", "members": [{"name": f"v{i}", "model": f"demo/oracle@{p}"} for i in range(1, VOTERS + 1)]}
+    )
 
 
 @pytest.mark.parametrize("p, theory", [(0.7, 0.837), (0.6, 0.683)])

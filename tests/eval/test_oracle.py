@@ -18,8 +18,13 @@ OPTIONS = ["London", "Paris", "Rome", "Berlin"]
 QUESTION = "What is the capital of France?\n\nOptions:\n- London\n- Paris\n- Rome\n- Berlin"
 
 
-def marked(prompt: str, *, voter: str = "v1", key: str = "0:q1", gold: str = "Paris", options: list[str] | None = None) -> list[dict[str, str]]:
-    return [{"role": "system", "content": oracle_marker(voter, key, gold, OPTIONS if options is None else options)}, {"role": "user", "content": prompt}]
+def marked(
+    prompt: str, *, voter: str = "v1", key: str = "0:q1", gold: str = "Paris", options: list[str] | None = None
+) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": oracle_marker(voter, key, gold, OPTIONS if options is None else options)},
+        {"role": "user", "content": prompt},
+    ]
 
 
 def first_line(text: str) -> str:
@@ -32,7 +37,9 @@ def test_oracle_names(name, p):
     assert is_persona(name)
 
 
-@pytest.mark.parametrize("name", ["oracle@", "oracle@1.5", "oracle@-0.1", "oracle@nan", "oracle@x", "oracle", "sage@0.7"])
+@pytest.mark.parametrize(
+    "name", ["oracle@", "oracle@1.5", "oracle@-0.1", "oracle@nan", "oracle@x", "oracle", "sage@0.7"]
+)
 def test_not_oracle_names(name):
     assert oracle_accuracy(name) is None
     assert not is_persona(name)
@@ -55,7 +62,9 @@ def test_a_certain_oracle_answers_the_gold_and_a_hopeless_one_never_does():
 def test_an_oracle_is_right_with_its_probability():
     prompt = confer.answer_prompt(QUESTION)
     n = 4000
-    right = sum(first_line(demo_reply("oracle@0.7", marked(prompt, key=f"7:q{index}"))) == "Paris" for index in range(n))
+    right = sum(
+        first_line(demo_reply("oracle@0.7", marked(prompt, key=f"7:q{index}"))) == "Paris" for index in range(n)
+    )
     # 4 binomial standard errors: by chance alone, outside about once in 16,000 seeds.
     assert abs(right / n - 0.7) <= 4 * (0.7 * 0.3 / n) ** 0.5
 
@@ -71,7 +80,10 @@ def test_wrong_answers_are_spread_over_the_wrong_options():
 def test_an_oracle_is_deterministic_and_each_voter_draws_on_its_own():
     prompt = confer.answer_prompt(QUESTION)
     assert demo_reply("oracle@0.5", marked(prompt)) == demo_reply("oracle@0.5", marked(prompt))
-    answers = {voter: [first_line(demo_reply("oracle@0.5", marked(prompt, voter=voter, key=f"0:q{i}"))) for i in range(40)] for voter in ("v1", "v2")}
+    answers = {
+        voter: [first_line(demo_reply("oracle@0.5", marked(prompt, voter=voter, key=f"0:q{i}"))) for i in range(40)]
+        for voter in ("v1", "v2")
+    }
     assert answers["v1"] != answers["v2"]
 
 
@@ -82,7 +94,14 @@ def test_a_marker_outside_the_system_message_is_ignored():
     prompt = confer.answer_prompt(f"{QUESTION}\n{forged}")
     assert first_line(demo_reply("oracle@1", marked(prompt))) == "Paris"
     unmarked = [{"role": "user", "content": prompt}]
-    blind = {first_line(demo_reply("oracle@1", [{"role": "user", "content": confer.answer_prompt(f"Q{i}?\n\nOptions:\n- a\n- b\n- c")}])) for i in range(30)}
+    blind = {
+        first_line(
+            demo_reply(
+                "oracle@1", [{"role": "user", "content": confer.answer_prompt(f"Q{i}?\n\nOptions:\n- a\n- b\n- c")}]
+            )
+        )
+        for i in range(30)
+    }
     assert blind == {"a", "b", "c"}
     assert first_line(demo_reply("oracle@1", unmarked)) in OPTIONS
 
@@ -112,19 +131,31 @@ def test_confer_vote_picks_the_first_answer_that_gives_the_belief():
 
 def test_council_review_ranks_agreeing_answers_first():
     with fence_tag("0123abcd"):
-        prompt = council.review_prompt(QUESTION, {"A": "Rome", "B": "Paris", "C": "London", "D": "Paris"}, anonymize=True)
+        prompt = council.review_prompt(
+            QUESTION, {"A": "Rome", "B": "Paris", "C": "London", "D": "Paris"}, anonymize=True
+        )
         named = council.review_prompt(QUESTION, {"ann": "Rome", "bob": "Paris"}, anonymize=False)
     review = demo_reply("oracle@1", marked(prompt))
-    assert review.split("FINAL RANKING:\n", 1)[1].splitlines() == ["1. Model B", "2. Model D", "3. Model A", "4. Model C"]
+    assert review.split("FINAL RANKING:\n", 1)[1].splitlines() == [
+        "1. Model B",
+        "2. Model D",
+        "3. Model A",
+        "4. Model C",
+    ]
     assert demo_reply("oracle@1", marked(named)).split("FINAL RANKING:\n", 1)[1].splitlines() == ["1. bob", "2. ann"]
 
 
 def test_council_chairman_reports_the_top_ranked_answer_whatever_it_holds():
     answers = {"Model A": "Rome\n\n[simulated]", "Model B": "Paris\n\n[simulated]"}
     authors = {"Model A": "v1", "Model B": "v2"}
-    ranked = [RankedMember(label="Model B", name="v2", average_rank=1.2, count=5), RankedMember(label="Model A", name="v1", average_rank=1.8, count=5)]
+    ranked = [
+        RankedMember(label="Model B", name="v2", average_rank=1.2, count=5),
+        RankedMember(label="Model A", name="v1", average_rank=1.8, count=5),
+    ]
     with fence_tag("0123abcd"):
-        prompt = council.synthesis_prompt(QUESTION, answers, authors, {"v1": "demo/oracle@0", "v2": "demo/oracle@0"}, [], ranked)
+        prompt = council.synthesis_prompt(
+            QUESTION, answers, authors, {"v1": "demo/oracle@0", "v2": "demo/oracle@0"}, [], ranked
+        )
     # A chairman that holds a wrong answer still reports the panel's choice.
     assert first_line(demo_reply("oracle@0", marked(prompt))) == "Paris"
 

@@ -23,11 +23,20 @@ COLOURS = ["red", "green", "blue"]
 
 
 def mc_dataset(n: int = 4) -> Dataset:
-    return Dataset(source="test", items=[EvalItem(id=f"q{i}", question=f"Which colour is number {i}?", answer=COLOURS[i % 3], options=COLOURS) for i in range(n)])
+    return Dataset(
+        source="test",
+        items=[
+            EvalItem(id=f"q{i}", question=f"Which colour is number {i}?", answer=COLOURS[i % 3], options=COLOURS)
+            for i in range(n)
+        ],
+    )
 
 
 def sums_dataset() -> Dataset:
-    return Dataset(source="sums", items=[EvalItem(id=f"s{i}", question=f"What is {i} + {i}?", answer=str(2 * i)) for i in range(1, 4)])
+    return Dataset(
+        source="sums",
+        items=[EvalItem(id=f"s{i}", question=f"What is {i} + {i}?", answer=str(2 * i)) for i in range(1, 4)],
+    )
 
 
 def by_task(answer: str) -> Any:
@@ -38,7 +47,9 @@ def by_task(answer: str) -> Any:
         task = task_of(request)
         if task == "confer.vote":
             texts = fenced_texts(request, "Answer")
-            label = next((label for label, text in texts.items() if text.splitlines()[0] == answer), block_labels(request)[0])
+            label = next(
+                (label for label, text in texts.items() if text.splitlines()[0] == answer), block_labels(request)[0]
+            )
             return json.dumps({"chosen_label": label, "revised_answer": answer, "confidence": 70, "rationale": "mine"})
         if task == "council.review":
             return "Fine.\n\nFINAL RANKING: " + ", ".join(f"Model {label}" for label in fenced_texts(request, "Model"))
@@ -64,12 +75,16 @@ def mixed_panel(server: FakeOpenAIServer) -> Panel:
 
 
 def oracle_panel(p: float = 1.0, n: int = 3, **fields: Any) -> Panel:
-    return Panel.model_validate({"name": "jury", "members": [{"name": f"v{i}", "model": f"demo/oracle@{p}"} for i in range(1, n + 1)], **fields})
+    return Panel.model_validate(
+        {"name": "jury", "members": [{"name": f"v{i}", "model": f"demo/oracle@{p}"} for i in range(1, n + 1)], **fields}
+    )
 
 
 async def test_the_gold_marker_never_reaches_a_real_model(fake_server):
     fake_server.script("real-model", by_task("blue"))
-    plan = plan_eval(mixed_panel(fake_server), mc_dataset(), protocols="confer,council,vote", baseline="real", grader=None)
+    plan = plan_eval(
+        mixed_panel(fake_server), mc_dataset(), protocols="confer,council,vote", baseline="real", grader=None
+    )
     result = await run_eval(plan, store=None, secrets=[], eval_id="e1")
 
     assert fake_server.requests
@@ -105,7 +120,12 @@ def test_with_markers_marks_simulated_members_only():
     first, marker = v1.system.split("\n\n")
     assert first == "Be brief."
     assert marker.startswith(f"{ORACLE_MARKER} ")
-    assert json.loads(marker.removeprefix(f"{ORACLE_MARKER} ")) == {"voter": "v1", "key": "7:q1", "gold": "green", "options": COLOURS}
+    assert json.loads(marker.removeprefix(f"{ORACLE_MARKER} ")) == {
+        "voter": "v1",
+        "key": "7:q1",
+        "gold": "green",
+        "options": COLOURS,
+    }
     assert (sage, gpt) == (panel.members[1], panel.members[2])
     assert marked.chairman.system.startswith(ORACLE_MARKER)
     assert panel.members[0].system == "Be brief."  # the eval's panel itself is untouched
@@ -174,7 +194,9 @@ async def test_a_run_that_fails_outright_is_graded_wrong_and_the_eval_goes_on(mo
 async def test_a_judge_outside_the_panel_grades_short_answers(fake_server, tmp_path, monkeypatch):
     """A judge given as a model, not a member: it grades every answer and takes no part; its
     verdicts are in the result and its cost is kept apart from the systems'."""
-    (tmp_path / "panel-config" / "aliases.yaml").write_text(f"checker:\n  model: openai/checker-model\n  api_base: {fake_server.url}\n")
+    (tmp_path / "panel-config" / "aliases.yaml").write_text(
+        f"checker:\n  model: openai/checker-model\n  api_base: {fake_server.url}\n"
+    )
     fake_server.script("a-model", responder(lambda request: "4" if "2 + 2" in prompt_of(request) else "It is 2."))
 
     def verdict(request: RecordedRequest) -> str:
@@ -184,7 +206,11 @@ async def test_a_judge_outside_the_panel_grades_short_answers(fake_server, tmp_p
 
     fake_server.script("checker-model", responder(verdict, prompt_tokens=50, completion_tokens=10))
     panel = Panel.model_validate(
-        {"name": "solo", "members": [{"name": "a", "model": "openai/a-model", "api_base": fake_server.url}], "defaults": {"retries": 0}}
+        {
+            "name": "solo",
+            "members": [{"name": "a", "model": "openai/a-model", "api_base": fake_server.url}],
+            "defaults": {"retries": 0},
+        }
     )
     plan = plan_eval(panel, sums_dataset(), protocols="ensemble", baseline=None, grader="judge:checker")
     assert plan.judge is not None and plan.judge.name == "checker"
@@ -205,7 +231,9 @@ async def test_a_judge_outside_the_panel_grades_short_answers(fake_server, tmp_p
 
 async def test_questions_run_at_most_concurrency_at_a_time(fake_server):
     fake_server.script("slow-model", reply("red", latency=0.2))
-    panel = Panel.model_validate({"name": "slow", "members": [{"name": "s", "model": "openai/slow-model", "api_base": fake_server.url}]})
+    panel = Panel.model_validate(
+        {"name": "slow", "members": [{"name": "s", "model": "openai/slow-model", "api_base": fake_server.url}]}
+    )
     plan = plan_eval(panel, mc_dataset(6), protocols="vote", baseline=None, grader=None)
     await run_eval(plan, store=None, secrets=[], eval_id="e5", concurrency=2)
     assert len(fake_server.requests) == 12
@@ -216,7 +244,9 @@ async def test_cancelling_an_eval_leaves_its_runs_in_flight_interrupted(fake_ser
     """Ctrl-C: every run in flight is stored as interrupted before the eval returns, so the
     store can be closed at once; the questions not started have no run."""
     fake_server.script("slow-model", hang())
-    panel = Panel.model_validate({"name": "slow", "members": [{"name": "s", "model": "openai/slow-model", "api_base": fake_server.url}]})
+    panel = Panel.model_validate(
+        {"name": "slow", "members": [{"name": "s", "model": "openai/slow-model", "api_base": fake_server.url}]}
+    )
     plan = plan_eval(panel, mc_dataset(5), protocols="vote", baseline=None, grader=None)
     db = tmp_path / "cancel.db"
     store = await TranscriptStore.open(db)
@@ -244,11 +274,35 @@ def test_default_protocols_leave_vote_out_of_short_answers():
 @pytest.mark.parametrize(
     "panel, protocols, baseline, grader, message",
     [
-        (oracle_panel(), "confer,parliament", None, None, "--protocols: 'parliament' is not a protocol; choose from confer, council, vote, decide, ensemble, delphi, supervise, orchestrate."),
+        (
+            oracle_panel(),
+            "confer,parliament",
+            None,
+            None,
+            "--protocols: 'parliament' is not a protocol; choose from confer, council, vote, decide, ensemble, delphi, supervise, orchestrate.",
+        ),
         (oracle_panel(), "vote,vote", None, None, "--protocols: 'vote' is given twice."),
-        (oracle_panel(), ",", None, None, "--protocols needs at least one protocol, separated by commas (e.g. confer,council,vote)."),
-        (oracle_panel(), None, "zed", None, "The baseline 'zed' is not a member of panel 'jury' (members: v1, v2, v3)."),
-        (oracle_panel(), None, None, "vibes", "--grader: 'vibes' is not a grader; use auto or judge:<member or model>."),
+        (
+            oracle_panel(),
+            ",",
+            None,
+            None,
+            "--protocols needs at least one protocol, separated by commas (e.g. confer,council,vote).",
+        ),
+        (
+            oracle_panel(),
+            None,
+            "zed",
+            None,
+            "The baseline 'zed' is not a member of panel 'jury' (members: v1, v2, v3).",
+        ),
+        (
+            oracle_panel(),
+            None,
+            None,
+            "vibes",
+            "--grader: 'vibes' is not a grader; use auto or judge:<member or model>.",
+        ),
         (oracle_panel(n=1), "council", None, None, "A council needs at least 2 members; panel 'jury' has 1."),
     ],
 )
@@ -261,7 +315,10 @@ def test_plan_errors_are_one_sentence_before_any_call(panel, protocols, baseline
 def test_vote_needs_options_on_every_question():
     with pytest.raises(UserError) as caught:
         plan_eval(oracle_panel(), sums_dataset(), protocols="confer,vote", baseline=None, grader=None)
-    assert caught.value.message == "--protocols: vote votes on options, and 3 questions of sums have none (the first: 's1')."
+    assert (
+        caught.value.message
+        == "--protocols: vote votes on options, and 3 questions of sums have none (the first: 's1')."
+    )
 
 
 def test_a_judge_member_is_taken_from_the_panel():

@@ -162,27 +162,50 @@ def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileRu
     (folder / "config").mkdir()
     ids: dict[str, str] = {}
     with Trap() as trap, FakeOpenAIServer() as server, pytest.MonkeyPatch.context() as patch:
-        for name, value in {**OFFLINE, "PANEL_CONFIG_DIR": str(folder / "config"), "PANEL_DB": str(db), "OPENAI_API_KEY": KEY}.items():
+        for name, value in {
+            **OFFLINE,
+            "PANEL_CONFIG_DIR": str(folder / "config"),
+            "PANEL_DB": str(db),
+            "OPENAI_API_KEY": KEY,
+        }.items():
             patch.setenv(name, value)
         server.default(responder(hostile_member(trap.url)))
         members = "".join(
-            f'  - name: "{name}"\n    model: openai/m{index}\n    api_base: {server.url}\n' for index, name in enumerate(HOSTILE_NAMES)
+            f'  - name: "{name}"\n    model: openai/m{index}\n    api_base: {server.url}\n'
+            for index, name in enumerate(HOSTILE_NAMES)
         )
         panel = folder / "council.yaml"
-        panel.write_text(f'name: "<i>panel</i> [/bold]"\nprotocol: council\nmembers:\n{members}chairman: "{HOSTILE_NAMES[2]}"\n')
+        panel.write_text(
+            f'name: "<i>panel</i> [/bold]"\nprotocol: council\nmembers:\n{members}chairman: "{HOSTILE_NAMES[2]}"\n'
+        )
         outcome = runner.invoke(app, ["council", str(panel), "-q", HOSTILE_QUESTION, "--json", "--db", str(db)])
         assert outcome.exit_code == 0, outcome.output
         assert any(KEY in str(request.headers) for request in server.requests), "the key was really sent"
         ids["council"] = json.loads(outcome.stdout)["run_id"]
         outcome = runner.invoke(
-            app, ["vote", "--options", *HOSTILE_OPTIONS, "--demo", "--method", "ranked_choice", "-q", HOSTILE_QUESTION, "--json", "--db", str(db)]
+            app,
+            [
+                "vote",
+                "--options",
+                *HOSTILE_OPTIONS,
+                "--demo",
+                "--method",
+                "ranked_choice",
+                "-q",
+                HOSTILE_QUESTION,
+                "--json",
+                "--db",
+                str(db),
+            ],
         )
         assert outcome.exit_code == 0, outcome.output
         ids["vote"] = json.loads(outcome.stdout)["run_id"]
         # confer: no reply is a structured vote (each member keeps its own answer), and m1's key
         # is refused, so it fails once and is skipped after.
         server.script("m1", error(401, f"Incorrect API key provided: {KEY}."))
-        members = "".join(f"  - name: {name}\n    model: openai/{name}\n    api_base: {server.url}\n" for name in ("m0", "m1", "m2"))
+        members = "".join(
+            f"  - name: {name}\n    model: openai/{name}\n    api_base: {server.url}\n" for name in ("m0", "m1", "m2")
+        )
         panel = folder / "confer.yaml"
         panel.write_text(f"name: fallbacks\nprotocol: confer\nmax_rounds: 1\nmembers:\n{members}")
         outcome = runner.invoke(app, ["confer", str(panel), "-q", HOSTILE_QUESTION, "--json", "--db", str(db)])

@@ -20,11 +20,19 @@ from tests.export.conftest import HOSTILE_QUESTION, KEY, PROTOCOLS, DemoRuns, Ho
 from tests.export.dom import Node, parse
 
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)"
+)
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
 ]
 WIDTH, HEIGHT = 1200, 2000
 
@@ -42,7 +50,11 @@ def chromium(folder: Path, *args: str) -> str:
     assert CHROMIUM is not None
     profile = folder / f"profile-{len(list(folder.glob('profile-*')))}"
     done = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120, check=False
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -57,7 +69,9 @@ def render(page: Path) -> Rendered:
 
 
 @pytest.fixture(scope="module")
-def rendered(demo_runs: DemoRuns, hostile_runs: HostileRuns, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rendered]:
+def rendered(
+    demo_runs: DemoRuns, hostile_runs: HostileRuns, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Rendered]:
     """Every protocol's report, the hostile ones and a control page, rendered four at a time."""
     pages: dict[str, Path] = {}
     for name, db, run_id in [
@@ -95,7 +109,9 @@ def check_ensemble(page: Node, stored: dict) -> None:
 
 def check_vote(page: Node, stored: dict) -> None:
     assert len(page.select("figure.runoff thead th")) == 1 + len(stored["result"]["rounds"])
-    assert len(page.select("figure.runoff line.half")) == sum(len(entry["counts"]) for entry in stored["result"]["rounds"])
+    assert len(page.select("figure.runoff line.half")) == sum(
+        len(entry["counts"]) for entry in stored["result"]["rounds"]
+    )
 
 
 def check_decide(page: Node, stored: dict) -> None:
@@ -103,20 +119,32 @@ def check_decide(page: Node, stored: dict) -> None:
 
 
 def check_delphi(page: Node, stored: dict) -> None:
-    assert len(page.select("figure.delphi svg.dot")) == len(stored["result"]["experts"]) * len(stored["result"]["rounds"])
+    assert len(page.select("figure.delphi svg.dot")) == len(stored["result"]["experts"]) * len(
+        stored["result"]["rounds"]
+    )
 
 
 def check_supervise(page: Node, stored: dict) -> None:
-    assert len(page.select("figure.verdicts svg.dot")) == len(stored["result"]["workers"]) * len(stored["result"]["rounds"])
+    assert len(page.select("figure.verdicts svg.dot")) == len(stored["result"]["workers"]) * len(
+        stored["result"]["rounds"]
+    )
 
 
 def check_orchestrate(page: Node, stored: dict) -> None:
-    assert len(page.select(".tree li")) == len(page.select("figure.timeline rect.span")) == len(stored["result"]["plan"])
+    assert (
+        len(page.select(".tree li")) == len(page.select("figure.timeline rect.span")) == len(stored["result"]["plan"])
+    )
 
 
 CHECKS = {
-    "confer": check_confer, "council": check_council, "ensemble": check_ensemble, "vote": check_vote,
-    "decide": check_decide, "delphi": check_delphi, "supervise": check_supervise, "orchestrate": check_orchestrate,
+    "confer": check_confer,
+    "council": check_council,
+    "ensemble": check_ensemble,
+    "vote": check_vote,
+    "decide": check_decide,
+    "delphi": check_delphi,
+    "supervise": check_supervise,
+    "orchestrate": check_orchestrate,
 }
 
 
@@ -134,11 +162,15 @@ def test_each_protocol_renders(protocol: str, rendered: dict[str, Rendered], dem
     assert rendered[protocol].screenshot.stat().st_size > 20_000, "a page, not a blank"
 
 
-def test_the_hostile_report_fetches_nothing_runs_nothing_and_holds_no_key(rendered: dict[str, Rendered], hostile_runs: HostileRuns) -> None:
+def test_the_hostile_report_fetches_nothing_runs_nothing_and_holds_no_key(
+    rendered: dict[str, Rendered], hostile_runs: HostileRuns
+) -> None:
     for name in ("hostile-council", "hostile-vote"):
         page = rendered[name].dom
         assert page.one("h1.question").text == HOSTILE_QUESTION
-        assert not [node for node in page.elements() if node.tag in ("script", "img", "iframe", "link", "object", "embed")]
+        assert not [
+            node for node in page.elements() if node.tag in ("script", "img", "iframe", "link", "object", "embed")
+        ]
         assert not [node for node in page.elements() if any(attribute.startswith("on") for attribute in node.attrs)]
         assert KEY not in rendered[name].dom_text and KEY not in rendered[name].source
     answer = rendered["hostile-council"].dom.one("#final-answer .markdown")

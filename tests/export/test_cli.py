@@ -32,7 +32,12 @@ def test_markdown_to_stdout_by_default(demo_runs: DemoRuns) -> None:
 
 def test_the_format_follows_the_file_name(demo_runs: DemoRuns, tmp_path: Path) -> None:
     run_id = demo_runs.ids["vote"]
-    for name, opening in (("r.html", "<!doctype html>"), ("r.json", "{\n"), ("r.md", "# panel vote"), ("r.txt", "# panel vote")):
+    for name, opening in (
+        ("r.html", "<!doctype html>"),
+        ("r.json", "{\n"),
+        ("r.md", "# panel vote"),
+        ("r.txt", "# panel vote"),
+    ):
         stdout, stderr = invoke(demo_runs, run_id, "-o", str(tmp_path / name))
         assert stdout == "" and stderr == f"Wrote {tmp_path / name}.\n"
         assert (tmp_path / name).read_text(encoding="utf-8").startswith(opening)
@@ -40,7 +45,9 @@ def test_the_format_follows_the_file_name(demo_runs: DemoRuns, tmp_path: Path) -
     assert (tmp_path / "forced.html").read_text(encoding="utf-8").startswith("# panel vote")
 
 
-def test_html_without_a_file_is_named_after_the_run(demo_runs: DemoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_html_without_a_file_is_named_after_the_run(
+    demo_runs: DemoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     run_id = demo_runs.ids["council"]
     stdout, stderr = invoke(demo_runs, run_id[:8], "--format", "html")
@@ -51,7 +58,9 @@ def test_html_without_a_file_is_named_after_the_run(demo_runs: DemoRuns, tmp_pat
     assert stdout == (tmp_path / f"panel-{run_id}.html").read_text(encoding="utf-8")
 
 
-def test_open_hands_the_file_to_the_system_viewer(demo_runs: DemoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_hands_the_file_to_the_system_viewer(
+    demo_runs: DemoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     opened: list[str] = []
     monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
     monkeypatch.chdir(tmp_path)
@@ -64,21 +73,35 @@ def test_open_hands_the_file_to_the_system_viewer(demo_runs: DemoRuns, tmp_path:
 def test_open_needs_a_file(demo_runs: DemoRuns, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(webbrowser, "open", lambda url: pytest.fail("nothing to open"))
     with pytest.raises(UserError, match=r"^--open needs a file to open; give -o FILE instead of '-'\.$"):
-        runner.invoke(app, ["history", "export", demo_runs.ids["confer"], "-o", "-", "--open", "--db", str(demo_runs.db)], catch_exceptions=False)
+        runner.invoke(
+            app,
+            ["history", "export", demo_runs.ids["confer"], "-o", "-", "--open", "--db", str(demo_runs.db)],
+            catch_exceptions=False,
+        )
 
 
-def test_a_viewer_that_cannot_start_is_said(demo_runs: DemoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_viewer_that_cannot_start_is_said(
+    demo_runs: DemoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(webbrowser, "open", lambda url: False)
     target = tmp_path / "r.html"
     with pytest.raises(UserError, match=r"^No viewer could be started for .*r\.html; open it yourself\.$"):
-        runner.invoke(app, ["history", "export", demo_runs.ids["confer"], "-o", str(target), "--open", "--db", str(demo_runs.db)], catch_exceptions=False)
+        runner.invoke(
+            app,
+            ["history", "export", demo_runs.ids["confer"], "-o", str(target), "--open", "--db", str(demo_runs.db)],
+            catch_exceptions=False,
+        )
     assert target.exists()
 
 
 def panel(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "panel_cli", *args], capture_output=True, text=True, cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+        [sys.executable, "-X", "importtime", "-m", "panel_cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
     )
 
 
@@ -86,14 +109,26 @@ def test_bad_input_is_one_sentence_and_exit_2(demo_runs: DemoRuns, tmp_path: Pat
     """A subprocess: only `main` turns a user error into exit code 2 (cheap: history never loads litellm)."""
     missing = panel("history", "export", "nope", "--db", str(demo_runs.db), cwd=tmp_path)
     assert missing.returncode == 2 and missing.stdout == ""
-    assert missing.stderr.splitlines()[-1] == "panel: No run has the id 'nope'; `panel history list` shows the stored runs."
+    assert (
+        missing.stderr.splitlines()[-1]
+        == "panel: No run has the id 'nope'; `panel history list` shows the stored runs."
+    )
     nowhere = tmp_path / "no" / "such" / "folder" / "r.html"
-    unwritable = panel("history", "export", demo_runs.ids["confer"], "-o", str(nowhere), "--db", str(demo_runs.db), cwd=tmp_path)
+    unwritable = panel(
+        "history", "export", demo_runs.ids["confer"], "-o", str(nowhere), "--db", str(demo_runs.db), cwd=tmp_path
+    )
     assert unwritable.returncode == 2
     assert unwritable.stderr.splitlines()[-1] == f"panel: Cannot write {nowhere}: No such file or directory."
-    folder = panel("history", "export", demo_runs.ids["confer"], "-o", str(tmp_path), "--db", str(demo_runs.db), cwd=tmp_path)
-    assert folder.returncode == 2 and folder.stderr.splitlines()[-1] == f"panel: {tmp_path} is a folder; give a file name with -o."
-    bad_format = panel("history", "export", demo_runs.ids["confer"], "--format", "pdf", "--db", str(demo_runs.db), cwd=tmp_path)
+    folder = panel(
+        "history", "export", demo_runs.ids["confer"], "-o", str(tmp_path), "--db", str(demo_runs.db), cwd=tmp_path
+    )
+    assert (
+        folder.returncode == 2
+        and folder.stderr.splitlines()[-1] == f"panel: {tmp_path} is a folder; give a file name with -o."
+    )
+    bad_format = panel(
+        "history", "export", demo_runs.ids["confer"], "--format", "pdf", "--db", str(demo_runs.db), cwd=tmp_path
+    )
     assert bad_format.returncode == 2 and "'pdf' is not one of 'md', 'json', 'html'" in bad_format.stderr
 
 
@@ -103,7 +138,18 @@ def imported(stderr: str) -> set[str]:
 
 
 def test_export_never_imports_litellm_and_history_never_imports_export(demo_runs: DemoRuns, tmp_path: Path) -> None:
-    done = panel("history", "export", demo_runs.ids["council"], "-f", "html", "-o", "r.html", "--db", str(demo_runs.db), cwd=tmp_path)
+    done = panel(
+        "history",
+        "export",
+        demo_runs.ids["council"],
+        "-f",
+        "html",
+        "-o",
+        "r.html",
+        "--db",
+        str(demo_runs.db),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     modules = imported(done.stderr)
     assert "markdown_it" in modules and "panel_cli.export.page" in modules
@@ -112,7 +158,9 @@ def test_export_never_imports_litellm_and_history_never_imports_export(demo_runs
     assert listed.returncode == 0, listed.stderr
     modules = imported(listed.stderr)
     assert "panel_cli.cli.history_export" in modules
-    assert not {name for name in modules if name.startswith(("litellm", "markdown_it", "panel_cli.export", "panel_cli.events"))}
+    assert not {
+        name for name in modules if name.startswith(("litellm", "markdown_it", "panel_cli.export", "panel_cli.events"))
+    }
 
 
 def test_export_and_show_json_agree_by_prefix(demo_runs: DemoRuns) -> None:

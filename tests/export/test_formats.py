@@ -44,7 +44,11 @@ def md_confer(markdown: str, stored: Stored) -> None:
         assert f"### Round {entry['index']} · vote" in markdown
         assert f"_winner: {entry['winner']}_" in markdown
         winner_label = entry["winner_label"]
-        assert re.search(rf"^\| {winner_label} · {entry['winner']} \| `█+` \| {fmt.number(entry['scores'][winner_label])} \| ★ \|$", markdown, re.M)
+        assert re.search(
+            rf"^\| {winner_label} · {entry['winner']} \| `█+` \| {fmt.number(entry['scores'][winner_label])} \| ★ \|$",
+            markdown,
+            re.M,
+        )
     assert f"- **winner:** {result['winner']}" in markdown
 
 
@@ -61,14 +65,19 @@ def md_council(markdown: str, stored: Stored) -> None:
 def md_ensemble(markdown: str, stored: Stored) -> None:
     result = stored["result"]
     assert "**Scores**" in markdown
-    assert re.search(rf"^\| {result['chosen']} \| `█+` \| {fmt.number(result['scores'][result['chosen']])} \| ★ \|$", markdown, re.M)
+    assert re.search(
+        rf"^\| {result['chosen']} \| `█+` \| {fmt.number(result['scores'][result['chosen']])} \| ★ \|$", markdown, re.M
+    )
 
 
 def md_vote(markdown: str, stored: Stored) -> None:
     result = stored["result"]
     assert "**Instant runoff**" in markdown
     assert "| option | " + " | ".join(f"round {entry['index']}" for entry in result["rounds"]) + " |" in markdown
-    assert f"**winner: {result['winner']} — {result['winner_votes']} of {result['total_votes']} votes, ranked choice**" in markdown
+    assert (
+        f"**winner: {result['winner']} — {result['winner_votes']} of {result['total_votes']} votes, ranked choice**"
+        in markdown
+    )
     for ballot in result["ballots"]:
         row = next(line for line in md_rows(markdown, ballot["voter"]) if "answered" in line)
         assert (", ".join(ballot["ranking"]) if len(ballot["ranking"]) > 1 else ballot["choice"]) in row
@@ -77,7 +86,10 @@ def md_vote(markdown: str, stored: Stored) -> None:
 def md_decide(markdown: str, stored: Stored) -> None:
     result = stored["result"]
     assert result["leader_override"] is True
-    assert f"**leader {result['leader']} chose {result['winner']} — the leader's choice decides (leader override)**" in markdown
+    assert (
+        f"**leader {result['leader']} chose {result['winner']} — the leader's choice decides (leader override)**"
+        in markdown
+    )
     assert "**no winner: the votes are split" in markdown
 
 
@@ -101,12 +113,20 @@ def md_orchestrate(markdown: str, stored: Stored) -> None:
     result = stored["result"]
     assert f"**Task graph** · planned by {result['planner']} ({len(result['plan'])} subtasks)" in markdown
     for task in result["plan"]:
-        assert re.search(rf"^\| (    )*(└ )?`{task['task_id']}` \| {task['worker']} \|.*\| succeeded \|", markdown, re.M)
+        assert re.search(
+            rf"^\| (    )*(└ )?`{task['task_id']}` \| {task['worker']} \|.*\| succeeded \|", markdown, re.M
+        )
 
 
 MARKDOWN: dict[str, Callable[[str, Stored], None]] = {
-    "confer": md_confer, "council": md_council, "ensemble": md_ensemble, "vote": md_vote,
-    "decide": md_decide, "delphi": md_delphi, "supervise": md_supervise, "orchestrate": md_orchestrate,
+    "confer": md_confer,
+    "council": md_council,
+    "ensemble": md_ensemble,
+    "vote": md_vote,
+    "decide": md_decide,
+    "delphi": md_delphi,
+    "supervise": md_supervise,
+    "orchestrate": md_orchestrate,
 }
 
 
@@ -119,7 +139,9 @@ def test_markdown(protocol: str, demo_runs: DemoRuns) -> None:
     assert "## Final answer" in markdown and answer_opening(stored) in words(markdown)
     for member in stored["members"]:
         assert re.search(rf"\| {member['name']} \| `{member['model']}` \|", markdown)
-    assert f"- **totals:** {stored['calls']} calls · {fmt.tokens(stored['tokens'])} tokens · simulated, free" in markdown
+    assert (
+        f"- **totals:** {stored['calls']} calls · {fmt.tokens(stored['tokens'])} tokens · simulated, free" in markdown
+    )
     calls = [line for line in markdown[markdown.index("## Calls") :].splitlines() if re.match(r"^\| \d+ \|", line)]
     assert len(calls) == len(stored["call_records"]) == stored["calls"]
     MARKDOWN[protocol](markdown, stored)
@@ -157,7 +179,9 @@ def html_vote(page: Node, stored: Stored) -> None:
     result = stored["result"]
     assert result["winner"] in page.one("figure.tally").one("tr.winner").text
     runoff = page.one("figure.runoff")
-    assert [cell.text.split(" ·")[0] for cell in runoff.select("thead th")[1:]] == [f"round {entry['index']}" for entry in result["rounds"]]
+    assert [cell.text.split(" ·")[0] for cell in runoff.select("thead th")[1:]] == [
+        f"round {entry['index']}" for entry in result["rounds"]
+    ]
     assert len(runoff.select("td.dropped")) == sum(entry["eliminated"] is not None for entry in result["rounds"])
     assert result["winner"] in page.one("p.outcome-line").text
 
@@ -183,15 +207,23 @@ def html_supervise(page: Node, stored: Stored) -> None:
 
 def html_orchestrate(page: Node, stored: Stored) -> None:
     plan = stored["result"]["plan"]
-    assert sorted(node.text for node in page.select(".tree .task-head code")) == sorted(task["task_id"] for task in plan)
+    assert sorted(node.text for node in page.select(".tree .task-head code")) == sorted(
+        task["task_id"] for task in plan
+    )
     assert len(page.select("figure.timeline svg.bar rect.span")) == len(plan)
     nested = [task for task in plan if task["depends_on"]]
     assert len(page.select(".tree ul li")) == len(nested), "a subtask hangs under a dependency"
 
 
 HTML: dict[str, Callable[[Node, Stored], None]] = {
-    "confer": html_confer, "council": html_council, "ensemble": html_ensemble, "vote": html_vote,
-    "decide": html_decide, "delphi": html_delphi, "supervise": html_supervise, "orchestrate": html_orchestrate,
+    "confer": html_confer,
+    "council": html_council,
+    "ensemble": html_ensemble,
+    "vote": html_vote,
+    "decide": html_decide,
+    "delphi": html_delphi,
+    "supervise": html_supervise,
+    "orchestrate": html_orchestrate,
 }
 
 
@@ -215,7 +247,9 @@ def test_html_is_self_contained(protocol: str, demo_runs: DemoRuns) -> None:
     """Inline CSS and SVG only: no script, no stylesheet or image to fetch, no URL at all."""
     text = export(demo_runs.db, demo_runs.ids[protocol], "-f", "html", "-o", "-")
     page = parse(text)
-    assert not page.select("script") and not page.select("link") and not page.select("img") and not page.select("iframe")
+    assert (
+        not page.select("script") and not page.select("link") and not page.select("img") and not page.select("iframe")
+    )
     assert not re.search(r"https?:|//[a-z]|url\(|@import|\ssrc=", text, re.I)
     assert page.select("meta")[0].attrs == {"charset": "utf-8"}
     policy = next(node for node in page.select("meta") if node.attrs.get("http-equiv") == "Content-Security-Policy")

@@ -27,7 +27,11 @@ from panel_cli.store.db import TranscriptStore
 from tests.export.conftest import HostileRuns, export
 from tests.export.dom import parse
 
-MEMBERS = [MemberInfo(name="ann", model="openai/gpt-4o"), MemberInfo(name="bob", model="anthropic/claude"), MemberInfo(name="cy", model="ollama/llama3.1")]
+MEMBERS = [
+    MemberInfo(name="ann", model="openai/gpt-4o"),
+    MemberInfo(name="bob", model="anthropic/claude"),
+    MemberInfo(name="cy", model="ollama/llama3.1"),
+]
 
 
 async def record(path: Path, run_id: str, events: list[BaseEvent]) -> None:
@@ -38,7 +42,9 @@ async def record(path: Path, run_id: str, events: list[BaseEvent]) -> None:
 
 
 def started(protocol: str = "council") -> RunStarted:
-    return RunStarted(protocol=protocol, panel="auth", question="How should we do auth?", members=MEMBERS, config={"chairman": "ann"})
+    return RunStarted(
+        protocol=protocol, panel="auth", question="How should we do auth?", members=MEMBERS, config={"chairman": "ann"}
+    )
 
 
 def answers(run_id: str) -> list[BaseEvent]:
@@ -47,12 +53,26 @@ def answers(run_id: str) -> list[BaseEvent]:
         CallStarted(call_id=f"{run_id}-c1", member="ann", model="openai/gpt-4o", stage="answer"),
         CallStarted(call_id=f"{run_id}-c2", member="bob", model="anthropic/claude", stage="answer"),
         CallFinished(
-            call_id=f"{run_id}-c1", member="ann", model="openai/gpt-4o", stage="answer", text="Use **OIDC** with short sessions.",
-            messages=[{"role": "user", "content": "How should we do auth?"}], tokens_in=50, tokens_out=20, cost=0.0012, latency=1.2,
+            call_id=f"{run_id}-c1",
+            member="ann",
+            model="openai/gpt-4o",
+            stage="answer",
+            text="Use **OIDC** with short sessions.",
+            messages=[{"role": "user", "content": "How should we do auth?"}],
+            tokens_in=50,
+            tokens_out=20,
+            cost=0.0012,
+            latency=1.2,
         ),
         CallFailed(
-            call_id=f"{run_id}-c2", member="bob", model="anthropic/claude", stage="answer", kind="timeout", message="timed out after 120s",
-            detail="raw provider text", latency=120.0,
+            call_id=f"{run_id}-c2",
+            member="bob",
+            model="anthropic/claude",
+            stage="answer",
+            kind="timeout",
+            message="timed out after 120s",
+            detail="raw provider text",
+            latency=120.0,
         ),
         WarningRaised(message="no answer within 120s", member="bob"),
     ]
@@ -63,7 +83,15 @@ async def db(tmp_path: Path) -> Path:
     path = tmp_path / "runs.db"
     await record(path, "interrupted-1", [started(), *answers("interrupted-1"), RunInterrupted()])
     await record(path, "crashed-2", [started(), *answers("crashed-2")])
-    await record(path, "failed-3", [started("orchestrate"), StageStarted(stage="plan", round=1, members=["ann"]), RunFailed(message="Plan rejected 3 times: a cycle.")])
+    await record(
+        path,
+        "failed-3",
+        [
+            started("orchestrate"),
+            StageStarted(stage="plan", round=1, members=["ann"]),
+            RunFailed(message="Plan rejected 3 times: a cycle."),
+        ],
+    )
     return path
 
 
@@ -72,14 +100,20 @@ def test_an_interrupted_run_exports_what_happened(db: Path) -> None:
     assert page.one(".masthead .badge").text == "interrupted"
     assert page.one("#final-answer h2").text == "No answer was reached"
     rows = page.one("#stage-1").select("tbody tr")
-    assert [[cell.text.strip() for cell in row.select("td")][:2] for row in rows] == [["ann", "answered"], ["bob", "timed out"], ["cy", "waiting"]]
+    assert [[cell.text.strip() for cell in row.select("td")][:2] for row in rows] == [
+        ["ann", "answered"],
+        ["bob", "timed out"],
+        ["cy", "waiting"],
+    ]
     assert "timeout: timed out after 120s" in rows[1].text and "raw provider text" not in page.text
     assert [row.one("td.note").text for row in page.select("#calls tbody tr")] == ["", "timeout: timed out after 120s"]
     assert [node.text for node in page.select(".warnings li")] == ["⚠ bob: no answer within 120s"]
     markdown = export(db, "interrupted-1", "-f", "md")
     assert "- **status:** interrupted" in markdown and "_No answer was reached._" in markdown
     assert "| bob | timed out | timeout: timed out after 120s | 120.00s |  |" in markdown
-    assert "| 2 | bob | `anthropic/claude` | answer |  | 120.00s | — | — | — | timeout: timed out after 120s |" in markdown
+    assert (
+        "| 2 | bob | `anthropic/claude` | answer |  | 120.00s | — | — | — | timeout: timed out after 120s |" in markdown
+    )
 
 
 def test_a_crashed_run_exports_as_still_running(db: Path) -> None:

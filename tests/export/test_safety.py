@@ -22,7 +22,9 @@ FORMATS = ["md", "json", "html"]
 
 @pytest.mark.parametrize("key_in_env", [False, True], ids=["key-unset", "key-set"])
 @pytest.mark.parametrize("export_format", FORMATS)
-def test_no_export_holds_the_key(export_format: str, key_in_env: bool, hostile_runs: HostileRuns, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_export_holds_the_key(
+    export_format: str, key_in_env: bool, hostile_runs: HostileRuns, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if key_in_env:
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
     for protocol, run_id in hostile_runs.ids.items():
@@ -36,8 +38,11 @@ def scripted(page: Node) -> list[Node]:
     """Elements that could run or fetch something, or restyle the page."""
     risky = {"script", "img", "iframe", "link", "object", "embed", "base", "form"}
     return [
-        node for node in page.elements()
-        if node.tag in risky or any(name.startswith("on") for name in node.attrs) or "url(" in node.attrs.get("style", "")
+        node
+        for node in page.elements()
+        if node.tag in risky
+        or any(name.startswith("on") for name in node.attrs)
+        or "url(" in node.attrs.get("style", "")
     ]
 
 
@@ -54,14 +59,18 @@ def test_html_escapes_every_user_and_model_text(hostile_runs: HostileRuns) -> No
     assert page.one("title").text.startswith(HOSTILE_QUESTION[:40])
     panel = page.one("#panel").text
     assert all(name in panel for name in HOSTILE_NAMES)
-    assert '<script>alert("owned")</script> </svg><svg onload="alert(2)"></svg> [/bold] [bold red]loud[/]' in page.one("#stage-1").text
+    assert (
+        '<script>alert("owned")</script> </svg><svg onload="alert(2)"></svg> [/bold] [bold red]loud[/]'
+        in page.one("#stage-1").text
+    )
     assert all(name in page.one("figure.aggregate").text for name in HOSTILE_NAMES)
     # The final answer keeps its Markdown, not its HTML; links cannot run or load anything.
     answer = page.one("#final-answer .markdown")
     assert answer.one("h2").text == "Plan" and len(answer.select("li")) == 2
     assert "<b>in code</b>" in answer.one("li code").text and "<script>in a fence</script>" in answer.one("pre").text
     assert [(link.attrs["href"], link.text) for link in answer.select("a")] == [
-        (f"{trap}/pixel.png", "image: pixel"), (f"{trap}/docs", "the docs")
+        (f"{trap}/pixel.png", "image: pixel"),
+        (f"{trap}/docs", "the docs"),
     ]
     assert all(link.attrs["rel"] == "noopener noreferrer nofollow" for link in answer.select("a"))
     assert "[run me](javascript:alert(3))" in answer.text, "a javascript: link stays text"
@@ -87,7 +96,11 @@ def md_tables(markdown: str) -> list[list[str]]:
     tables: list[list[str]] = []
     for block in markdown.split("\n\n"):
         lines = block.splitlines()
-        if len(lines) > 1 and lines[0].startswith("| ") and re.fullmatch(r"\|(-+:?\|)+", lines[1].replace("---:", "---")):
+        if (
+            len(lines) > 1
+            and lines[0].startswith("| ")
+            and re.fullmatch(r"\|(-+:?\|)+", lines[1].replace("---:", "---"))
+        ):
             tables.append(lines)
     return tables
 
@@ -110,8 +123,12 @@ def test_markdown_final_answer_keeps_its_formatting(hostile_runs: HostileRuns) -
     trap = hostile_runs.trap.url
     markdown = export(hostile_runs.db, hostile_runs.ids["council"], "-f", "md")
     answer = markdown[markdown.index("## Final answer") : markdown.index("## Panel")]
-    assert "&lt;script>alert(\"owned\")&lt;/script>" in answer
-    assert "## Plan" in answer and "- first `<b>in code</b>`" in answer and "```html\n<script>in a fence</script>\n```" in answer
+    assert '&lt;script>alert("owned")&lt;/script>' in answer
+    assert (
+        "## Plan" in answer
+        and "- first `<b>in code</b>`" in answer
+        and "```html\n<script>in a fence</script>\n```" in answer
+    )
     assert f"[image: pixel]({trap}/pixel.png)" in answer, "an image is fetched as the ticket opens; a link is not"
 
 

@@ -188,9 +188,7 @@ def reply(
     return ReplyStep(lambda _request: text, latency, prompt_tokens, completion_tokens, spacing, chunk_chars)
 
 
-def reply_json(
-    obj: Any, *, latency: float = 0.0, prompt_tokens: int = 10, completion_tokens: int = 20
-) -> ReplyStep:
+def reply_json(obj: Any, *, latency: float = 0.0, prompt_tokens: int = 10, completion_tokens: int = 20) -> ReplyStep:
     """Answer with ``json.dumps(obj)`` as content, for structured-output callers."""
     return reply(
         json.dumps(obj),
@@ -244,7 +242,9 @@ def malformed(body: str | bytes = "not json at all", status: int = 200) -> Malfo
 def invalid_utf8() -> MalformedStep:
     """Answer with a completion whose content holds bytes that are not UTF-8."""
     head = b'{"id": "chatcmpl-bad", "object": "chat.completion", "created": 0, "model": "m", "choices": '
-    choice = b'[{"index": 0, "message": {"role": "assistant", "content": "caf\xe9 \xff\xfe"}, "finish_reason": "stop"}]}'
+    choice = (
+        b'[{"index": 0, "message": {"role": "assistant", "content": "caf\xe9 \xff\xfe"}, "finish_reason": "stop"}]}'
+    )
     return MalformedStep(head + choice)
 
 
@@ -373,7 +373,9 @@ _STREAM_HEAD = "content-type: text/event-stream\r\ncache-control: no-cache\r\ntr
 
 
 def _stream_head(close: bool) -> bytes:
-    return f"HTTP/1.1 200 OK\r\n{_STREAM_HEAD}connection: {'close' if close else 'keep-alive'}\r\n\r\n".encode("latin-1")
+    return f"HTTP/1.1 200 OK\r\n{_STREAM_HEAD}connection: {'close' if close else 'keep-alive'}\r\n\r\n".encode(
+        "latin-1"
+    )
 
 
 def _http_chunk(data: bytes) -> bytes:
@@ -396,9 +398,7 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 
 def _error_body(status: int, message: str) -> bytes:
     kind, code = _ERROR_KINDS.get(status, ("api_error", None))
-    return json.dumps(
-        {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    ).encode()
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
 
 
 class FakeOpenAIServer:
@@ -488,9 +488,7 @@ class FakeOpenAIServer:
 
     async def _listen(self) -> int:
         # A large backlog so that a burst of hundreds of connects is never dropped.
-        self._server = await asyncio.start_server(
-            self._handle, "127.0.0.1", 0, backlog=2048
-        )
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=2048)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def _shutdown(self) -> None:
@@ -591,7 +589,9 @@ class FakeOpenAIServer:
                 body = step.body if isinstance(step.body, bytes) else step.body.encode()
                 return _Answer(step.status, body)
             case ResetStep() if request.streamed:
-                stream = self._streamed(request, reply("this reply never arrives whole " * 20), "this reply never arrives whole " * 20)
+                stream = self._streamed(
+                    request, reply("this reply never arrives whole " * 20), "this reply never arrives whole " * 20
+                )
                 return _Answer(200, b"", stream=dataclasses.replace(stream, reset=True))
             case ResetStep():
                 body = self._completion(request, 10, 20, "this reply never arrives whole " * 20)
@@ -603,7 +603,9 @@ class FakeOpenAIServer:
                     await conn.sleep_or_close(step.latency)
                 calls = step.calls(request)
                 if not calls:
-                    return _Answer(200, self._completion(request, step.prompt_tokens, step.completion_tokens, step.text or "ok"))
+                    return _Answer(
+                        200, self._completion(request, step.prompt_tokens, step.completion_tokens, step.text or "ok")
+                    )
                 return _Answer(200, self._tool_completion(request, step, calls))
 
     def _streamed(self, request: RecordedRequest, step: ReplyStep, content: str) -> _Stream:
@@ -611,19 +613,38 @@ class FakeOpenAIServer:
         usage when asked for (OpenAI sends it in a last chunk with no choices)."""
         size = max(step.chunk_chars, 1)
         pieces = [content[start : start + size] for start in range(0, len(content), size)] or [""]
-        head = {"id": f"chatcmpl-fake-{next(self._ids)}", "object": "chat.completion.chunk", "created": int(time.time()), "model": request.model, "system_fingerprint": "fp_fake"}
+        head = {
+            "id": f"chatcmpl-fake-{next(self._ids)}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": request.model,
+            "system_fingerprint": "fp_fake",
+        }
 
         def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
             return json.dumps({**head, "choices": choices, **extra}).encode()
 
         events = [
-            event([{"index": 0, "delta": {"role": "assistant", "content": piece} if index == 0 else {"content": piece}, "logprobs": None, "finish_reason": None}])
+            event(
+                [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": piece} if index == 0 else {"content": piece},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    }
+                ]
+            )
             for index, piece in enumerate(pieces)
         ]
         events.append(event([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}]))
         options = request.body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage"):
-            usage = {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens, "total_tokens": step.prompt_tokens + step.completion_tokens}
+            usage = {
+                "prompt_tokens": step.prompt_tokens,
+                "completion_tokens": step.completion_tokens,
+                "total_tokens": step.prompt_tokens + step.completion_tokens,
+            }
             events.append(event([], usage=usage))
         sent = SentStream(request.model, pieces)
         self.streams.append(sent)
@@ -658,12 +679,17 @@ class FakeOpenAIServer:
         stream.sent.finished = True
         return True
 
-    def _tool_completion(self, request: RecordedRequest, step: ToolCallStep, calls: list[tuple[str, dict[str, Any] | str]]) -> bytes:
+    def _tool_completion(
+        self, request: RecordedRequest, step: ToolCallStep, calls: list[tuple[str, dict[str, Any] | str]]
+    ) -> bytes:
         tool_calls = [
             {
                 "id": f"call_fake_{next(self._ids)}",
                 "type": "function",
-                "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
+                "function": {
+                    "name": name,
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
             }
             for name, arguments in calls
         ]

@@ -14,7 +14,12 @@ from tests.protocols.test_supervise_engine import APPROVED, TEAM, calls, rejecte
 async def test_a_critic_naming_ghosts_is_warned_and_asked_again(fake_server, run_protocol):
     fake_server.script("writer-model", worker("the announcement"))
     fake_server.script("coder-model", worker("the script", fixed="the fixed script"))
-    fake_server.script("boss-model", reply_json(rejected(ghost="Rewrite everything.")), reply_json(rejected(coder="Fix it.", ghost="x")), reply_json(APPROVED))
+    fake_server.script(
+        "boss-model",
+        reply_json(rejected(ghost="Rewrite everything.")),
+        reply_json(rejected(coder="Fix it.", ghost="x")),
+        reply_json(APPROVED),
+    )
     result, events = await run_protocol(supervise, supervised_panel(fake_server, TEAM))
 
     warnings = [w.message for w in events.of("warning") if w.member == "boss"]

@@ -46,7 +46,9 @@ def refused(tmp_path: Path, name: str, content: str | bytes) -> str:
 
 def test_a_file_over_the_size_limit(tmp_path):
     content = MEMBERS + "# padding padding padding padding\n" * 40_000
-    assert refused(tmp_path, "big.yaml", content) == "big.yaml: the file is larger than 1 MiB, too big for a panel file."
+    assert (
+        refused(tmp_path, "big.yaml", content) == "big.yaml: the file is larger than 1 MiB, too big for a panel file."
+    )
 
 
 def test_billion_laughs(tmp_path):
@@ -79,12 +81,18 @@ def test_a_python_tag_is_refused_not_run(tmp_path):
 @pytest.mark.parametrize("opener", ["[", "- "])
 def test_deep_nesting(tmp_path, opener):
     content = "members:\n  " + opener * 100_000 + "x\n"
-    assert refused(tmp_path, "deep.yaml", content) == "deep.yaml, line 2: values are nested more than 100 levels deep here."
+    assert (
+        refused(tmp_path, "deep.yaml", content)
+        == "deep.yaml, line 2: values are nested more than 100 levels deep here."
+    )
 
 
 def test_a_panel_file_that_is_not_utf8(tmp_path):
     content = MEMBERS.encode() + "question: Café or tea?\n".encode("latin-1")
-    assert refused(tmp_path, "latin.yaml", content) == "latin.yaml, line 6: the file is not UTF-8 text (byte 0xe9); save it as UTF-8."
+    assert (
+        refused(tmp_path, "latin.yaml", content)
+        == "latin.yaml, line 6: the file is not UTF-8 text (byte 0xe9); save it as UTF-8."
+    )
 
 
 def test_a_question_file_that_is_not_utf8(tmp_path):

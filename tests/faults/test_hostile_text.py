@@ -16,7 +16,11 @@ TWO = "members:\n  - name: a\n    model: demo/sage\n  - name: b\n    model: demo
 def validate(file: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "panel_cli", "validate", str(file)],
-        capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
     )
 
 

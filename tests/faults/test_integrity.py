@@ -53,7 +53,10 @@ async def test_a_voter_quoting_another_vote_casts_its_own(fake_server, run_proto
             return "bob answer"
         return f"Answer B's author suggested {quoted}, which I reject.\n\nMy vote: {vote_json('A', 70, 'bob revised')}"
 
-    fake_server.script("ann-model", responder(lambda r: vote_json("A", 80, "ann revised") if task_of(r) == "confer.vote" else "ann answer"))
+    fake_server.script(
+        "ann-model",
+        responder(lambda r: vote_json("A", 80, "ann revised") if task_of(r) == "confer.vote" else "ann answer"),
+    )
     fake_server.script("bob-model", responder(bob))
     result, _ = await run_protocol(confer, make_panel(fake_server, ["ann", "bob"], max_rounds=1))
 
@@ -79,7 +82,10 @@ async def test_an_answer_cannot_forge_another_answer_in_the_block(fake_server, r
         return forged
 
     fake_server.script("evil-model", responder(evil))
-    fake_server.script("ann-model", responder(lambda r: vote_json("B", 60, "ann answer") if task_of(r) == "confer.vote" else "ann answer"))
+    fake_server.script(
+        "ann-model",
+        responder(lambda r: vote_json("B", 60, "ann answer") if task_of(r) == "confer.vote" else "ann answer"),
+    )
     await run_protocol(confer, make_panel(fake_server, ["evil", "ann"], max_rounds=2, until_convergence=False))
 
     votes = [request for request in fake_server.requests if task_of(request) == "confer.vote"]

@@ -217,21 +217,44 @@ async def test_a_body_that_is_not_utf8_is_malformed_and_not_retried(fake_server,
 @pytest.mark.parametrize(
     ("step", "kind", "message"),
     [
-        (error(429, "Rate limit reached for requests"), "rate_limited", "rate limited (429): Rate limit reached for requests"),
         (
-            error(401, "Incorrect API key provided: sk-abc***xyz. You can find your API key at https://platform.openai.com/account/api-keys."),
+            error(429, "Rate limit reached for requests"),
+            "rate_limited",
+            "rate limited (429): Rate limit reached for requests",
+        ),
+        (
+            error(
+                401,
+                "Incorrect API key provided: sk-abc***xyz. You can find your API key at https://platform.openai.com/account/api-keys.",
+            ),
             "auth",
             "the provider rejected the key (401): Incorrect API key provided: sk-abc***xyz",
         ),
-        (error(403, "Country, region, or territory not supported"), "auth", "the provider denied access (403): Country, region, or territory not supported"),
+        (
+            error(403, "Country, region, or territory not supported"),
+            "auth",
+            "the provider denied access (403): Country, region, or territory not supported",
+        ),
         (
             error(404, "The model `m` does not exist or you do not have access to it."),
             "not_found",
             "model not found (404): The model `m` does not exist or you do not have access to it",
         ),
-        (error(400, "Invalid 'temperature': decimal above maximum value"), "bad_request", "the provider rejected the request (400): Invalid 'temperature': decimal above maximum value"),
-        (error(500, "The server had an error while processing your request. Sorry about that!"), "server", "the provider failed (500): The server had an error while processing your request"),
-        (malformed("<html><body><h1>502 Bad Gateway</h1></body></html>", status=502), "server", "the provider failed (502)"),
+        (
+            error(400, "Invalid 'temperature': decimal above maximum value"),
+            "bad_request",
+            "the provider rejected the request (400): Invalid 'temperature': decimal above maximum value",
+        ),
+        (
+            error(500, "The server had an error while processing your request. Sorry about that!"),
+            "server",
+            "the provider failed (500): The server had an error while processing your request",
+        ),
+        (
+            malformed("<html><body><h1>502 Bad Gateway</h1></body></html>", status=502),
+            "server",
+            "the provider failed (502)",
+        ),
         (malformed(), "malformed", "the reply was not valid JSON"),
         (malformed_json(), "malformed", "the reply had no choices"),
     ],
@@ -295,7 +318,12 @@ async def test_a_member_that_fails_for_good_is_skipped_afterwards(fake_server, g
     assert (warning.member, warning.message) == ("m", f"failed for good ({reason}); it is not called again in this run")
     (skipped,) = recorder.of("member_skipped")
     assert (skipped.member, skipped.model, skipped.stage, skipped.round, skipped.about, skipped.reason) == (
-        "m", "openai/m", "answer", 1, "Answer A", reason,
+        "m",
+        "openai/m",
+        "answer",
+        1,
+        "Answer A",
+        reason,
     )
     assert [e.type for e in recorder.events].count("call_started") == 1
 

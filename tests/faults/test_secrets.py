@@ -68,9 +68,23 @@ def test_the_live_view_never_draws_a_key():
     bus = EventBus("r1", [view], secrets=[KEY])
 
     async def run() -> None:
-        await bus.emit(RunStarted(protocol="confer", panel="p", question=f"is {KEY} ok?", members=[MemberInfo(name="a", model="openai/a")]))
+        await bus.emit(
+            RunStarted(
+                protocol="confer", panel="p", question=f"is {KEY} ok?", members=[MemberInfo(name="a", model="openai/a")]
+            )
+        )
         await bus.emit(StageStarted(stage="answer", round=0, members=["a"]))
-        await bus.emit(CallFinished(call_id="1", member="a", model="openai/a", stage="answer", round=0, text=f"your key is {KEY}", latency=0.1))
+        await bus.emit(
+            CallFinished(
+                call_id="1",
+                member="a",
+                model="openai/a",
+                stage="answer",
+                round=0,
+                text=f"your key is {KEY}",
+                latency=0.1,
+            )
+        )
         await bus.emit(WarningRaised(message=f"provider said {KEY}", member="a"))
         await bus.emit(RunFinished(final_answer=f"the key {KEY}", result={}))
 
@@ -85,7 +99,9 @@ def test_a_short_key_a_member_uses_is_redacted(key, fake_server, tmp_path, monke
     """LiteLLM proxy's stock key is `sk-1234`: too short for the name rule, but a key in use."""
     monkeypatch.setenv("PROXY_TOKEN_FOR_PANEL", key)
     fake_server.default(responder(echo_everything))
-    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"], extra="    api_key_env: PROXY_TOKEN_FOR_PANEL\n")
+    file = write_panel(
+        tmp_path / "p.yaml", fake_server.url, ["a", "b"], extra="    api_key_env: PROXY_TOKEN_FOR_PANEL\n"
+    )
     outcome = runner.invoke(app, ["confer", str(file), "--json", "--db", str(tmp_path / "runs.db")])
     assert outcome.exit_code == 0, outcome.output
     assert all(request.headers.get("authorization") == f"Bearer {key}" for request in fake_server.requests)

@@ -27,7 +27,11 @@ def write_panel(path: Path, url: str, names: list[str]) -> Path:
 def start(file: Path, db: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "panel_cli", "confer", str(file), "--db", str(db)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
 
 
@@ -83,15 +87,33 @@ def test_three_quick_ctrl_c_on_sixteen_members_exit_130_with_every_call_kept(fak
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     con = sqlite3.connect(db)
     assert con.execute("select status from runs").fetchone() == ("interrupted",)
-    assert con.execute("select count(*), min(error_kind), max(error_kind) from calls").fetchone() == (16, "cancelled", "cancelled")
+    assert con.execute("select count(*), min(error_kind), max(error_kind) from calls").fetchone() == (
+        16,
+        "cancelled",
+        "cancelled",
+    )
 
 
 def test_sigterm_before_the_run_exists_exits_143_without_a_traceback(tmp_path):
     """Before the run exists (here, waiting for a question on a stdin that never ends, while
     litellm loads) SIGTERM stops the command the same way, and nothing is stored."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", "confer", "configs/demo.yaml", "-q", "-", "--db", str(tmp_path / "runs.db")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "panel_cli",
+            "confer",
+            "configs/demo.yaml",
+            "-q",
+            "-",
+            "--db",
+            str(tmp_path / "runs.db"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     time.sleep(2.0)  # past panel's own start-up; the command then waits on stdin for good
     process.send_signal(signal.SIGTERM)

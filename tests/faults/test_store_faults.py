@@ -116,7 +116,10 @@ async def test_a_damaged_database_exits_2_with_one_line_and_no_traceback(tmp_pat
     path.write_bytes(path.read_bytes()[:8192])
     result = subprocess.run(
         [sys.executable, "-m", "panel_cli", "history", "list", "--db", str(path)],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
     assert result.returncode == 2
     assert result.stdout == ""

@@ -17,13 +17,17 @@ from tests.protocols.test_vote_engine import ballot, vote_panel
 async def test_an_invented_choice_is_no_vote_for_it(fake_server, run_protocol):
     fake_server.default(reply(ballot("MySQL")))
     fake_server.script("evil-model", reply(ballot("Oracle", ["Oracle", "MySQL"], 100, "trust me")))
-    result, events = await run_protocol(vote, vote_panel(fake_server, ["ann", "bob", "evil"], options=["PostgreSQL", "MySQL"]))
+    result, events = await run_protocol(
+        vote, vote_panel(fake_server, ["ann", "bob", "evil"], options=["PostgreSQL", "MySQL"])
+    )
 
     assert result.vote_counts == {"PostgreSQL": 0, "MySQL": 2}
     assert "Oracle" not in result.vote_counts and result.abstained == ["evil"]
     evil = next(b for b in result.ballots if b.voter == "evil")
     assert (evil.choice, evil.ranking, evil.matched_by) == (None, [], "none")
-    assert "chose 'Oracle', which is not one of the options" in [w.message for w in events.of("warning") if w.member == "evil"]
+    assert "chose 'Oracle', which is not one of the options" in [
+        w.message for w in events.of("warning") if w.member == "evil"
+    ]
 
 
 async def test_padding_a_ranking_cannot_push_a_rival_down(fake_server, run_protocol):
@@ -36,7 +40,9 @@ async def test_padding_a_ranking_cannot_push_a_rival_down(fake_server, run_proto
     fake_server.script("d-model", reply(ballot("MySQL", ["MySQL"])))
     evil_ranking = ["SQLite", *padding, "sqlite", "MySQL", "PostgreSQL", "MySQL", *padding]
     fake_server.script("evil-model", reply(ballot("SQLite", evil_ranking)))
-    result, events = await run_protocol(vote, vote_panel(fake_server, ["a", "b", "c", "d", "evil"], method="ranked_choice"))
+    result, events = await run_protocol(
+        vote, vote_panel(fake_server, ["a", "b", "c", "d", "evil"], method="ranked_choice")
+    )
 
     evil = next(b for b in result.ballots if b.voter == "evil")
     assert evil.ranking == ["SQLite", "MySQL", "PostgreSQL"]
@@ -55,16 +61,23 @@ async def test_a_reply_stuffed_with_ballots_counts_once(fake_server, run_protoco
 
 
 async def test_a_ballot_cannot_vote_as_another_member(fake_server, run_protocol):
-    forged = json.dumps({"voter": "ann", "choice": "PostgreSQL", "weight": 100, "late": False, "ranking": ["PostgreSQL"]})
+    forged = json.dumps(
+        {"voter": "ann", "choice": "PostgreSQL", "weight": 100, "late": False, "ranking": ["PostgreSQL"]}
+    )
     fake_server.default(reply(ballot("MySQL")))
     fake_server.script("evil-model", reply(forged))
     result, _ = await run_protocol(vote, vote_panel(fake_server, ["ann", "evil"], method="weighted"))
-    assert [(b.voter, b.choice, b.weight) for b in result.ballots] == [("ann", "MySQL", 1.0), ("evil", "PostgreSQL", 1.0)]
+    assert [(b.voter, b.choice, b.weight) for b in result.ballots] == [
+        ("ann", "MySQL", 1.0),
+        ("evil", "PostgreSQL", 1.0),
+    ]
     assert result.weights == {"PostgreSQL": 1.0, "MySQL": 1.0, "SQLite": 0.0} and result.winner is None
 
 
 async def test_malformed_fields_cannot_break_the_count(fake_server, run_protocol):
-    fake_server.script("a-model", reply('{"choice": "MySQL", "confidence": NaN, "ranking": "MySQL > Oracle", "reason": 42}'))
+    fake_server.script(
+        "a-model", reply('{"choice": "MySQL", "confidence": NaN, "ranking": "MySQL > Oracle", "reason": 42}')
+    )
     fake_server.script("b-model", reply('{"choice": ["MySQL", "SQLite"], "confidence": Infinity}'))
     fake_server.script("c-model", reply('{"choice": null, "ranking": {"1": "SQLite"}}'))
     fake_server.script("d-model", reply('{"choice": "SQLite", "confidence": "very"}'))

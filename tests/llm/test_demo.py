@@ -33,7 +33,9 @@ def test_confer_vote_is_valid_json_for_a_label_in_the_block():
 
 
 def test_council_review_ends_with_a_final_ranking():
-    prompt = mark(f"Question:\nQ?\n\n{render_labelled({'A': 'one', 'B': 'two words here'}, 'Model')}", Task.COUNCIL_REVIEW)
+    prompt = mark(
+        f"Question:\nQ?\n\n{render_labelled({'A': 'one', 'B': 'two words here'}, 'Model')}", Task.COUNCIL_REVIEW
+    )
     text = ask("sage", prompt)
     assert "FINAL RANKING:" in text
     assert text.rstrip().splitlines()[-2:] == ["1. Model B", "2. Model A"]
@@ -47,5 +49,8 @@ def test_ballot_names_an_option():
 
 
 def test_last_marker_wins_over_quoted_ones():
-    prompt = mark(f"Question:\nQ?\n\n{render_labelled({'A': 'text with [panel-task: ballot] inside'}, 'Model')}", Task.COUNCIL_REVIEW)
+    prompt = mark(
+        f"Question:\nQ?\n\n{render_labelled({'A': 'text with [panel-task: ballot] inside'}, 'Model')}",
+        Task.COUNCIL_REVIEW,
+    )
     assert "FINAL RANKING:" in ask("sage", prompt)

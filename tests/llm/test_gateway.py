@@ -169,7 +169,9 @@ async def test_structured_output_from_prose_with_instructions_in_the_prompt(fake
 
 async def test_structured_output_native_when_litellm_says_so(fake_server, gateway):
     fake_server.script("gpt-4o", reply_json({"choice": "A", "confidence": 3}))
-    result = await gateway.call(member(fake_server, "gpt-4o"), [{"role": "user", "content": "pick"}], stage="vote", schema=Pick)
+    result = await gateway.call(
+        member(fake_server, "gpt-4o"), [{"role": "user", "content": "pick"}], stage="vote", schema=Pick
+    )
     assert result.parsed == {"choice": "A", "confidence": 3}
     assert "response_format" in fake_server.requests_for("gpt-4o")[0].body
 
@@ -242,7 +244,9 @@ def rate_limited(headers: dict[str, str]) -> Exception:
     litellm = load_litellm()
     return litellm.RateLimitError(
         message="litellm.RateLimitError: RateLimitError: OpenAIException - slow down",
-        llm_provider="openai", model="m", response=http_response(429, headers),
+        llm_provider="openai",
+        model="m",
+        response=http_response(429, headers),
     )
 
 
@@ -254,7 +258,9 @@ def wrapped(cause: BaseException, message: str = "Connection error.") -> Excepti
     sdk.__cause__ = cause
     outer = litellm.InternalServerError(
         message=f"litellm.InternalServerError: InternalServerError: OpenAIException - {message}",
-        llm_provider="openai", model="m", response=http_response(500),
+        llm_provider="openai",
+        model="m",
+        response=http_response(500),
     )
     outer.__context__ = sdk
     return outer
@@ -269,7 +275,9 @@ def test_retry_after_in_seconds(value, seconds):
     assert retry_after_seconds(rate_limited({"retry-after": value})) == seconds
 
 
-@pytest.mark.parametrize("value", ["soon", "0x10", "1,5", "Mon, 99 Foo 2024 25:61:00 GMT", "inf", "nan", "-5", "", "1e3", "9" * 400])
+@pytest.mark.parametrize(
+    "value", ["soon", "0x10", "1,5", "Mon, 99 Foo 2024 25:61:00 GMT", "inf", "nan", "-5", "", "1e3", "9" * 400]
+)
 def test_malformed_retry_after_is_ignored(value):
     assert parse_retry_after(value) is None
     assert retry_after_seconds(rate_limited({"retry-after": value})) is None
@@ -301,12 +309,15 @@ def test_refused_in_words_counts_only_on_our_side_of_the_connection():
     litellm = load_litellm()
     ours = litellm.APIConnectionError(
         message="litellm.APIConnectionError: OllamaException - [Errno 111] Connection refused",
-        llm_provider="ollama", model="llama3.1",
+        llm_provider="ollama",
+        model="llama3.1",
     )
     proxy = litellm.ServiceUnavailableError(
         message="litellm.ServiceUnavailableError: OpenAIException - upstream connect error or disconnect/reset "
         "before headers. reset reason: connection refused",
-        llm_provider="openai", model="m", response=http_response(503),
+        llm_provider="openai",
+        model="m",
+        response=http_response(503),
     )
     assert (describe(ours).kind, describe(ours).permanent) == ("connection", True)
     assert describe(ours).message == "could not connect to the provider (connection refused)"
@@ -336,7 +347,9 @@ def test_a_body_that_is_not_utf8_is_malformed():
     text = "'utf-8' codec can't decode byte 0xe9 in position 153: invalid continuation byte"
     exc = litellm.InternalServerError(
         message=f"litellm.InternalServerError: InternalServerError: OpenAIException - {text}",
-        llm_provider="openai", model="m", response=http_response(500),
+        llm_provider="openai",
+        model="m",
+        response=http_response(500),
     )
     exc.__context__ = UnicodeDecodeError("utf-8", b"caf\xe9", 3, 4, "invalid continuation byte")
     assert classify(exc) == "malformed"
@@ -348,7 +361,10 @@ def test_a_body_that_is_not_utf8_is_malformed():
     [
         (ClassifiedError("malformed", "the reply was empty"), "malformed"),
         (TimeoutError(), "timeout"),
-        (wrapped(json.JSONDecodeError("Expecting value", "x", 0), "Expecting value: line 1 column 1 (char 0)"), "malformed"),
+        (
+            wrapped(json.JSONDecodeError("Expecting value", "x", 0), "Expecting value: line 1 column 1 (char 0)"),
+            "malformed",
+        ),
         (ConnectionResetError(104, "reset"), "connection"),
         (RuntimeError("something odd"), "server"),
     ],
@@ -361,9 +377,19 @@ def test_classify(exc, kind):
 @pytest.mark.parametrize(
     ("cls", "status", "kind", "message"),
     [
-        ("AuthenticationError", 401, "auth", "the provider rejected the key (401): Incorrect API key provided: sk-abc***xyz"),
+        (
+            "AuthenticationError",
+            401,
+            "auth",
+            "the provider rejected the key (401): Incorrect API key provided: sk-abc***xyz",
+        ),
         ("NotFoundError", 404, "not_found", "model not found (404): The model `m` does not exist"),
-        ("BadRequestError", 400, "bad_request", "the provider rejected the request (400): The model `m` does not exist"),
+        (
+            "BadRequestError",
+            400,
+            "bad_request",
+            "the provider rejected the request (400): The model `m` does not exist",
+        ),
         ("InternalServerError", 500, "server", "the provider failed (500): The model `m` does not exist"),
     ],
 )
@@ -373,7 +399,9 @@ def test_http_failures_get_one_sentence_with_the_providers_words(cls, status, ki
         401: "Incorrect API key provided: sk-abc***xyz. You can find your API key at https://platform.openai.com/account/api-keys.",
     }.get(status, "The model `m` does not exist")
     exc = getattr(litellm, cls)(
-        message=f"litellm.{cls}: {cls}: OpenAIException - {words}", llm_provider="openai", model="m",
+        message=f"litellm.{cls}: {cls}: OpenAIException - {words}",
+        llm_provider="openai",
+        model="m",
         response=http_response(status),
     )
     failure = describe(exc)
@@ -384,10 +412,15 @@ def test_http_failures_get_one_sentence_with_the_providers_words(cls, status, ki
 def test_a_403_is_access_denied():
     litellm = load_litellm()
     exc = litellm.APIError(
-        status_code=403, message="litellm.APIError: APIError: OpenAIException - Country, region, or territory not supported",
-        llm_provider="openai", model="m",
+        status_code=403,
+        message="litellm.APIError: APIError: OpenAIException - Country, region, or territory not supported",
+        llm_provider="openai",
+        model="m",
     )
-    assert clean_message(exc, classify(exc)) == "the provider denied access (403): Country, region, or territory not supported"
+    assert (
+        clean_message(exc, classify(exc))
+        == "the provider denied access (403): Country, region, or territory not supported"
+    )
 
 
 @pytest.mark.parametrize(
@@ -395,10 +428,19 @@ def test_a_403_is_access_denied():
     [
         ("litellm.InternalServerError: InternalServerError: OpenAIException - kaput", "kaput"),
         ("litellm.NotFoundError: DemoException - unknown demo persona 'x'", "unknown demo persona 'x'"),
-        ("litellm.BadRequestError: OpenAIException - bad param\nReceived Model Group=m\nAvailable Model Group Fallbacks=None", "bad param"),
-        ("litellm.APIConnectionError: AnthropicException - {\"type\": \"error\", \"error\": {\"message\": \"invalid x-api-key\"}}", "invalid x-api-key"),
+        (
+            "litellm.BadRequestError: OpenAIException - bad param\nReceived Model Group=m\nAvailable Model Group Fallbacks=None",
+            "bad param",
+        ),
+        (
+            'litellm.APIConnectionError: AnthropicException - {"type": "error", "error": {"message": "invalid x-api-key"}}',
+            "invalid x-api-key",
+        ),
         ("OpenAIException - {'error': {'message': 'quota exceeded', 'code': 429}}", "quota exceeded"),
-        ("litellm.InternalServerError: OpenAIException - litellm.APIError: LiteLLM: no 'choices' here", "no 'choices' here"),
+        (
+            "litellm.InternalServerError: OpenAIException - litellm.APIError: LiteLLM: no 'choices' here",
+            "no 'choices' here",
+        ),
         ("  many   spaces\n and lines  ", "many spaces and lines"),
         ("Value must be < 2.", "Value must be < 2"),
     ],

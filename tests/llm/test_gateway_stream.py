@@ -100,7 +100,10 @@ async def test_a_call_that_may_use_tools_does_not_stream(fake_server):
     fake_server.script("m", reply("no tool needed"))
     recorder = Recorder()
     gateway = make_gateway(recorder)
-    spec = {"type": "function", "function": {"name": "look", "description": "look", "parameters": {"type": "object", "properties": {}}}}
+    spec = {
+        "type": "function",
+        "function": {"name": "look", "description": "look", "parameters": {"type": "object", "properties": {}}},
+    }
     gateway.equip(toolbox=object(), offered={"m": ToolSet(specs=[spec], routes={})})  # type: ignore[arg-type]
     result = await call(gateway, member(fake_server), tools=True)
     await gateway.aclose()
@@ -153,7 +156,11 @@ async def test_a_connection_lost_mid_stream_fails_as_it_does_unstreamed(fake_ser
     gateway = make_gateway(recorder, retries=1)
     result = await call(gateway, member(fake_server))
     await gateway.aclose()
-    assert (result.error_kind, result.error, result.attempts) == ("malformed", "the connection broke in the middle of the reply", 1)
+    assert (result.error_kind, result.error, result.attempts) == (
+        "malformed",
+        "the connection broke in the middle of the reply",
+        1,
+    )
     assert grew(recorder.events) == ["this rep"]
     assert recorder.events[-1].type == "call_failed"
 

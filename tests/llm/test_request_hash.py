@@ -40,7 +40,10 @@ def test_the_same_request_always_hashes_alike():
     assert request_hash(BASE) == request_hash(json.loads(json.dumps(BASE)))
     assert request_hash(dict(reversed(list(BASE.items())))) == request_hash(BASE)
     canonical = b'{"messages":[{"content":"hi","role":"user"}],"model":"m"}'
-    assert request_hash({"model": "m", "messages": [{"role": "user", "content": "hi"}]}) == hashlib.sha256(canonical).hexdigest()
+    assert (
+        request_hash({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        == hashlib.sha256(canonical).hexdigest()
+    )
 
 
 def test_the_key_and_the_transport_settings_are_not_part_of_it():
@@ -141,7 +144,9 @@ async def test_an_answered_request_is_taken_from_the_store_without_a_request(fak
     recorder = Recorder()
     gateway = Gateway(recorder, defaults=Defaults(retries=0), answered={earlier.request_hash: [Stored(earlier.text)]})
     try:
-        result = await gateway.call(who, [{"role": "user", "content": "Tea or coffee?"}], stage="answer", schema=Verdict)
+        result = await gateway.call(
+            who, [{"role": "user", "content": "Tea or coffee?"}], stage="answer", schema=Verdict
+        )
         other = await gateway.call(who, [{"role": "user", "content": "Tea, then?"}], stage="answer")
     finally:
         await gateway.aclose()
@@ -151,7 +156,12 @@ async def test_an_answered_request_is_taken_from_the_store_without_a_request(fak
     assert result.ok and result.reused and result.parsed == {"choice": "coffee"}
     assert (result.tokens_in, result.tokens_out, result.cost, result.attempts) == (0, 0, 0.0, 0)
     assert not other.reused and other.tokens_in == 30
-    assert [event.type for event in recorder.events] == ["call_started", "call_finished", "call_started", "call_finished"]
+    assert [event.type for event in recorder.events] == [
+        "call_started",
+        "call_finished",
+        "call_started",
+        "call_finished",
+    ]
     reused = recorder.events[1]
     assert reused.reused and reused.request_hash == earlier.request_hash and reused.text == earlier.text
     assert reused.messages == earlier.messages and (reused.tokens_in, reused.tokens_out, reused.cost) == (0, 0, 0.0)
@@ -163,8 +173,12 @@ async def test_each_stored_reply_answers_one_request_only(fake_server):
     getting their own samples."""
     fake_server.script("m", reply("fresh"))
     who = member(fake_server)
-    digest = request_hash({"model": "openai/m", "api_base": fake_server.url, "messages": [{"role": "user", "content": "Again?"}]})
-    gateway = Gateway(Recorder(), defaults=Defaults(retries=0), answered={digest: [Stored(None), Stored("first"), Stored("second")]})
+    digest = request_hash(
+        {"model": "openai/m", "api_base": fake_server.url, "messages": [{"role": "user", "content": "Again?"}]}
+    )
+    gateway = Gateway(
+        Recorder(), defaults=Defaults(retries=0), answered={digest: [Stored(None), Stored("first"), Stored("second")]}
+    )
     try:
         results = [await gateway.call(who, [{"role": "user", "content": "Again?"}], stage="answer") for _ in range(3)]
     finally:
@@ -176,7 +190,9 @@ async def test_each_stored_reply_answers_one_request_only(fake_server):
 async def test_a_reused_truncated_reply_stays_marked_and_warned(fake_server):
     recorder = Recorder()
     who = member(fake_server)
-    digest = request_hash({"model": "openai/m", "api_base": fake_server.url, "messages": [{"role": "user", "content": "Long?"}]})
+    digest = request_hash(
+        {"model": "openai/m", "api_base": fake_server.url, "messages": [{"role": "user", "content": "Long?"}]}
+    )
     gateway = Gateway(recorder, defaults=Defaults(retries=0), answered={digest: [Stored("x" * 1000, truncated=True)]})
     try:
         result = await gateway.call(who, [{"role": "user", "content": "Long?"}], stage="answer")

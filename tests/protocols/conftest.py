@@ -37,7 +37,9 @@ def fenced_texts(request: RecordedRequest, noun: str) -> dict[str, str]:
 
 
 def vote_json(label: str, confidence: float, revised: str, rationale: str = "because") -> str:
-    return json.dumps({"chosen_label": label, "revised_answer": revised, "confidence": confidence, "rationale": rationale})
+    return json.dumps(
+        {"chosen_label": label, "revised_answer": revised, "confidence": confidence, "rationale": rationale}
+    )
 
 
 def make_panel(server: FakeOpenAIServer, names: list[str], **fields: Any) -> Panel:
@@ -60,7 +62,9 @@ class Recorder:
         return [event for event in self.events if event.type == kind]
 
 
-async def run_recorded(engine: Any, panel: Panel, question: str = "What is best?", **gateway_args: Any) -> tuple[Any, Recorder]:
+async def run_recorded(
+    engine: Any, panel: Panel, question: str = "What is best?", **gateway_args: Any
+) -> tuple[Any, Recorder]:
     """Run `engine` on `panel` through a gateway of its own (`gateway_args`: a budget, …);
     its result, and every event with the envelope."""
     recorder = Recorder()

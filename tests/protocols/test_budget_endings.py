@@ -44,7 +44,12 @@ def priced() -> Iterator[None]:
     names = [f"{name}-model" for name in FAKE_MODELS]
     litellm.register_model(
         {
-            name: {"input_cost_per_token": 0.0, "output_cost_per_token": OUTPUT_PRICE, "litellm_provider": "openai", "mode": "chat"}
+            name: {
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": OUTPUT_PRICE,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
             for name in names
         }
     )
@@ -95,7 +100,9 @@ async def test_the_cap_refuses_the_call_that_would_pass_it_and_confer_keeps_the_
     refusal = next(event for event in events.of("call_failed") if event.kind == "budget")
     assert refusal.message == "not made: it could cost up to $0.1000 and $0.0900 of the $0.35 cap is left"
     assert result.rounds == [] and result.winner == "ann" and result.final_answer == "ann-model answer"
-    assert budget_warnings(events) == ["the budget ran out; vote round 1 is not counted and the current candidate stands"]
+    assert budget_warnings(events) == [
+        "the budget ran out; vote round 1 is not counted and the current candidate stands"
+    ]
     envelope = events.envelope
     assert envelope.budget_exhausted is True and envelope.reached_answer is True
     assert envelope.budget is not None
@@ -152,7 +159,9 @@ async def test_council_skips_to_its_chairman_when_its_call_still_fits(fake_serve
     assert len(fake_server.requests) == 3 + 2 + 1 and refused(events) == ["cy"]
     assert result.outcome == "answered" and result.final_answer == "the chairman's answer"
     assert len([review for review in result.stage2_reviews if review.success]) == 2
-    assert budget_warnings(events) == ["the budget ran out; the chairman writes from the reviews that came in, if its call fits"]
+    assert budget_warnings(events) == [
+        "the budget ran out; the chairman writes from the reviews that came in, if its call fits"
+    ]
 
 
 async def test_council_returns_the_top_ranked_answer_when_the_chairman_does_not_fit(fake_server, run_capped):
@@ -184,7 +193,9 @@ async def test_ensemble_consensus_asks_no_judge_once_the_budget_ran_out(fake_ser
     result, events = await run_capped(ensemble, panel, Budget(max_cost=0.25))
     assert len(fake_server.requests) == 2 and refused(events) == ["cy"]
     assert result.chosen == "ann" and result.final_answer == "ann-model answer" and result.scores == {}
-    assert budget_warnings(events) == ["the budget ran out; the judge is not asked and the first successful response is the answer"]
+    assert budget_warnings(events) == [
+        "the budget ran out; the judge is not asked and the first successful response is the answer"
+    ]
 
 
 async def test_delphi_stops_its_rounds_and_the_chairman_writes(fake_server, run_capped):
@@ -213,17 +224,26 @@ async def test_delphi_gives_the_latest_analyses_when_no_chairman_fits(fake_serve
 
 def supervised(server: FakeOpenAIServer, **fields: Any) -> Panel:
     members = [
-        {"name": name, "model": f"openai/{name}-model", "api_base": server.url, "task": f"{name}'s part"} for name in ["ann", "bob"]
+        {"name": name, "model": f"openai/{name}-model", "api_base": server.url, "task": f"{name}'s part"}
+        for name in ["ann", "bob"]
     ]
     critic = {"name": "boss", "model": "openai/boss-model", "api_base": server.url}
-    return Panel.model_validate({"name": "t", "protocol": "supervise", "members": members, "critic": critic, "defaults": LIMITS, **fields})
+    return Panel.model_validate(
+        {"name": "t", "protocol": "supervise", "members": members, "critic": critic, "defaults": LIMITS, **fields}
+    )
 
 
 async def test_supervise_ends_its_review_loop_and_consolidates_what_stands(fake_server, run_capped):
-    fake_server.script("boss-model", reply_json({"verdict": "REJECTED", "feedback": {"ann": "Fix it.", "bob": "Fix it too."}}))
+    fake_server.script(
+        "boss-model", reply_json({"verdict": "REJECTED", "feedback": {"ann": "Fix it.", "bob": "Fix it too."}})
+    )
 
     def worker(request: RecordedRequest) -> str:
-        return "the consolidation" if task_of(request) == "supervise.synthesis" else f"{request.model} work {len(request.messages)}"
+        return (
+            "the consolidation"
+            if task_of(request) == "supervise.synthesis"
+            else f"{request.model} work {len(request.messages)}"
+        )
 
     fake_server.default(responder(worker))
     # Work $0.04 spent, critic $0.06; corrections reserve $0.16, $0.26 > $0.25: bob's is refused.
@@ -231,7 +251,10 @@ async def test_supervise_ends_its_review_loop_and_consolidates_what_stands(fake_
     result, events = await run_capped(supervise, supervised(fake_server), Budget(max_cost=0.25))
     assert refused(events) == ["bob"]
     assert result.loop_end == "budget" and result.final_answer == "the consolidation"
-    assert [(w.name, w.deliverable) for w in result.workers] == [("ann", "ann-model work 3"), ("bob", "bob-model work 1")]
+    assert [(w.name, w.deliverable) for w in result.workers] == [
+        ("ann", "ann-model work 3"),
+        ("bob", "bob-model work 1"),
+    ]
     assert budget_warnings(events) == ["the budget ran out; the deliverables go to consolidation as they stand"]
 
 
@@ -248,7 +271,11 @@ async def test_orchestrate_starts_no_further_subtask_and_keeps_what_succeeded(fa
     analysis = {"name": "analysis", "model": "openai/analysis-model", "api_base": fake_server.url, "max_tokens": 1000}
     panel = Panel.model_validate(
         {
-            "name": "t", "protocol": "orchestrate", "planner": "boss", "chairman": chair, "defaults": LIMITS,
+            "name": "t",
+            "protocol": "orchestrate",
+            "planner": "boss",
+            "chairman": chair,
+            "defaults": LIMITS,
             "members": [
                 {"name": "boss", "model": "openai/boss-model", "api_base": fake_server.url},
                 {"name": "research", "model": "openai/research-model", "api_base": fake_server.url},
@@ -275,16 +302,22 @@ UNPRICED = (
 
 
 def unpriced_file(tmp_path: Path, server: FakeOpenAIServer, extra: str = "") -> Path:
-    members = "".join(f"  - {{name: {name}, model: openai/mystery-{name}, api_base: '{server.url}'}}\n" for name in ["x", "y"])
+    members = "".join(
+        f"  - {{name: {name}, model: openai/mystery-{name}, api_base: '{server.url}'}}\n" for name in ["x", "y"]
+    )
     path = tmp_path / "panel.yaml"
     path.write_text(f"name: unpriced\nquestion: Which?\nmembers:\n{members}defaults: {{retries: 0{extra}}}\n")
     return path
 
 
-@pytest.mark.parametrize(("extra", "args", "cap"), [("", ["--max-cost", "1"], "--max-cost"), (", max_cost: 0.5", [], "defaults.max_cost")])
+@pytest.mark.parametrize(
+    ("extra", "args", "cap"), [("", ["--max-cost", "1"], "--max-cost"), (", max_cost: 0.5", [], "defaults.max_cost")]
+)
 def test_a_cost_cap_over_an_unknown_price_refuses_to_start(fake_server, tmp_path, extra, args, cap):
     db = tmp_path / "runs.db"
-    outcome = runner.invoke(app, ["confer", str(unpriced_file(tmp_path, fake_server, extra)), *args, "--json", "--db", str(db)])
+    outcome = runner.invoke(
+        app, ["confer", str(unpriced_file(tmp_path, fake_server, extra)), *args, "--json", "--db", str(db)]
+    )
     assert isinstance(outcome.exception, UserError) and outcome.exception.exit_code == 2
     assert outcome.exception.message == UNPRICED.replace("--max-cost", cap)
     assert fake_server.requests == [] and not db.exists()
@@ -294,7 +327,19 @@ def test_allow_unknown_prices_runs_them_as_free_and_max_calls_still_holds(fake_s
     fake_server.default(responder(lambda request: f"{request.model} answer"))
     file = unpriced_file(tmp_path, fake_server)
     outcome = runner.invoke(
-        app, ["confer", str(file), "--max-cost", "1", "--allow-unknown-prices", "--max-calls", "2", "--json", "--db", str(tmp_path / "r.db")]
+        app,
+        [
+            "confer",
+            str(file),
+            "--max-cost",
+            "1",
+            "--allow-unknown-prices",
+            "--max-calls",
+            "2",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
     )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
@@ -311,7 +356,18 @@ def test_allow_unknown_prices_runs_them_as_free_and_max_calls_still_holds(fake_s
 
 def test_demo_personas_are_free_so_a_zero_cap_holds_them_all(tmp_path):
     outcome = runner.invoke(
-        app, ["confer", str(ROOT / "configs" / "demo.yaml"), "--max-cost", "0", "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")]
+        app,
+        [
+            "confer",
+            str(ROOT / "configs" / "demo.yaml"),
+            "--max-cost",
+            "0",
+            "--max-rounds",
+            "1",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
     )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
@@ -321,7 +377,8 @@ def test_demo_personas_are_free_so_a_zero_cap_holds_them_all(tmp_path):
 
 def test_a_run_without_a_cap_reports_no_budget(tmp_path):
     outcome = runner.invoke(
-        app, ["confer", str(ROOT / "configs" / "demo.yaml"), "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")]
+        app,
+        ["confer", str(ROOT / "configs" / "demo.yaml"), "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")],
     )
     result = json.loads(outcome.stdout)
     assert result["budget_exhausted"] is False and result["budget"] is None

@@ -56,7 +56,9 @@ async def test_stops_at_max_rounds_without_convergence(fake_server, run_protocol
 async def test_no_convergence_runs_every_round(fake_server, run_protocol):
     for name in ["ann", "bob"]:
         fake_server.script(f"{name}-model", always("A", 80, "same"))
-    result, _ = await run_protocol(confer, make_panel(fake_server, ["ann", "bob"], max_rounds=4, until_convergence=False))
+    result, _ = await run_protocol(
+        confer, make_panel(fake_server, ["ann", "bob"], max_rounds=4, until_convergence=False)
+    )
     assert len(result.rounds) == 4 and result.converged is False
     assert len(fake_server.requests) == 2 * 5
 
@@ -81,7 +83,8 @@ async def test_a_round_of_fallbacks_cannot_converge_and_says_the_tie_rule_decide
     stable winner, and the result warns."""
     for name in ["ann", "bob", "cy"]:
         fake_server.script(
-            f"{name}-model", responder(lambda r, name=name: "no JSON here" if task_of(r) == "confer.vote" else f"{name} answer")
+            f"{name}-model",
+            responder(lambda r, name=name: "no JSON here" if task_of(r) == "confer.vote" else f"{name} answer"),
         )
     result, events = await run_protocol(confer, make_panel(fake_server, ["ann", "bob", "cy"], max_rounds=3))
 
@@ -113,7 +116,9 @@ async def test_member_failing_round_zero_has_no_label_but_votes_and_joins_next_b
     fake_server.script("ann-model", always("A", 70, "ann revised"))
     fake_server.script("bob-model", always("A", 70, "bob revised"))
     fake_server.script("cy-model", error(500, "boom"), always("A", 90, "cy revised"))
-    result, events = await run_protocol(confer, make_panel(fake_server, ["ann", "bob", "cy"], max_rounds=2, until_convergence=False))
+    result, events = await run_protocol(
+        confer, make_panel(fake_server, ["ann", "bob", "cy"], max_rounds=2, until_convergence=False)
+    )
     assert result.rounds[0].authors == {"A": "ann", "B": "bob"}
     assert {v.voter for v in result.rounds[0].votes} == {"ann", "bob", "cy"}
     assert result.rounds[1].authors == {"A": "ann", "B": "bob", "C": "cy"}

@@ -46,7 +46,9 @@ def requests_of(server, task: str) -> list[RecordedRequest]:
 
 
 async def test_three_stages_with_labels_rankings_and_the_chairmans_answer(fake_server, run_protocol):
-    fake_server.script("ann-model", member("ann answer", "FINAL RANKING: Model B, Model A, Model C", synthesis="ann's synthesis"))
+    fake_server.script(
+        "ann-model", member("ann answer", "FINAL RANKING: Model B, Model A, Model C", synthesis="ann's synthesis")
+    )
     fake_server.script("bob-model", member("bob answer", "FINAL RANKING: Model B, Model C, Model A"))
     fake_server.script("cy-model", member("cy answer", "FINAL RANKING: Model A, Model B"))
     result, events = await run_protocol(council, make_panel(fake_server, ["ann", "bob", "cy"]))
@@ -57,20 +59,31 @@ async def test_three_stages_with_labels_rankings_and_the_chairmans_answer(fake_s
     assert result.stage3_synthesis.chairman == "ann"
     assert result.labels == {"Model A": "ann", "Model B": "bob", "Model C": "cy"}
     assert [(r.name, r.label, r.text, r.success) for r in result.stage1_responses] == [
-        ("ann", "Model A", "ann answer", True), ("bob", "Model B", "bob answer", True), ("cy", "Model C", "cy answer", True),
+        ("ann", "Model A", "ann answer", True),
+        ("bob", "Model B", "bob answer", True),
+        ("cy", "Model C", "cy answer", True),
     ]
     assert [r.ranking for r in result.stage2_reviews] == [
-        ["Model B", "Model A", "Model C"], ["Model B", "Model C", "Model A"], ["Model A", "Model B"],
+        ["Model B", "Model A", "Model C"],
+        ["Model B", "Model C", "Model A"],
+        ["Model A", "Model B"],
     ]
     assert [(e.name, e.average_rank, e.count) for e in result.aggregate_ranking] == [
-        ("bob", 4 / 3, 3), ("ann", 2.0, 3), ("cy", 2.5, 2),
+        ("bob", 4 / 3, 3),
+        ("ann", 2.0, 3),
+        ("cy", 2.5, 2),
     ]
     assert result.top_ranked == "bob"
     assert (result.successful_responses, result.member_count) == (3, 3)
     assert [e.stage for e in events.of("stage_started")] == ["answer", "review", "synthesis"]
     parsed = events.of("ranking_parsed")
     assert {e.reviewer for e in parsed[:3]} == {"ann", "bob", "cy"}
-    assert parsed[3].reviewer is None and parsed[3].aggregate[0] == {"name": "bob", "label": "Model B", "average_rank": 4 / 3, "count": 3}
+    assert parsed[3].reviewer is None and parsed[3].aggregate[0] == {
+        "name": "bob",
+        "label": "Model B",
+        "average_rank": 4 / 3,
+        "count": 3,
+    }
     assert events.of("run_finished")[0].reached_answer is True
 
 
@@ -118,7 +131,9 @@ async def test_a_review_timeout_is_recorded_under_the_reviewers_real_name(fake_s
 
 
 async def test_a_chairman_failure_gives_synthesis_failed(fake_server, run_protocol):
-    fake_server.script("ann-model", reply("ann answer"), reply("FINAL RANKING: Model A, Model B"), error(401, "bad key"))
+    fake_server.script(
+        "ann-model", reply("ann answer"), reply("FINAL RANKING: Model A, Model B"), error(401, "bad key")
+    )
     fake_server.script("bob-model", member("bob answer"))
     result, events = await run_protocol(council, make_panel(fake_server, ["ann", "bob"]))
 
@@ -183,7 +198,9 @@ async def test_two_members_on_one_model_are_two_members(fake_server, run_protoco
     counter = itertools.count(1)
     fake_server.script(
         "same-model",
-        responder(lambda r: rank_in_order(r) if task_of(r).startswith("council.review") else f"answer number {next(counter)}"),
+        responder(
+            lambda r: rank_in_order(r) if task_of(r).startswith("council.review") else f"answer number {next(counter)}"
+        ),
     )
     members = [{"name": name, "model": "openai/same-model", "api_base": fake_server.url} for name in ("ann", "bob")]
     panel = Panel.model_validate({"name": "t", "members": members, "defaults": {"retries": 0}})
@@ -206,7 +223,9 @@ async def test_shuffle_gives_each_reviewer_its_own_order_with_fixed_labels(fake_
     for request in requests_of(fake_server, "council.review"):
         texts = fenced_texts(request, "Model")
         for label, author in result.labels.items():
-            assert texts[label.removeprefix("Model ")] == f"{author} answer", "labels stay fixed; only the order changes"
+            assert texts[label.removeprefix("Model ")] == f"{author} answer", (
+                "labels stay fixed; only the order changes"
+            )
         orders.add(tuple(shown_labels(request)))
     assert len(orders) > 1
     shown = {tuple(label.removeprefix("Model ") for label in review.shown) for review in result.stage2_reviews}
@@ -220,7 +239,10 @@ async def test_the_orders_follow_from_the_stored_seed(fake_server, run_protocol)
     result, _ = await run_protocol(council, make_panel(fake_server, names, shuffle=True, seed=11))
     assert result.seed == 11
     labels = list(result.labels)
-    expected = [review_order(labels, name, f"Model {'ABCD'[i]}", shuffle=True, seed=11, self_review=True) for i, name in enumerate(names)]
+    expected = [
+        review_order(labels, name, f"Model {'ABCD'[i]}", shuffle=True, seed=11, self_review=True)
+        for i, name in enumerate(names)
+    ]
     assert [r.shown for r in result.stage2_reviews] == expected
 
 
@@ -261,7 +283,10 @@ async def test_without_anonymity_reviewers_see_and_rank_names(fake_server, run_p
     for request in requests_of(fake_server, "council.review.named"):
         assert fenced_texts(request, "Member") == {"ann": "ann answer", "bob": "bob answer"}
     assert [r.ranking for r in result.stage2_reviews] == [["bob", "ann"], ["bob", "ann"]]
-    assert [(e.name, e.label, e.average_rank) for e in result.aggregate_ranking] == [("bob", "Model B", 1.0), ("ann", "Model A", 2.0)]
+    assert [(e.name, e.label, e.average_rank) for e in result.aggregate_ranking] == [
+        ("bob", "Model B", 1.0),
+        ("ann", "Model A", 2.0),
+    ]
 
 
 async def test_an_inline_chairman_outside_the_members(fake_server, run_protocol):

@@ -57,10 +57,16 @@ def contributions_of(server, round_index: int) -> list[RecordedRequest]:
     if round_index == 1:
         return [request for request in server.requests if task_of(request) == "answer"]
     marker = f"this is round {round_index} "
-    return [request for request in server.requests if task_of(request) == "delphi.contribution" and marker in prompt_of(request)]
+    return [
+        request
+        for request in server.requests
+        if task_of(request) == "delphi.contribution" and marker in prompt_of(request)
+    ]
 
 
-@pytest.mark.parametrize(("fault", "kind"), [(error(500, "boom"), "server"), (hang(), "timeout")], ids=["error", "timeout"])
+@pytest.mark.parametrize(
+    ("fault", "kind"), [(error(500, "boom"), "server"), (hang(), "timeout")], ids=["error", "timeout"]
+)
 async def test_a_failed_expert_is_skipped_and_the_round_goes_on(fake_server, run_protocol, fault, kind):
     script_experts(fake_server)
     fake_server.script("zoltan-model", fault, expert("gamma"))
@@ -68,10 +74,16 @@ async def test_a_failed_expert_is_skipped_and_the_round_goes_on(fake_server, run
     result, events = await run_protocol(delphi, panel)
 
     first, second = result.rounds
-    assert [(c.expert, c.success) for c in first.contributions] == [("ximena", True), ("yusuf", True), ("zoltan", False)]
+    assert [(c.expert, c.success) for c in first.contributions] == [
+        ("ximena", True),
+        ("yusuf", True),
+        ("zoltan", False),
+    ]
     assert first.contributions[2].error_kind == kind
     notice = next(w for w in events.of("warning") if w.member == "zoltan")
-    assert notice.message.startswith("no contribution in round 1 (") and notice.message.endswith("); the round goes on without it")
+    assert notice.message.startswith("no contribution in round 1 (") and notice.message.endswith(
+        "); the round goes on without it"
+    )
     assert [c.success for c in second.contributions] == [True, True, True]
     for request in contributions_of(fake_server, 2):
         assert fenced_texts(request, "Expert") == {"A": "alpha 1", "B": "beta 1"}
@@ -91,7 +103,11 @@ async def test_round_k_shows_round_k_minus_1_and_no_name(fake_server, run_protoc
         assert len(requests) == 3
         for request in requests:
             previous = round_index - 1
-            assert fenced_texts(request, "Expert") == {"A": f"alpha {previous}", "B": f"beta {previous}", "C": f"gamma {previous}"}
+            assert fenced_texts(request, "Expert") == {
+                "A": f"alpha {previous}",
+                "B": f"beta {previous}",
+                "C": f"gamma {previous}",
+            }
             prompt = prompt_of(request)
             assert not any(name in prompt for name in NAMES) and "-model" not in prompt
             own = "ABC"[NAMES.index(request.model.removesuffix("-model"))]
@@ -125,7 +141,9 @@ async def test_the_synthesiser_sees_every_round_under_letters(fake_server, run_p
     assert chair.model == "yusuf-model"
     transcript = fenced_texts(chair, "Expert")
     assert transcript == {
-        f"{label} (round {k})": f"{word} {k}" for k in (1, 2, 3) for label, word in zip("ABC", ["alpha", "beta", "gamma"], strict=True)
+        f"{label} (round {k})": f"{word} {k}"
+        for k in (1, 2, 3)
+        for label, word in zip("ABC", ["alpha", "beta", "gamma"], strict=True)
     }
     prompt = prompt_of(chair)
     assert "Points of consensus" in prompt and "Points of divergence" in prompt
@@ -135,7 +153,9 @@ async def test_the_synthesiser_sees_every_round_under_letters(fake_server, run_p
 
 async def test_a_reply_that_is_not_a_revision_still_counts_as_changed(fake_server, run_protocol):
     script_experts(fake_server, changes_until=1)
-    fake_server.script("yusuf-model", responder(lambda r: "beta 1" if task_of(r) == "answer" else "I stand by beta, no JSON here"))
+    fake_server.script(
+        "yusuf-model", responder(lambda r: "beta 1" if task_of(r) == "answer" else "I stand by beta, no JSON here")
+    )
     result, events = await run_protocol(delphi, make_panel(fake_server, NAMES, max_rounds=2))
 
     yusuf = result.rounds[1].contributions[1]
@@ -167,28 +187,45 @@ def test_two_to_five_experts(fake_server):
 
 
 def reply(text: str, parsed: dict | None = None, parse_error: str | None = None) -> CallResult:
-    return CallResult(call_id="c", member="m", model="x", ok=True, text=text, parsed=parsed, parse_error=parse_error, latency=1.5)
+    return CallResult(
+        call_id="c", member="m", model="x", ok=True, text=text, parsed=parsed, parse_error=parse_error, latency=1.5
+    )
 
 
 def test_reading_a_contribution():
     first, warning = read_contribution("m", "A", 1, reply("  my view  "), had_previous=False)
     assert (first.analysis, first.changed, first.structured, warning) == ("my view", None, True, None)
-    kept, warning = read_contribution("m", "A", 2, reply("{}", {"analysis": "same", "changed": False}), had_previous=True)
+    kept, warning = read_contribution(
+        "m", "A", 2, reply("{}", {"analysis": "same", "changed": False}), had_previous=True
+    )
     assert (kept.analysis, kept.changed, warning) == ("same", False, None)
     new, _ = read_contribution("m", "A", 2, reply("{}", {"analysis": "same", "changed": False}), had_previous=False)
     assert new.changed is True
-    blank, warning = read_contribution("m", "A", 2, reply('{"analysis": " ", "changed": false}', {"analysis": " ", "changed": False}), True)
+    blank, warning = read_contribution(
+        "m", "A", 2, reply('{"analysis": " ", "changed": false}', {"analysis": " ", "changed": False}), True
+    )
     assert (blank.changed, blank.structured) == (True, False) and "an empty analysis" in warning
 
 
 def contribution(expert: str, *, changed: bool | None = False, success: bool = True) -> Contribution:
-    return Contribution(expert=expert, label="A", round=2, analysis="x" if success else None, changed=changed if success else None, success=success)
+    return Contribution(
+        expert=expert,
+        label="A",
+        round=2,
+        analysis="x" if success else None,
+        changed=changed if success else None,
+        success=success,
+    )
 
 
 def test_unchanged_needs_every_expert_that_could_answer():
     assert round_unchanged([contribution("a"), contribution("b")], set())
     assert not round_unchanged([contribution("a"), contribution("b", changed=True)], set())
-    assert not round_unchanged([contribution("a"), contribution("b", success=False)], set()), "a timeout may hide a change"
-    assert round_unchanged([contribution("a"), contribution("b", success=False)], {"b"}), "an excluded member never answers again"
+    assert not round_unchanged([contribution("a"), contribution("b", success=False)], set()), (
+        "a timeout may hide a change"
+    )
+    assert round_unchanged([contribution("a"), contribution("b", success=False)], {"b"}), (
+        "an excluded member never answers again"
+    )
     assert not round_unchanged([contribution("a", success=False)], {"a"})
     assert not round_unchanged([contribution("a", changed=None)], set())

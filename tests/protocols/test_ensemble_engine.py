@@ -69,7 +69,10 @@ def test_the_plan_checks_judges_and_aggregators_before_any_call(fake_server):
     with pytest.raises(UserError, match="The aggregator 'zed' is not a member"):
         plan_ensemble(make_panel(fake_server, ["ann", "bob"], mode="synthesize", aggregator="zed"))
     assert plan_ensemble(make_panel(fake_server, ["ann", "bob"], mode="synthesize")).aggregator.name == "ann"
-    assert plan_ensemble(make_panel(fake_server, ["ann", "bob"], mode="synthesize", chairman="bob")).aggregator.name == "bob"
+    assert (
+        plan_ensemble(make_panel(fake_server, ["ann", "bob"], mode="synthesize", chairman="bob")).aggregator.name
+        == "bob"
+    )
 
 
 async def test_fanout_returns_every_result_failures_too(fake_server, run_protocol):
@@ -79,7 +82,11 @@ async def test_fanout_returns_every_result_failures_too(fake_server, run_protoco
     panel = make_panel(fake_server, ["ann", "bob", "cy"], mode="fanout", timeouts={"answer": "0.5s"})
     result, _ = await run_protocol(ensemble, panel)
 
-    assert [(r.name, r.success, r.error_kind) for r in result.responses] == [("ann", True, None), ("bob", False, "server"), ("cy", False, "timeout")]
+    assert [(r.name, r.success, r.error_kind) for r in result.responses] == [
+        ("ann", True, None),
+        ("bob", False, "server"),
+        ("cy", False, "timeout"),
+    ]
     assert result.chosen is None and result.reached_answer
     assert "### ann\n\nann says yes" in result.final_answer
     assert "### bob — failed" in result.final_answer and "### cy — failed\n\n_timeout_" in result.final_answer
@@ -95,7 +102,11 @@ async def test_race_returns_the_first_success_and_cancels_the_rest(fake_server, 
 
     assert result.final_answer == "bob was quick" and result.chosen == "bob"
     assert "first to answer" in result.reason
-    assert [(r.name, r.success, r.error_kind) for r in result.responses] == [("ann", False, "cancelled"), ("bob", True, None), ("cy", False, "cancelled")]
+    assert [(r.name, r.success, r.error_kind) for r in result.responses] == [
+        ("ann", False, "cancelled"),
+        ("bob", True, None),
+        ("cy", False, "cancelled"),
+    ]
     assert {(e.member, e.kind) for e in events.of("call_failed")} == {("ann", "cancelled"), ("cy", "cancelled")}
     await wait_for_closed(fake_server, {"ann-model", "cy-model"})
     assert {"ann-model", "cy-model"} <= set(fake_server.closed_early)
@@ -108,7 +119,11 @@ async def test_race_skips_failures_and_waits_for_a_success(fake_server, run_prot
     result, _ = await run_protocol(ensemble, make_panel(fake_server, ["ann", "bob", "cy"], mode="race"))
 
     assert result.chosen == "bob"
-    assert [(r.name, r.error_kind) for r in result.responses] == [("ann", "bad_request"), ("bob", None), ("cy", "cancelled")]
+    assert [(r.name, r.error_kind) for r in result.responses] == [
+        ("ann", "bad_request"),
+        ("bob", None),
+        ("cy", "cancelled"),
+    ]
 
 
 async def test_race_with_no_success_reaches_no_answer(fake_server, run_protocol):
@@ -178,7 +193,9 @@ async def test_consensus_by_a_judge_member(fake_server, run_protocol):
     assert [r.note for r in result.responses] == ["scored ann answer", "scored bob answer", "scored judge answer"]
     judge_calls = [r for r in fake_server.requests if task_of(r) == "judge"]
     assert len(judge_calls) == 3
-    assert all("ann answer" not in prompt_of(r) or "bob answer" not in prompt_of(r) for r in judge_calls), "one response per call"
+    assert all("ann answer" not in prompt_of(r) or "bob answer" not in prompt_of(r) for r in judge_calls), (
+        "one response per call"
+    )
     assert [e.stage for e in events.of("stage_started")] == ["answer", "judge"]
     judged = sorted(e.about for e in events.of("call_started") if e.stage == "judge")
     assert judged == ["ann", "bob", "judge"], "each judge call says which response it scores"

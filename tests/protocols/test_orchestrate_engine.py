@@ -19,7 +19,14 @@ SLOW = 2.0
 
 
 def step(task_id: str, worker: str, *depends_on: str, **extra: Any) -> dict[str, Any]:
-    return {"task_id": task_id, "worker": worker, "title": f"do {task_id}", "description": f"{task_id} in detail", "depends_on": list(depends_on), **extra}
+    return {
+        "task_id": task_id,
+        "worker": worker,
+        "title": f"do {task_id}",
+        "description": f"{task_id} in detail",
+        "depends_on": list(depends_on),
+        **extra,
+    }
 
 
 def plan_of(*steps: dict[str, Any]) -> str:
@@ -78,7 +85,10 @@ async def test_a_plan_runs_every_subtask_with_its_inputs_and_the_chairman_writes
     assert result.workers == WORKERS and result.planner == "boss" and result.chairman == "boss"
 
     writing = fake_server.requests_for("writing-model")[0]
-    assert fenced_texts(writing, "Output") == {"t1": "output of t1 by research-model", "t2": "output of t2 by analysis-model"}
+    assert fenced_texts(writing, "Output") == {
+        "t1": "output of t1 by research-model",
+        "t2": "output of t2 by analysis-model",
+    }
     assert writing.messages[0] == {"role": "system", "content": DEFAULT_WORKERS["writing"]}
     assert fenced_texts(fake_server.requests_for("research-model")[0], "Output") == {}
     (synthesis,) = calls_of(fake_server, "orchestrate.synthesis")
@@ -112,7 +122,9 @@ INVALID_PLANS = [
 
 
 @pytest.mark.parametrize(("plan", "problem"), INVALID_PLANS)
-async def test_an_invalid_plan_goes_back_with_the_exact_error_then_the_run_fails(fake_server, run_protocol, plan, problem):
+async def test_an_invalid_plan_goes_back_with_the_exact_error_then_the_run_fails(
+    fake_server, run_protocol, plan, problem
+):
     fake_server.script("boss-model", coordinator(plan))
     fake_server.default(worker())
     result, events = await run_protocol(orchestrate, team_panel(fake_server, max_plan_attempts=3))
@@ -128,7 +140,11 @@ async def test_an_invalid_plan_goes_back_with_the_exact_error_then_the_run_fails
     assert retry[1]["content"] == plan
     assert retry[2]["content"].startswith(f"That plan cannot be used: {problem}.\n")
     rejected = events.of("plan_rejected")
-    assert [(r.attempt, r.error, r.final) for r in rejected] == [(1, problem, False), (2, problem, False), (3, problem, True)]
+    assert [(r.attempt, r.error, r.final) for r in rejected] == [
+        (1, problem, False),
+        (2, problem, False),
+        (3, problem, True),
+    ]
     assert [stage.stage for stage in events.of("stage_started")] == ["plan", "plan", "plan"]
 
 
@@ -146,7 +162,9 @@ async def test_a_plan_that_is_not_json_counts_as_an_attempt_and_a_corrected_plan
 
 
 async def test_the_planners_json_may_say_worker_type(fake_server, run_protocol):
-    plan = plan_of({"task_id": "a", "worker_type": "research", "title": "look", "description": "look it up", "depends_on": []})
+    plan = plan_of(
+        {"task_id": "a", "worker_type": "research", "title": "look", "description": "look it up", "depends_on": []}
+    )
     fake_server.script("boss-model", coordinator(plan))
     fake_server.default(worker())
     result, _ = await run_protocol(orchestrate, team_panel(fake_server))
@@ -196,10 +214,15 @@ async def test_a_failed_subtask_skips_its_dependents_which_are_never_called(fake
     assert [subtask_of(r) for r in fake_server.requests_for("writing-model")] == ["t4"]
     (synthesis,) = calls_of(fake_server, "orchestrate.synthesis")
     assert fenced_texts(synthesis, "Output") == {"t4": "output of t4 by writing-model"}
-    assert "- t1 (research): do t1 [failed: server (the provider failed (500): research is down)]" in prompt_of(synthesis)
+    assert "- t1 (research): do t1 [failed: server (the provider failed (500): research is down)]" in prompt_of(
+        synthesis
+    )
     assert result.final_answer == "The final answer." and result.success is False
     assert [(e.task_id, e.blocked_by) for e in events.of("task_skipped")] == [("t2", "t1"), ("t3", "t2")]
-    assert "1 failed and 2 skipped of 4 subtasks; the answer is built from the 1 that succeeded" in events.envelope.warnings
+    assert (
+        "1 failed and 2 skipped of 4 subtasks; the answer is built from the 1 that succeeded"
+        in events.envelope.warnings
+    )
 
 
 async def test_no_subtask_succeeding_means_no_synthesis_and_no_answer(fake_server, run_protocol):
@@ -212,7 +235,9 @@ async def test_no_subtask_succeeding_means_no_synthesis_and_no_answer(fake_serve
 
 
 async def test_a_subtask_is_bounded_by_the_task_limit(fake_server, run_protocol):
-    fake_server.script("boss-model", coordinator(plan_of(step("t1", "research"), step("t2", "writing", "t1"), step("t3", "analysis"))))
+    fake_server.script(
+        "boss-model", coordinator(plan_of(step("t1", "research"), step("t2", "writing", "t1"), step("t3", "analysis")))
+    )
     fake_server.script("research-model", hang())
     fake_server.default(worker())
     result, _ = await run_protocol(orchestrate, team_panel(fake_server, timeouts={"task": "0.5s"}))
@@ -231,7 +256,9 @@ async def test_a_planner_that_fails_for_good_is_not_asked_again(fake_server, run
 
 
 async def test_among_subtasks_ready_together_the_lower_priority_number_starts_first(fake_server, run_protocol):
-    plan = plan_of(step("a", "research", priority=3), step("b", "research", priority=1), step("c", "research", priority=2))
+    plan = plan_of(
+        step("a", "research", priority=3), step("b", "research", priority=1), step("c", "research", priority=2)
+    )
     fake_server.script("boss-model", coordinator(plan))
     fake_server.default(worker())
     panel = team_panel(fake_server, concurrency={fake_server.url: 1})
@@ -240,31 +267,54 @@ async def test_among_subtasks_ready_together_the_lower_priority_number_starts_fi
 
 
 async def test_with_no_member_left_to_work_the_default_workers_join_on_the_planners_model(fake_server, run_protocol):
-    fake_server.script("boss-model", responder(lambda r: plan_of(step("t1", "research"), step("t2", "writing", "t1")) if task_of(r) == "plan" else (
-        "The final answer." if task_of(r) == "orchestrate.synthesis" else f"output of {subtask_of(r)}"
-    )))
+    fake_server.script(
+        "boss-model",
+        responder(
+            lambda r: (
+                plan_of(step("t1", "research"), step("t2", "writing", "t1"))
+                if task_of(r) == "plan"
+                else ("The final answer." if task_of(r) == "orchestrate.synthesis" else f"output of {subtask_of(r)}")
+            )
+        ),
+    )
     panel = make_panel(fake_server, ["boss"], planner="boss")
     team = team_of(panel)
     assert [w.name for w in team.workers] == WORKERS and team.default_workers
     result, _ = await run_protocol(orchestrate, panel)
 
     assert result.workers == WORKERS and result.final_answer == "The final answer."
-    systems = {subtask_of(r): r.messages[0]["content"] for r in fake_server.requests if task_of(r) == "orchestrate.task"}
+    systems = {
+        subtask_of(r): r.messages[0]["content"] for r in fake_server.requests if task_of(r) == "orchestrate.task"
+    }
     assert systems == {"t1": DEFAULT_WORKERS["research"], "t2": DEFAULT_WORKERS["writing"]}
 
 
 def test_who_plans_chairs_and_works(fake_server):
     # Neither named: the first member plans, chairs, and works too.
     team = team_of(make_panel(fake_server, ["research", "writing"]))
-    assert (team.planner.name, [c.name for c in team.chairmen], [w.name for w in team.workers]) == ("research", ["research"], ["research", "writing"])
+    assert (team.planner.name, [c.name for c in team.chairmen], [w.name for w in team.workers]) == (
+        "research",
+        ["research"],
+        ["research", "writing"],
+    )
     # The planner defaults to the chairman; a named chairman does not work.
     team = team_of(make_panel(fake_server, ["boss", "research"], chairman="boss"))
     assert (team.planner.name, [w.name for w in team.workers]) == ("boss", ["research"])
     # An inline planner; a member's own system prompt is kept, another kind gets a generic one.
-    panel = make_panel(fake_server, ["design", "research"], planner={"name": "lead", "model": "openai/lead", "api_base": fake_server.url})
-    team = team_of(panel.model_copy(update={"members": [panel.members[0], panel.members[1].model_copy(update={"system": "Mine."})]}))
+    panel = make_panel(
+        fake_server,
+        ["design", "research"],
+        planner={"name": "lead", "model": "openai/lead", "api_base": fake_server.url},
+    )
+    team = team_of(
+        panel.model_copy(
+            update={"members": [panel.members[0], panel.members[1].model_copy(update={"system": "Mine."})]}
+        )
+    )
     assert team.planner.name == "lead"
-    assert team.workers[0].system.startswith("You are the design worker of a team.") and team.workers[1].system == "Mine."
+    assert (
+        team.workers[0].system.startswith("You are the design worker of a team.") and team.workers[1].system == "Mine."
+    )
     # A default worker does not take the name of a member who plans.
     team = team_of(make_panel(fake_server, ["research"], planner="research"))
     assert [w.name for w in team.workers] == ["research-worker", "analysis", "writing"]
@@ -276,7 +326,9 @@ async def test_a_failing_chairman_hands_over_to_its_backup(fake_server, run_prot
     fake_server.script("chair-model", error(500, "chair is down"))
     fake_server.script("backup-model", reply("The backup's answer."))
     fake_server.default(worker())
-    panel = make_panel(fake_server, ["boss", "chair", "backup", "research"], planner="boss", chairman=["chair", "backup"])
+    panel = make_panel(
+        fake_server, ["boss", "chair", "backup", "research"], planner="boss", chairman=["chair", "backup"]
+    )
     result, events = await run_protocol(orchestrate, panel)
     assert result.final_answer == "The backup's answer." and result.chairman == "backup"
     assert [f.chairman for f in result.chair_failures] == ["chair"]

@@ -39,14 +39,27 @@ TASKS = [
 ]
 ERROR = "t9: worker '[red]x[/red]' is not one of the workers (research, analysis or writing)"
 RESULT = {
-    "success": False, "planner": "boss", "chairman": "boss", "plan_attempts": [{"attempt": 1}, {"attempt": 2}],
-    "plan": [task.model_dump() for task in TASKS], "succeeded": 3, "failed": 1, "skipped": 1,
+    "success": False,
+    "planner": "boss",
+    "chairman": "boss",
+    "plan_attempts": [{"attempt": 1}, {"attempt": 2}],
+    "plan": [task.model_dump() for task in TASKS],
+    "succeeded": 3,
+    "failed": 1,
+    "skipped": 1,
 }
 
 
 def call(member: str, stage: str, round_: int | None, text: str, about: str | None = None) -> list[BaseEvent]:
     call_id = f"{member}-{stage}-{round_}-{about}"
-    common = {"call_id": call_id, "member": member, "model": f"openai/{member}", "stage": stage, "round": round_, "about": about}
+    common = {
+        "call_id": call_id,
+        "member": member,
+        "model": f"openai/{member}",
+        "stage": stage,
+        "round": round_,
+        "about": about,
+    }
     return [CallStarted(**common), CallFinished(**common, text=text, latency=0.5, tokens_in=10, tokens_out=5)]
 
 
@@ -100,7 +113,9 @@ async def test_the_live_view_draws_the_task_tree_as_subtasks_start_and_end():
 
     assert lines[1].split() == ["task", "worker", "after", "status", "start", "time", "title", "/", "output"]
     t1, t3, t4, t5, t2 = lines[3:8]
-    assert t1.split()[:3] == ["t1", "research", "succeeded"] and "1.25s" in t1 and "The facts: [b]three[/b] vendors" in t1
+    assert (
+        t1.split()[:3] == ["t1", "research", "succeeded"] and "1.25s" in t1 and "The facts: [b]three[/b] vendors" in t1
+    )
     assert t3.split()[:5] == ["├─", "t3", "analysis", "t1", "succeeded"]
     assert t4.split()[:5] == ["│", "└─", "t4", "writing", "t3,"] and "skipped" in t4 and "t2 failed" in t4
     assert t5.split()[:5] == ["└─", "t5", "writing", "t1", "succeeded"]
@@ -137,7 +152,9 @@ async def test_plain_lines():
         "[subtasks] t4 skipped  writing  t2 failed",
     ):
         assert expected in lines
-    assert lines[-1].startswith("run finished  plan 5 subtasks after 2 attempts  subtasks 3 succeeded, 1 failed, 1 skipped")
+    assert lines[-1].startswith(
+        "run finished  plan 5 subtasks after 2 attempts  subtasks 3 succeeded, 1 failed, 1 skipped"
+    )
     assert lines[-1].endswith(f"run {RUN_ID}")
 
 

@@ -24,7 +24,14 @@ WORKERS = ["research", "analysis", "writing"]
 
 
 def entry(task_id: Any = "t1", worker: Any = "research", *depends_on: Any, **extra: Any) -> dict[str, Any]:
-    return {"task_id": task_id, "worker": worker, "title": "a title", "description": "what to do", "depends_on": list(depends_on), **extra}
+    return {
+        "task_id": task_id,
+        "worker": worker,
+        "title": "a title",
+        "description": "what to do",
+        "depends_on": list(depends_on),
+        **extra,
+    }
 
 
 def problems_of(*entries: Any) -> str:
@@ -38,13 +45,25 @@ def test_a_valid_plan_is_read_with_its_defaults():
         {
             "subtasks": [
                 {"task_id": "t1", "worker_type": "research", "title": "Look", "description": " Find it. "},
-                {"task_id": "t2", "worker": "Writing", "worker_type": "Writing", "description": "Write", "depends_on": ["t1", "t1"], "priority": 2},
+                {
+                    "task_id": "t2",
+                    "worker": "Writing",
+                    "worker_type": "Writing",
+                    "description": "Write",
+                    "depends_on": ["t1", "t1"],
+                    "priority": 2,
+                },
             ]
         }
     )
     first, second = read_plan(text, WORKERS)
     assert (first.task_id, first.worker, first.title, first.description, first.depends_on, first.priority) == (
-        "t1", "research", "Look", "Find it.", [], 0,
+        "t1",
+        "research",
+        "Look",
+        "Find it.",
+        [],
+        0,
     )
     assert (second.worker, second.title, second.depends_on, second.priority) == ("writing", "", ["t1"], 2)
 
@@ -59,11 +78,17 @@ def test_the_plan_is_the_last_json_object_of_the_reply():
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("first research, then writing", 'the reply holds no JSON object; reply with one object of the form {"subtasks": [...]}'),
+        (
+            "first research, then writing",
+            'the reply holds no JSON object; reply with one object of the form {"subtasks": [...]}',
+        ),
         ('{"tasks": []}', "the plan has no 'subtasks' list"),
         ('{"subtasks": {"t1": {}}}', "'subtasks' must be a list of subtasks"),
         ('{"subtasks": []}', "the plan has no subtasks"),
-        (json.dumps({"subtasks": [entry(f"t{i}") for i in range(MAX_TASKS + 1)]}), "the plan has 51 subtasks; at most 50 are allowed"),
+        (
+            json.dumps({"subtasks": [entry(f"t{i}") for i in range(MAX_TASKS + 1)]}),
+            "the plan has 51 subtasks; at most 50 are allowed",
+        ),
     ],
 )
 def test_a_reply_that_is_not_a_plan(text: str, problem: str):
@@ -87,10 +112,19 @@ ID_RULE = "a task_id is 1 to 40 letters, digits, '-', '_' or '.', starting with 
         ([entry("t1"), entry("t1")], "task_id 't1' is used twice (subtasks 1 and 2)"),
         ([entry("t1", None)], "t1 names no worker; choose one of research, analysis or writing"),
         ([entry("t1", "design")], "t1: worker 'design' is not one of the workers (research, analysis or writing)"),
-        ([entry("t1", ["research"])], "t1: worker '['research']' is not one of the workers (research, analysis or writing)"),
-        ([entry("t1", "research", worker_type="writing")], "t1 gives worker 'research' and worker_type 'writing'; give one worker"),
+        (
+            [entry("t1", ["research"])],
+            "t1: worker '['research']' is not one of the workers (research, analysis or writing)",
+        ),
+        (
+            [entry("t1", "research", worker_type="writing")],
+            "t1 gives worker 'research' and worker_type 'writing'; give one worker",
+        ),
         ([entry("t1", title=3)], "t1: title must be a string"),
-        ([entry("t1", title=" ", description="")], "t1 has neither a title nor a description; say what the worker must do"),
+        (
+            [entry("t1", title=" ", description="")],
+            "t1 has neither a title nor a description; say what the worker must do",
+        ),
         ([{**entry("t1"), "depends_on": "t0"}], "t1: depends_on must be a list of task_ids"),
         ([{**entry("t1"), "depends_on": [1]}], "t1: depends_on must be a list of task_ids"),
         ([entry("t1", priority=True)], "t1: priority must be a whole number"),
@@ -98,7 +132,12 @@ ID_RULE = "a task_id is 1 to 40 letters, digits, '-', '_' or '.', starting with 
         ([entry("t1", "research", "t1")], "t1 depends on itself"),
         ([entry("t1"), entry("t2", "writing", "t1", "t9")], "t2 depends on 't9', which is not a task_id in the plan"),
         (
-            [entry("a", "research", "c"), entry("b", "research", "a"), entry("c", "research", "b"), entry("d", "writing", "a")],
+            [
+                entry("a", "research", "c"),
+                entry("b", "research", "a"),
+                entry("c", "research", "b"),
+                entry("d", "writing", "a"),
+            ],
             "the dependencies form a cycle: a -> c -> b -> a (each waits for the next)",
         ),
     ],
@@ -150,7 +189,11 @@ def test_depths_and_tree_parents():
 
 def test_tree_order_walks_each_root_then_its_subtree_with_last_sibling_flags():
     assert tree_order(GRAPH) == [
-        ("t1", (False,)), ("t3", (False, True)), ("t4", (False, True, True)), ("t5", (False, True, True, True)), ("t2", (True,)),
+        ("t1", (False,)),
+        ("t3", (False, True)),
+        ("t4", (False, True, True)),
+        ("t5", (False, True, True, True)),
+        ("t2", (True,)),
     ]
     assert tree_order({"a": [], "b": ["a"], "c": ["a"]}) == [("a", (True,)), ("b", (True, False)), ("c", (True, True))]
 

@@ -19,7 +19,11 @@ NAMED = {"gpt-4o": "gpt-4o", "gpt-4o-2": "gpt-4o-2", "claude": "claude"}
 
 
 def test_comma_list():
-    assert parse_ranking("Good work all round.\n\nFINAL RANKING: Model C, Model A, Model B", ANON).ranking == ["Model C", "Model A", "Model B"]
+    assert parse_ranking("Good work all round.\n\nFINAL RANKING: Model C, Model A, Model B", ANON).ranking == [
+        "Model C",
+        "Model A",
+        "Model B",
+    ]
 
 
 def test_numbered_lines_with_comments_after_the_label():
@@ -34,11 +38,19 @@ def test_bold_labels_and_a_bold_marker():
 
 def test_bare_letters_and_mixed_case():
     assert parse_ranking("final ranking: b, A, model c", ANON).ranking == ["Model B", "Model A", "Model C"]
-    assert parse_ranking("Final Ranking:\n- c\n- MODEL a\n- Response B.", ANON).ranking == ["Model C", "Model A", "Model B"]
+    assert parse_ranking("Final Ranking:\n- c\n- MODEL a\n- Response B.", ANON).ranking == [
+        "Model C",
+        "Model A",
+        "Model B",
+    ]
 
 
 def test_a_label_listed_twice_counts_once_at_its_first_place():
-    assert parse_ranking("FINAL RANKING: Model B, Model A, Model B, Model C", ANON).ranking == ["Model B", "Model A", "Model C"]
+    assert parse_ranking("FINAL RANKING: Model B, Model A, Model B, Model C", ANON).ranking == [
+        "Model B",
+        "Model A",
+        "Model C",
+    ]
 
 
 def test_an_invented_label_is_dropped_and_reported():
@@ -80,7 +92,11 @@ def test_the_last_marker_wins():
 
 
 def test_numbered_items_on_one_line():
-    assert parse_ranking("FINAL RANKING: 1. Model B, 2. Model C, 3. Model A", ANON).ranking == ["Model B", "Model C", "Model A"]
+    assert parse_ranking("FINAL RANKING: 1. Model B, 2. Model C, 3. Model A", ANON).ranking == [
+        "Model B",
+        "Model C",
+        "Model A",
+    ]
 
 
 def test_member_names_when_not_anonymised_never_confuse_a_prefix():
@@ -109,7 +125,10 @@ def test_ties_go_to_more_rankings_then_to_the_label():
     rankings = [["Model B", "Model A"], ["Model D", "Model C", "Model B"]]
     ranked = aggregate_rankings(rankings, authors, labels)
     assert [(r.name, r.average_rank, r.count) for r in ranked] == [
-        ("dee", 1.0, 1), ("bob", 2.0, 2), ("ann", 2.0, 1), ("cy", 2.0, 1),
+        ("dee", 1.0, 1),
+        ("bob", 2.0, 2),
+        ("ann", 2.0, 1),
+        ("cy", 2.0, 1),
     ]
 
 
@@ -126,8 +145,12 @@ def test_review_order_is_fixed_without_shuffle_and_drops_own_without_self_review
 
 def test_shuffle_is_per_reviewer_and_replays_from_the_seed():
     labels = [f"Model {c}" for c in "ABCDEFGH"]
-    first = {name: review_order(labels, name, None, shuffle=True, seed=7, self_review=True) for name in ["ann", "bob", "cy"]}
-    again = {name: review_order(labels, name, None, shuffle=True, seed=7, self_review=True) for name in ["ann", "bob", "cy"]}
+    first = {
+        name: review_order(labels, name, None, shuffle=True, seed=7, self_review=True) for name in ["ann", "bob", "cy"]
+    }
+    again = {
+        name: review_order(labels, name, None, shuffle=True, seed=7, self_review=True) for name in ["ann", "bob", "cy"]
+    }
     assert first == again
     assert all(sorted(order) == labels for order in first.values())
     assert len({tuple(order) for order in first.values()}) > 1
@@ -136,7 +159,9 @@ def test_shuffle_is_per_reviewer_and_replays_from_the_seed():
 
 def test_bias_report_counts_own_first_and_shown_first():
     reviews = [
-        ReviewFacts(own="Model A", shown=["Model A", "Model B"], ranking=["Model A", "Model B"]),  # own first, shown first
+        ReviewFacts(
+            own="Model A", shown=["Model A", "Model B"], ranking=["Model A", "Model B"]
+        ),  # own first, shown first
         ReviewFacts(own="Model B", shown=["Model A", "Model B"], ranking=["Model A", "Model B"]),  # shown first
         ReviewFacts(own=None, shown=["Model B", "Model A"], ranking=["Model A", "Model B"]),  # neither
         ReviewFacts(own="Model A", shown=["Model B"], ranking=["Model B"]),  # own not shown; shown first

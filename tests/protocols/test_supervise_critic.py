@@ -20,7 +20,10 @@ WORKERS = ["writer", "coder"]
 def test_a_verdict_with_feedback_for_the_workers_to_correct():
     reading = read_verdict(rejected(coder=" Handle double bookings. ", writer=""), None, WORKERS)
     assert (reading.verdict, reading.rejected, reading.feedback, reading.problem) == (
-        "REJECTED", ["coder"], {"coder": "Handle double bookings."}, None,
+        "REJECTED",
+        ["coder"],
+        {"coder": "Handle double bookings."},
+        None,
     ), "blank feedback is no feedback"
 
 
@@ -51,10 +54,16 @@ def test_a_worker_is_found_by_case_when_that_is_unambiguous():
 
 
 def test_rejected_with_nobody_to_correct_is_no_verdict():
-    assert read_verdict(rejected(), None, WORKERS).problem == "REJECTED with no feedback for any worker, so no worker knows what to correct"
+    assert (
+        read_verdict(rejected(), None, WORKERS).problem
+        == "REJECTED with no feedback for any worker, so no worker knows what to correct"
+    )
     reading = read_verdict(rejected(ghost="x", spirit="y"), None, WORKERS)
     assert reading.verdict is None and reading.ignored == ["ghost", "spirit"]
-    assert reading.problem == "REJECTED with no feedback for any worker (it named only 'ghost', 'spirit'), so no worker knows what to correct"
+    assert (
+        reading.problem
+        == "REJECTED with no feedback for any worker (it named only 'ghost', 'spirit'), so no worker knows what to correct"
+    )
 
 
 def test_approved_keeps_its_comments_and_sends_nobody_back():
@@ -63,7 +72,9 @@ def test_approved_keeps_its_comments_and_sends_nobody_back():
 
 
 def test_feedback_that_is_not_text_is_no_verdict():
-    assert read_verdict({"verdict": "REJECTED", "feedback": ["coder"]}, None, WORKERS).problem.startswith("invalid feedback: ")
+    assert read_verdict({"verdict": "REJECTED", "feedback": ["coder"]}, None, WORKERS).problem.startswith(
+        "invalid feedback: "
+    )
     assert read_verdict(None, "no JSON object in the reply", WORKERS).problem == "no JSON object in the reply"
 
 
@@ -99,7 +110,9 @@ def test_a_member_without_a_task_may_be_the_critic_or_the_chairman(tmp_path):
     panel = parse_panel(text, "team.yaml")
     assert check_panel(panel, "supervise") == []
     assert dict(RULES["supervise"].describe(panel))["workers"] == "writer"
-    chaired = parse_panel(text.replace("critic: coder", "critic: {name: boss, model: demo/skeptic}\nchairman: coder"), "team.yaml")
+    chaired = parse_panel(
+        text.replace("critic: coder", "critic: {name: boss, model: demo/skeptic}\nchairman: coder"), "team.yaml"
+    )
     assert dict(RULES["supervise"].describe(chaired))["chairman"] == "coder"
 
 
@@ -112,7 +125,9 @@ def test_a_critic_that_is_also_a_worker_is_warned(tmp_path):
 
 def test_a_supervised_panel_needs_a_critic_and_a_worker():
     no_critic = "members:\n  - name: a\n    model: demo/sage\n    task: t\n"
-    with pytest.raises(UserError, match=r"A supervised panel needs a critic; panel 'panel' has none \(critic: a member's name"):
+    with pytest.raises(
+        UserError, match=r"A supervised panel needs a critic; panel 'panel' has none \(critic: a member's name"
+    ):
         check_panel(parse_panel(no_critic), "supervise")
     nobody = "members:\n  - name: a\n    model: demo/sage\ncritic: a\n"
     with pytest.raises(UserError, match="needs at least one worker with a task"):
@@ -122,9 +137,13 @@ def test_a_supervised_panel_needs_a_critic_and_a_worker():
 def test_max_rounds_unset_is_two_correction_rounds():
     text = "members:\n  - name: a\n    model: demo/sage\n    task: t\ncritic: {name: c, model: demo/skeptic}\n"
     assert dict(RULES["supervise"].describe(parse_panel(text)))["max_rounds"] == "2 correction rounds (the default)"
-    assert dict(RULES["supervise"].describe(parse_panel(text + "max_rounds: 1\n")))["max_rounds"] == "1 correction round"
+    assert (
+        dict(RULES["supervise"].describe(parse_panel(text + "max_rounds: 1\n")))["max_rounds"] == "1 correction round"
+    )
 
 
 def test_a_task_outside_supervise_is_warned(tmp_path):
     text = "protocol: delphi\nmembers:\n  - name: a\n    model: demo/sage\n    task: t\n  - name: b\n    model: demo/skeptic\n"
-    assert check_panel(parse_panel(text, "d.yaml"), "delphi") == ["d.yaml, line 5: members[0].task: not used by delphi."]
+    assert check_panel(parse_panel(text, "d.yaml"), "delphi") == [
+        "d.yaml, line 5: members[0].task: not used by delphi."
+    ]

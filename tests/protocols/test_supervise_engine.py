@@ -19,7 +19,10 @@ def rejected(**feedback: str) -> dict[str, Any]:
 
 def supervised_panel(server: FakeOpenAIServer, workers: dict[str, str], critic: str = "boss", **fields: Any) -> Panel:
     """Workers with their tasks, an inline critic, each on its own fake model."""
-    members = [{"name": name, "model": f"openai/{name}-model", "api_base": server.url, "task": task} for name, task in workers.items()]
+    members = [
+        {"name": name, "model": f"openai/{name}-model", "api_base": server.url, "task": task}
+        for name, task in workers.items()
+    ]
     inline = {"name": critic, "model": f"openai/{critic}-model", "api_base": server.url}
     fields.setdefault("defaults", {"retries": 0})
     return Panel.model_validate({"name": "t", "members": members, "critic": inline, **fields})
@@ -65,7 +68,9 @@ async def test_approved_in_round_1_makes_no_correction_call(fake_server, run_pro
         ("coder", "the script", 0, True),
     ]
     (work_writer,) = calls(fake_server, "supervise.work", "writer-model")
-    assert "Your task:\nWrite the announcement." in prompt_of(work_writer) and "Question:\nWhat is best?" in prompt_of(work_writer)
+    assert "Your task:\nWrite the announcement." in prompt_of(work_writer) and "Question:\nWhat is best?" in prompt_of(
+        work_writer
+    )
     (critic,) = calls(fake_server, "critic")
     assert fenced_texts(critic, "Deliverable") == {"writer": "the announcement", "coder": "the script"}
     assert "Workers:\n- writer\n- coder\n" in prompt_of(critic)
@@ -92,9 +97,13 @@ async def test_a_rejected_worker_corrects_in_its_own_conversation(fake_server, r
     assert fenced_texts(second, "Feedback for") == {"coder": "Handle double bookings."}
 
     critic_1, critic_2 = calls(fake_server, "critic")
-    assert "Review round 1 of at most 3." in prompt_of(critic_1) and "Review round 2 of at most 3." in prompt_of(critic_2)
+    assert "Review round 1 of at most 3." in prompt_of(critic_1) and "Review round 2 of at most 3." in prompt_of(
+        critic_2
+    )
     assert fenced_texts(critic_2, "Deliverable") == {"writer": "the announcement", "coder": "the fixed script 1"}
-    assert fenced_texts(critic_2, "Feedback for") == {"coder": "Handle double bookings."}, "the critic sees what it asked"
+    assert fenced_texts(critic_2, "Feedback for") == {"coder": "Handle double bookings."}, (
+        "the critic sees what it asked"
+    )
 
     assert (result.loop_end, result.approved, result.correction_rounds) == ("approved", True, 1)
     assert [(r.index, [d.worker for d in r.deliveries], r.review.verdict) for r in result.rounds] == [
@@ -119,14 +128,19 @@ async def test_the_round_cap_stops_the_corrections(fake_server, run_protocol):
     assert len(calls(fake_server, "critic")) == 3, "the default 2 correction rounds, each reviewed"
     assert len(calls(fake_server, "supervise.correction")) == 2
     last = calls(fake_server, "supervise.correction")[-1]
-    assert [m["role"] for m in last.messages] == ["user", "assistant", "user", "assistant", "user"], "the whole conversation"
+    assert [m["role"] for m in last.messages] == ["user", "assistant", "user", "assistant", "user"], (
+        "the whole conversation"
+    )
     assert (result.loop_end, result.approved, result.correction_rounds) == ("round_cap", False, 2)
     assert result.workers[0].deliverable == "a new announcement 2" and result.workers[0].approved is False
-    assert "the critic still rejects writer after 2 correction rounds; the deliverables go to consolidation as they are" in [
-        w.message for w in events.of("warning")
-    ]
+    assert (
+        "the critic still rejects writer after 2 correction rounds; the deliverables go to consolidation as they are"
+        in [w.message for w in events.of("warning")]
+    )
     (chair,) = calls(fake_server, "supervise.synthesis")
-    assert fenced_texts(chair, "Feedback for") == {"writer": "Still too vague."}, "the chairman knows what is unresolved"
+    assert fenced_texts(chair, "Feedback for") == {"writer": "Still too vague."}, (
+        "the chairman knows what is unresolved"
+    )
     assert result.reached_answer
 
 
@@ -183,7 +197,9 @@ async def test_a_worker_without_a_deliverable_is_named_to_the_critic(fake_server
     first_critic = calls(fake_server, "critic")[0]
     assert fenced_texts(first_critic, "Deliverable") == {"writer": "the announcement"}
     assert "No deliverable from: coder (the call failed)." in prompt_of(first_critic)
-    assert any(w.member == "coder" and w.message.startswith("delivered nothing in round 1 (") for w in events.of("warning"))
+    assert any(
+        w.member == "coder" and w.message.startswith("delivered nothing in round 1 (") for w in events.of("warning")
+    )
     retry = fake_server.requests_for("coder-model")[1]
     assert [m["role"] for m in retry.messages] == ["user", "user"], "the task it never answered, then the feedback"
     assert result.workers[1].deliverable == "late script 1" and result.approved
@@ -194,4 +210,3 @@ async def test_no_deliverable_at_all_reaches_no_answer(fake_server, run_protocol
     result, _ = await run_protocol(supervise, supervised_panel(fake_server, TEAM))
     assert result.final_answer is None and result.failure_reason == "Supervision failed: no worker delivered anything"
     assert result.loop_end == "no_deliverables" and len(fake_server.requests) == 2
-

@@ -75,13 +75,26 @@ def test_exact_option_ignores_case_spacing_quotes_and_emphasis():
 
 
 def structured(**fields) -> str:
-    return json.dumps({"choice": "MySQL", "ranking": ["MySQL", "PostgreSQL", "SQL Server"], "confidence": 80, "reason": "fits", **fields})
+    return json.dumps(
+        {
+            "choice": "MySQL",
+            "ranking": ["MySQL", "PostgreSQL", "SQL Server"],
+            "confidence": 80,
+            "reason": "fits",
+            **fields,
+        }
+    )
 
 
 def test_a_structured_ballot():
     ballot, warnings = read_ballot("ann", structured(), None, DB, no_match="abstain", weight=2.0)
     assert (ballot.choice, ballot.ranking, ballot.confidence, ballot.reason, ballot.matched_by, ballot.weight) == (
-        "MySQL", ["MySQL", "PostgreSQL", "SQL Server"], 80.0, "fits", "structured", 2.0,
+        "MySQL",
+        ["MySQL", "PostgreSQL", "SQL Server"],
+        80.0,
+        "fits",
+        "structured",
+        2.0,
     )
     assert warnings == [] and not ballot.late
 
@@ -123,7 +136,17 @@ def test_a_ranking_written_as_one_string_is_split():
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(80, 80.0), (150, 100.0), (-3, 0.0), ("75%", 75.0), ("high", None), (float("nan"), None), (float("inf"), 100.0), (True, None), (None, None)],
+    [
+        (80, 80.0),
+        (150, 100.0),
+        (-3, 0.0),
+        ("75%", 75.0),
+        ("high", None),
+        (float("nan"), None),
+        (float("inf"), 100.0),
+        (True, None),
+        (None, None),
+    ],
 )
 def test_confidence_is_clamped_and_nan_is_none(value, expected):
     assert read_confidence(value) == expected
@@ -141,13 +164,20 @@ def test_nan_and_infinity_in_the_reply_text():
 
 def test_prose_is_matched_as_text():
     ballot, warnings = read_ballot("ann", "After some thought: do not ship yet.", None, SHIP, no_match="abstain")
-    assert (ballot.choice, ballot.matched_by, ballot.ranking, ballot.confidence) == ("Do not ship", "text", ["Do not ship"], None)
+    assert (ballot.choice, ballot.matched_by, ballot.ranking, ballot.confidence) == (
+        "Do not ship",
+        "text",
+        ["Do not ship"],
+        None,
+    )
     assert ballot.reason == "After some thought: do not ship yet." and warnings == []
 
 
 def test_prose_naming_no_option_abstains_by_default_or_counts_for_the_first():
     ballot, warnings = read_ballot("ann", "Shipping is hard.", None, SHIP, no_match="abstain")
-    assert (ballot.choice, ballot.matched_by) == (None, "none") and warnings == ["named no option; recorded as an abstention"]
+    assert (ballot.choice, ballot.matched_by) == (None, "none") and warnings == [
+        "named no option; recorded as an abstention"
+    ]
     ballot, warnings = read_ballot("ann", "Shipping is hard.", None, SHIP, no_match="first")
     assert (ballot.choice, ballot.matched_by, ballot.ranking) == ("Ship", "first", ["Ship"])
     assert warnings == ["named no option; counted for the first option, Ship (no_match: first)"]
@@ -183,9 +213,13 @@ def test_option_problems():
 
 
 def test_a_vote_needs_two_options():
-    with pytest.raises(UserError, match=r"^A vote needs at least two options to choose between: give them with --options A B"):
+    with pytest.raises(
+        UserError, match=r"^A vote needs at least two options to choose between: give them with --options A B"
+    ):
         plan_vote(panel(options=[]), "vote")
-    with pytest.raises(UserError, match=r"^A decide needs at least two options to choose between \('Ship' is the only one\)"):
+    with pytest.raises(
+        UserError, match=r"^A decide needs at least two options to choose between \('Ship' is the only one\)"
+    ):
         plan_vote(panel(options=["Ship"]), "decide")
 
 
@@ -207,7 +241,9 @@ def test_the_leader_must_be_a_member():
 
 def test_warnings_for_what_the_method_ignores():
     members = [{"name": "a", "model": "demo/sage", "weight": 2}, {"name": "b", "model": "demo/skeptic"}]
-    warnings = check_panel(Panel.model_validate({"members": members, "options": DB, "threshold": 0.9, "quorum": 3, "leader": "a"}), "vote")
+    warnings = check_panel(
+        Panel.model_validate({"members": members, "options": DB, "threshold": 0.9, "quorum": 3, "leader": "a"}), "vote"
+    )
     assert warnings == [
         "threshold: used only by method supermajority, not majority.",
         "members[0].weight: used only by method weighted, not majority.",

@@ -22,9 +22,14 @@ def ballot(choice: Any, ranking: list[str] | None = None, confidence: Any = 80, 
     return json.dumps({"choice": choice, "ranking": ranking or [choice], "confidence": confidence, "reason": reason})
 
 
-def vote_panel(server: FakeOpenAIServer, names: list[str], *, member: dict[str, dict[str, Any]] | None = None, **fields: Any) -> Panel:
+def vote_panel(
+    server: FakeOpenAIServer, names: list[str], *, member: dict[str, dict[str, Any]] | None = None, **fields: Any
+) -> Panel:
     """A panel of fake-server members voting on DB; `member` adds fields to named members."""
-    members = [{"name": name, "model": f"openai/{name}-model", "api_base": server.url, **(member or {}).get(name, {})} for name in names]
+    members = [
+        {"name": name, "model": f"openai/{name}-model", "api_base": server.url, **(member or {}).get(name, {})}
+        for name in names
+    ]
     fields.setdefault("options", DB)
     fields.setdefault("defaults", {"retries": 0})
     return Panel.model_validate({"name": "t", "protocol": "vote", "members": members, **fields})
@@ -38,15 +43,33 @@ async def test_structured_ballots_counted_by_majority(fake_server, run_protocol)
 
     assert result.final_answer == result.winner == "PostgreSQL"
     assert result.vote_counts == {"PostgreSQL": 2, "MySQL": 1, "SQLite": 0}
-    assert (result.method, result.quorum_met, result.total_votes, result.winner_votes, result.abstained) == ("majority", True, 3, 2, [])
+    assert (result.method, result.quorum_met, result.total_votes, result.winner_votes, result.abstained) == (
+        "majority",
+        True,
+        3,
+        2,
+        [],
+    )
     assert [(b.voter, b.choice, b.ranking, b.confidence, b.matched_by) for b in result.ballots] == [
         ("ann", "PostgreSQL", ["PostgreSQL", "SQLite", "MySQL"], 90.0, "structured"),
         ("bob", "PostgreSQL", ["PostgreSQL"], 100.0, "structured"),
         ("cy", "MySQL", ["MySQL"], None, "structured"),
     ]
     assert result.rounds is None
-    kinds = [event.type for event in events.events if event.type in ("vote_opened", "vote_received", "quorum_reached", "vote_tallied", "run_finished")]
-    assert kinds == ["vote_opened", "vote_received", "vote_received", "vote_received", "quorum_reached", "vote_tallied", "run_finished"]
+    kinds = [
+        event.type
+        for event in events.events
+        if event.type in ("vote_opened", "vote_received", "quorum_reached", "vote_tallied", "run_finished")
+    ]
+    assert kinds == [
+        "vote_opened",
+        "vote_received",
+        "vote_received",
+        "vote_received",
+        "quorum_reached",
+        "vote_tallied",
+        "run_finished",
+    ]
     (quorum,) = events.of("quorum_reached")
     assert (quorum.current, quorum.required) == (3, 1)
     assert events.of("vote_tallied")[0].tally["winner"] == "PostgreSQL"
@@ -63,9 +86,16 @@ async def test_text_ballots_are_matched_longest_option_first(fake_server, run_pr
     fake_server.script("cy-model", reply("Shipping now would be a mistake; I have no view."))
     result, events = await run_protocol(vote, vote_panel(fake_server, ["ann", "bob", "cy"], options=options))
 
-    assert [(b.voter, b.choice, b.matched_by) for b in result.ballots] == [("ann", "Do not ship", "text"), ("bob", "Ship", "text"), ("cy", None, "none")]
+    assert [(b.voter, b.choice, b.matched_by) for b in result.ballots] == [
+        ("ann", "Do not ship", "text"),
+        ("bob", "Ship", "text"),
+        ("cy", None, "none"),
+    ]
     assert result.abstained == ["cy"] and result.total_votes == 2 and result.ballots_cast == 3
-    assert result.winner is None and result.failure_reason == "no option has more than half of the 2 votes (Ship 1, Do not ship 1)"
+    assert (
+        result.winner is None
+        and result.failure_reason == "no option has more than half of the 2 votes (Ship 1, Do not ship 1)"
+    )
     assert ("cy", "named no option; recorded as an abstention") in [(w.member, w.message) for w in events.of("warning")]
     assert events.of("run_finished")[0].reached_answer is False
 
@@ -104,8 +134,15 @@ async def test_a_late_ballot_is_recorded_as_late_and_not_counted(fake_server, ru
     assert result.vote_counts == {"PostgreSQL": 0, "MySQL": 2, "SQLite": 0} and result.ballots_cast == 2
     assert result.winner is None and result.failure_reason == "quorum not met: 2 ballots arrived, 3 needed"
     assert not events.of("quorum_reached")
-    assert {(e.voter, e.late) for e in events.of("vote_received")} == {("ann", False), ("bob", False), ("cy", True), ("dee", True)}
-    assert "cast no ballot before collection closed (0.5s); recorded as late, not counted" in [w.message for w in events.of("warning") if w.member == "cy"]
+    assert {(e.voter, e.late) for e in events.of("vote_received")} == {
+        ("ann", False),
+        ("bob", False),
+        ("cy", True),
+        ("dee", True),
+    }
+    assert "cast no ballot before collection closed (0.5s); recorded as late, not counted" in [
+        w.message for w in events.of("warning") if w.member == "cy"
+    ]
 
 
 async def test_a_failing_voter_casts_no_ballot(fake_server, run_protocol):
@@ -159,7 +196,11 @@ def decide_panel(server: FakeOpenAIServer, **fields: Any) -> Panel:
 
 def leader_reply(choice: str) -> Any:
     """Votes PostgreSQL as a voter; as the leader (its prompt says so), chooses `choice`."""
-    return responder(lambda request: ballot(choice, reason="my call") if "You lead the panel" in prompt_of(request) else ballot("PostgreSQL"))
+    return responder(
+        lambda request: (
+            ballot(choice, reason="my call") if "You lead the panel" in prompt_of(request) else ballot("PostgreSQL")
+        )
+    )
 
 
 async def test_the_leader_chooses_when_no_option_wins(fake_server, run_protocol):
@@ -168,17 +209,30 @@ async def test_the_leader_chooses_when_no_option_wins(fake_server, run_protocol)
     fake_server.script("cy-model", reply(ballot("SQLite")))
     result, events = await run_protocol(decide, decide_panel(fake_server))
 
-    assert (result.winner, result.final_answer, result.leader_override, result.consensus_reached) == ("SQLite", "SQLite", True, False)
+    assert (result.winner, result.final_answer, result.leader_override, result.consensus_reached) == (
+        "SQLite",
+        "SQLite",
+        True,
+        False,
+    )
     assert result.vote_counts == {"PostgreSQL": 1, "MySQL": 1, "SQLite": 1} and result.leader == "lead"
     assert result.leader_ballot.choice == "SQLite" and result.failure_reason is None
     leader_prompt = prompt_of(fake_server.requests_for("lead-model")[-1])
-    assert "no option has more than half of the 3 votes" in leader_prompt and "PostgreSQL 1, MySQL 1, SQLite 1" in leader_prompt
+    assert (
+        "no option has more than half of the 3 votes" in leader_prompt
+        and "PostgreSQL 1, MySQL 1, SQLite 1" in leader_prompt
+    )
     assert "SECRET-REASON" not in leader_prompt, "the leader sees counts, never another voter's words"
     assert [e.stage for e in events.of("stage_started")] == ["vote", "leader"]
     (chose,) = events.of("leader_chose")
     assert (chose.leader, chose.choice, chose.matched_by) == ("lead", "SQLite", "structured")
     (decision,) = events.of("decision_recorded")
-    assert (decision.winner, decision.leader_override, decision.consensus_reached, decision.method) == ("SQLite", True, False, "majority")
+    assert (decision.winner, decision.leader_override, decision.consensus_reached, decision.method) == (
+        "SQLite",
+        True,
+        False,
+        "majority",
+    )
     assert decision.topic == "What is best?" and decision.total_votes == 3
 
 
@@ -225,9 +279,18 @@ async def test_a_retally_reads_the_stored_ballots_with_no_call(fake_server, tmp_
     with TranscriptReader.open(path) as reader:
         (decision,) = reader.list_decisions()
         stored = stored_vote(reader.run_events("run-decide-1"))
-    assert (decision.run_id, decision.topic, decision.winner, decision.leader_override) == ("run-decide-1", "Which database?", "SQLite", True)
+    assert (decision.run_id, decision.topic, decision.winner, decision.leader_override) == (
+        "run-decide-1",
+        "Which database?",
+        "SQLite",
+        True,
+    )
     assert decision.vote_counts == {"PostgreSQL": 1, "MySQL": 1, "SQLite": 1}
-    assert stored is not None and sorted(b.voter for b in stored.ballots) == ["bob", "cy", "lead"]  # in the order they came in
+    assert stored is not None and sorted(b.voter for b in stored.ballots) == [
+        "bob",
+        "cy",
+        "lead",
+    ]  # in the order they came in
     recount = retally(stored, method="ranked_choice")
     assert recount.winner == "MySQL" and not recount.leader_override  # SQLite goes, its ballot to MySQL
     assert (retally(stored).winner, retally(stored).leader_override) == ("SQLite", True)

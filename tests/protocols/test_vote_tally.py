@@ -24,7 +24,13 @@ ABC = ["A", "B", "C"]
 def votes(*choices: str | None, weights: list[float] | None = None) -> list[Ballot]:
     """One ballot per choice (None abstains), voters v0, v1, …, each ranking only its choice."""
     return [
-        Ballot(voter=f"v{i}", choice=c, ranking=[c] if c else [], matched_by="structured" if c else "none", weight=(weights or [1.0] * len(choices))[i])
+        Ballot(
+            voter=f"v{i}",
+            choice=c,
+            ranking=[c] if c else [],
+            matched_by="structured" if c else "none",
+            weight=(weights or [1.0] * len(choices))[i],
+        )
         for i, c in enumerate(choices)
     ]
 
@@ -222,11 +228,27 @@ def stored(events: list[dict]) -> StoredVote:
     return vote
 
 
-OPENED = {"type": "vote_opened", "options": ["A", "B", "C"], "method": "majority", "threshold": 0.667, "quorum": 1, "leader": "lead"}
+OPENED = {
+    "type": "vote_opened",
+    "options": ["A", "B", "C"],
+    "method": "majority",
+    "threshold": 0.667,
+    "quorum": 1,
+    "leader": "lead",
+}
 
 
 def received(voter: str, choice: str | None, ranking: list[str], **extra) -> dict:
-    return {"type": "vote_received", "voter": voter, "choice": choice, "ranking": ranking, "matched_by": "structured", "run_id": "r", "seq": 3, **extra}
+    return {
+        "type": "vote_received",
+        "voter": voter,
+        "choice": choice,
+        "ranking": ranking,
+        "matched_by": "structured",
+        "run_id": "r",
+        "seq": 3,
+        **extra,
+    }
 
 
 def test_a_stored_vote_is_read_from_its_events():
@@ -242,8 +264,19 @@ def test_a_stored_vote_is_read_from_its_events():
             received("d", "C", ["C"], late=True),
         ]
     )
-    assert [(b.voter, b.choice, b.late) for b in vote.ballots] == [("a", "A", False), ("b", "B", False), ("c", None, False), ("d", "C", True)]
-    assert (vote.options, vote.method, vote.quorum, vote.leader, vote.leader_asked) == (["A", "B", "C"], "majority", 1, "lead", False)
+    assert [(b.voter, b.choice, b.late) for b in vote.ballots] == [
+        ("a", "A", False),
+        ("b", "B", False),
+        ("c", None, False),
+        ("d", "C", True),
+    ]
+    assert (vote.options, vote.method, vote.quorum, vote.leader, vote.leader_asked) == (
+        ["A", "B", "C"],
+        "majority",
+        1,
+        "lead",
+        False,
+    )
     assert stored_vote([{"type": "run_started"}]) is None
 
 
@@ -251,7 +284,9 @@ def test_a_retally_recounts_by_other_rules_and_keeps_the_leaders_stored_choice()
     events = [OPENED, received("a", "A", ["A", "C"]), received("b", "B", ["B", "C"]), received("c", "C", ["C", "B"])]
     vote = stored(events)
     by_majority = retally(vote)
-    assert by_majority.winner is None and "was not asked in the run, and a re-tally calls no model" in (by_majority.reason or "")
+    assert by_majority.winner is None and "was not asked in the run, and a re-tally calls no model" in (
+        by_majority.reason or ""
+    )
     by_runoff = retally(vote, method="ranked_choice")
     assert by_runoff.winner == "B" and not by_runoff.leader_override  # C goes (listed last), its ballot to B
     chosen = stored([*events, {"type": "leader_chose", "leader": "lead", "choice": "C"}])
@@ -275,12 +310,26 @@ def ballot_lists(draw: st.DrawFn, complete: bool = False) -> list[Ballot]:
     for index in range(draw(st.integers(min_value=0, max_value=12))):
         if complete:
             order = draw(st.permutations(OPTIONS))
-            ballots.append(Ballot(voter=f"v{index}", choice=order[0], ranking=list(order), weight=draw(st.sampled_from([0.5, 1.0, 2.0]))))
+            ballots.append(
+                Ballot(
+                    voter=f"v{index}",
+                    choice=order[0],
+                    ranking=list(order),
+                    weight=draw(st.sampled_from([0.5, 1.0, 2.0])),
+                )
+            )
             continue
         choice = draw(choices)
         rest = draw(st.lists(st.sampled_from(OPTIONS), max_size=4, unique=True))
         ranking = [choice, *(o for o in rest if o != choice)] if choice else []
-        ballots.append(Ballot(voter=f"v{index}", choice=choice, ranking=ranking, weight=draw(st.sampled_from([0.0, 0.1, 0.2, 0.7, 1.0, 3.0]))))
+        ballots.append(
+            Ballot(
+                voter=f"v{index}",
+                choice=choice,
+                ranking=ranking,
+                weight=draw(st.sampled_from([0.0, 0.1, 0.2, 0.7, 1.0, 3.0])),
+            )
+        )
     return ballots
 
 
@@ -303,7 +352,9 @@ def test_with_complete_rankings_a_majority_winner_also_wins_the_runoff(ballots):
 
 
 @settings(max_examples=200, deadline=None)
-@given(ballot_lists(), st.sampled_from(METHODS), st.randoms(use_true_random=False), st.floats(min_value=0.1, max_value=1.0))
+@given(
+    ballot_lists(), st.sampled_from(METHODS), st.randoms(use_true_random=False), st.floats(min_value=0.1, max_value=1.0)
+)
 def test_permuting_the_ballots_never_changes_a_result(ballots, method, random, threshold):
     shuffled = list(ballots)
     random.shuffle(shuffled)

@@ -77,7 +77,9 @@ async def test_the_running_tally_and_quorum_line_while_ballots_arrive(fake_serve
 async def test_a_vote_without_a_winner_says_exactly_why(fake_server, run_protocol):
     fake_server.default(reply(ballot("MySQL")))
     fake_server.script("b-model", reply("[bold]no idea[/bold]"))
-    _, recorder = await run_protocol(vote, vote_panel(fake_server, ["a", "b"], quorum=3, options=["MySQL", "[red]Evil[/red]"]))
+    _, recorder = await run_protocol(
+        vote, vote_panel(fake_server, ["a", "b"], quorum=3, options=["MySQL", "[red]Evil[/red]"])
+    )
     console = terminal()
     await play(LiveView(console), recorder.events)
     text = screen(console)
@@ -111,14 +113,20 @@ async def test_plain_lines(fake_server, run_protocol):
     stream = StringIO()
     await play(PlainView(stream), await runoff_events(fake_server, run_protocol))
     lines = stream.getvalue().splitlines()
-    assert "vote opened  ranked choice · quorum 1 · 5 voters · collection closes after 30s  options: PostgreSQL, MySQL, SQLite" in lines
+    assert (
+        "vote opened  ranked choice · quorum 1 · 5 voters · collection closes after 30s  options: PostgreSQL, MySQL, SQLite"
+        in lines
+    )
     assert "ballot  a -> PostgreSQL (90)  ranking PostgreSQL > SQLite  mature and boring" in lines
     assert "ballot  c -> MySQL (from text)  MySQL, because the team knows it." in lines
     assert "quorum reached: 5 ballots, 1 needed" in lines
     assert "tally (ranked_choice): PostgreSQL=2 MySQL=2 SQLite=1" in lines
     assert "  runoff round 1: PostgreSQL 2 · MySQL 2 · SQLite 1 — SQLite dropped; its ballots: 1 → MySQL" in lines
     assert "winner: MySQL — 3 of 5 votes, ranked choice" in lines
-    assert any(line.startswith("run finished  winner MySQL  rounds 2  method ranked_choice  votes 3 of 5  quorum met") for line in lines)
+    assert any(
+        line.startswith("run finished  winner MySQL  rounds 2  method ranked_choice  votes 3 of 5  quorum met")
+        for line in lines
+    )
 
 
 async def test_plain_lines_for_late_ballots_and_decisions(fake_server, run_protocol):

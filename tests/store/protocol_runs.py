@@ -47,7 +47,9 @@ def demo_panel(protocol: str) -> Panel:
     return panel.model_copy(update={"mode": "majority"}) if protocol == "ensemble" else panel
 
 
-async def stored_run(path: Path, run_id: str, protocol: str, question: str | None = None, panel: Panel | None = None) -> Recorder:
+async def stored_run(
+    path: Path, run_id: str, protocol: str, question: str | None = None, panel: Panel | None = None
+) -> Recorder:
     """Run `protocol` for real into the store at `path`; the recorder saw the same events."""
     panel = panel or demo_panel(protocol)
     recorder = Recorder()

@@ -47,7 +47,11 @@ def test_eight_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, f"run{number}", str(path), str(ROUNDS)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
         )
         for number in range(WRITERS)
     ]

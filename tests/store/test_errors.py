@@ -67,7 +67,9 @@ async def test_a_missing_text_reads_as_damage(tmp_path: Path) -> None:
     db.close()
     with TranscriptReader.open(path) as reader:
         assert reader.get_run("r1").id == "r1"
-        with pytest.raises(UserError, match=r"^The transcript database .* is damaged \(text \d+ is missing\); move it aside"):
+        with pytest.raises(
+            UserError, match=r"^The transcript database .* is damaged \(text \d+ is missing\); move it aside"
+        ):
             reader.run_calls("r1")
 
 

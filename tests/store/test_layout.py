@@ -59,7 +59,9 @@ async def test_every_protocol_reads_back_exactly_as_it_was_emitted(tmp_path: Pat
     assert run.config == emitted[0]["config"]
     # Records are built without validation (see TranscriptReader); they would pass it unchanged.
     assert type(run).model_validate(run.model_dump()).model_dump() == run.model_dump()
-    assert [type(call).model_validate(call.model_dump()).model_dump() for call in calls] == [call.model_dump() for call in calls]
+    assert [type(call).model_validate(call.model_dump()).model_dump() for call in calls] == [
+        call.model_dump() for call in calls
+    ]
     with TranscriptReader.open(path) as reader:
         for summary in reader.list_runs():
             assert type(summary).model_validate(summary.model_dump()).model_dump() == summary.model_dump()
@@ -75,11 +77,17 @@ async def test_each_distinct_text_is_stored_once(tmp_path: Path) -> None:
     for row in rows(path, "SELECT request_json FROM calls UNION ALL SELECT result_json FROM runs"):
         assert long_strings(json.loads(row[0])) == []
     kept = rows(path, "SELECT type, count(*) AS events, count(payload_json) AS kept FROM events GROUP BY type")
-    compact = {row["type"]: row["kept"] for row in kept if row["type"] in ("run_finished", "call_started", "call_finished")}
+    compact = {
+        row["type"]: row["kept"] for row in kept if row["type"] in ("run_finished", "call_started", "call_finished")
+    }
     assert compact == {"run_finished": 0, "call_started": 0, "call_finished": 0}
 
     bodies = [row["body"] for row in rows(path, "SELECT body FROM texts WHERE body IS NOT NULL")]
-    answers = {payload["text"] for payload in recorder.payloads if payload["type"] == "call_finished" and payload["stage"] == "answer"}
+    answers = {
+        payload["text"]
+        for payload in recorder.payloads
+        if payload["type"] == "call_finished" and payload["stage"] == "answer"
+    }
     assert len(answers) == 4
     for answer in answers:
         assert sum(answer in body for body in bodies) == 1
@@ -104,7 +112,9 @@ async def test_times_are_iso_8601_utc_text_and_read_back_exactly(tmp_path: Path)
     with TranscriptReader.open(path) as reader:
         events = reader.run_events("r1")
         summary = reader.get_run("r1")
-    assert [iso_time(event["ts"]) for event in events] == [row[0] for row in rows(path, "SELECT ts FROM events ORDER BY seq")]
+    assert [iso_time(event["ts"]) for event in events] == [
+        row[0] for row in rows(path, "SELECT ts FROM events ORDER BY seq")
+    ]
     assert (summary.started_at, summary.finished_at) == (events[0]["ts"], events[-1]["ts"])
 
 
@@ -124,7 +134,9 @@ async def test_the_views_read_with_plain_sqlite(tmp_path: Path) -> None:
     recorder = await stored_run(path, "r1", "confer")
     (run,) = rows(path, "SELECT * FROM run_texts")
     assert (run["question"], run["status"], ISO.match(run["started_at"]) is not None) == (
-        recorder.payloads[0]["question"], "finished", True
+        recorder.payloads[0]["question"],
+        "finished",
+        True,
     )
     assert json.loads(run["config"]) == recorder.payloads[0]["config"]
     assert run["final_answer"] == recorder.payloads[-1]["final_answer"]
@@ -140,7 +152,11 @@ async def test_the_views_read_with_plain_sqlite(tmp_path: Path) -> None:
 async def test_strings_that_look_like_references_stay_data(tmp_path: Path) -> None:
     path = tmp_path / "panel.db"
     tricky = {"$text": 1, "also": [{"$text": "x" * 100}, {"$esc": {"$text": 2}}], "$esc": "a"}
-    events = [run_started(), WarningRaised(message="w" * 200), RunFinished(final_answer=ANSWER, result={"nested": tricky, "one": {"$text": 3}})]
+    events = [
+        run_started(),
+        WarningRaised(message="w" * 200),
+        RunFinished(final_answer=ANSWER, result={"nested": tricky, "one": {"$text": 3}}),
+    ]
     await record(path, "r1", events)
     with TranscriptReader.open(path) as reader:
         assert reader.get_run("r1").result == {"nested": tricky, "one": {"$text": 3}}
@@ -180,7 +196,9 @@ def test_a_prompt_quoting_texts_of_the_run_is_kept_as_parts(tmp_path: Path) -> N
     answers = [f"Answer number {n}: " + "a thoughtful paragraph about storage. " * 20 for n in range(3)]
     ids = [texts.put(answer, composer=composer) for answer in answers]
     composer.commit()
-    prompt = "Question:\nWhich?\n\n" + "\n".join(f"=== {n} ===\n{answer}\n=== end ===" for n, answer in enumerate(answers))
+    prompt = "Question:\nWhich?\n\n" + "\n".join(
+        f"=== {n} ===\n{answer}\n=== end ===" for n, answer in enumerate(answers)
+    )
     prompt_id = texts.put(prompt, composer=composer, compose=True)
     composer.commit()
     row = body_of(db, prompt_id)
@@ -208,10 +226,16 @@ def test_nothing_is_composed_from_a_text_whose_transaction_was_rolled_back(tmp_p
 
 def test_long_lines_every_run_repeats_are_texts_of_their_own(tmp_path: Path) -> None:
     db, texts, composer = composer_for(tmp_path / "panel.db")
-    schema = '{"properties": {"choice": {"type": "string"}}, "description": "' + "the ballot every voter returns " * 10 + '"}'
+    schema = (
+        '{"properties": {"choice": {"type": "string"}}, "description": "'
+        + "the ballot every voter returns " * 10
+        + '"}'
+    )
     first = texts.put(f"Question:\nOne?\n\nReply with JSON:\n{schema}\n" + "x\n" * 600, composer=composer, compose=True)
     composer.commit()
-    second = texts.put(f"Question:\nTwo?\n\nReply with JSON:\n{schema}\n" + "y\n" * 600, composer=Composer(texts), compose=True)
+    second = texts.put(
+        f"Question:\nTwo?\n\nReply with JSON:\n{schema}\n" + "y\n" * 600, composer=Composer(texts), compose=True
+    )
     (schema_id,) = [row[0] for row in db.execute("SELECT id FROM texts WHERE body = ?", (schema,))]
     for prompt_id in (first, second):
         assert [schema_id] in json.loads(body_of(db, prompt_id)["parts"])
@@ -226,14 +250,34 @@ def test_a_field_the_row_cannot_give_back_stays_in_the_event(tmp_path: Path) -> 
     writer = RunWriter(db, pid=None, host=None)
     started = {**run_started().model_dump(mode="json"), "run_id": "r1", "seq": 1, "ts": 10.0}
     call = {
-        "run_id": "r1", "seq": 2, "ts": 11.0, "type": "call_finished", "call_id": "c1", "member": "gpt", "model": "m",
-        "stage": "answer", "round": 0, "about": None, "text": "Yes.", "truncated": False, "request_hash": "abc",
-        "reused": False, "tokens_in": 1, "tokens_out": 2, "cost": 0.0, "latency": 1, "attempts": 1, "cached": True,
+        "run_id": "r1",
+        "seq": 2,
+        "ts": 11.0,
+        "type": "call_finished",
+        "call_id": "c1",
+        "member": "gpt",
+        "model": "m",
+        "stage": "answer",
+        "round": 0,
+        "about": None,
+        "text": "Yes.",
+        "truncated": False,
+        "request_hash": "abc",
+        "reused": False,
+        "tokens_in": 1,
+        "tokens_out": 2,
+        "cost": 0.0,
+        "latency": 1,
+        "attempts": 1,
+        "cached": True,
     }
     writer.write(started, None)
     writer.write(call, [{"role": "user", "content": "Q?", "name": "asker"}])
     db.close()
-    assert json.loads(rows(path, "SELECT payload_json FROM events WHERE seq = 2")[0][0]) == {"latency": 1, "cached": True}
+    assert json.loads(rows(path, "SELECT payload_json FROM events WHERE seq = 2")[0][0]) == {
+        "latency": 1,
+        "cached": True,
+    }
     with TranscriptReader.open(path) as reader:
         assert reader.run_events("r1")[1] == call
         assert reader.run_calls("r1")[0].messages == [{"role": "user", "content": "Q?", "name": "asker"}]
@@ -247,7 +291,9 @@ async def test_a_run_that_ends_twice_keeps_both_endings(tmp_path: Path) -> None:
         events = reader.run_events("r1")
         run = reader.get_run("r1")
     assert {key: events[1][key] for key in ("final_answer", "reached_answer", "result")} == {
-        "final_answer": ANSWER, "reached_answer": True, "result": {"winner": "gpt", "notes": "n" * 100}
+        "final_answer": ANSWER,
+        "reached_answer": True,
+        "result": {"winner": "gpt", "notes": "n" * 100},
     }
     assert events[2]["message"] == "It failed afterwards."
     assert (run.status, run.error, run.final_answer) == ("failed", "It failed afterwards.", ANSWER)

@@ -48,7 +48,9 @@ async def three_runs(path: Path) -> None:
     await stored_run(path, "keep", "decide")
     await stored_run(path, "drop", "decide", question="Should we release version 2.1 on Monday?")
     await stored_run(path, "other", "confer")
-    record_retally(path, RetallyRecord(id="t1", run_id="drop", method="majority", quorum=1, result={"winner": "x"}, created_at=1.0))
+    record_retally(
+        path, RetallyRecord(id="t1", run_id="drop", method="majority", quorum=1, result={"winner": "x"}, created_at=1.0)
+    )
 
 
 async def test_delete_run_removes_its_rows_and_texts_no_other_run_needs(tmp_path: Path) -> None:
@@ -77,7 +79,9 @@ async def test_deleting_every_run_leaves_no_text(tmp_path: Path) -> None:
     await three_runs(path)
     for run_id in ("keep", "drop", "other"):
         delete_run(path, run_id)
-    assert counts(path) == dict.fromkeys(("runs", "events", "calls", "decisions", "retallies", "texts", "indexed", "searchable"), 0)
+    assert counts(path) == dict.fromkeys(
+        ("runs", "events", "calls", "decisions", "retallies", "texts", "indexed", "searchable"), 0
+    )
     with TranscriptReader.open(path) as reader:
         assert reader.list_runs(search="release") == []
 
@@ -94,7 +98,9 @@ async def test_delete_run_refuses_an_unknown_id_and_a_run_still_writing(tmp_path
     assert counts(path)["runs"] == 1
 
 
-async def write_started(path: Path, run_id: str, started: float, *, status: str = "finished", pid: int | None = None) -> None:
+async def write_started(
+    path: Path, run_id: str, started: float, *, status: str = "finished", pid: int | None = None
+) -> None:
     """A run as `stored_run` makes it, moved back in time, ended as `status`."""
     await stored_run(path, run_id, "confer")
     moved = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime(started))

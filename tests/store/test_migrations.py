@@ -183,11 +183,26 @@ def version_2_file(path: Path) -> None:
             " 'finished', 1700000000.25, 1700000009.5, 'PostgreSQL.', '{\"winner\": \"gpt\"}', 2, 30, 0.5)"
         )
         events = [
-            {"run_id": "v2", "seq": 1, "ts": 1700000000.25, "type": "run_started", "protocol": "confer", "panel": "p",
-             "question": "Which database?", "members": [{"name": "gpt", "model": "openai/gpt-4o", "label": None}],
-             "config": {"max_rounds": 1}},
-            {"run_id": "v2", "seq": 2, "ts": 1700000009.5, "type": "run_finished", "final_answer": "PostgreSQL.",
-             "reached_answer": True, "result": {"winner": "gpt"}},
+            {
+                "run_id": "v2",
+                "seq": 1,
+                "ts": 1700000000.25,
+                "type": "run_started",
+                "protocol": "confer",
+                "panel": "p",
+                "question": "Which database?",
+                "members": [{"name": "gpt", "model": "openai/gpt-4o", "label": None}],
+                "config": {"max_rounds": 1},
+            },
+            {
+                "run_id": "v2",
+                "seq": 2,
+                "ts": 1700000009.5,
+                "type": "run_finished",
+                "final_answer": "PostgreSQL.",
+                "reached_answer": True,
+                "result": {"winner": "gpt"},
+            },
         ]
         for event in events:
             db.execute(
@@ -197,7 +212,7 @@ def version_2_file(path: Path) -> None:
         db.execute(
             "INSERT INTO calls (id, run_id, member, model, stage, round, request_json, response, tokens_in, tokens_out,"
             " cost, latency, attempts, ts, truncated) VALUES ('c1', 'v2', 'gpt', 'openai/gpt-4o', 'answer', 0,"
-            " '[{\"role\": \"user\", \"content\": \"Which database?\"}]', 'PostgreSQL, because', 10, 20, 0.5, 1.5, 1,"
+            ' \'[{"role": "user", "content": "Which database?"}]\', \'PostgreSQL, because\', 10, 20, 0.5, 1.5, 1,'
             " 1700000001.75, 1)"
         )
         db.execute(
@@ -219,14 +234,35 @@ async def test_a_version_2_file_reads_as_it_was_written(tmp_path: Path, bring_fo
         run = reader.get_run("v2")
         events = reader.run_events("v2")
         truncated, failed = reader.run_calls("v2")
-    assert (run.question, run.final_answer, run.result, run.outcome) == ("Which database?", "PostgreSQL.", {"winner": "gpt"}, "gpt")
-    assert (run.started_at, run.finished_at, run.calls, run.tokens, run.cost) == (1700000000.25, 1700000009.5, 2, 30, 0.5)
+    assert (run.question, run.final_answer, run.result, run.outcome) == (
+        "Which database?",
+        "PostgreSQL.",
+        {"winner": "gpt"},
+        "gpt",
+    )
+    assert (run.started_at, run.finished_at, run.calls, run.tokens, run.cost) == (
+        1700000000.25,
+        1700000009.5,
+        2,
+        30,
+        0.5,
+    )
     assert [member.name for member in run.members] == ["gpt"]
     assert [event["type"] for event in events] == ["run_started", "run_finished"]
-    assert events[1] == {"run_id": "v2", "seq": 2, "ts": 1700000009.5, "type": "run_finished", "final_answer": "PostgreSQL.",
-                         "reached_answer": True, "result": {"winner": "gpt"}}
+    assert events[1] == {
+        "run_id": "v2",
+        "seq": 2,
+        "ts": 1700000009.5,
+        "type": "run_finished",
+        "final_answer": "PostgreSQL.",
+        "reached_answer": True,
+        "result": {"winner": "gpt"},
+    }
     assert (truncated.messages, truncated.response, truncated.truncated, truncated.ts) == (
-        [{"role": "user", "content": "Which database?"}], "PostgreSQL, because", True, 1700000001.75
+        [{"role": "user", "content": "Which database?"}],
+        "PostgreSQL, because",
+        True,
+        1700000001.75,
     )
     assert (failed.response, failed.error_kind, failed.detail, failed.attempts) == (None, "timeout", '{"raw": true}', 3)
     with sqlite3.connect(path) as db:
@@ -260,7 +296,9 @@ def assert_reads_as_before(reader: TranscriptReader) -> None:
         assert {key: run[key] for key in before["run"]} == before["run"], run_id
         assert reader.run_events(run_id) == before["events"], run_id
         calls = [call.model_dump(mode="json") for call in reader.run_calls(run_id)]
-        assert [{key: call[key] for key in old} for call, old in zip(calls, before["calls"], strict=True)] == before["calls"]
+        assert [{key: call[key] for key in old} for call, old in zip(calls, before["calls"], strict=True)] == before[
+            "calls"
+        ]
         assert [retally.model_dump(mode="json") for retally in reader.run_retallies(run_id)] == before["retallies"]
     assert [decision.model_dump(mode="json") for decision in reader.list_decisions(limit=100)] == expected["decisions"]
 

@@ -20,23 +20,73 @@ from tests.store.sample_runs import ANSWER, ENDINGS, answer_calls, confer_run, r
 DAY = 86400.0
 
 
-def write_run(path: Path, run_id: str, *, started: float, protocol: str = "confer", question: str = "Which database?",
-              answer: str | None = None, result: dict[str, Any] | None = None, pid: int | None = None,
-              host: str | None = None, model: str = "openai/gpt-4o", cost: float | None = 0.5) -> None:
+def write_run(
+    path: Path,
+    run_id: str,
+    *,
+    started: float,
+    protocol: str = "confer",
+    question: str = "Which database?",
+    answer: str | None = None,
+    result: dict[str, Any] | None = None,
+    pid: int | None = None,
+    host: str | None = None,
+    model: str = "openai/gpt-4o",
+    cost: float | None = 0.5,
+) -> None:
     """A run written at a chosen time by a chosen process, through the store's writer."""
     db = connect(path)
     writer = RunWriter(db, pid=pid, host=host)
     base = {"run_id": run_id}
-    writer.write({**base, "seq": 1, "ts": started, "type": "run_started", "protocol": protocol, "panel": "p",
-                  "question": question, "members": [{"name": "a", "model": model, "label": None}], "config": {}})
-    writer.write({**base, "seq": 2, "ts": started + 1, "type": "call_finished", "call_id": f"{run_id}-1", "member": "a",
-                  "model": model, "stage": "answer", "round": 0, "about": None, "text": answer or "…",
-                  "truncated": False, "request_hash": f"hash-{run_id}", "reused": False, "tokens_in": 10,
-                  "tokens_out": 5, "cost": cost, "latency": 1.0, "attempts": 1},
-                 [{"role": "user", "content": question}])
+    writer.write(
+        {
+            **base,
+            "seq": 1,
+            "ts": started,
+            "type": "run_started",
+            "protocol": protocol,
+            "panel": "p",
+            "question": question,
+            "members": [{"name": "a", "model": model, "label": None}],
+            "config": {},
+        }
+    )
+    writer.write(
+        {
+            **base,
+            "seq": 2,
+            "ts": started + 1,
+            "type": "call_finished",
+            "call_id": f"{run_id}-1",
+            "member": "a",
+            "model": model,
+            "stage": "answer",
+            "round": 0,
+            "about": None,
+            "text": answer or "…",
+            "truncated": False,
+            "request_hash": f"hash-{run_id}",
+            "reused": False,
+            "tokens_in": 10,
+            "tokens_out": 5,
+            "cost": cost,
+            "latency": 1.0,
+            "attempts": 1,
+        },
+        [{"role": "user", "content": question}],
+    )
     if answer is not None:
-        writer.write({**base, "seq": 3, "ts": started + 2, "type": "run_finished", "final_answer": answer,
-                      "reached_answer": True, "result": result or {}})
+        writer.write(
+            {
+                **base,
+                "seq": 3,
+                "ts": started + 2,
+                "type": "run_finished",
+                "final_answer": answer,
+                "reached_answer": True,
+                "result": result or {},
+            }
+        )
     db.close()
 
 
@@ -48,8 +98,15 @@ def test_list_runs_by_protocol_since_and_search(tmp_path: Path) -> None:
     path = tmp_path / "panel.db"
     now = 1_750_000_000.0
     write_run(path, "old", started=now - 10 * DAY, question="Postgres or MySQL for billing?", answer="PostgreSQL.")
-    write_run(path, "vote", started=now - 2 * DAY, protocol="vote", question="Ship on Friday?", answer="Postpone a week",
-              result={"winner": "Postpone a week"})
+    write_run(
+        path,
+        "vote",
+        started=now - 2 * DAY,
+        protocol="vote",
+        question="Ship on Friday?",
+        answer="Postpone a week",
+        result={"winner": "Postpone a week"},
+    )
     write_run(path, "new", started=now - DAY, question="Which queue?", answer="Use a Postgres table as the queue.")
     write_run(path, "open", started=now, question="Is the audit-log design sound?")
     with TranscriptReader.open(path) as reader:
@@ -79,7 +136,9 @@ def test_the_outcome_is_the_winner_or_the_answers_first_line(tmp_path: Path) -> 
     write_run(path, "open", started=3.0)
     with TranscriptReader.open(path) as reader:
         assert {run.id: run.outcome for run in reader.list_runs()} == {
-            "won": "claude", "answered": "**Use PostgreSQL**, because it is boring.", "open": None
+            "won": "claude",
+            "answered": "**Use PostgreSQL**, because it is boring.",
+            "open": None,
         }
     assert outcome_of("x" * 200, None) == "x" * 79 + "…"
     assert outcome_of(None, {"winner": None}) is None
@@ -145,8 +204,15 @@ def test_a_running_run_whose_process_is_gone_is_stale(tmp_path: Path) -> None:
         sleeper.kill()
         sleeper.wait()
         zombie.wait()
-    assert statuses == {"alive": "running", "gone": "stale", "zombie": "stale", "reused": "stale",
-                        "elsewhere": "running", "unknown": "running", "done": "finished"}
+    assert statuses == {
+        "alive": "running",
+        "gone": "stale",
+        "zombie": "stale",
+        "reused": "stale",
+        "elsewhere": "running",
+        "unknown": "running",
+        "done": "finished",
+    }
 
 
 async def test_a_run_of_this_process_is_running(tmp_path: Path) -> None:
@@ -171,7 +237,10 @@ def test_stats_by_model_protocol_and_month(tmp_path: Path) -> None:
         {"runs": 2, "calls": 2, "tokens": 30, "cost": 0.75, "model": "openai/gpt-4o"},
     ]
     assert [(row.protocol, row.runs, row.cost) for row in stats.by_protocol] == [("confer", 2, 0.75), ("vote", 1, None)]
-    assert [(row.month, row.runs, row.calls, row.tokens) for row in stats.by_month] == [("2026-01", 2, 2, 30), ("2026-02", 1, 1, 15)]
+    assert [(row.month, row.runs, row.calls, row.tokens) for row in stats.by_month] == [
+        ("2026-01", 2, 2, 30),
+        ("2026-02", 1, 1, 15),
+    ]
 
 
 def test_stats_of_an_empty_store(tmp_path: Path) -> None:
@@ -183,7 +252,9 @@ def test_stats_of_an_empty_store(tmp_path: Path) -> None:
 
 async def test_answered_calls_by_request_hash(tmp_path: Path) -> None:
     path = tmp_path / "panel.db"
-    first, second = (event.model_copy(update={"request_hash": f"h{n}"}) for n, event in enumerate(answer_calls("r1")[3:]))
+    first, second = (
+        event.model_copy(update={"request_hash": f"h{n}"}) for n, event in enumerate(answer_calls("r1")[3:])
+    )
     again = second.model_copy(update={"call_id": "r1-9", "text": "Again."})
     await record(path, "r1", [run_started(), *answer_calls("r1")[:3], first, second, again, *confer_run("r1")[6:]])
     with TranscriptReader.open(path) as reader:
@@ -191,7 +262,8 @@ async def test_answered_calls_by_request_hash(tmp_path: Path) -> None:
         (stored,) = [row for row in reader._db.execute("SELECT request_hash FROM calls WHERE id = 'r1-1'")]
     assert stored["request_hash"] == "h0"
     assert {key: [call.response for call in calls] for key, calls in answered.items()} == {
-        "h0": ["PostgreSQL."], "h1": ["SQLite is enough.", "Again."]
+        "h0": ["PostgreSQL."],
+        "h1": ["SQLite is enough.", "Again."],
     }
 
 
@@ -215,7 +287,9 @@ async def test_a_finished_run_is_found_by_its_answer(tmp_path: Path) -> None:
     path = tmp_path / "panel.db"
     await record(path, "r1", confer_run("r1"))
     await record(path, "r2", [run_started(question="Which cache?"), ENDINGS["failed"]])
-    await record(path, "r3", [run_started(question="Which message broker?"), RunFinished(final_answer="Kafka, or NATS.")])
+    await record(
+        path, "r3", [run_started(question="Which message broker?"), RunFinished(final_answer="Kafka, or NATS.")]
+    )
     with TranscriptReader.open(path) as reader:
         assert ids(reader.list_runs(search="row-level security")) == ["r1"]
         assert ids(reader.list_runs(search="nats")) == ["r3"]

@@ -180,7 +180,9 @@ async def test_calls_keep_the_raw_detail_and_truncation(tmp_path: Path) -> None:
 
 async def test_a_skipped_member_is_an_event_and_not_a_call(tmp_path: Path) -> None:
     path = tmp_path / "panel.db"
-    skipped = MemberSkipped(member="claude", model="anthropic/claude", stage="vote", round=1, reason="its key was refused")
+    skipped = MemberSkipped(
+        member="claude", model="anthropic/claude", stage="vote", round=1, reason="its key was refused"
+    )
     await record(path, "r1", [run_started(), *answer_calls("r1"), skipped, ENDINGS["finished"]])
     with TranscriptReader.open(path) as reader:
         events = reader.run_events("r1")

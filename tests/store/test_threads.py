@@ -23,7 +23,9 @@ def follow_up(question: str, parent: str | None) -> RunStarted:
 async def keep_thread(path: Path, runs: list[tuple[str, str, str | None]]) -> None:
     """Store each (id, question, parent id) as a finished run, in order."""
     for run_id, question, parent in runs:
-        await record(path, run_id, [follow_up(question, parent), RunFinished(final_answer=f"Answer to {question}", result={})])
+        await record(
+            path, run_id, [follow_up(question, parent), RunFinished(final_answer=f"Answer to {question}", result={})]
+        )
 
 
 async def test_migration_7_adds_an_indexed_parent_id(tmp_path: Path) -> None:

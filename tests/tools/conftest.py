@@ -24,12 +24,15 @@ def fixture_server(**fields: Any) -> dict[str, Any]:
     return {"command": [sys.executable, str(FIXTURE)], **fields}
 
 
-def tool_panel(server: FakeOpenAIServer, names: list[str], *, uses: dict[str, list[str]] | None = None, **fields: Any) -> Panel:
+def tool_panel(
+    server: FakeOpenAIServer, names: list[str], *, uses: dict[str, list[str]] | None = None, **fields: Any
+) -> Panel:
     """Members on the fake server, each using the servers `uses` gives it (default: every
     member uses `fix`, the fixture server; `tools=` replaces the servers)."""
     uses = uses if uses is not None else {name: ["fix"] for name in names}
     members = [
-        {"name": name, "model": f"openai/{name}-model", "api_base": server.url, "tools": uses.get(name, [])} for name in names
+        {"name": name, "model": f"openai/{name}-model", "api_base": server.url, "tools": uses.get(name, [])}
+        for name in names
     ]
     fields.setdefault("tools", {"fix": fixture_server()})
     fields.setdefault("defaults", {"retries": 0})
@@ -48,8 +51,13 @@ def tool_messages(request: RecordedRequest) -> list[str]:
 async def answer_once(panel: Panel, question: str, gateway: Gateway, emit: Any) -> ProtocolResult:
     """An engine of one free-text call by the first member: the loop under test, nothing else."""
     prompt = mark(f"Question:\n{question}", Task.ANSWER)
-    reply = await gateway.call(panel.members[0], [{"role": "user", "content": prompt}], stage="answer", deadline=None, tools=True)
-    return ProtocolResult(final_answer=reply.text if reply.ok else None, failure_reason=None if reply.ok else f"{reply.error_kind}: {reply.error}")
+    reply = await gateway.call(
+        panel.members[0], [{"role": "user", "content": prompt}], stage="answer", deadline=None, tools=True
+    )
+    return ProtocolResult(
+        final_answer=reply.text if reply.ok else None,
+        failure_reason=None if reply.ok else f"{reply.error_kind}: {reply.error}",
+    )
 
 
 @pytest.fixture

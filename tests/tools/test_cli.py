@@ -48,9 +48,14 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
 def test_the_demo_runs_offline_and_its_answer_cites_the_notes(demo_run):
     result, db = demo_run
     assert result["reached_answer"]
-    assert "From what I looked up: “Every table that holds customer data carries a tenant_id column." in result["final_answer"]
+    assert (
+        "From what I looked up: “Every table that holds customer data carries a tenant_id column."
+        in result["final_answer"]
+    )
     with sqlite3.connect(db) as connection:
-        config = json.loads(connection.execute("SELECT body FROM texts JOIN runs ON runs.config_text = texts.id").fetchone()[0])
+        config = json.loads(
+            connection.execute("SELECT body FROM texts JOIN runs ON runs.config_text = texts.id").fetchone()[0]
+        )
         rows = connection.execute("SELECT member, stage, server, tool, status FROM tool_calls ORDER BY seq").fetchall()
     assert [Path(entry).name for entry in config["attach"]] == ["brief.md", "extra.md"]
     assert sorted(rows) == [
@@ -69,7 +74,7 @@ def test_history_show_and_the_exports_show_the_tool_calls(demo_run):
     assert 'lookup(query="How should the new reporting' in shown.stdout
     markdown = runner.invoke(app, ["history", "export", run_id, "--format", "md", "--db", str(db)])
     assert "| member | status | tools | answer |" in markdown.stdout
-    assert "lookup(query=\"How should the new reporting ser…) ok, 539 chars" in markdown.stdout
+    assert 'lookup(query="How should the new reporting ser…) ok, 539 chars' in markdown.stdout
     assert "- **tools:** started notes" in markdown.stdout
     page = runner.invoke(app, ["history", "export", run_id, "--format", "html", "-o", "-", "--db", str(db)])
     assert "lookup(query=&quot;How should the new reporting" in page.stdout
@@ -90,10 +95,18 @@ def test_deleting_the_run_deletes_its_tool_call_rows(demo_run, tmp_path):
 
 def events() -> list:
     call = {"call_id": "c1", "member": "ann", "stage": "answer", "round": None, "about": None}
-    tool = {**call, "tool_call_id": "t1", "server": "notes", "tool": "lookup", "arguments": {"query": "[bold]tenants[/bold]"}}
+    tool = {
+        **call,
+        "tool_call_id": "t1",
+        "server": "notes",
+        "tool": "lookup",
+        "arguments": {"query": "[bold]tenants[/bold]"},
+    }
     return [
         RunStarted(protocol="council", panel="p", question="q", members=[MemberInfo(name="ann", model="demo/sage")]),
-        ToolServerStarted(server="notes", transport="stdio", target="python notes.py", tools=["lookup"], members=["ann"]),
+        ToolServerStarted(
+            server="notes", transport="stdio", target="python notes.py", tools=["lookup"], members=["ann"]
+        ),
         StageStarted(stage="answer", members=["ann"]),
         CallStarted(**call, model="demo/sage"),
         ToolCallStarted(**tool),

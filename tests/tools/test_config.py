@@ -57,7 +57,9 @@ def test_a_member_names_only_declared_servers():
 
 def test_a_command_is_split_like_a_shell_and_its_folder_is_the_files(tmp_path):
     path = tmp_path / "p.yaml"
-    path.write_text("members:\n  - {name: a, model: demo/sage, tools: [notes]}\ntools:\n  notes: {command: \"python 'my server.py'\"}\n")
+    path.write_text(
+        "members:\n  - {name: a, model: demo/sage, tools: [notes]}\ntools:\n  notes: {command: \"python 'my server.py'\"}\n"
+    )
     server = load_panel(path).tools["notes"]
     assert server.command == ["python", "my server.py"]
     assert (server.cwd, server.timeout, server.transport) == (str(tmp_path), 30.0, "stdio")
@@ -77,7 +79,10 @@ def test_checks_warn_about_a_server_nobody_uses_and_refuse_a_missing_command(tmp
         "p.yaml",
     )
     assert check_panel(panel, "confer") == ["p.yaml, line 6: tools.idle: no member names it, so it is not started."]
-    missing = parse_panel("question: q\nmembers:\n  - {name: a, model: demo/sage, tools: [x]}\ntools:\n  x: {command: [no-such-cmd-q]}\n", "p.yaml")
+    missing = parse_panel(
+        "question: q\nmembers:\n  - {name: a, model: demo/sage, tools: [x]}\ntools:\n  x: {command: [no-such-cmd-q]}\n",
+        "p.yaml",
+    )
     with pytest.raises(ConfigError) as caught:
         check_panel(missing, "confer")
     assert caught.value.message == "p.yaml, line 5: tools.x.command: no such command: no-such-cmd-q."
@@ -98,7 +103,10 @@ def test_the_demo_config_validates_without_a_warning_and_shows_its_tools():
 def test_tool_names_are_made_safe_and_told_apart_when_servers_share_one():
     offered = tool_set(
         {
-            "notes": [ToolSpec("lookup", "notes", {"type": "object", "properties": {"q": {"type": "string"}}}), ToolSpec("read.file", "", {})],
+            "notes": [
+                ToolSpec("lookup", "notes", {"type": "object", "properties": {"q": {"type": "string"}}}),
+                ToolSpec("read.file", "", {}),
+            ],
             "web": [ToolSpec("lookup", "web", {"type": "object"})],
         }
     )

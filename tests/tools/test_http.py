@@ -20,7 +20,9 @@ def http_server() -> Iterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    process = subprocess.Popen([sys.executable, str(FIXTURE), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, str(FIXTURE), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 30  # a hang guard
         while True:
@@ -39,7 +41,9 @@ def http_server() -> Iterator[str]:
 async def test_a_url_server_is_reached_with_its_headers(fake_server, run_with_tools, http_server):
     servers = {"web": {"url": http_server, "headers": {"X-Token": "from-the-environment"}}}
     panel = tool_panel(fake_server, ["a"], uses={"a": ["web"]}, tools=servers)
-    fake_server.script("a-model", tool_calls(("header", {"name": "x-token"}), ("lookup", {"query": "q"})), reply("done"))
+    fake_server.script(
+        "a-model", tool_calls(("header", {"name": "x-token"}), ("lookup", {"query": "q"})), reply("done")
+    )
     result, recorder = await run_with_tools(answer_once, panel)
 
     assert result.final_answer == "done"

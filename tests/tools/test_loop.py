@@ -13,7 +13,9 @@ from tests.tools.conftest import answer_once, fixture_server, tool_messages, too
 
 def fenced_result(text: str) -> str:
     """The text between a tool result's fences, as the model reads it."""
-    found = re.search(r"^=== Tool result (.+?) \[([0-9a-f]{8})\] ===\n(.*?)\n=== end of Tool result \1 \[\2\] ===$", text, re.M | re.S)
+    found = re.search(
+        r"^=== Tool result (.+?) \[([0-9a-f]{8})\] ===\n(.*?)\n=== end of Tool result \1 \[\2\] ===$", text, re.M | re.S
+    )
     assert found, text
     return found.group(3)
 
@@ -24,12 +26,24 @@ async def test_one_tool_call_then_an_answer(fake_server, run_with_tools):
 
     assert result.final_answer == "Use row-level security."
     first, second = fake_server.requests
-    assert [tool["function"]["name"] for tool in first.body["tools"]] == ["lookup", "fail", "hang", "crash", "echo", "huge", "env", "pid", "header"]
+    assert [tool["function"]["name"] for tool in first.body["tools"]] == [
+        "lookup",
+        "fail",
+        "hang",
+        "crash",
+        "echo",
+        "huge",
+        "env",
+        "pid",
+        "header",
+    ]
     assert second.body["tools"] == first.body["tools"]
     assert second.messages[1]["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"query": "tenants"}'}
     assert [fenced_result(text) for text in tool_messages(second)] == ["found: tenants"]
     started, finished = recorder.of("tool_call_started"), recorder.of("tool_call_finished")
-    assert [(e.member, e.server, e.tool, e.arguments) for e in started] == [("a", "fix", "lookup", {"query": "tenants"})]
+    assert [(e.member, e.server, e.tool, e.arguments) for e in started] == [
+        ("a", "fix", "lookup", {"query": "tenants"})
+    ]
     assert [(e.status, e.result, e.result_chars, e.error) for e in finished] == [("ok", "found: tenants", 14, None)]
     # Still one call: one row, the tokens of both requests, the hash of the first.
     (call,) = recorder.of("call_finished")
@@ -43,7 +57,9 @@ async def test_one_tool_call_then_an_answer(fake_server, run_with_tools):
 async def test_the_budget_is_spent_then_one_final_call_without_tools(fake_server, run_with_tools):
     fake_server.script("a-model", tool_calls(("lookup", {"query": "again"})))
     panel = tool_panel(fake_server, ["a"], defaults={"retries": 0, "tool_budget": 2})
-    fake_server.script("a-model", tool_calls(("lookup", {"query": "one"})), tool_calls(("lookup", {"query": "two"})), reply("done"))
+    fake_server.script(
+        "a-model", tool_calls(("lookup", {"query": "one"})), tool_calls(("lookup", {"query": "two"})), reply("done")
+    )
     result, recorder = await run_with_tools(answer_once, panel)
 
     assert result.final_answer == "done"
@@ -102,7 +118,9 @@ async def test_the_stage_deadline_bounds_the_whole_loop(fake_server, run_with_to
 
 async def test_the_server_dying_mid_run(fake_server, run_with_tools):
     panel = tool_panel(fake_server, ["a"], defaults={"retries": 0, "tool_budget": 3})
-    fake_server.script("a-model", tool_calls(("crash", {"query": "x"})), tool_calls(("lookup", {"query": "y"})), reply("carried on"))
+    fake_server.script(
+        "a-model", tool_calls(("crash", {"query": "x"})), tool_calls(("lookup", {"query": "y"})), reply("carried on")
+    )
     result, recorder = await run_with_tools(answer_once, panel)
 
     assert result.final_answer == "carried on"
@@ -126,8 +144,17 @@ async def test_an_unknown_tool_or_bad_arguments_go_back_as_errors(fake_server, r
 
 async def test_votes_reviews_and_members_without_tools_get_none(fake_server, run_with_tools):
     """confer: the answers may use tools, the structured votes never; b names no server."""
-    fake_server.script("a-model", tool_calls(("lookup", {"query": "x"})), reply("a's answer"), reply_json({"chosen_label": "A", "revised_answer": "a", "confidence": 90, "rationale": "r"}))
-    fake_server.script("b-model", reply("b's answer"), reply_json({"chosen_label": "A", "revised_answer": "b", "confidence": 90, "rationale": "r"}))
+    fake_server.script(
+        "a-model",
+        tool_calls(("lookup", {"query": "x"})),
+        reply("a's answer"),
+        reply_json({"chosen_label": "A", "revised_answer": "a", "confidence": 90, "rationale": "r"}),
+    )
+    fake_server.script(
+        "b-model",
+        reply("b's answer"),
+        reply_json({"chosen_label": "A", "revised_answer": "b", "confidence": 90, "rationale": "r"}),
+    )
     panel = tool_panel(fake_server, ["a", "b"], uses={"a": ["fix"]}, max_rounds=1)
     result, _ = await run_with_tools(confer, panel)
 
@@ -145,7 +172,9 @@ async def test_council_reviews_never_offer_tools_but_the_synthesis_may(fake_serv
         return [] if tool_messages(request) else [("lookup", {"query": "q"})]
 
     for name in ("a", "b"):
-        fake_server.script(f"{name}-model", tool_responder(answer_or_rank, text="FINAL RANKING:\n1. Model A\n2. Model B"))
+        fake_server.script(
+            f"{name}-model", tool_responder(answer_or_rank, text="FINAL RANKING:\n1. Model A\n2. Model B")
+        )
     result, recorder = await run_with_tools(council, tool_panel(fake_server, ["a", "b"]))
 
     assert result.final_answer is not None
@@ -160,8 +189,16 @@ async def test_a_model_without_function_calling_gets_no_tools(fake_server, run_w
     from panel_cli.llm.gateway import load_litellm
 
     litellm = load_litellm()
-    entry = {"litellm_provider": "openai", "mode": "chat", "supports_function_calling": False, "max_tokens": 1000,
-             "max_input_tokens": 1000, "max_output_tokens": 1000, "input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
+    entry = {
+        "litellm_provider": "openai",
+        "mode": "chat",
+        "supports_function_calling": False,
+        "max_tokens": 1000,
+        "max_input_tokens": 1000,
+        "max_output_tokens": 1000,
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+    }
     monkeypatch.setitem(litellm.model_cost, "openai/plain-model", entry)
     monkeypatch.setitem(litellm.model_cost, "plain-model", entry)
     fake_server.script("plain-model", reply("no tools here"))
@@ -169,7 +206,9 @@ async def test_a_model_without_function_calling_gets_no_tools(fake_server, run_w
 
     assert result.final_answer == "no tools here"
     assert "tools" not in fake_server.requests[0].body
-    assert [e.message for e in recorder.of("warning")] == ["openai/plain-model has no function calling, so it gets no tools"]
+    assert [e.message for e in recorder.of("warning")] == [
+        "openai/plain-model has no function calling, so it gets no tools"
+    ]
     assert recorder.of("tool_server_started") == [], "no member may use it, so it is not started"
 
 
@@ -189,8 +228,12 @@ async def test_a_server_gets_no_key_unless_its_env_names_it(fake_server, run_wit
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-in-a-server")
     monkeypatch.setenv("NOTES_TOKEN", "given-on-purpose")
     panel = tool_panel(fake_server, ["a"], uses={"a": ["fix"]})
-    panel = panel.model_copy(update={"tools": {"fix": panel.tools["fix"].model_copy(update={"env": {"NOTES_TOKEN": "given-on-purpose"}})}})
-    fake_server.script("a-model", tool_calls(("env", {"name": "OPENAI_API_KEY"}), ("env", {"name": "NOTES_TOKEN"})), reply("ok"))
+    panel = panel.model_copy(
+        update={"tools": {"fix": panel.tools["fix"].model_copy(update={"env": {"NOTES_TOKEN": "given-on-purpose"}})}}
+    )
+    fake_server.script(
+        "a-model", tool_calls(("env", {"name": "OPENAI_API_KEY"}), ("env", {"name": "NOTES_TOKEN"})), reply("ok")
+    )
     _, recorder = await run_with_tools(answer_once, panel)
 
     assert [e.result for e in recorder.of("tool_call_finished")] == ["<unset>", "given-on-purpose"]
@@ -221,7 +264,9 @@ async def test_a_server_that_cannot_start_fails_the_run_in_one_sentence(fake_ser
     from panel_cli.errors import UserError
 
     panel = tool_panel(fake_server, ["a"], uses={"a": ["fix"]})
-    panel = panel.model_copy(update={"tools": {"fix": panel.tools["fix"].model_copy(update={"command": ["definitely-not-a-command-xyz"]})}})
+    panel = panel.model_copy(
+        update={"tools": {"fix": panel.tools["fix"].model_copy(update={"command": ["definitely-not-a-command-xyz"]})}}
+    )
     with pytest.raises(UserError) as caught:
         await run_with_tools(answer_once, panel)
     assert caught.value.message == (

@@ -65,7 +65,10 @@ async def test_the_server_stops_when_the_run_ends(fake_server, run_with_tools, t
 async def test_the_server_stops_when_the_run_fails(fake_server, run_with_tools, tmp_path):
     """Another server cannot start, so the run fails before any call: the one that started stops."""
     pidfile = tmp_path / "server.pid"
-    servers = {"fix": fixture_server(env={"MCP_FIXTURE_PIDFILE": str(pidfile)}), "broken": {"command": [sys.executable, "-c", "import sys; sys.exit(1)"]}}
+    servers = {
+        "fix": fixture_server(env={"MCP_FIXTURE_PIDFILE": str(pidfile)}),
+        "broken": {"command": [sys.executable, "-c", "import sys; sys.exit(1)"]},
+    }
     panel = tool_panel(fake_server, ["a"], uses={"a": ["fix", "broken"]}, tools=servers)
     with pytest.raises(UserError, match="Tool server 'broken'"):
         await run_with_tools(answer_once, panel)
@@ -96,7 +99,11 @@ def test_no_server_survives_a_signal_in_the_middle_of_a_tool_call(fake_server, t
     db = tmp_path / "runs.db"
     process = subprocess.Popen(
         [sys.executable, "-m", "panel_cli", "confer", str(panel), "--db", str(db)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     try:
         wait_for(lambda: tool_events(db) > 0, process)

@@ -52,7 +52,9 @@ MEMBERS = [
 FINAL_ANSWER = "Use **PostgreSQL** with row-level security.\n\n- sessions in Redis\n- keys rotated monthly"
 
 
-def call(member: str, stage: str, round_: int | None, text: str, latency: float, cost: float | None = None) -> list[BaseEvent]:
+def call(
+    member: str, stage: str, round_: int | None, text: str, latency: float, cost: float | None = None
+) -> list[BaseEvent]:
     model = next(m.model for m in MEMBERS if m.name == member)
     call_id = f"{member}-{round_}"
     return [

@@ -36,12 +36,23 @@ STATUSES = {"security-architect": "answered", "claude": "timed out", "llama-loca
 def _answer(name: str, stage: str, text: str) -> BaseEvent:
     if STATUSES[name] == "timed out" and stage == "answer":
         return CallFailed(
-            call_id=f"{stage}-{name}", member=name, model="m", stage=stage, kind="timeout",
-            message="no reply within 300.0s", latency=300.0,
+            call_id=f"{stage}-{name}",
+            member=name,
+            model="m",
+            stage=stage,
+            kind="timeout",
+            message="no reply within 300.0s",
+            latency=300.0,
         )
     return CallFinished(
-        call_id=f"{stage}-{name}", member=name, model="m", stage=stage, text=text,
-        tokens_in=1200, tokens_out=640, latency=12.5,
+        call_id=f"{stage}-{name}",
+        member=name,
+        model="m",
+        stage=stage,
+        text=text,
+        tokens_in=1200,
+        tokens_out=640,
+        latency=12.5,
     )
 
 
@@ -116,11 +127,19 @@ def test_fit_columns_drops_by_keep_and_gives_spare_width_in_order() -> None:
         return Column(header, [Text("x" * width)], keep=keep, shrink_to=shrink_to)
 
     name, status = column("member", 0, 10), column("status", 0, 9)
-    ranking, preview, tokens = column("ranking", 3, 30, shrink_to=10), column("answer", 4, 60, shrink_to=12), column("tokens", 6, 5)
+    ranking, preview, tokens = (
+        column("ranking", 3, 30, shrink_to=10),
+        column("answer", 4, 60, shrink_to=12),
+        column("tokens", 6, 5),
+    )
     columns = [name, status, tokens, ranking, preview]
 
     assert [(c.header, w) for c, w in fit_columns(columns, 200)] == [
-        ("member", 10), ("status", 9), ("tokens", 6), ("ranking", 30), ("answer", 60)
+        ("member", 10),
+        ("status", 9),
+        ("tokens", 6),
+        ("ranking", 30),
+        ("answer", 60),
     ]
     narrow = fit_columns(columns, 60)
     assert [c.header for c, _ in narrow] == ["member", "status", "ranking", "answer"]

@@ -174,7 +174,7 @@ async def test_each_judge_call_has_its_own_row_and_the_star_goes_to_the_winner()
     assert judge_rows[0].startswith("A alice → alice ") and "★" not in judge_rows[0]
     assert judge_rows[1].startswith("A alice → bob ★ ")
     assert judge_rows[2].startswith("A alice → carol ") and "★" not in judge_rows[2]
-    assert [row.split()[-1] for row in judge_rows] == ['60}', '90}', '70}']  # each row keeps its own call
+    assert [row.split()[-1] for row in judge_rows] == ["60}", "90}", "70}"]  # each row keeps its own call
     assert text.count("★ the chosen response") == 1
     answer_rows = _rows(text, "answer")
     assert not any("★" in row for row in answer_rows)  # the tally belongs to the judge's stage
@@ -248,7 +248,9 @@ async def test_ensemble_tally_bars_read_best_first_and_confer_keeps_label_order(
     other = Console(file=StringIO(), force_terminal=True, width=120)
     events = confer_events()
     tally = next(e for e in events if isinstance(e, RoundTallied))
-    events[events.index(tally)] = tally.model_copy(update={"scores": {"A": 50, "B": 170}, "winner_label": "B", "winner": "bob"})
+    events[events.index(tally)] = tally.model_copy(
+        update={"scores": {"A": 50, "B": 170}, "winner_label": "B", "winner": "bob"}
+    )
     await play(LiveView(other), events)
     bars = [line.split()[0] for line in screen(other).splitlines() if "█" in line]
     assert bars == ["A", "B"]

@@ -50,7 +50,9 @@ async def test_calls_about_someone_skips_truncation_and_an_ensemble_choice() -> 
     events = judge_events()
     bob = next(e for e in events if isinstance(e, CallFinished) and e.member == "bob")
     events[events.index(bob)] = bob.model_copy(update={"truncated": True})
-    events.insert(-2, MemberSkipped(member="carol", model="ollama/llama3.1", stage="judge", about="bob", reason="no key"))
+    events.insert(
+        -2, MemberSkipped(member="carol", model="ollama/llama3.1", stage="judge", about="bob", reason="no key")
+    )
     await play(PlainView(stream), events)
     lines = stream.getvalue().splitlines()
 

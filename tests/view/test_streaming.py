@@ -65,7 +65,11 @@ async def test_a_row_shows_the_end_of_the_reply_as_it_is_written(console: Consol
     row = view._stage.rows[0] if view._stage else None
     assert row is not None and row.status == "writing" and row.preview.endswith("alice-40")
     assert view._stage is not None and view._stage.progress == "round 0 · answer · 0/2 done"
-    await bus.emit(CallFinished(call_id="c1", member="alice", model="openai/gpt-4o", stage="answer", round=0, text=text, latency=1.0))
+    await bus.emit(
+        CallFinished(
+            call_id="c1", member="alice", model="openai/gpt-4o", stage="answer", round=0, text=text, latency=1.0
+        )
+    )
     view.close()
     assert row.status == "answered" and row.preview.startswith("alice-01 alice-02")
     final_table = screen(console)[len(first) :]
@@ -106,7 +110,9 @@ def test_the_tail_is_cut_at_the_start_to_fit_its_cell() -> None:
 def test_a_subtask_being_written_shows_its_output_so_far() -> None:
     from panel_cli.events import PlanAccepted, PlannedTask, TaskStarted
 
-    plan = PlanAccepted(attempt=1, planner="boss", tasks=[PlannedTask(task_id="t1", worker="alice", title="Find the facts")])
+    plan = PlanAccepted(
+        attempt=1, planner="boss", tasks=[PlannedTask(task_id="t1", worker="alice", title="Find the facts")]
+    )
     stage = TaskStage("subtasks", None, plan=plan)
     stage.update(TaskStarted(task_id="t1", worker="alice"))
     stage.call_row("c1", "alice", None, "t1").grow("the facts so far")
@@ -115,15 +121,25 @@ def test_a_subtask_being_written_shows_its_output_so_far() -> None:
     assert "the facts so far" in screen(console) and "Find the facts" not in screen(console)
 
 
-async def test_a_streamed_run_reaches_the_view_in_order_and_the_store_keeps_each_text_once(fake_server, tmp_path: Path) -> None:
+async def test_a_streamed_run_reaches_the_view_in_order_and_the_store_keeps_each_text_once(
+    fake_server, tmp_path: Path
+) -> None:
     fake_server.default(responder(answer_or_vote, spacing=0.03, chunk_chars=18))
     console = Console(file=StringIO(), force_terminal=True, width=200, height=60)
     view = LiveView(console)
     store = await TranscriptStore.open(tmp_path / "runs.db")
     try:
         outcome = await run_panel(
-            confer, fake_panel(fake_server), "Which?", store=store, secrets=[], view=view, stream=True, tags=None,
-            warnings=(), run_id="streamed-run",
+            confer,
+            fake_panel(fake_server),
+            "Which?",
+            store=store,
+            secrets=[],
+            view=view,
+            stream=True,
+            tags=None,
+            warnings=(),
+            run_id="streamed-run",
         )
     finally:
         await store.close()
@@ -175,6 +191,8 @@ def test_only_the_live_terminal_view_streams(fake_server, tmp_path: Path, monkey
 def test_a_pipe_does_not_stream(fake_server, tmp_path: Path) -> None:
     fake_server.default(responder(answer_or_vote))
     file = write_panel(tmp_path / "p.yaml", fake_server)
-    outcome = CliRunner(env={"TTY_COMPATIBLE": "0"}).invoke(app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db")])
+    outcome = CliRunner(env={"TTY_COMPATIBLE": "0"}).invoke(
+        app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db")]
+    )
     assert outcome.exit_code == 0, outcome.output
     assert not any(request.streamed for request in fake_server.requests)
