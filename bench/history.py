@@ -249,13 +249,13 @@ def fake_reply(request: Any) -> str:
 
 
 def engine_for(protocol: str) -> Any:
-    from panel_cli.protocols.confer import confer
-    from panel_cli.protocols.council import council
-    from panel_cli.protocols.delphi import delphi
-    from panel_cli.protocols.ensemble import ensemble
-    from panel_cli.protocols.orchestrate import orchestrate
-    from panel_cli.protocols.supervise import supervise
-    from panel_cli.protocols.vote import decide, vote
+    from panel_cli.protocols.confer.engine import confer
+    from panel_cli.protocols.council.engine import council
+    from panel_cli.protocols.delphi.engine import delphi
+    from panel_cli.protocols.ensemble.engine import ensemble
+    from panel_cli.protocols.orchestrate.engine import orchestrate
+    from panel_cli.protocols.supervise.engine import supervise
+    from panel_cli.protocols.vote.engine import decide, vote
 
     engines = {
         "confer": confer,

@@ -44,9 +44,9 @@ from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.eval.results import EvalResult
 from panel_cli.eval.runner import plan_eval, run_eval
 from panel_cli.eval.stats import jury_probability, wilson_interval
-from panel_cli.protocols import confer
 from panel_cli.protocols.base import labels_for
-from panel_cli.protocols.ranking import aggregate_rankings
+from panel_cli.protocols.confer import engine as confer
+from panel_cli.protocols.council.ranking import aggregate_rankings
 
 VOTERS = 5
 OPTIONS = ["amber", "cobalt", "jade", "ruby"]

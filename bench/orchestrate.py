@@ -120,7 +120,7 @@ async def orchestrate_once(url: str, db: Path) -> dict[str, float]:
     from panel_cli.events import EventBus
     from panel_cli.llm.gateway import Gateway
     from panel_cli.protocols.base import run_engine
-    from panel_cli.protocols.orchestrate import orchestrate
+    from panel_cli.protocols.orchestrate.engine import orchestrate
     from panel_cli.store.db import TranscriptStore
 
     coordinator = {"name": "coordinator", "model": "openai/coordinator", "api_base": url}
@@ -172,7 +172,7 @@ def main() -> None:
 
     from importlib.metadata import version
 
-    from panel_cli.protocols.plan import critical_path, wave_time
+    from panel_cli.protocols.orchestrate.plan import critical_path, wave_time
 
     depends = {task_id: deps for task_id, (_, deps) in PLAN.items()}
     seconds = {task_id: latency for task_id, (latency, _) in PLAN.items()}

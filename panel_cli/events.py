@@ -205,7 +205,7 @@ class RunInterrupted(BaseEvent):
 
 
 class PlannedTask(BaseModel):
-    """One subtask of an accepted orchestrate plan, as validated (panel_cli.protocols.plan)."""
+    """One subtask of an accepted orchestrate plan, as validated (panel_cli.protocols.orchestrate.plan)."""
 
     model_config = ConfigDict(defer_build=True)
 
@@ -362,7 +362,7 @@ class QuorumReached(BaseEvent):
 
 
 class VoteTallied(BaseEvent):
-    """A vote's count: `panel_cli.protocols.tally.Tally` as JSON (counts, runoff rounds, and
+    """A vote's count: `panel_cli.protocols.vote.tally.Tally` as JSON (counts, runoff rounds, and
     the winner or the exact reason there is none)."""
 
     type: Literal["vote_tallied"] = "vote_tallied"

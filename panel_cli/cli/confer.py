@@ -36,7 +36,7 @@ def confer(
     loader = begin_run()
     from panel_cli.config import load_panel
     from panel_cli.protocols.checks import check_panel
-    from panel_cli.protocols.confer import confer as confer_engine
+    from panel_cli.protocols.confer.engine import confer as confer_engine
 
     panel = load_panel(panel_file)
     declared = declared_protocol(panel)

@@ -37,7 +37,7 @@ def council(
 
     loader = begin_run()
     from panel_cli.protocols.checks import check_panel
-    from panel_cli.protocols.council import council as council_engine
+    from panel_cli.protocols.council.engine import council as council_engine
 
     panel, declared = panel_for(panel_file, members, chairman, "council", demo=demo)
     if no_anonymize:

@@ -40,7 +40,7 @@ def delphi(
 
     loader = begin_run()
     from panel_cli.protocols.checks import check_panel
-    from panel_cli.protocols.delphi import delphi as delphi_engine
+    from panel_cli.protocols.delphi.engine import delphi as delphi_engine
 
     panel, declared = panel_for(panel_file, members, chairman, "delphi", demo=demo)
     updates: dict[str, object] = {}

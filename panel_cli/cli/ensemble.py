@@ -45,7 +45,7 @@ def ensemble(
     from panel_cli.config import EnsembleMode
     from panel_cli.errors import UserError
     from panel_cli.protocols.checks import check_panel
-    from panel_cli.protocols.ensemble import ensemble as ensemble_engine
+    from panel_cli.protocols.ensemble.engine import ensemble as ensemble_engine
 
     modes = get_args(EnsembleMode)
     if mode is not None and mode not in modes:

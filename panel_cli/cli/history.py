@@ -44,7 +44,7 @@ from panel_cli.wording import plural
 
 if TYPE_CHECKING:
     from panel_cli.events import BaseEvent
-    from panel_cli.protocols.tally import Tally
+    from panel_cli.protocols.vote.tally import Tally
     from panel_cli.store.stats import Usage
 
 history_app = typer.Typer(help="List and inspect the runs kept in the transcript store.", no_args_is_help=True)
@@ -783,7 +783,7 @@ def retally_run(
     import uuid
 
     from panel_cli.cli.vote import parse_method
-    from panel_cli.protocols.tally import retally, stored_vote
+    from panel_cli.protocols.vote.tally import retally, stored_vote
 
     chosen = parse_method(method) if method is not None else None
     with TranscriptReader.open(db) as reader:

@@ -69,7 +69,7 @@ def _models_panel(models: list[str], planner: str | None, chairs: list[str] | No
     """The default workers on the given models in turn; the chairman (and, unless `--planner`
     names another model, the planner) on the first model or `--chairman`'s."""
     from panel_cli.config import Panel, panel_from_members
-    from panel_cli.protocols.orchestrate import default_workers
+    from panel_cli.protocols.orchestrate.engine import default_workers
 
     base = panel_from_members(models, chairs, "orchestrate")
     chairmen = [
@@ -130,7 +130,7 @@ def orchestrate(
     loader = begin_run()
     from panel_cli.errors import UserError
     from panel_cli.protocols.checks import check_panel
-    from panel_cli.protocols.orchestrate import orchestrate as orchestrate_engine
+    from panel_cli.protocols.orchestrate.engine import orchestrate as orchestrate_engine
 
     names = parse_names(members, "--members")
     chairs = parse_names(chairman, "--chairman")

@@ -33,14 +33,14 @@ if TYPE_CHECKING:
 # builds the panel from the file and its options; a resumed run has its panel already, as
 # stored, so it goes straight to the engine.
 ENGINES: dict[Protocol, str] = {
-    "confer": "panel_cli.protocols.confer:confer",
-    "council": "panel_cli.protocols.council:council",
-    "ensemble": "panel_cli.protocols.ensemble:ensemble",
-    "vote": "panel_cli.protocols.vote:vote",
-    "decide": "panel_cli.protocols.vote:decide",
-    "delphi": "panel_cli.protocols.delphi:delphi",
-    "supervise": "panel_cli.protocols.supervise:supervise",
-    "orchestrate": "panel_cli.protocols.orchestrate:orchestrate",
+    "confer": "panel_cli.protocols.confer.engine:confer",
+    "council": "panel_cli.protocols.council.engine:council",
+    "ensemble": "panel_cli.protocols.ensemble.engine:ensemble",
+    "vote": "panel_cli.protocols.vote.engine:vote",
+    "decide": "panel_cli.protocols.vote.engine:decide",
+    "delphi": "panel_cli.protocols.delphi.engine:delphi",
+    "supervise": "panel_cli.protocols.supervise.engine:supervise",
+    "orchestrate": "panel_cli.protocols.orchestrate.engine:orchestrate",
 }
 
 

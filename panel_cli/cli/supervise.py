@@ -36,7 +36,7 @@ def supervise(
     loader = begin_run()
     from panel_cli.config import load_panel
     from panel_cli.protocols.checks import check_panel
-    from panel_cli.protocols.supervise import supervise as supervise_engine
+    from panel_cli.protocols.supervise.engine import supervise as supervise_engine
 
     panel = load_panel(panel_file)
     declared = declared_protocol(panel)

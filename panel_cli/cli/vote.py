@@ -18,7 +18,7 @@ from panel_cli.cli.panels import MEMBERS, TIMEOUT, panel_for, with_timeout
 if TYPE_CHECKING:
     import click
 
-    from panel_cli.protocols.tally import Method
+    from panel_cli.protocols.vote.tally import Method
 
 OPTIONS_FLAG = "--options"
 OPTIONS = typer.Option(
@@ -74,7 +74,7 @@ class SpreadOptions:
 
 def parse_method(value: str, option: str = "--method") -> Method:
     from panel_cli.errors import UserError
-    from panel_cli.protocols.tally import METHODS
+    from panel_cli.protocols.vote.tally import METHODS
 
     for method in METHODS:
         if value == method:
@@ -187,8 +187,8 @@ def _run(
 
     loader = begin_run()
     from panel_cli.errors import UserError
-    from panel_cli.protocols import vote as engines
     from panel_cli.protocols.checks import check_panel
+    from panel_cli.protocols.vote import engine as engines
 
     panel, declared = panel_for(panel_file, members, None, protocol, demo=demo)
     updates: dict[str, Any] = {}

@@ -22,10 +22,16 @@ from pydantic import BaseModel
 
 from panel_cli.config import Member, Panel
 from panel_cli.events import PlannedTask
-from panel_cli.protocols import confer, council, delphi, ensemble, orchestrate, supervise, vote
-from panel_cli.protocols.plan import MAX_TASKS
-from panel_cli.protocols.ranking import RankedMember
-from panel_cli.protocols.tally import tally
+from panel_cli.protocols.confer import engine as confer
+from panel_cli.protocols.council import engine as council
+from panel_cli.protocols.council.ranking import RankedMember
+from panel_cli.protocols.delphi import engine as delphi
+from panel_cli.protocols.ensemble import engine as ensemble
+from panel_cli.protocols.orchestrate import engine as orchestrate
+from panel_cli.protocols.orchestrate.plan import MAX_TASKS
+from panel_cli.protocols.supervise import engine as supervise
+from panel_cli.protocols.vote import engine as vote
+from panel_cli.protocols.vote.tally import tally
 
 # A member's longest reply, in tokens: what a text it writes can add to a prompt that quotes it.
 Bound = Callable[[Member], int]

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
-from panel_cli.protocols.vote import exact_option, option_problems
+from panel_cli.protocols.vote.engine import exact_option, option_problems
 
 BUILTIN_PREFIX = "builtin:"
 # A dataset is read whole; this is far above any hand-made one and stops a wrong path

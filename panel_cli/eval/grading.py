@@ -22,7 +22,7 @@ from panel_cli.config import Member
 from panel_cli.eval.datasets import EvalItem
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.stages import failure_reason, stage_deadline
-from panel_cli.protocols.vote import exact_option, match_option
+from panel_cli.protocols.vote.engine import exact_option, match_option
 from panel_cli.tasks import Task, mark, render_labelled
 
 Method = Literal["option", "exact", "judge"]

@@ -33,7 +33,7 @@ from panel_cli.llm.demo import oracle_accuracy, oracle_marker
 from panel_cli.located_yaml import describe_error
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.checks import check_panel
-from panel_cli.protocols.vote import options_block
+from panel_cli.protocols.vote.engine import options_block
 from panel_cli.redact import redact
 from panel_cli.totals import RunTotals
 

@@ -54,8 +54,8 @@ from panel_cli.events import (
     parse_event,
 )
 from panel_cli.export.transcript import Transcript
-from panel_cli.protocols.plan import tree_order
-from panel_cli.protocols.tally import RunoffRound
+from panel_cli.protocols.orchestrate.plan import tree_order
+from panel_cli.protocols.vote.tally import RunoffRound
 from panel_cli.store.db import CallRecord, RunRecord
 from panel_cli.view import fmt
 from panel_cli.view.delphi import round_note

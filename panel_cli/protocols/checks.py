@@ -12,8 +12,14 @@ from typing import Any
 from panel_cli.config import Panel, Protocol
 from panel_cli.errors import ConfigError
 from panel_cli.located_yaml import field_name
-from panel_cli.protocols import confer, council, delphi, ensemble, orchestrate, supervise, vote
 from panel_cli.protocols.base import Finding, ProtocolRules
+from panel_cli.protocols.confer import engine as confer
+from panel_cli.protocols.council import engine as council
+from panel_cli.protocols.delphi import engine as delphi
+from panel_cli.protocols.ensemble import engine as ensemble
+from panel_cli.protocols.orchestrate import engine as orchestrate
+from panel_cli.protocols.supervise import engine as supervise
+from panel_cli.protocols.vote import engine as vote
 from panel_cli.tools.checks import tool_findings
 
 # Every protocol a panel file may name (config.Protocol) has its rules here.

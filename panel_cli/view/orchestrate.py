@@ -25,7 +25,7 @@ from panel_cli.events import (
     TaskSkipped,
     TaskStarted,
 )
-from panel_cli.protocols.plan import tree_order
+from panel_cli.protocols.orchestrate.plan import tree_order
 from panel_cli.view import fmt
 from panel_cli.view.tables import Column, Preview, StageState, fitted_table, warning_line
 from panel_cli.view.tools import ToolActivity, tools_cell

@@ -18,7 +18,7 @@ from panel_cli.events import VerdictGiven
 from panel_cli.view import fmt
 from panel_cli.view.tables import StageState, StageTable, warning_line
 
-# The engine's stage for the critic (panel_cli.protocols.supervise), named here so the
+# The engine's stage for the critic (panel_cli.protocols.supervise.engine), named here so the
 # views need not import the engine.
 STAGE = "critique"
 FEEDBACK_LIMIT = 300

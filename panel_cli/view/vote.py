@@ -27,7 +27,7 @@ from panel_cli.events import (
     VoteReceived,
     VoteTallied,
 )
-from panel_cli.protocols.tally import RunoffRound, Tally
+from panel_cli.protocols.vote.tally import RunoffRound, Tally
 from panel_cli.view import fmt
 from panel_cli.view.tables import BAR_WIDTH, WINNER, StageState, StageTable, warning_line
 from panel_cli.wording import plural

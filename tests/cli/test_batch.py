@@ -20,7 +20,7 @@ from panel_cli.cli.running import run_panel
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
 from panel_cli.llm.gateway import load_litellm
-from panel_cli.protocols.ensemble import ensemble
+from panel_cli.protocols.ensemble.engine import ensemble
 from panel_cli.store.db import TranscriptReader, TranscriptStore
 from tests.batch.panels import answer, write_panel, write_questions
 from tests.fakes.openai_server import FakeOpenAIServer, hang, responder

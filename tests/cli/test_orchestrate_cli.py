@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from panel_cli.cli.app import app
 from panel_cli.errors import UserError
 from panel_cli.events import parse_event
-from panel_cli.protocols.orchestrate import DEFAULT_WORKERS
+from panel_cli.protocols.orchestrate.engine import DEFAULT_WORKERS
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
 
 ROOT = Path(__file__).resolve().parents[2]

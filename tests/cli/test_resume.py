@@ -35,7 +35,7 @@ from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.demo import demo_reply
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import run_engine
-from panel_cli.protocols.supervise import correction_rounds
+from panel_cli.protocols.supervise.engine import correction_rounds
 from panel_cli.store.db import TranscriptReader, TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, responder
 

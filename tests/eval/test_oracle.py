@@ -10,8 +10,10 @@ from pydantic import ValidationError
 
 from panel_cli.config import Member
 from panel_cli.llm.demo import demo_reply, is_persona, oracle_accuracy, oracle_marker
-from panel_cli.protocols import confer, council, vote
-from panel_cli.protocols.ranking import RankedMember
+from panel_cli.protocols.confer import engine as confer
+from panel_cli.protocols.council import engine as council
+from panel_cli.protocols.council.ranking import RankedMember
+from panel_cli.protocols.vote import engine as vote
 from panel_cli.tasks import fence_tag
 
 OPTIONS = ["London", "Paris", "Rome", "Berlin"]

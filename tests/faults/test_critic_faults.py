@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from panel_cli.protocols.supervise import supervise
+from panel_cli.protocols.supervise.engine import supervise
 from tests.fakes.openai_server import RecordedRequest, reply_json, responder
 from tests.protocols.conftest import fenced_texts, prompt_of, task_of
 from tests.protocols.test_supervise_engine import APPROVED, TEAM, calls, rejected, supervised_panel, worker

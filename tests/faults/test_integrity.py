@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from panel_cli.protocols.confer import confer
-from panel_cli.protocols.council import council
+from panel_cli.protocols.confer.engine import confer
+from panel_cli.protocols.council.engine import council
 from tests.fakes.openai_server import RecordedRequest, responder
 from tests.protocols.conftest import block_labels, fenced_texts, make_panel, prompt_of, task_of, vote_json
 

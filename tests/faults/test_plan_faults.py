@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from panel_cli.protocols.orchestrate import orchestrate
+from panel_cli.protocols.orchestrate.engine import orchestrate
 from tests.fakes.openai_server import RecordedRequest, responder
 from tests.protocols.conftest import fenced_texts, make_panel, prompt_of, task_of
 

@@ -14,7 +14,7 @@ import pytest
 from panel_cli.config import Defaults, Member
 from panel_cli.events import BaseEvent
 from panel_cli.llm.gateway import CallResult, Gateway
-from panel_cli.protocols.confer import confer
+from panel_cli.protocols.confer.engine import confer
 from tests.fakes.openai_server import (
     FakeOpenAIServer,
     Step,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from panel_cli.protocols.vote import vote
+from panel_cli.protocols.vote.engine import vote
 from tests.fakes.openai_server import reply
 from tests.protocols.test_vote_engine import ballot, vote_panel
 

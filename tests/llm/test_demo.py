@@ -3,7 +3,7 @@
 import json
 
 from panel_cli.llm.demo import PERSONAS, SIMULATED, demo_reply
-from panel_cli.protocols.confer import PeerVote, answer_prompt, vote_prompt
+from panel_cli.protocols.confer.engine import PeerVote, answer_prompt, vote_prompt
 from panel_cli.tasks import Task, mark, render_labelled
 
 

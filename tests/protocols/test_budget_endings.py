@@ -21,13 +21,13 @@ from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.llm.budget import Budget
 from panel_cli.llm.gateway import load_litellm
-from panel_cli.protocols.confer import confer
-from panel_cli.protocols.council import council
-from panel_cli.protocols.delphi import delphi
-from panel_cli.protocols.ensemble import ensemble
-from panel_cli.protocols.orchestrate import orchestrate
-from panel_cli.protocols.supervise import supervise
-from panel_cli.protocols.vote import vote
+from panel_cli.protocols.confer.engine import confer
+from panel_cli.protocols.council.engine import council
+from panel_cli.protocols.delphi.engine import delphi
+from panel_cli.protocols.ensemble.engine import ensemble
+from panel_cli.protocols.orchestrate.engine import orchestrate
+from panel_cli.protocols.supervise.engine import supervise
+from panel_cli.protocols.vote.engine import vote
 from panel_cli.store.db import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, reply_json, responder
 from tests.protocols.conftest import Recorder, make_panel, run_recorded, task_of, vote_json

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from panel_cli.protocols.confer import confer
+from panel_cli.protocols.confer.engine import confer
 from tests.fakes.openai_server import error, hang, reply, responder
 from tests.protocols.conftest import block_labels, make_panel, prompt_of, task_of, vote_json
 

@@ -1,6 +1,6 @@
 """confer's arithmetic, without I/O (SPEC §2.1)."""
 
-from panel_cli.protocols.confer import (
+from panel_cli.protocols.confer.engine import (
     Vote,
     assign_labels,
     clamp_confidence,

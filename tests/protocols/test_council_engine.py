@@ -10,8 +10,8 @@ import pytest
 
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
-from panel_cli.protocols.council import NO_RESPONSES, council
-from panel_cli.protocols.ranking import review_order
+from panel_cli.protocols.council.engine import NO_RESPONSES, council
+from panel_cli.protocols.council.ranking import review_order
 from tests.fakes.openai_server import RecordedRequest, error, hang, reply, responder
 from tests.protocols.conftest import fenced_texts, make_panel, prompt_of, task_of
 

@@ -10,7 +10,7 @@ import pytest
 from panel_cli.errors import UserError
 from panel_cli.llm.gateway import CallResult
 from panel_cli.protocols.checks import check_panel
-from panel_cli.protocols.delphi import (
+from panel_cli.protocols.delphi.engine import (
     NO_CONTRIBUTIONS,
     Contribution,
     delphi,

@@ -8,7 +8,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from panel_cli.protocols.delphi import delphi
+from panel_cli.protocols.delphi.engine import delphi
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView
 from tests.fakes.openai_server import error, responder

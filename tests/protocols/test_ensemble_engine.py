@@ -9,7 +9,7 @@ import json
 import pytest
 
 from panel_cli.errors import UserError
-from panel_cli.protocols.ensemble import (
+from panel_cli.protocols.ensemble.engine import (
     distinct_words,
     ensemble,
     highest,

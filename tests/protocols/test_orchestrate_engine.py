@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from panel_cli.protocols.orchestrate import DEFAULT_WORKERS, NOTHING_TO_SYNTHESISE, orchestrate, team_of
+from panel_cli.protocols.orchestrate.engine import DEFAULT_WORKERS, NOTHING_TO_SYNTHESISE, orchestrate, team_of
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, error, hang, reply, responder
 from tests.protocols.conftest import fenced_texts, make_panel, prompt_of, task_of
 

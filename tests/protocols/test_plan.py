@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from panel_cli.protocols.plan import (
+from panel_cli.protocols.orchestrate.plan import (
     MAX_TASKS,
     PlanError,
     critical_path,

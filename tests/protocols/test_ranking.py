@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from panel_cli.protocols.ranking import (
+from panel_cli.protocols.council.ranking import (
     RankedMember,
     ReviewFacts,
     aggregate_rankings,

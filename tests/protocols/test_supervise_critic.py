@@ -11,7 +11,7 @@ import pytest
 from panel_cli.config import parse_panel
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.protocols.checks import RULES, check_panel
-from panel_cli.protocols.supervise import quoted_names, read_verdict
+from panel_cli.protocols.supervise.engine import quoted_names, read_verdict
 from tests.protocols.test_supervise_engine import rejected
 
 WORKERS = ["writer", "coder"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from panel_cli.config import Panel
-from panel_cli.protocols.supervise import supervise
+from panel_cli.protocols.supervise.engine import supervise
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, error, reply, reply_json, responder
 from tests.protocols.conftest import fenced_texts, prompt_of, task_of
 

@@ -8,7 +8,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from panel_cli.protocols.supervise import supervise
+from panel_cli.protocols.supervise.engine import supervise
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView
 from tests.fakes.openai_server import reply, reply_json

@@ -12,7 +12,7 @@ from panel_cli.config import Panel
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.llm.demo import demo_reply
 from panel_cli.protocols.checks import check_panel
-from panel_cli.protocols.vote import (
+from panel_cli.protocols.vote.engine import (
     ballot_prompt,
     exact_option,
     is_late,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from panel_cli.protocols.tally import (
+from panel_cli.protocols.vote.tally import (
     DEFAULT_THRESHOLD,
     METHODS,
     Ballot,

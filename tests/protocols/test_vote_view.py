@@ -7,7 +7,7 @@ from io import StringIO
 from rich.console import Console
 
 from panel_cli.events import BaseEvent, parse_event
-from panel_cli.protocols.vote import decide, vote
+from panel_cli.protocols.vote.engine import decide, vote
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView
 from tests.fakes.openai_server import reply

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from panel_cli.cli.app import app
 from panel_cli.config import load_panel, parse_panel
 from panel_cli.errors import ConfigError, UserError
-from panel_cli.protocols.confer import confer
+from panel_cli.protocols.confer.engine import confer
 from panel_cli.tasks import fence_tag
 from panel_cli.tools.attachments import MAX_ATTACHMENT_BYTES, read_attachments, render_attachments
 from tests.fakes.openai_server import reply, reply_json

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from panel_cli.protocols.confer import confer
-from panel_cli.protocols.council import council
+from panel_cli.protocols.confer.engine import confer
+from panel_cli.protocols.council.engine import council
 from tests.fakes.openai_server import reply, reply_json, tool_calls, tool_responder
 from tests.tools.conftest import answer_once, fixture_server, tool_messages, tool_panel, user_text
 

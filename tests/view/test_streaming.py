@@ -15,7 +15,7 @@ from panel_cli.cli.app import app
 from panel_cli.cli.running import run_panel
 from panel_cli.config import Panel
 from panel_cli.events import CallFinished, CallStarted, CallTextGrew, EventBus, RunStarted, StageStarted
-from panel_cli.protocols.confer import confer
+from panel_cli.protocols.confer.engine import confer
 from panel_cli.store.db import TranscriptReader, TranscriptStore
 from panel_cli.view.live import LiveView
 from panel_cli.view.orchestrate import TaskStage

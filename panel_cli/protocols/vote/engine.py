@@ -41,7 +41,7 @@ from panel_cli.llm.structured import extract_json_object
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
 from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
-from panel_cli.protocols.tally import (
+from panel_cli.protocols.vote.tally import (
     Ballot,
     MatchedBy,
     Method,

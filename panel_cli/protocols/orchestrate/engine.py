@@ -39,7 +39,7 @@ from panel_cli.events import (
 )
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules
-from panel_cli.protocols.plan import MAX_TASKS, PlanError, read_plan
+from panel_cli.protocols.orchestrate.plan import MAX_TASKS, PlanError, read_plan
 from panel_cli.protocols.stages import (
     ChairFailure,
     failure_reason,

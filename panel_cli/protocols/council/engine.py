@@ -26,7 +26,7 @@ from panel_cli.protocols.base import (
     labels_for,
     yes_no,
 )
-from panel_cli.protocols.ranking import (
+from panel_cli.protocols.council.ranking import (
     BiasReport,
     RankedMember,
     ReviewFacts,

@@ -24,7 +24,7 @@ from panel_cli.errors import UserError
 from panel_cli.events import RoundTallied, WarningRaised
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, labels_for
-from panel_cli.protocols.council import answer_prompt
+from panel_cli.protocols.council.engine import answer_prompt
 from panel_cli.protocols.stages import broadcast, failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark, render_labelled
 

@@ -1,0 +1,1 @@
+"""council: answers, an anonymous peer ranking, then a chairman's synthesis."""

@@ -1,0 +1,1 @@
+"""decide: a vote inside the group, stored as a decision; the leader chooses when no option wins."""

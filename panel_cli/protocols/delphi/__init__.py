@@ -1,0 +1,1 @@
+"""delphi: experts revise round after round, seeing each other's analyses anonymously; a synthesis closes."""

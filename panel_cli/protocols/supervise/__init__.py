@@ -1,0 +1,1 @@
+"""supervise: workers deliver their tasks; a critic approves or sends them back; a chairman consolidates."""

@@ -1,0 +1,1 @@
+"""vote: every member casts a ballot on fixed options, counted by the method against the quorum."""
