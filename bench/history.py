@@ -273,7 +273,7 @@ def engine_for(protocol: str) -> Any:
 async def run_panel(panel: Any, question: str, subscribers: list[Any]) -> None:
     from panel_cli.events import EventBus
     from panel_cli.llm.gateway import Gateway
-    from panel_cli.protocols.base import run_engine
+    from panel_cli.runs.execute import run_engine
 
     bus = EventBus(os.urandom(6).hex(), subscribers)
     gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)

@@ -119,8 +119,8 @@ async def orchestrate_once(url: str, db: Path) -> dict[str, float]:
     from panel_cli.config import Panel
     from panel_cli.events import EventBus
     from panel_cli.llm.gateway import Gateway
-    from panel_cli.protocols.base import run_engine
     from panel_cli.protocols.orchestrate.engine import orchestrate
+    from panel_cli.runs.execute import run_engine
     from panel_cli.store.db import TranscriptStore
 
     coordinator = {"name": "coordinator", "model": "openai/coordinator", "api_base": url}

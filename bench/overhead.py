@@ -131,8 +131,8 @@ async def confer_once(url: str, size: int, concurrency: int) -> float:
     from panel_cli.config import Panel
     from panel_cli.events import CallFailed, CallFinished, EventBus
     from panel_cli.llm.gateway import Gateway
-    from panel_cli.protocols.base import run_engine
     from panel_cli.protocols.confer.engine import confer
+    from panel_cli.runs.execute import run_engine
 
     panel = Panel.model_validate(
         {

@@ -134,9 +134,10 @@ async def run_once(url: str, members: int, db: Path) -> StampedTerminal:
     """One confer through the engine, the streaming gateway, litellm, the live view and the store."""
     from rich.console import Console
 
-    from panel_cli.cli.running import run_panel
     from panel_cli.config import Panel
     from panel_cli.protocols.confer.engine import confer
+    from panel_cli.runs.execute import run_panel
+    from panel_cli.runs.prepare import PreparedRun
     from panel_cli.store.db import TranscriptStore
     from panel_cli.view.live import LiveView
 
@@ -156,11 +157,8 @@ async def run_once(url: str, members: int, db: Path) -> StampedTerminal:
     store = await TranscriptStore.open(db)
     try:
         outcome = await run_panel(
-            confer,
-            panel,
-            "Which?",
+            PreparedRun(engine=confer, panel=panel, question="Which?", warnings=(), secrets=()),
             store=store,
-            secrets=[],
             view=LiveView(console),
             stream=True,
             run_id=uuid.uuid4().hex[:12],

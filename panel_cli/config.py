@@ -10,7 +10,7 @@ import os
 import re
 import shlex
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -44,7 +44,8 @@ from panel_cli.located_yaml import (
     specific_errors,
 )
 
-Protocol = Literal["confer", "council", "vote", "decide", "ensemble", "delphi", "supervise", "orchestrate"]
+# A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
+ProtocolName = str
 VoteMethod = Literal["majority", "supermajority", "unanimous", "ranked_choice", "weighted"]
 EnsembleMode = Literal["fanout", "race", "consensus", "majority", "synthesize"]
 
@@ -224,7 +225,7 @@ class Timeouts(Strict):
 
 class Panel(Strict):
     name: str = "panel"
-    protocol: Protocol = "confer"
+    protocol: ProtocolName = "confer"
     question: str | None = None
     question_file: str | None = None
     members: list[Member] = Field(min_length=1)
@@ -259,6 +260,15 @@ class Panel(Strict):
     _source_file: str | None = PrivateAttr(default=None)
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
     _expanded_values: list[str] = PrivateAttr(default_factory=list)
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, name: str) -> str:
+        from panel_cli.protocols.registry import is_protocol, unknown_protocol
+
+        if not is_protocol(name):
+            raise ValueError(unknown_protocol(name))
+        return name
 
     @model_validator(mode="after")
     def _check_names(self) -> Panel:
@@ -307,6 +317,20 @@ class Panel(Strict):
                         ((*loc, "tools", index), f"'{name}' is not a tool server of this panel ({servers})")
                     )
         return problems
+
+    def with_value(self, field: str, value: Any) -> Panel:
+        """The panel with one field set as a panel file would set it: validated by this model,
+        so the command line refuses what the file would (pydantic's ValidationError)."""
+        changed = self.model_copy()
+        type(self).__pydantic_validator__.validate_assignment(changed, field, value)
+        return changed
+
+    def with_stage_limits(self, stages: Sequence[str], seconds: float | None) -> Panel:
+        """The same time limit (None: none) for each of `stages`, the file's other stage limits kept."""
+        limits = Timeouts.model_validate(
+            {**self.timeouts.model_dump(exclude_unset=True), **dict.fromkeys(stages, seconds)}
+        )
+        return self.model_copy(update={"timeouts": limits})
 
     def with_attachments(self, paths: list[Path] | None) -> Panel:
         """The panel with more files attached (`--attach`), each as an absolute path, so a
@@ -551,8 +575,18 @@ def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, std
     raise UserError("No question: give one with -q, as 'question' or 'question_file' in the panel file, or on stdin.")
 
 
+def parse_names(value: str | None, option: str) -> list[str] | None:
+    """`gpt, claude` -> ['gpt', 'claude'], as `--members` and its kin take names; None when not given."""
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise UserError(f"{option} needs at least one name, separated by commas.")
+    return names
+
+
 def panel_from_members(
-    names: list[str], chairman: list[str] | None = None, protocol: Protocol = "council", **fields: Any
+    names: list[str], chairman: list[str] | None = None, protocol: ProtocolName = "council", **fields: Any
 ) -> Panel:
     """A panel for a run without a file: `--members gpt-4o,claude` (aliases or model ids).
 

@@ -36,6 +36,9 @@ class MemberInfo(BaseModel):
 
 
 class RunStarted(BaseEvent):
+    """A run's first event. `config` is the panel as its file and the command line set it,
+    plus what the run core adds (`panel_cli.run_keys`)."""
+
     type: Literal["run_started"] = "run_started"
     protocol: str
     panel: str

@@ -24,17 +24,18 @@ from pydantic import BaseModel
 
 from panel_cli.batch.progress import BatchProgress, BatchTotals
 from panel_cli.batch.questions import BatchQuestion
-from panel_cli.cli.options import NO_CONTROLS
-from panel_cli.cli.running import SharedCalls, capped, new_run_id, run_panel
 from panel_cli.config import Panel
 from panel_cli.errors import PanelError, UserError
 from panel_cli.events import BaseEvent, CallFailed, CallFinished
 from panel_cli.redact import redact_obj
-from panel_cli.store.rows import BATCH_TAG
+from panel_cli.run_keys import BATCH_TAG
+from panel_cli.runs.execute import SharedCalls, new_run_id, run_panel
+from panel_cli.runs.prepare import PreparedRun, run_budget
 from panel_cli.totals import RunTotals
 
 if TYPE_CHECKING:
-    from panel_cli.protocols.base import Engine, RunOutcome
+    from panel_cli.protocols.base import Engine
+    from panel_cli.runs.outcome import RunOutcome
     from panel_cli.store.db import BatchRun, TranscriptStore
 
 # The tag that names the question a run answered (`BatchQuestion.key`).
@@ -246,18 +247,21 @@ class BatchRunner:
         panel = question_panel(self.panel, question)
         try:
             # The file's `defaults.max_cost` caps each run, as it caps a run of the panel alone.
-            outcome = await run_panel(
-                self.engine,
-                panel,
-                question.question,
-                store=store,
+            prepared = PreparedRun(
+                engine=self.engine,
+                panel=panel,
+                question=question.question,
+                warnings=self.warnings,
                 secrets=self.secrets,
+                budget=run_budget(panel, allow_flag=False),
+            )
+            outcome = await run_panel(
+                prepared,
+                store=store,
                 view=usage,
                 shared=shared,
-                warnings=self.warnings,
                 tags={BATCH_TAG: self.batch_id, QUESTION_TAG: question.key},
                 run_id=run_id,
-                budget=capped(panel, NO_CONTROLS, allow_flag=False),
             )
         except PanelError:
             raise

@@ -12,58 +12,31 @@ them all, builds them all.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import os
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from functools import cached_property
-from typing import Any, cast
+from typing import Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup, TyperOption
-from typer.models import CommandInfo, DefaultPlaceholder
+from typer.core import TyperCommand, TyperGroup
+from typer.models import DefaultPlaceholder
 
 from panel_cli.cli import batch as batch_command
-from panel_cli.cli import confer as confer_command
-from panel_cli.cli import council as council_command
-from panel_cli.cli import delphi as delphi_command
-from panel_cli.cli import ensemble as ensemble_command
 from panel_cli.cli import estimate as estimate_command
 from panel_cli.cli import eval as eval_command
 from panel_cli.cli import init as init_command
 from panel_cli.cli import inspect as inspect_commands
-from panel_cli.cli import orchestrate as orchestrate_command
 from panel_cli.cli import resume as resume_command
 from panel_cli.cli import run as run_command
-from panel_cli.cli import supervise as supervise_command
-from panel_cli.cli import vote as vote_command
+from panel_cli.cli.commands import PanelCommand, PanelGroup
 from panel_cli.errors import PanelError
 
 # history_app's own help, repeated here so that `panel --help` need not import it;
 # tests/cli/test_app.py checks that the two agree.
 HISTORY_HELP = "List and inspect the runs kept in the transcript store."
-
-
-class PlainFlags:
-    """Typer's Rich help prints a value type after every option, flags included
-    (`--json <bool>`), though a flag takes no value. A blank metavar prints nothing.
-    Done on the command rather than on each option, so that Typer's own flags (`--help`,
-    `--install-completion`) and every command module's flags read alike."""
-
-    def get_params(self, ctx: typer.Context) -> list[Any]:
-        params: list[Any] = super().get_params(ctx)  # type: ignore[misc]
-        for param in params:
-            if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
-                param.metavar = ""
-        return params
-
-
-class PanelCommand(PlainFlags, TyperCommand):
-    """A command of `panel`: Typer's, with plain flags in its help."""
-
-
-class PanelGroup(PlainFlags, TyperGroup):
-    """A command group of `panel`: Typer's, with plain flags in its help."""
 
 
 def adopt(sub_app: typer.Typer) -> None:
@@ -77,46 +50,55 @@ def adopt(sub_app: typer.Typer) -> None:
 
 
 class CommandsOnDemand(MutableMapping[str, TyperCommand]):
-    """A Typer app's commands by name, each built the first time it is looked up. Click looks
-    up only the command a line names; listing the names builds nothing; help, which shows
-    every command's one-line help, builds them all."""
+    """A group's commands by name, each built the first time it is looked up: those a Typer
+    app registers, and each protocol's, built from its spec. Click looks up only the command a
+    line names; listing the names builds nothing; help, which shows every command's one-line
+    help, builds them all."""
 
-    def __init__(self, typer_app: typer.Typer) -> None:
-        self._typer_app = typer_app
-        self._infos: dict[str, CommandInfo] = {
-            info.name or typer.main.get_command_name(info.callback.__name__): info  # type: ignore[union-attr]
-            for info in typer_app.registered_commands
+    def __init__(self, typer_app: typer.Typer, protocols: Iterable[str] = ()) -> None:
+        settings = {
+            "pretty_exceptions_short": typer_app.pretty_exceptions_short,
+            "rich_markup_mode": typer_app.rich_markup_mode,
         }
+        self._builders: dict[str, Callable[[], TyperCommand]] = {
+            name: functools.partial(build_protocol_command, name, settings) for name in protocols
+        }
+        for info in typer_app.registered_commands:
+            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+            self._builders[name] = functools.partial(typer.main.get_command_from_info, info, **settings)
         self._built: dict[str, TyperCommand] = {}
 
     def __getitem__(self, name: str) -> TyperCommand:
         if name not in self._built:
-            built = typer.main.get_command_from_info(
-                self._infos[name],
-                pretty_exceptions_short=self._typer_app.pretty_exceptions_short,
-                rich_markup_mode=self._typer_app.rich_markup_mode,
-            )
-            self._built[name] = cast(TyperCommand, built)  # `adopt` gave every command a TyperCommand class
+            self._built[name] = self._builders[name]()
         return self._built[name]
 
     def __setitem__(self, name: str, command: TyperCommand) -> None:
-        self._infos.pop(name, None)
+        self._builders.pop(name, None)
         self._built[name] = command
 
     def __delitem__(self, name: str) -> None:
         if name not in self:
             raise KeyError(name)
-        self._infos.pop(name, None)
+        self._builders.pop(name, None)
         self._built.pop(name, None)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._infos or name in self._built
+        return name in self._builders or name in self._built
 
     def __iter__(self) -> Iterator[str]:
-        return iter({**self._infos, **self._built})
+        return iter({**self._builders, **self._built})
 
     def __len__(self) -> int:
-        return len({**self._infos, **self._built})
+        return len({**self._builders, **self._built})
+
+
+def build_protocol_command(name: str, settings: dict[str, Any]) -> TyperCommand:
+    """A protocol's command, from its spec: imported only when a command line names it (or help lists it)."""
+    from panel_cli.cli.protocol_commands import protocol_command
+    from panel_cli.protocols.registry import spec
+
+    return protocol_command(spec(name), **settings)
 
 
 class LazyGroup(TyperGroup):
@@ -148,18 +130,16 @@ class LazyGroup(TyperGroup):
         return self.group.make_context(info_name, args, parent=parent, **extra)
 
 
-class SpreadOptionsCommand(vote_command.SpreadOptions, PanelCommand):
-    """`panel vote` and `panel decide`: `--options A B C` takes every word up to the next flag."""
-
-
 class RootGroup(PanelGroup):
-    """The `panel` group: the commands registered on `root_commands`, each built when a command
-    line names it, then the lazily loaded groups."""
+    """The `panel` group: every protocol's command and those registered on `root_commands`, each
+    built when a command line names it, then the lazily loaded groups."""
 
     def __init__(self, **attrs: Any) -> None:
+        from panel_cli.protocols.registry import names
+
         super().__init__(**attrs)
         registered_on_app = dict(self.commands)  # a command registered on `app` itself still counts
-        self.commands = CommandsOnDemand(root_commands)
+        self.commands = CommandsOnDemand(root_commands, names())
         self.commands.update(registered_on_app)
         self.add_command(LazyGroup("history", "panel_cli.cli.history:history_app", help=HISTORY_HELP))
 
@@ -202,20 +182,12 @@ def main_options(
         os.environ["PANEL_TRACEBACK"] = "1"
 
 
-root_commands.command("confer", cls=PanelCommand)(confer_command.confer)
-root_commands.command("council", cls=PanelCommand)(council_command.council)
-root_commands.command("ensemble", cls=PanelCommand)(ensemble_command.ensemble)
-root_commands.command("delphi", cls=PanelCommand)(delphi_command.delphi)
-root_commands.command("supervise", cls=PanelCommand)(supervise_command.supervise)
 root_commands.command("estimate", cls=PanelCommand)(estimate_command.estimate)
-root_commands.command("orchestrate", cls=PanelCommand)(orchestrate_command.orchestrate)
 root_commands.command("validate", cls=PanelCommand)(inspect_commands.validate)
 root_commands.command("models", cls=PanelCommand)(inspect_commands.models)
-root_commands.command("run", cls=PanelCommand)(run_command.run)
+root_commands.command("run", cls=PanelCommand, context_settings=run_command.CONTEXT_SETTINGS)(run_command.run)
 root_commands.command("resume", cls=PanelCommand)(resume_command.resume)
 root_commands.command("init", cls=PanelCommand)(init_command.init)
-root_commands.command("vote", cls=SpreadOptionsCommand)(vote_command.vote)
-root_commands.command("decide", cls=SpreadOptionsCommand)(vote_command.decide)
 root_commands.command("batch", cls=PanelCommand)(batch_command.batch)
 root_commands.command("eval", cls=PanelCommand)(eval_command.eval_command)
 

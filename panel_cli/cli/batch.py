@@ -63,9 +63,6 @@ def batch(
     demo: bool = options.DEMO,
 ) -> None:
     """Run the panel once per question of a file, several at a time; resumable, and splittable across machines."""
-    from panel_cli.cli.running import apply_demo, begin_run
-
-    loader = begin_run()
     import asyncio
 
     from rich.console import Console
@@ -74,14 +71,17 @@ def batch(
     from panel_cli.batch.questions import parse_shard, read_questions
     from panel_cli.batch.questions import shard as slice_of
     from panel_cli.batch.runner import BatchRunner, BatchSummary, ResultsFile
-    from panel_cli.cli.options import NO_CONTROLS
-    from panel_cli.cli.resume import engine_for
-    from panel_cli.cli.running import capped, ready_to_call
-    from panel_cli.cli.signals import run_until_signal
+    from panel_cli.cli.signals import on_sigterm_exit, run_until_signal
     from panel_cli.config import load_panel
+    from panel_cli.protocols.registry import engine_of
+    from panel_cli.runs.loader import GatewayLoader
+    from panel_cli.runs.prepare import ready_to_call, run_budget
     from panel_cli.store.db import resolve_db_path
 
-    panel = apply_demo(load_panel(panel_file), demo)
+    on_sigterm_exit()
+    panel = load_panel(panel_file)
+    panel = panel.as_demo() if demo else panel
+    loader = GatewayLoader()
     questions = read_questions(questions_file)
     warnings = _checked(panel, panel_file, questions, questions_file)
     slices = parse_shard(shard) if shard is not None else None
@@ -96,9 +96,7 @@ def batch(
     secrets = ready_to_call(
         loader, panel, console=progress_console, show_progress=progress_console.is_terminal and not quiet
     )
-    capped(
-        panel, NO_CONTROLS, allow_flag=False
-    )  # a cost cap over a member of unknown price stops the batch here, not each run
+    run_budget(panel, allow_flag=False)  # a cost cap over a member of unknown price stops the batch here, not each run
     results = ResultsFile(output)
     results.rewrite(_in_order(questions, lines))
     totals = BatchTotals(questions=len(questions), skipped=len(lines), done=len(lines))
@@ -109,7 +107,7 @@ def batch(
     progress = make_progress(batch_id, totals, json_mode=json_mode, quiet=quiet)
     runner = BatchRunner(
         batch_id=batch_id,
-        engine=engine_for(panel.protocol),
+        engine=engine_of(panel.protocol),
         panel=panel,
         questions=to_run,
         lines=lines,
@@ -166,9 +164,9 @@ def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], que
     protocol: only vote and decide take options, and a vote panel with none of its own needs
     every question to bring them. Returns the warnings each run raises."""
     from panel_cli.batch.runner import OPTION_PROTOCOLS, question_panel
-    from panel_cli.cli.running import declared_protocol
     from panel_cli.errors import ConfigError
     from panel_cli.protocols.checks import check_panel
+    from panel_cli.runs.panels import declared_protocol
 
     protocol = panel.protocol
     with_options = [question for question in questions if question.options]

@@ -13,9 +13,9 @@ from panel_cli.cli import options
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from panel_cli.cli.running import GatewayLoader
     from panel_cli.config import Panel
-    from panel_cli.followup import FollowUp
+    from panel_cli.runs.followup import FollowUp
+    from panel_cli.runs.loader import GatewayLoader
 
 
 def show_estimate(
@@ -32,8 +32,8 @@ def show_estimate(
     follow-up's earlier turns are counted in every prompt, as its run sends them."""
     from rich.console import Console
 
-    from panel_cli.cli.running import check_routable
     from panel_cli.estimate.build import estimate_run
+    from panel_cli.runs.prepare import check_routable
 
     progress = Console(stderr=True) if json_mode else console
     check_routable(loader.wait(progress, show_progress=progress.is_terminal), panel)
@@ -54,15 +54,9 @@ def estimate(
     attach: list[Path] | None = options.ATTACH,
 ) -> None:
     """Show the calls, tokens and cost a run of the panel would take, calling no model."""
-    from panel_cli.cli.run import run
+    from panel_cli.cli.protocol_commands import run_protocol
+    from panel_cli.config import load_panel
+    from panel_cli.protocols.registry import spec
 
-    run(
-        panel_file=panel_file,
-        question=question,
-        json_mode=json_mode,
-        quiet=False,
-        db=None,
-        demo=demo,
-        attach=attach,
-        controls=options.RunControls(dry_run=True),
-    )
+    given = {"panel_file": panel_file, "question": question, "json_mode": json_mode, "demo": demo, "attach": attach}
+    run_protocol(spec(load_panel(panel_file).protocol), {**given, "dry_run": True})

@@ -68,7 +68,7 @@ def eval_command(
     if list_datasets:
         _list_datasets(Console(), json_mode)
         return
-    from panel_cli.cli.running import begin_run
+    from panel_cli.cli.signals import on_sigterm_exit
     from panel_cli.errors import UserError
 
     if panel_file is None:
@@ -77,22 +77,23 @@ def eval_command(
         raise UserError(
             "--dataset is needed: a JSONL file of questions with answers, or builtin:general (panel eval --list-datasets)."
         )
-    loader = begin_run()
+    on_sigterm_exit()
     import asyncio
     import json
     import secrets as random_ids
 
-    from panel_cli.cli.options import NO_CONTROLS
-    from panel_cli.cli.running import capped, ready_to_call
     from panel_cli.cli.signals import run_until_signal
     from panel_cli.config import load_panel
     from panel_cli.eval.datasets import load_dataset
     from panel_cli.eval.report import markdown, render
     from panel_cli.eval.runner import plan_eval, run_eval
     from panel_cli.redact import redact_obj
+    from panel_cli.runs.loader import GatewayLoader
+    from panel_cli.runs.prepare import ready_to_call, run_budget
     from panel_cli.store.db import TranscriptStore, resolve_db_path
 
     panel = load_panel(panel_file)
+    loader = GatewayLoader()
     data = load_dataset(dataset)
     if limit is not None:
         data = data.model_copy(update={"items": data.items[:limit]})
@@ -102,8 +103,8 @@ def eval_command(
     console = Console()
     progress_console = Console(stderr=True) if json_mode else console
     secrets = ready_to_call(loader, plan.called, console=progress_console, show_progress=progress_console.is_terminal)
-    capped(
-        plan.called, NO_CONTROLS, allow_flag=False
+    run_budget(
+        plan.called, allow_flag=False
     )  # a cost cap over a member of unknown price stops the eval here, not each run
     db_path = resolve_db_path(db)
     eval_id = "e" + random_ids.token_hex(5)

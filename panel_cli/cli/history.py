@@ -782,8 +782,7 @@ def retally_run(
     import time
     import uuid
 
-    from panel_cli.cli.vote import parse_method
-    from panel_cli.protocols.vote.tally import retally, stored_vote
+    from panel_cli.protocols.vote.tally import parse_method, retally, stored_vote
 
     chosen = parse_method(method) if method is not None else None
     with TranscriptReader.open(db) as reader:

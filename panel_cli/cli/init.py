@@ -3,7 +3,7 @@
 Each protocol gets two files: `<protocol>.demo.yaml`, which runs offline at once, and
 `<protocol>.yaml`, the same panel on real models, to edit. `defaults.yaml` (the members a
 command uses when it is given no file and no `--members`) goes to the config directory,
-where `panel_cli.cli.panels` looks for it. A file that is already there is never touched:
+where `panel_cli.runs.panels` looks for it. A file that is already there is never touched:
 it may hold the user's edits.
 """
 
@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-
-from panel_cli.cli.panels import DEFAULT_PANEL_FILE
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -35,6 +33,7 @@ def init(
     from rich.text import Text
 
     from panel_cli.llm.aliases import config_dir
+    from panel_cli.runs.panels import DEFAULT_PANEL_FILE
 
     starters = starter_files()
     panels = {name: directory / name for name in starters if name != DEFAULT_PANEL_FILE}

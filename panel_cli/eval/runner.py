@@ -18,12 +18,11 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, get_args
+from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from panel_cli.config import Member, Panel
-from panel_cli.config import Protocol as ProtocolName
+from panel_cli.config import Member, Panel, ProtocolName
 from panel_cli.errors import UserError
 from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.eval.grading import JudgeCall, grade, judge_answer
@@ -31,6 +30,7 @@ from panel_cli.eval.results import BASELINE, EvalResult, ItemResult, compare, ju
 from panel_cli.events import BaseEvent, Subscriber
 from panel_cli.llm.demo import oracle_accuracy, oracle_marker
 from panel_cli.located_yaml import describe_error
+from panel_cli.protocols import registry
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.checks import check_panel
 from panel_cli.protocols.vote.engine import options_block
@@ -38,7 +38,6 @@ from panel_cli.redact import redact
 from panel_cli.totals import RunTotals
 
 T = TypeVar("T")
-PROTOCOLS: tuple[ProtocolName, ...] = get_args(ProtocolName)
 DEFAULT_PROTOCOLS: tuple[ProtocolName, ...] = ("confer", "council", "vote")
 # Protocols that vote on the question's options rather than answer it in words.
 VOTING = frozenset({"vote", "decide"})
@@ -96,9 +95,9 @@ def parse_protocols(value: str | None, dataset: Dataset) -> list[ProtocolName]:
         raise UserError("--protocols needs at least one protocol, separated by commas (e.g. confer,council,vote).")
     chosen: list[ProtocolName] = []
     for name in names:
-        protocol = next((known for known in PROTOCOLS if known == name), None)
+        protocol = next((known for known in registry.names() if known == name), None)
         if protocol is None:
-            raise UserError(f"--protocols: '{name}' is not a protocol; choose from {', '.join(PROTOCOLS)}.")
+            raise UserError(f"--protocols: '{name}' is not a protocol; choose from {', '.join(registry.names())}.")
         if protocol in chosen:
             raise UserError(f"--protocols: '{name}' is given twice.")
         chosen.append(protocol)
@@ -212,9 +211,9 @@ async def run_eval(
     """Run every system on every question, grade, and score. A run that fails outright is
     graded wrong and the eval goes on; Ctrl-C cancels every run in flight (each is stored as
     interrupted) and ends the eval."""
-    from panel_cli.cli.options import NO_CONTROLS
-    from panel_cli.cli.resume import engine_for
-    from panel_cli.cli.running import SharedCalls, capped, new_run_id, run_panel
+    from panel_cli.protocols.registry import engine_of
+    from panel_cli.runs.execute import SharedCalls, new_run_id, run_panel
+    from panel_cli.runs.prepare import PreparedRun, run_budget
 
     shared = SharedCalls()
     judge_gateway = shared.gateway(_discard, plan.panel, None) if plan.judge is not None else None
@@ -237,17 +236,15 @@ async def run_eval(
         answer: str | None = None
         error: str | None = None
         try:
-            outcome = await run_panel(
-                engine,
-                panel,
-                question_text(item, system.protocol),
-                store=record,
+            prepared = PreparedRun(
+                engine=engine,
+                panel=panel,
+                question=question_text(item, system.protocol),
+                warnings=(),
                 secrets=secrets,
-                shared=shared,
-                tags=tags,
-                run_id=run_id,
-                budget=capped(panel, NO_CONTROLS, allow_flag=False),
+                budget=run_budget(panel, allow_flag=False),
             )
+            outcome = await run_panel(prepared, store=record, shared=shared, tags=tags, run_id=run_id)
             answer = None if outcome.result.final_answer is None else redact(outcome.result.final_answer, secrets)
         except Exception as exc:  # the run is stored as failed; one broken question does not end the eval
             error = redact(f"{type(exc).__name__}: {exc}", secrets)
@@ -277,7 +274,7 @@ async def run_eval(
     by_system: dict[str, list[ItemResult]] = {}
     try:
         for system in plan.systems:
-            engine = engine_for(system.protocol)
+            engine = engine_of(system.protocol)
             if progress is not None:
                 progress.start(system.name, len(items))
             started = time.perf_counter()

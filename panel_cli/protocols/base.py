@@ -1,35 +1,20 @@
-"""What every protocol shares: the engine signature, stage deadlines, the result envelope, and
-the run around an engine (run started, then finished / failed / interrupted)."""
+"""What every protocol shares: the engine signature, its result's first fields, the rules a
+protocol reads from a panel, stage deadlines and labels. The run around an engine is the run
+core's (`panel_cli.runs.execute`)."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
 from panel_cli.config import Panel
-from panel_cli.events import (
-    BaseEvent,
-    EventBus,
-    MemberInfo,
-    RunFailed,
-    RunFinished,
-    RunInterrupted,
-    RunStarted,
-    WarningRaised,
-)
-from panel_cli.llm.budget import BudgetReport
-from panel_cli.llm.gateway import AnsweredCall, Gateway
-from panel_cli.tasks import fence_tag, new_fence_tag
-from panel_cli.tools.equip import equipped
-from panel_cli.totals import RunTotals
+from panel_cli.events import BaseEvent
 
 if TYPE_CHECKING:
-    from panel_cli.followup import FollowUp
+    from panel_cli.llm.gateway import Gateway
 
 Emit = Callable[[BaseEvent], Awaitable[Any]]
 
@@ -38,16 +23,6 @@ Finding = tuple[tuple[str | int, ...], str]
 
 # SPEC: a stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise.
 DEFAULT_STAGE_TIMEOUT = 300.0
-
-# What RunStarted's config holds beside the panel: the run's fence tag, the run a resumed run
-# continues, and the tags of a run made by `panel batch` or `panel eval` (the store reads them
-# as store.rows.TAGS_KEY). A resumed run rebuilds its panel from the config without them.
-FENCE_TAG_KEY = "fence_tag"
-RESUMED_FROM_KEY = "resumed_from"
-# The run a follow-up (`--continue`) continues; the store keeps it as store.rows.PARENT_ID_KEY.
-PARENT_ID_KEY = "parent_id"
-TAGS_KEY = "tags"
-RUN_KEYS = frozenset({FENCE_TAG_KEY, RESUMED_FROM_KEY, TAGS_KEY, PARENT_ID_KEY})
 
 
 class ProtocolResult(BaseModel):
@@ -59,41 +34,6 @@ class ProtocolResult(BaseModel):
     @property
     def reached_answer(self) -> bool:
         return self.final_answer is not None
-
-
-class RunEnvelope(BaseModel):
-    """The fields every protocol's result starts with, in this order (SPEC §4), so a script
-    reads any run the same way. `excluded_members` names each member that failed for good
-    and was not called again, with the reason. `budget_exhausted`: the run's spending cap
-    (`--max-cost`, `--max-calls`) refused a call and the protocol ended with what it had;
-    `budget` has the caps and the spend (null for a run without a cap)."""
-
-    run_id: str
-    protocol: str
-    question: str
-    final_answer: str | None
-    reached_answer: bool
-    duration_s: float
-    calls: int
-    tokens: int | None
-    cost: float | None
-    warnings: list[str]
-    excluded_members: dict[str, str]
-    budget_exhausted: bool = False
-    budget: BudgetReport | None = None
-    parent_id: str | None = None
-
-
-class RunOutcome(BaseModel):
-    envelope: RunEnvelope
-    result: ProtocolResult
-
-    def payload(self) -> dict[str, Any]:
-        """The envelope, then the protocol's own fields: what `--json` prints and the store keeps."""
-        return {
-            **self.envelope.model_dump(mode="json"),
-            **self.result.model_dump(mode="json", exclude={"final_answer"}),
-        }
 
 
 @dataclass(frozen=True)
@@ -141,19 +81,6 @@ def describe_duration(seconds: float | None) -> str:
     return (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes or not hours else "")
 
 
-@dataclass(frozen=True)
-class Continuation:
-    """What a resumed run takes over from the run it continues: that run's id (recorded as
-    `resumed_from`), its fence tag, so every prompt comes out byte for byte as it did then
-    and hashes alike (None for a run stored before tags were recorded: a fresh one is drawn),
-    and its answered calls by request hash, in the order they ended, which the gateway
-    answers from, each once."""
-
-    run_id: str
-    fence_tag: str | None
-    answered: Mapping[str, Sequence[AnsweredCall]]
-
-
 class Engine(Protocol):
     async def __call__(self, panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ProtocolResult: ...
 
@@ -172,93 +99,9 @@ def labels_for(count: int) -> list[str]:
     return out
 
 
-def run_config(panel: Panel) -> dict[str, Any]:
-    """The panel as RunStarted records it: the fields its file and the command line set, and
-    no default. Rebuilt from this, a resumed run's panel is the same panel, down to which
-    fields were set: a protocol that tells a set field from a default (supervise's
-    `max_rounds`, a stage limit set to `none`) behaves as it did."""
-    return panel.model_dump(mode="json", exclude_unset=True)
-
-
 def drawn(panel: Panel) -> Panel:
     """The panel with what its protocol draws at random drawn now (`ProtocolRules.draw`)."""
-    from panel_cli.protocols.checks import RULES
+    from panel_cli.protocols.registry import rules_of
 
-    draw = RULES[panel.protocol].draw
+    draw = rules_of(panel.protocol).draw
     return draw(panel) if draw is not None else panel
-
-
-async def run_engine(
-    engine: Engine,
-    panel: Panel,
-    question: str,
-    gateway: Gateway,
-    bus: EventBus,
-    warnings: Sequence[str] = (),
-    *,
-    continuing: Continuation | None = None,
-    follow_up: FollowUp | None = None,
-) -> RunOutcome:
-    """Run an engine inside the run envelope, so a store or view always sees how it ended.
-
-    `warnings` found before the run (a field the protocol ignores, …) are raised first, so
-    they are shown, stored and counted like the engine's own. Every quoted text of the run is
-    fenced with one random tag, recorded in the run's config with any seed the protocol draws,
-    so that `continuing` (a resumed run) can fence and draw exactly as the run it continues.
-    `follow_up`: the earlier run this one continues (`parent_id` in its config), whose thread
-    every call gets first."""
-    totals = RunTotals()
-    bus.subscribe(totals)
-    started = time.perf_counter()
-    panel = drawn(panel)
-    tag = continuing.fence_tag if continuing is not None and continuing.fence_tag else new_fence_tag()
-    config = run_config(panel) | {FENCE_TAG_KEY: tag}
-    if continuing is not None:
-        config[RESUMED_FROM_KEY] = continuing.run_id
-    if follow_up is not None:
-        config[PARENT_ID_KEY] = follow_up.parent_id
-        gateway.follow(follow_up.turns)
-    stamped = await bus.emit(
-        RunStarted(
-            protocol=panel.protocol,
-            panel=panel.name,
-            question=question,
-            members=[MemberInfo(name=m.name, model=m.model) for m in panel.members],
-            config=config,
-        )
-    )
-    for warning in warnings:
-        await bus.emit(WarningRaised(message=warning))
-    try:
-        with fence_tag(tag):
-            async with equipped(panel, gateway, bus.emit):
-                result = await engine(panel, question, gateway, bus.emit)
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        await asyncio.shield(bus.emit(RunInterrupted()))
-        raise
-    except Exception as exc:
-        await bus.emit(RunFailed(message=f"{type(exc).__name__}: {exc}"))
-        raise
-    outcome = RunOutcome(
-        envelope=RunEnvelope(
-            run_id=stamped.run_id,
-            protocol=panel.protocol,
-            question=question,
-            final_answer=result.final_answer,
-            reached_answer=result.reached_answer,
-            duration_s=round(time.perf_counter() - started, 3),
-            calls=totals.calls,
-            tokens=totals.tokens,
-            cost=totals.cost,
-            warnings=list(totals.warnings),
-            excluded_members=dict(gateway.excluded),
-            budget_exhausted=gateway.budget_exhausted,
-            budget=gateway.budget.report() if gateway.budget is not None else None,
-            parent_id=follow_up.parent_id if follow_up is not None else None,
-        ),
-        result=result,
-    )
-    await bus.emit(
-        RunFinished(final_answer=result.final_answer, reached_answer=result.reached_answer, result=outcome.payload())
-    )
-    return outcome

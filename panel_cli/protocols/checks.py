@@ -9,30 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from panel_cli.config import Panel, Protocol
+from panel_cli.config import Panel
 from panel_cli.errors import ConfigError
 from panel_cli.located_yaml import field_name
-from panel_cli.protocols.base import Finding, ProtocolRules
-from panel_cli.protocols.confer import engine as confer
-from panel_cli.protocols.council import engine as council
-from panel_cli.protocols.delphi import engine as delphi
-from panel_cli.protocols.ensemble import engine as ensemble
-from panel_cli.protocols.orchestrate import engine as orchestrate
-from panel_cli.protocols.supervise import engine as supervise
-from panel_cli.protocols.vote import engine as vote
+from panel_cli.protocols.base import Finding
+from panel_cli.protocols.registry import rules_of
 from panel_cli.tools.checks import tool_findings
-
-# Every protocol a panel file may name (config.Protocol) has its rules here.
-RULES: dict[Protocol, ProtocolRules] = {
-    "confer": confer.RULES,
-    "council": council.RULES,
-    "ensemble": ensemble.RULES,
-    "orchestrate": orchestrate.RULES,
-    "vote": vote.RULES,
-    "decide": vote.DECIDE_RULES,
-    "delphi": delphi.RULES,
-    "supervise": supervise.RULES,
-}
 
 # Fields every protocol reads, and the member fields only some do.
 COMMON_FIELDS = frozenset(
@@ -52,12 +34,12 @@ COMMON_FIELDS = frozenset(
 OPTIONAL_MEMBER_FIELDS = frozenset({"weight", "task"})
 
 
-def check_panel(panel: Panel, protocol: Protocol, declared: str | None = None) -> list[str]:
+def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> list[str]:
     """Raise UserError if `protocol` cannot run `panel`; return the warnings a run would raise.
 
     `declared` is the protocol the panel file names, if it names one. A file written for
     another protocol gets one warning saying so, rather than one per field it sets for it."""
-    rules = RULES[protocol]
+    rules = rules_of(protocol)
     findings: list[Finding] = list(rules.check(panel)) if rules.check else []
     if declared is not None and declared != protocol:
         findings = [

@@ -27,9 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from panel_cli.errors import UserError
 from panel_cli.redact import redact_obj, secret_values
+from panel_cli.run_keys import TAGS_KEY
 from panel_cli.store.migrations import MIGRATIONS, TEXTS_VERSION, migrate, schema_version
 from panel_cli.store.processes import process_alive, this_host
-from panel_cli.store.rows import TAGS_KEY, call_fields, decision_fields, envelope, restore, run_fields
+from panel_cli.store.rows import call_fields, decision_fields, envelope, restore, run_fields
 from panel_cli.store.texts import MissingTextError, TextCache, collect_garbage, decode, dumps, refs_in
 from panel_cli.store.times import epoch, iso_time, optional_epoch
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
-    from panel_cli.events import BaseEvent
+    from panel_cli.run_keys import BaseEvent
     from panel_cli.store.stats import StatsReport
     from panel_cli.store.writer import RunWriter
 

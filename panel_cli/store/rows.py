@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from panel_cli.run_keys import BATCH_TAG, PARENT_ID_KEY, TAGS_KEY
 from panel_cli.store.texts import TextCache, decode, dumps
 from panel_cli.store.times import optional_epoch
 
@@ -76,13 +77,9 @@ DERIVED: dict[str, frozenset[str]] = {
     "run_started": frozenset({"protocol", "panel", "question", "config"}),
 }
 ENVELOPE = ("run_id", "seq", "ts", "type")
-# A run's tags (`panel_cli.cli.running.run_panel`) are kept in RunStarted's config under this
-# key; its batch id (`panel batch`) also goes to a column of its own, to find a batch's runs.
-TAGS_KEY = "tags"
-BATCH_TAG = "batch"
-# The run a follow-up continues is kept in RunStarted's config under this key (as
-# `panel_cli.protocols.base.PARENT_ID_KEY`), and in the `parent_id` column to walk threads.
-PARENT_ID_KEY = "parent_id"
+# A run's batch id (`panel batch`) and the run a follow-up continues, kept in RunStarted's
+# config (`panel_cli.run_keys`), also go to columns of their own (`runs.batch_id`,
+# `runs.parent_id`), to find a batch's runs and walk a thread.
 
 
 def run_fields(row: Mapping[str, Any], texts: TextCache, kind: str) -> dict[str, Any]:

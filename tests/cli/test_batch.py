@@ -16,11 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
-from panel_cli.cli.running import run_panel
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
 from panel_cli.llm.gateway import load_litellm
 from panel_cli.protocols.ensemble.engine import ensemble
+from panel_cli.runs.execute import run_panel
+from panel_cli.runs.prepare import PreparedRun
 from panel_cli.store.db import TranscriptReader, TranscriptStore
 from tests.batch.panels import answer, write_panel, write_questions
 from tests.fakes.openai_server import FakeOpenAIServer, hang, responder
@@ -146,11 +147,8 @@ async def interrupted_run(files: dict[str, Path], server: FakeOpenAIServer, batc
     async with await TranscriptStore.open(files["db"]) as store:
         task = asyncio.create_task(
             run_panel(
-                ensemble,
-                panel,
-                f"What is Q{number}?",
+                PreparedRun(engine=ensemble, panel=panel, question=f"What is Q{number}?", warnings=(), secrets=()),
                 store=store,
-                secrets=[],
                 tags={"batch": batch_id, "question": f"q{number}"},
             )
         )

@@ -24,7 +24,7 @@ from panel_cli.cli.history import history_app
 from panel_cli.config import Panel, load_panel
 from panel_cli.events import EventBus
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.base import Engine, run_engine
+from panel_cli.protocols.base import Engine
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.council.engine import council
 from panel_cli.protocols.delphi.engine import delphi
@@ -32,6 +32,7 @@ from panel_cli.protocols.ensemble.engine import ensemble
 from panel_cli.protocols.orchestrate.engine import orchestrate
 from panel_cli.protocols.supervise.engine import supervise
 from panel_cli.protocols.vote.engine import decide, vote
+from panel_cli.runs.execute import run_engine
 from panel_cli.store.db import TranscriptStore
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView

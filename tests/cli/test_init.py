@@ -4,18 +4,18 @@ file, every one valid without a warning, and every demo variant running offline.
 from __future__ import annotations
 
 import json
-import typing
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
-from panel_cli.config import Protocol, load_panel
+from panel_cli.config import load_panel
 from panel_cli.llm.aliases import config_dir
+from panel_cli.protocols.registry import names
 
 runner = CliRunner(env={"COLUMNS": "200"})
-PROTOCOLS = list(typing.get_args(Protocol))
+PROTOCOLS = list(names())
 PANEL_FILES = sorted(
     [f"{protocol}.demo.yaml" for protocol in PROTOCOLS] + [f"{protocol}.yaml" for protocol in PROTOCOLS]
 )

@@ -18,7 +18,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import typing
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
@@ -28,21 +27,22 @@ import yaml
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
-from panel_cli.cli.resume import ENGINES, engine_for, stored_panel
-from panel_cli.config import Protocol, load_panel
+from panel_cli.config import load_panel
 from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.demo import demo_reply
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.base import run_engine
+from panel_cli.protocols.registry import engine_of, names
 from panel_cli.protocols.supervise.engine import correction_rounds
+from panel_cli.runs.execute import run_engine
+from panel_cli.runs.resume import stored_panel
 from panel_cli.store.db import TranscriptReader, TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, responder
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner(env={"COLUMNS": "200"})
 PERSONA = responder(lambda request: demo_reply(request.model, request.messages))
-PROTOCOLS = list(typing.get_args(Protocol))
+PROTOCOLS = list(names())
 HANG_GUARD = 90.0  # seconds: a stuck test fails instead of hanging; never a measurement
 
 
@@ -103,7 +103,7 @@ async def interrupted_run(panel_file: Path, db: Path, ready: Callable[[int], boo
     counter = Finished()
     bus = EventBus("interrupted01", [store, counter])
     gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
-    task = asyncio.create_task(run_engine(engine_for(panel.protocol), panel, panel.question or "", gateway, bus))
+    task = asyncio.create_task(run_engine(engine_of(panel.protocol), panel, panel.question or "", gateway, bus))
     try:
         deadline = time.monotonic() + HANG_GUARD
         while not ready(counter.count):
@@ -330,7 +330,7 @@ def test_a_run_still_running_is_not_resumed(fake_server: FakeOpenAIServer, tmp_p
         store = await TranscriptStore.open(db)
         bus = EventBus("stillrunning", [store])
         gateway = Gateway(bus.emit, defaults=panel.defaults)
-        task = asyncio.create_task(run_engine(engine_for("vote"), panel, panel.question or "", gateway, bus))
+        task = asyncio.create_task(run_engine(engine_of("vote"), panel, panel.question or "", gateway, bus))
         try:
             deadline = time.monotonic() + HANG_GUARD
             while len(fake_server.requests) < len(panel.members):
@@ -397,8 +397,7 @@ def test_the_panel_a_run_stores_is_the_panel_it_ran(tmp_path: Path) -> None:
 
 
 def test_every_protocol_has_its_engine() -> None:
-    engines: dict[str, Callable[..., object]] = {protocol: engine_for(protocol) for protocol in PROTOCOLS}
-    assert set(ENGINES) == set(PROTOCOLS)
+    engines: dict[str, Callable[..., object]] = {protocol: engine_of(protocol) for protocol in PROTOCOLS}
     assert {protocol: engine.__name__ for protocol, engine in engines.items()} == {
         protocol: protocol for protocol in PROTOCOLS
     }

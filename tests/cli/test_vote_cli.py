@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
-from panel_cli.cli.vote import spread_options
+from panel_cli.cli.commands import spread_words
 from panel_cli.store.db import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
 
@@ -63,7 +63,7 @@ def invoke(*args: str, input: str | None = None) -> dict:
     ],
 )
 def test_options_take_every_word_up_to_the_next_flag(args, spread):
-    assert spread_options(args) == spread
+    assert spread_words(args, ("--options",)) == spread
 
 
 def voter(request: RecordedRequest) -> str:
@@ -170,7 +170,7 @@ def test_no_question_at_all_says_where_one_comes_from() -> None:
         ),
         (
             ["vote", "--options", "A", "B", "--no-match", "maybe", "--demo", "-q", "Q?"],
-            "--no-match: 'maybe' is not a choice; use abstain or first.",
+            "--no-match: 'maybe' is not a choice; choose abstain or first.",
         ),
         (
             ["decide", "--options", "A", "B", "--leader", "zed", "--demo", "-q", "Q?"],

@@ -19,10 +19,11 @@ from panel_cli.estimate.build import estimate_run
 from panel_cli.estimate.models import Estimate
 from panel_cli.events import EventBus
 from panel_cli.llm.gateway import Gateway, load_litellm
-from panel_cli.protocols.base import RunEnvelope, run_engine
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.council.engine import council
 from panel_cli.protocols.supervise.engine import supervise
+from panel_cli.runs.execute import run_engine
+from panel_cli.runs.outcome import RunEnvelope
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
 from tests.protocols.conftest import task_of, vote_json
 

@@ -174,14 +174,14 @@ async def test_the_same_seed_gives_the_same_grades_and_another_seed_others():
 
 
 async def test_a_run_that_fails_outright_is_graded_wrong_and_the_eval_goes_on(monkeypatch):
-    import panel_cli.cli.resume as resume
+    from panel_cli.protocols import registry
 
-    real = resume.engine_for
+    real = registry.engine_of
 
     async def broken(panel: Panel, question: str, gateway: Any, emit: Any) -> Any:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(resume, "engine_for", lambda protocol: broken if protocol == "confer" else real(protocol))
+    monkeypatch.setattr(registry, "engine_of", lambda protocol: broken if protocol == "confer" else real(protocol))
     plan = plan_eval(oracle_panel(), mc_dataset(2), protocols="confer,vote", baseline=None, grader=None)
     result = await run_eval(plan, store=None, secrets=[], eval_id="e3")
     confer = next(score for score in result.systems if score.system == "confer")
@@ -279,7 +279,7 @@ def test_default_protocols_leave_vote_out_of_short_answers():
             "confer,parliament",
             None,
             None,
-            "--protocols: 'parliament' is not a protocol; choose from confer, council, vote, decide, ensemble, delphi, supervise, orchestrate.",
+            "--protocols: 'parliament' is not a protocol; choose from confer, council, decide, delphi, ensemble, orchestrate, supervise, vote.",
         ),
         (oracle_panel(), "vote,vote", None, None, "--protocols: 'vote' is given twice."),
         (

@@ -12,7 +12,8 @@ import pytest
 from panel_cli.config import Panel
 from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.base import RunEnvelope, run_engine
+from panel_cli.runs.execute import run_engine
+from panel_cli.runs.outcome import RunEnvelope
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from panel_cli.config import parse_panel
 from panel_cli.errors import ConfigError, UserError
-from panel_cli.protocols.checks import RULES, check_panel
-from panel_cli.protocols.supervise.engine import quoted_names, read_verdict
+from panel_cli.protocols.checks import check_panel
+from panel_cli.protocols.supervise.engine import RULES, quoted_names, read_verdict
 from tests.protocols.test_supervise_engine import rejected
 
 WORKERS = ["writer", "coder"]
@@ -109,11 +109,11 @@ def test_a_member_without_a_task_may_be_the_critic_or_the_chairman(tmp_path):
     text = TEAM_FILE.replace("critic: writer", "critic: coder")
     panel = parse_panel(text, "team.yaml")
     assert check_panel(panel, "supervise") == []
-    assert dict(RULES["supervise"].describe(panel))["workers"] == "writer"
+    assert dict(RULES.describe(panel))["workers"] == "writer"
     chaired = parse_panel(
         text.replace("critic: coder", "critic: {name: boss, model: demo/skeptic}\nchairman: coder"), "team.yaml"
     )
-    assert dict(RULES["supervise"].describe(chaired))["chairman"] == "coder"
+    assert dict(RULES.describe(chaired))["chairman"] == "coder"
 
 
 def test_a_critic_that_is_also_a_worker_is_warned(tmp_path):
@@ -136,10 +136,8 @@ def test_a_supervised_panel_needs_a_critic_and_a_worker():
 
 def test_max_rounds_unset_is_two_correction_rounds():
     text = "members:\n  - name: a\n    model: demo/sage\n    task: t\ncritic: {name: c, model: demo/skeptic}\n"
-    assert dict(RULES["supervise"].describe(parse_panel(text)))["max_rounds"] == "2 correction rounds (the default)"
-    assert (
-        dict(RULES["supervise"].describe(parse_panel(text + "max_rounds: 1\n")))["max_rounds"] == "1 correction round"
-    )
+    assert dict(RULES.describe(parse_panel(text)))["max_rounds"] == "2 correction rounds (the default)"
+    assert dict(RULES.describe(parse_panel(text + "max_rounds: 1\n")))["max_rounds"] == "1 correction round"
 
 
 def test_a_task_outside_supervise_is_warned(tmp_path):

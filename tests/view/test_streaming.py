@@ -12,10 +12,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
-from panel_cli.cli.running import run_panel
 from panel_cli.config import Panel
 from panel_cli.events import CallFinished, CallStarted, CallTextGrew, EventBus, RunStarted, StageStarted
 from panel_cli.protocols.confer.engine import confer
+from panel_cli.runs.execute import run_panel
+from panel_cli.runs.prepare import PreparedRun
 from panel_cli.store.db import TranscriptReader, TranscriptStore
 from panel_cli.view.live import LiveView
 from panel_cli.view.orchestrate import TaskStage
@@ -130,15 +131,10 @@ async def test_a_streamed_run_reaches_the_view_in_order_and_the_store_keeps_each
     store = await TranscriptStore.open(tmp_path / "runs.db")
     try:
         outcome = await run_panel(
-            confer,
-            fake_panel(fake_server),
-            "Which?",
+            PreparedRun(engine=confer, panel=fake_panel(fake_server), question="Which?", warnings=(), secrets=()),
             store=store,
-            secrets=[],
             view=view,
             stream=True,
-            tags=None,
-            warnings=(),
             run_id="streamed-run",
         )
     finally:

@@ -1,1 +1,31 @@
-"""confer: every member answers, then votes anonymously with confidence until the winner is stable."""
+"""confer: every member answers, then votes anonymously with confidence until the winner is stable
+(docs/protocols.md, "confer")."""
+
+from panel_cli.protocols.registry import (
+    CommandOption,
+    PanelSource,
+    ProtocolSpec,
+    max_rounds,
+    no_convergence,
+    subset,
+)
+
+SPEC = ProtocolSpec(
+    name="confer",
+    summary="Every member answers, then votes anonymously with confidence until the winner is stable.",
+    engine="panel_cli.protocols.confer.engine:confer",
+    rules="panel_cli.protocols.confer.engine:RULES",
+    plan="panel_cli.protocols.confer.estimate:plan_calls",
+    source=PanelSource.FILE,
+    options=(
+        CommandOption(
+            name="agents",
+            flag="--agents",
+            help="Only these members, comma-separated (e.g. gpt,claude).",
+            change=subset("--agents"),
+            completion="member_names",
+        ),
+        max_rounds("At most this many vote rounds."),
+        no_convergence("Run every round even when the winner is stable."),
+    ),
+)

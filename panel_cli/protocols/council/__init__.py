@@ -1,1 +1,25 @@
-"""council: answers, an anonymous peer ranking, then a chairman's synthesis."""
+"""council: every member answers, reviews and ranks the answers anonymously, then a chairman
+writes the final answer (docs/protocols.md, "council")."""
+
+from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, chairman, timeout
+
+SPEC = ProtocolSpec(
+    name="council",
+    summary="Every member answers, reviews and ranks the answers anonymously, then a chairman writes the final answer.",
+    engine="panel_cli.protocols.council.engine:council",
+    rules="panel_cli.protocols.council.engine:RULES",
+    plan="panel_cli.protocols.council.estimate:plan_calls",
+    options=(
+        MEMBERS,
+        chairman(),
+        CommandOption(
+            name="no_anonymize",
+            flag="--no-anonymize",
+            help="Reviewers see the authors' names instead of Model A, B, …",
+            kind="flag",
+            field="anonymize",
+            flag_value=False,
+        ),
+        timeout(("answer", "review")),
+    ),
+)

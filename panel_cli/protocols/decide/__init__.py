@@ -1,1 +1,14 @@
-"""decide: a vote inside the group, stored as a decision; the leader chooses when no option wins."""
+"""decide: a vote inside the group, stored as a decision; when no option wins, the leader chooses
+(docs/protocols.md, "vote and decide")."""
+
+from panel_cli.protocols.registry import MEMBERS, ProtocolSpec, timeout
+from panel_cli.protocols.vote import LEADER, METHOD, NO_MATCH, OPTIONS, QUORUM, THRESHOLD
+
+SPEC = ProtocolSpec(
+    name="decide",
+    summary="A vote inside the group, stored as a decision; when no option wins, the leader chooses.",
+    engine="panel_cli.protocols.vote.engine:decide",
+    rules="panel_cli.protocols.vote.engine:DECIDE_RULES",
+    plan="panel_cli.protocols.vote.estimate:plan_calls",
+    options=(OPTIONS, MEMBERS, LEADER, METHOD, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
+)

@@ -1,1 +1,20 @@
-"""delphi: experts revise round after round, seeing each other's analyses anonymously; a synthesis closes."""
+"""delphi: experts answer on their own, then revise round after round seeing each other's analyses
+anonymously; a chairman synthesises consensus and divergence (docs/protocols.md, "delphi")."""
+
+from panel_cli.protocols.registry import MEMBERS, ProtocolSpec, chairman, max_rounds, no_convergence, timeout
+
+SPEC = ProtocolSpec(
+    name="delphi",
+    summary="Experts answer on their own, then revise round after round seeing each other's analyses anonymously; "
+    "a chairman synthesises consensus and divergence.",
+    engine="panel_cli.protocols.delphi.engine:delphi",
+    rules="panel_cli.protocols.delphi.engine:RULES",
+    plan="panel_cli.protocols.delphi.estimate:plan_calls",
+    options=(
+        MEMBERS,
+        chairman("Who writes the synthesis; several, comma-separated, are tried in order."),
+        max_rounds("At most this many rounds (default 3)."),
+        no_convergence("Run every round even when no expert changes any more."),
+        timeout(("answer",), "Time limit per round, like 90s, 3m or none."),
+    ),
+)

@@ -1,1 +1,39 @@
-"""ensemble: one prompt to every member at once; the mode decides what comes back."""
+"""ensemble: one prompt to every member at once, no peer review; the mode decides what comes back
+(docs/protocols.md, "ensemble")."""
+
+from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, timeout
+
+SPEC = ProtocolSpec(
+    name="ensemble",
+    summary="One prompt to every member at once, no peer review; the mode decides what comes back.",
+    engine="panel_cli.protocols.ensemble.engine:ensemble",
+    rules="panel_cli.protocols.ensemble.engine:RULES",
+    plan="panel_cli.protocols.ensemble.estimate:plan_calls",
+    options=(
+        MEMBERS,
+        CommandOption(
+            name="mode",
+            flag="--mode",
+            help="fanout: every result; race: the first success; consensus: the best score; "
+            "majority: the most typical answer; synthesize: an aggregator merges them.",
+            field="mode",
+            noun="mode",
+        ),
+        CommandOption(
+            name="scorer",
+            flag="--scorer",
+            help="For consensus: length, or judge:<member>.",
+            field="scorer",
+            requires=("mode", "consensus"),
+        ),
+        CommandOption(
+            name="aggregator",
+            flag="--aggregator",
+            help="For synthesize: the member that writes the answer.",
+            field="aggregator",
+            requires=("mode", "synthesize"),
+            completion="member_names",
+        ),
+        timeout(("answer",)),
+    ),
+)

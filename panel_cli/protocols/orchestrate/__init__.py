@@ -1,1 +1,41 @@
-"""orchestrate: a planner splits the task into a dependency graph of subtasks for workers; a chairman synthesises."""
+"""orchestrate: a planner splits the question into a dependency graph of subtasks for specialised
+workers; each runs as soon as its dependencies are done; a chairman writes the answer
+(docs/protocols.md, "orchestrate")."""
+
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec, chairman, timeout
+
+SPEC = ProtocolSpec(
+    name="orchestrate",
+    summary="A planner splits the question into subtasks for specialised workers; each runs as soon as its "
+    "dependencies are done; a chairman writes the answer.",
+    engine="panel_cli.protocols.orchestrate.engine:orchestrate",
+    rules="panel_cli.protocols.orchestrate.engine:RULES",
+    plan="panel_cli.protocols.orchestrate.estimate:plan_calls",
+    source="panel_cli.protocols.orchestrate.team:panel_for_command",
+    options=(
+        CommandOption(
+            name="members",
+            flag="--members",
+            help="With a file: only these workers, comma-separated. Without one: models (aliases or litellm ids) "
+            "for the default workers research, analysis and writing, in turn.",
+            completion="member_names",
+        ),
+        CommandOption(
+            name="planner",
+            flag="--planner",
+            help="Who plans: a member (with a file) or a model (without). Default: the chairman.",
+            completion="member_names",
+        ),
+        chairman(),
+        CommandOption(
+            name="max_plan_attempts",
+            flag="--max-plan-attempts",
+            help="Ask the planner at most this many times for a valid plan (default 3).",
+            kind="int",
+            field="max_plan_attempts",
+            minimum=1,
+            maximum=10,
+        ),
+        timeout(("plan", "task"), "Time limit for each plan attempt and each subtask, like 90s, 3m or none."),
+    ),
+)

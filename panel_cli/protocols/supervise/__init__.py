@@ -1,1 +1,19 @@
-"""supervise: workers deliver their tasks; a critic approves or sends them back; a chairman consolidates."""
+"""supervise: workers deliver their own tasks; a critic approves or sends them back with feedback;
+a chairman consolidates (docs/protocols.md, "supervise")."""
+
+from panel_cli.protocols.registry import PanelSource, ProtocolSpec, max_rounds, timeout
+
+SPEC = ProtocolSpec(
+    name="supervise",
+    summary="Workers deliver their own tasks; a critic approves or sends them back with feedback; "
+    "a chairman consolidates.",
+    description="Needs a panel file: each worker's task and the critic are declared there (no --members).",
+    engine="panel_cli.protocols.supervise.engine:supervise",
+    rules="panel_cli.protocols.supervise.engine:RULES",
+    plan="panel_cli.protocols.supervise.estimate:plan_calls",
+    source=PanelSource.FILE,
+    options=(
+        max_rounds("At most this many correction rounds (default 2)."),
+        timeout(("task", "review"), "Time limit for each delivery, correction and review, like 90s, 3m or none."),
+    ),
+)

@@ -1,1 +1,59 @@
-"""vote: every member casts a ballot on fixed options, counted by the method against the quorum."""
+"""vote: every member votes on fixed options; the ballots are counted by the method, against the
+quorum (docs/protocols.md, "vote and decide")."""
+
+from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, timeout
+
+OPTIONS = CommandOption(
+    name="choices",
+    flag="--options",
+    help="What to vote on: every word after --options up to the next flag; quote an option with spaces "
+    '("SQL Server"). Replaces the file\'s options.',
+    kind="words",
+    change="panel_cli.protocols.vote.engine:with_options",
+    metavar="<option …>",
+)
+METHOD = CommandOption(
+    name="method",
+    flag="--method",
+    help="majority, supermajority, unanimous, ranked_choice or weighted (default majority).",
+    field="method",
+    noun="method",
+)
+THRESHOLD = CommandOption(
+    name="threshold",
+    flag="--threshold",
+    help="supermajority: the share of the votes an option must exceed (default 0.667).",
+    kind="float",
+    field="threshold",
+    requires=("method", "supermajority"),
+)
+QUORUM = CommandOption(
+    name="quorum",
+    flag="--quorum",
+    help="Fewer ballots than this, and nothing wins (default 1).",
+    kind="int",
+    field="quorum",
+    minimum=1,
+)
+NO_MATCH = CommandOption(
+    name="no_match",
+    flag="--no-match",
+    help="A ballot that names no option: abstain (default), or first (a vote for the first option).",
+    field="no_match",
+)
+LEADER = CommandOption(
+    name="leader",
+    flag="--leader",
+    help="The member who chooses when no option wins.",
+    field="leader",
+    completion="member_names",
+)
+
+SPEC = ProtocolSpec(
+    name="vote",
+    summary="Every member votes on fixed options; the ballots are counted by the method, against the quorum.",
+    engine="panel_cli.protocols.vote.engine:vote",
+    rules="panel_cli.protocols.vote.engine:RULES",
+    plan="panel_cli.protocols.vote.estimate:plan_calls",
+    options=(OPTIONS, MEMBERS, METHOD, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
+)

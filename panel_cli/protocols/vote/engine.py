@@ -329,6 +329,15 @@ def option_problems(options: Sequence[str]) -> list[tuple[int, str]]:
     return problems
 
 
+def with_options(panel: Panel, options: Sequence[str]) -> Panel:
+    """The panel voting on `options` instead of its own (`--options`); a problem with one is a
+    ValueError, said of the option that gave them."""
+    problems = option_problems(options)
+    if problems:
+        raise ValueError(problems[0][1])
+    return panel.model_copy(update={"options": [option.strip() for option in options]})
+
+
 def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
     problems = option_problems(panel.options)
     if problems:

@@ -20,6 +20,18 @@ from pydantic import BaseModel, Field, ValidationError
 
 Method = Literal["majority", "supermajority", "unanimous", "ranked_choice", "weighted"]
 METHODS: tuple[Method, ...] = ("majority", "supermajority", "unanimous", "ranked_choice", "weighted")
+
+
+def parse_method(value: str, option: str = "--method") -> Method:
+    """A counting method as a person types it (`--method`); UserError naming the methods otherwise."""
+    from panel_cli.errors import UserError
+
+    for method in METHODS:
+        if value == method:
+            return method
+    raise UserError(f"{option}: '{value}' is not a method; choose {', '.join(METHODS[:-1])} or {METHODS[-1]}.")
+
+
 # How a ballot's choice was read: the structured ballot's own field, the text matched
 # against the options, the first option for a ballot that named none (`no_match: first`),
 # or not at all (an abstention, or a late ballot).

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from panel_cli.errors import UserError
+from panel_cli.run_keys import PARENT_ID_KEY
 from panel_cli.store.db import RunRecord, TranscriptReader
-from panel_cli.store.rows import PARENT_ID_KEY
 
 LATEST = "last"
 MAX_TURNS = 8

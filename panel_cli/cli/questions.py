@@ -1,0 +1,40 @@
+"""Where a run's question comes from when the command line does not give it: the panel file,
+else stdin, else a prompt on a terminal."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from panel_cli.config import Panel, resolve_question
+from panel_cli.errors import UserError
+
+# A question piped on stdin larger than this is a mistake (a binary, a log), not a question.
+STDIN_LIMIT = 1 << 20
+
+
+def read_stdin() -> str | None:
+    """The question piped on stdin; on a terminal, asked for at a prompt. Called only when no
+    other source gives a question, so a pipe meant for something else is never read."""
+    stream = sys.stdin
+    if stream is None or stream.closed:
+        return None
+    if stream.isatty():
+        return typer.prompt("Question", err=True)
+    try:
+        text = stream.read(STDIN_LIMIT + 1)
+    except UnicodeDecodeError:
+        raise UserError("The question on stdin is not UTF-8 text.") from None
+    except OSError:
+        return None
+    if len(text) > STDIN_LIMIT:
+        raise UserError(
+            f"The question on stdin is longer than {STDIN_LIMIT:,} characters; put a shorter one in question_file."
+        )
+    return text
+
+
+def question_for(panel: Panel, panel_file: Path | None, given: str | None) -> str:
+    return resolve_question(panel, panel_file.parent if panel_file else None, given, read_stdin)

@@ -1,0 +1,26 @@
+"""The calls a confer run makes, stage by stage, for `panel estimate` (`panel_cli.estimate.plans`)."""
+
+from __future__ import annotations
+
+from panel_cli.config import Panel
+from panel_cli.estimate.plans import Bound, Calls, RunPlan, StagePlan, fewest_rounds, rounds_label, user
+from panel_cli.protocols.confer import engine as confer
+
+
+def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
+    members = panel.members
+    answer = StagePlan(
+        "answer", "0", [Calls(m, 1, 1, user(confer.answer_prompt(question)), tools=True) for m in members]
+    )
+    authors = confer.assign_labels(panel.member_names, {m.name: "" for m in members})
+    block = dict.fromkeys(authors, "")
+    own = {name: label for label, name in authors.items()}
+    quoted = sum(bound(m) for m in members)
+    low, high = fewest_rounds(panel), panel.max_rounds
+    votes = [
+        Calls(
+            m, low, high, user(confer.vote_prompt(question, block, own[m.name])), quoted=quoted, schema=confer.PeerVote
+        )
+        for m in members
+    ]
+    return RunPlan([answer, StagePlan("vote", rounds_label(1, high), votes)])

@@ -1,0 +1,37 @@
+"""The calls an ensemble run makes, stage by stage, for `panel estimate` (`panel_cli.estimate.plans`)."""
+
+from __future__ import annotations
+
+from panel_cli.config import Panel
+from panel_cli.estimate.plans import Bound, Calls, RunPlan, StagePlan, user
+from panel_cli.protocols.council import engine as council
+from panel_cli.protocols.ensemble import engine as ensemble
+
+
+def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
+    members = panel.members
+    chosen = ensemble.plan_ensemble(panel)
+    stages = [
+        StagePlan("answer", None, [Calls(m, 1, 1, user(council.answer_prompt(question)), tools=True) for m in members])
+    ]
+    notes = []
+    if chosen.mode == "race":
+        notes.append(
+            "race: every member is asked at once; the calls cancelled when the first answers may still be billed in part."
+        )
+    if chosen.judge is not None:
+        prompt = user(ensemble.judge_prompt(question, ""))
+        judged = Calls(
+            chosen.judge,
+            len(members),
+            len(members),
+            prompt,
+            quoted=max(bound(m) for m in members),
+            schema=ensemble.JudgeScore,
+        )
+        stages.append(StagePlan("judge", None, [judged]))
+    if chosen.aggregator is not None:
+        prompt = user(ensemble.aggregate_prompt(question, [""] * len(members)))
+        written = Calls(chosen.aggregator, 1, 1, prompt, quoted=sum(bound(m) for m in members), tools=True)
+        stages.append(StagePlan("synthesis", None, [written]))
+    return RunPlan(stages, notes)
