@@ -1,4 +1,4 @@
-"""`panel run FILE`: run a panel with the protocol its file names (SPEC §4)."""
+"""`panel run FILE`: run a panel with the protocol its file names (README.md#commands)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from panel_cli.cli.signals import on_sigterm_exit, run_until_signal
 from panel_cli.config import Panel, resolve_question
 from panel_cli.errors import MissingKeyError, UserError
 from panel_cli.events import BaseEvent, EventBus, RunStarted, Subscriber
+from panel_cli.exit_status import ExitStatus
 from panel_cli.redact import redact, redact_obj, secret_values
 from panel_cli.store.rows import TAGS_KEY
 
@@ -317,7 +318,7 @@ def execute(
     continuing: Continuation | None = None,
     controls: RunControls | None = None,
 ) -> None:
-    """Run `engine` and exit with SPEC §4's code: 0 answer, 1 no answer, 2 user error, 130 or
+    """Run `engine` and exit with its code (docs/exit-codes.md): 0 answer, 1 no answer, 2 user error, 130 or
     143 interrupted. `warnings` (found by the checks) are raised inside the run, so they are
     shown and stored with it. `continuing`: the run this one resumes (`panel resume`)."""
     from panel_cli.followup import resolve_follow_up
@@ -370,7 +371,7 @@ def execute(
     if not result.reached_answer:
         reason = redact(result.failure_reason or "the panel reached no answer", secrets)
         sys.stderr.write(f"panel: {reason} (run {run_id}).\n")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitStatus.FAILURE)
 
 
 def apply_demo(panel: Panel, demo: bool) -> Panel:

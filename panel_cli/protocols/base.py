@@ -36,7 +36,8 @@ Emit = Callable[[BaseEvent], Awaitable[Any]]
 # A field a check has something to say about: its location in the panel, and the problem.
 Finding = tuple[tuple[str | int, ...], str]
 
-# SPEC: a stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise.
+# A stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise
+# (docs/protocols.md#stages-and-time-limits).
 DEFAULT_STAGE_TIMEOUT = 300.0
 
 # What RunStarted's config holds beside the panel: the run's fence tag, the run a resumed run
@@ -62,8 +63,8 @@ class ProtocolResult(BaseModel):
 
 
 class RunEnvelope(BaseModel):
-    """The fields every protocol's result starts with, in this order (SPEC §4), so a script
-    reads any run the same way. `excluded_members` names each member that failed for good
+    """The fields every protocol's result starts with, in this order (docs/result.md#the-envelope),
+    so a script reads any run the same way. `excluded_members` names each member that failed for good
     and was not called again, with the reason. `budget_exhausted`: the run's spending cap
     (`--max-cost`, `--max-calls`) refused a call and the protocol ended with what it had;
     `budget` has the caps and the spend (null for a run without a cap)."""
