@@ -1,14 +1,16 @@
 """Errors a person can act on. Each carries one sentence (a ConfigError, one per problem)
-and the exit code SPEC §4 gives."""
+and its exit code (docs/exit-codes.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from panel_cli.exit_status import ExitStatus
+
 
 class PanelError(Exception):
-    exit_code = 1
+    exit_code: ExitStatus = ExitStatus.FAILURE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -18,7 +20,7 @@ class PanelError(Exception):
 class UserError(PanelError):
     """Bad file, bad option, missing key: the user can fix it; exit code 2."""
 
-    exit_code = 2
+    exit_code = ExitStatus.USER_ERROR
 
 
 class ConfigProblem(NamedTuple):

@@ -1,4 +1,4 @@
-"""Panel files: every error names the file, the line and the field (SPEC §1)."""
+"""Panel files: every error names the file, the line and the field (README.md#a-panel-file)."""
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ from panel_cli.cli import resume as resume_command
 from panel_cli.cli import run as run_command
 from panel_cli.cli.commands import PanelCommand, PanelGroup
 from panel_cli.errors import PanelError
+from panel_cli.exit_status import ExitStatus
 
 # history_app's own help, repeated here so that `panel --help` need not import it;
 # tests/cli/test_app.py checks that the two agree.
@@ -207,7 +208,7 @@ def _is_usage_error(exc: Exception) -> bool:
 
 
 def main() -> None:
-    """Entry point: every known error becomes one sentence and its exit code (SPEC §4).
+    """Entry point: every known error becomes one sentence and its exit code (docs/exit-codes.md).
 
     The program name is fixed so that `python -m panel_cli` prints the same usage lines
     and answers the same completion variable (`_PANEL_COMPLETE`) as the `panel` script."""
@@ -215,7 +216,7 @@ def main() -> None:
         code = app(prog_name="panel", standalone_mode=False)
     except (KeyboardInterrupt, typer.Abort):
         _say("interrupted.")
-        code = 130
+        code = ExitStatus.SIGINT
     except PanelError as exc:
         _say(exc.message)
         code = exc.exit_code
@@ -229,5 +230,5 @@ def main() -> None:
             _say(
                 f"unexpected error: {type(exc).__name__}: {exc} (run with --traceback or PANEL_TRACEBACK=1 for details)."
             )
-            code = 1
-    sys.exit(code if isinstance(code, int) else 0)
+            code = ExitStatus.FAILURE
+    sys.exit(code if isinstance(code, int) else ExitStatus.SUCCESS)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from panel_cli.cli import options
+from panel_cli.exit_status import ExitStatus
 
 if TYPE_CHECKING:
     from panel_cli.batch.progress import BatchTotals
@@ -156,7 +157,7 @@ def batch(
     elif not quiet:
         _summary(batch_id, totals, answered, output)
     if answered < len(lines):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitStatus.FAILURE)
 
 
 def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], questions_file: Path) -> list[str]:

@@ -25,6 +25,7 @@ from rich.text import Text
 
 from panel_cli.cli import completion
 from panel_cli.errors import UserError
+from panel_cli.exit_status import ExitStatus
 from panel_cli.store.db import (
     THREAD_LIMIT,
     CallRecord,
@@ -602,7 +603,7 @@ def _confirm(question: str) -> None:
         agreed = False
     if not agreed:
         typer.echo("Nothing deleted.", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(ExitStatus.FAILURE)
 
 
 @history_app.command("stats")

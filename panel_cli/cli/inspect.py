@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.cli import completion
+from panel_cli.exit_status import ExitStatus
 
 # A question is shown on one line, cut to this many characters: a 100 KB question is data to
 # check, not something to print.
@@ -44,7 +45,7 @@ def validate(
     if failed:
         if len(panel_files) > 1:
             errors.print(Text(f"panel: {failed} of {len(panel_files)} files are not valid."))
-        raise typer.Exit(2)
+        raise typer.Exit(ExitStatus.USER_ERROR)
 
 
 def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:

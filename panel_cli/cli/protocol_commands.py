@@ -22,6 +22,7 @@ from typer.core import DEFAULT_MARKUP_MODE, TyperCommand
 
 from panel_cli.cli import completion, options
 from panel_cli.cli.commands import PanelCommand, SpreadWordsCommand
+from panel_cli.exit_status import ExitStatus
 from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec
 from panel_cli.runs.controls import RunControls
 
@@ -206,4 +207,4 @@ def execute(
     if not result.reached_answer:
         reason = redact(result.failure_reason or "the panel reached no answer", prepared.secrets)
         sys.stderr.write(f"panel: {reason} (run {run_id}).\n")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitStatus.FAILURE)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from panel_cli.errors import PanelError
+from panel_cli.exit_status import ExitStatus
 
 T = TypeVar("T")
 
@@ -35,7 +36,7 @@ class Interrupted(PanelError):
         name = signal.Signals(signum).name
         kept = f"; run {run_id} is kept as interrupted" if run_id else ""
         super().__init__(f"interrupted by {name}{kept}.")
-        self.exit_code = 128 + signum
+        self.exit_code = ExitStatus.for_signal(signum)
 
 
 def _raise_interrupted(signum: int, frame: object) -> None:

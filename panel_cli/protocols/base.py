@@ -21,7 +21,8 @@ Emit = Callable[[BaseEvent], Awaitable[Any]]
 # A field a check has something to say about: its location in the panel, and the problem.
 Finding = tuple[tuple[str | int, ...], str]
 
-# SPEC: a stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise.
+# A stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise
+# (docs/protocols.md#stages-and-time-limits).
 DEFAULT_STAGE_TIMEOUT = 300.0
 
 

@@ -1,6 +1,6 @@
-"""The protocols panel can run: each declared once, by the `SPEC` in its own package.
+"""The protocols panel can run: each declared once, by the `PROTOCOL` spec in its own package.
 
-A protocol is a package under `panel_cli/protocols/` whose `__init__` holds a `ProtocolSpec`:
+A protocol is a package under `panel_cli/protocols/` whose `__init__` holds `PROTOCOL`, a `ProtocolSpec`:
 its name, its command's help and options and how each maps onto the panel, and where its
 engine, rules and estimate plan live. Everything else is derived from the spec: the names a
 panel file may give as `protocol:`, `panel validate`'s checks, the Typer command, `panel run`,
@@ -135,7 +135,7 @@ def spec(name: str) -> ProtocolSpec:
         return _REGISTERED[name]
     if name not in _builtin_names():
         raise KeyError(name)
-    found: ProtocolSpec = importlib.import_module(f"panel_cli.protocols.{name}").SPEC
+    found: ProtocolSpec = importlib.import_module(f"panel_cli.protocols.{name}").PROTOCOL
     return found
 
 

@@ -1,5 +1,5 @@
-"""The result envelope: the fields every protocol's result starts with (README, "The JSON
-result"), so a script reads any run the same way."""
+"""The result envelope: the fields every protocol's result starts with (docs/result.md#the-envelope),
+so a script reads any run the same way."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""confer end to end through litellm against the fake OpenAI server (SPEC §2.1)."""
+"""confer end to end through litellm against the fake OpenAI server (docs/protocols.md#confer)."""
 
 from __future__ import annotations
 

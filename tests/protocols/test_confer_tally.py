@@ -1,4 +1,4 @@
-"""confer's arithmetic, without I/O (SPEC §2.1)."""
+"""confer's arithmetic, without I/O (docs/protocols.md#confer)."""
 
 from panel_cli.protocols.confer.engine import (
     Vote,

@@ -1,4 +1,4 @@
-"""council end to end through litellm against the fake OpenAI server (SPEC §2.2)."""
+"""council end to end through litellm against the fake OpenAI server (docs/protocols.md#council)."""
 
 from __future__ import annotations
 

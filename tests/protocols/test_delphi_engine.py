@@ -1,4 +1,4 @@
-"""delphi end to end through litellm against the fake OpenAI server (SPEC §2.5), and its pure
+"""delphi end to end through litellm against the fake OpenAI server (docs/protocols.md#delphi), and its pure
 parts by hand."""
 
 from __future__ import annotations

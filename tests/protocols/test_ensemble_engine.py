@@ -1,4 +1,4 @@
-"""ensemble end to end through litellm against the fake OpenAI server (SPEC §2.3), and its
+"""ensemble end to end through litellm against the fake OpenAI server (docs/protocols.md#ensemble), and its
 choosing arithmetic by hand."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""orchestrate end to end through litellm against the fake OpenAI server (SPEC §2.7): plans
+"""orchestrate end to end through litellm against the fake OpenAI server (docs/protocols.md#orchestrate): plans
 re-asked with the exact error, subtasks started as soon as their own dependencies are done,
 failures skipping their dependents, and the synthesis from the outputs that succeeded."""
 

@@ -1,4 +1,4 @@
-"""Ranking parse, aggregate arithmetic, review order and bias report (SPEC §2.2), by hand."""
+"""Ranking parse, aggregate arithmetic, review order and bias report (docs/protocols.md#council), by hand."""
 
 from __future__ import annotations
 

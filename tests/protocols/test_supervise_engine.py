@@ -1,4 +1,4 @@
-"""supervise end to end through litellm against the fake OpenAI server (SPEC §2.6): the review
+"""supervise end to end through litellm against the fake OpenAI server (docs/protocols.md#supervise): the review
 loop, the correction conversations, the round cap and an unusable critic."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reading a ballot (SPEC §2.4), by hand: the structured ballot first, then the text, then
+"""Reading a ballot (docs/protocols.md#vote-and-decide), by hand: the structured ballot first, then the text, then
 abstain or the first option; and the checks a vote's panel must pass before any call."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""vote and decide end to end through litellm against the fake OpenAI server (SPEC §2.4)."""
+"""vote and decide end to end through litellm against the fake OpenAI server (docs/protocols.md#vote-and-decide)."""
 
 from __future__ import annotations
 

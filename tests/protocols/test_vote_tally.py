@@ -1,4 +1,5 @@
-"""The vote tallies (SPEC §2.4) by hand, one case per rule, then their invariants by property."""
+"""The vote tallies (docs/protocols.md#vote-and-decide) by hand, one case per rule, then their
+invariants by property."""
 
 from __future__ import annotations
 

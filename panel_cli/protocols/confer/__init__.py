@@ -1,5 +1,5 @@
 """confer: every member answers, then votes anonymously with confidence until the winner is stable
-(docs/protocols.md, "confer")."""
+(docs/protocols.md#confer)."""
 
 from panel_cli.protocols.registry import (
     CommandOption,
@@ -10,7 +10,7 @@ from panel_cli.protocols.registry import (
     subset,
 )
 
-SPEC = ProtocolSpec(
+PROTOCOL = ProtocolSpec(
     name="confer",
     summary="Every member answers, then votes anonymously with confidence until the winner is stable.",
     engine="panel_cli.protocols.confer.engine:confer",

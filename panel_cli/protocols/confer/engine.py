@@ -1,4 +1,4 @@
-"""confer (SPEC §2.1): answer, then rounds of anonymous cross-voting with confidence.
+"""confer (docs/protocols.md#confer): answer, then rounds of anonymous cross-voting with confidence.
 
 The arithmetic (labels, block, vote normalisation, tally, convergence) is pure and sits
 at the top; the engine below only gathers calls and emits events.

@@ -1,9 +1,9 @@
 """council: every member answers, reviews and ranks the answers anonymously, then a chairman
-writes the final answer (docs/protocols.md, "council")."""
+writes the final answer (docs/protocols.md#council)."""
 
 from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, chairman, timeout
 
-SPEC = ProtocolSpec(
+PROTOCOL = ProtocolSpec(
     name="council",
     summary="Every member answers, reviews and ranks the answers anonymously, then a chairman writes the final answer.",
     engine="panel_cli.protocols.council.engine:council",

@@ -1,4 +1,4 @@
-"""council (SPEC §2.2): answers, anonymous peer review with rankings, then a chairman's synthesis.
+"""council (docs/protocols.md#council): answers, anonymous peer review with rankings, then a chairman's synthesis.
 
 The prompts and the bookkeeping (labels, what each reviewer is shown, failure texts) are
 pure and sit at the top; the ranking arithmetic lives in `ranking.py`; the engine below
@@ -81,9 +81,9 @@ class CouncilReview(BaseModel):
 
 
 class CouncilResult(ProtocolResult):
-    """SPEC §2.2's result, plus the bias controls in force and the bias report they inform.
-    Without an answer, `final_answer` is None and `failure_reason` says why (`Council
-    deliberation failed: no responses collected`, `Synthesis failed: …`)."""
+    """council's result (docs/result.md#council), with the bias controls in force and the bias
+    report they inform. Without an answer, `final_answer` is None and `failure_reason` says
+    why (`Council deliberation failed: no responses collected`, `Synthesis failed: …`)."""
 
     outcome: Outcome
     stage1_responses: list[CouncilResponse]

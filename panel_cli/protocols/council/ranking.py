@@ -1,4 +1,4 @@
-"""Council rankings (SPEC §2.2): read a reviewer's `FINAL RANKING`, average the places, and
+"""Council rankings (docs/protocols.md#council): read a reviewer's `FINAL RANKING`, average the places, and
 measure two common biases of peer review.
 
 Pure functions with no I/O, so the parse rules and the arithmetic are tested by hand and the

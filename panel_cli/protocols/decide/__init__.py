@@ -1,10 +1,10 @@
 """decide: a vote inside the group, stored as a decision; when no option wins, the leader chooses
-(docs/protocols.md, "vote and decide")."""
+(docs/protocols.md#vote-and-decide)."""
 
 from panel_cli.protocols.registry import MEMBERS, ProtocolSpec, timeout
 from panel_cli.protocols.vote import LEADER, METHOD, NO_MATCH, OPTIONS, QUORUM, THRESHOLD
 
-SPEC = ProtocolSpec(
+PROTOCOL = ProtocolSpec(
     name="decide",
     summary="A vote inside the group, stored as a decision; when no option wins, the leader chooses.",
     engine="panel_cli.protocols.vote.engine:decide",

@@ -1,9 +1,9 @@
 """delphi: experts answer on their own, then revise round after round seeing each other's analyses
-anonymously; a chairman synthesises consensus and divergence (docs/protocols.md, "delphi")."""
+anonymously; a chairman synthesises consensus and divergence (docs/protocols.md#delphi)."""
 
 from panel_cli.protocols.registry import MEMBERS, ProtocolSpec, chairman, max_rounds, no_convergence, timeout
 
-SPEC = ProtocolSpec(
+PROTOCOL = ProtocolSpec(
     name="delphi",
     summary="Experts answer on their own, then revise round after round seeing each other's analyses anonymously; "
     "a chairman synthesises consensus and divergence.",

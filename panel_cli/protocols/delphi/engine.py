@@ -1,4 +1,4 @@
-"""delphi (SPEC §2.5): rounds of anonymous expert contributions, then a synthesis.
+"""delphi (docs/protocols.md#delphi): rounds of anonymous expert contributions, then a synthesis.
 
 Round 1: each expert answers independently. Round k: each sees every expert's round k−1
 contribution, labelled `Expert A`, `Expert B`, … (never a name or a model), and revises its
@@ -39,7 +39,7 @@ from panel_cli.protocols.stages import (
 )
 from panel_cli.tasks import Task, mark, render_labelled
 
-# SPEC §2.5: a Delphi panel is 2 to 5 experts; more still run, with a warning.
+# A Delphi panel is 2 to 5 experts; more still run, with a warning (docs/protocols.md#delphi).
 MIN_EXPERTS = 2
 MAX_EXPERTS = 5
 STAGE = "contribution"

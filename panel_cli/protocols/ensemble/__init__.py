@@ -1,9 +1,9 @@
 """ensemble: one prompt to every member at once, no peer review; the mode decides what comes back
-(docs/protocols.md, "ensemble")."""
+(docs/protocols.md#ensemble)."""
 
 from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, timeout
 
-SPEC = ProtocolSpec(
+PROTOCOL = ProtocolSpec(
     name="ensemble",
     summary="One prompt to every member at once, no peer review; the mode decides what comes back.",
     engine="panel_cli.protocols.ensemble.engine:ensemble",

@@ -1,4 +1,4 @@
-"""ensemble (SPEC §2.3): one prompt to every member at once, no peer review, then a rule
+"""ensemble (docs/protocols.md#ensemble): one prompt to every member at once, no peer review, then a rule
 that keeps every result, picks one, or has an aggregator write one.
 
 Modes: `fanout` (every result), `race` (the first success; the rest are cancelled),

@@ -1,10 +1,10 @@
 """orchestrate: a planner splits the question into a dependency graph of subtasks for specialised
 workers; each runs as soon as its dependencies are done; a chairman writes the answer
-(docs/protocols.md, "orchestrate")."""
+(docs/protocols.md#orchestrate)."""
 
 from panel_cli.protocols.registry import CommandOption, ProtocolSpec, chairman, timeout
 
-SPEC = ProtocolSpec(
+PROTOCOL = ProtocolSpec(
     name="orchestrate",
     summary="A planner splits the question into subtasks for specialised workers; each runs as soon as its "
     "dependencies are done; a chairman writes the answer.",

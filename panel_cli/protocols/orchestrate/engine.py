@@ -1,4 +1,4 @@
-"""orchestrate (SPEC §2.7): a planner splits the question into a graph of subtasks for the
+"""orchestrate (docs/protocols.md#orchestrate): a planner splits the question into a graph of subtasks for the
 panel's workers, each subtask runs as soon as its own dependencies are done, and a chairman
 writes the answer from the outputs that succeeded.
 
@@ -220,9 +220,10 @@ class TaskRecord(BaseModel):
 
 
 class OrchestrateResult(ProtocolResult):
-    """SPEC §2.7's result. `success`: every subtask succeeded and the answer was written; an
-    answer built from some of the outputs has `success` false and a final answer all the same.
-    Without a valid plan, `plan` is None and `failure_reason` carries the planner's last error."""
+    """orchestrate's result (docs/result.md#orchestrate). `success`: every subtask succeeded
+    and the answer was written; an answer built from some of the outputs has `success` false
+    and a final answer all the same. Without a valid plan, `plan` is None and `failure_reason`
+    carries the planner's last error."""
 
     success: bool
     planner: str

@@ -1,4 +1,4 @@
-"""orchestrate's plans (SPEC §2.7): read a planner's reply into subtasks, and the arithmetic of
+"""orchestrate's plans (docs/protocols.md#orchestrate): read a planner's reply into subtasks, and the arithmetic of
 a task graph.
 
 A plan is model output, so it is hostile until checked: every field is validated, and every

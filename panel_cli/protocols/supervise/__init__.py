@@ -1,9 +1,9 @@
 """supervise: workers deliver their own tasks; a critic approves or sends them back with feedback;
-a chairman consolidates (docs/protocols.md, "supervise")."""
+a chairman consolidates (docs/protocols.md#supervise)."""
 
 from panel_cli.protocols.registry import PanelSource, ProtocolSpec, max_rounds, timeout
 
-SPEC = ProtocolSpec(
+PROTOCOL = ProtocolSpec(
     name="supervise",
     summary="Workers deliver their own tasks; a critic approves or sends them back with feedback; "
     "a chairman consolidates.",

@@ -1,4 +1,4 @@
-"""supervise (SPEC §2.6): workers deliver their own tasks, a critic approves or rejects, the
+"""supervise (docs/protocols.md#supervise): workers deliver their own tasks, a critic approves or rejects, the
 rejected workers correct their work in their own conversation, then a chairman consolidates.
 
 Round 1: every worker gets the overall goal and its own task, and delivers. Each round the
@@ -40,7 +40,8 @@ from panel_cli.protocols.stages import (
 )
 from panel_cli.tasks import Task, mark, render_labelled
 
-# SPEC §2.6 leaves the number of correction rounds to the panel; unset, it is 2.
+# Correction rounds when the panel does not set `max_rounds` (docs/protocols.md#supervise): the
+# field's own default, 3, is confer's and delphi's.
 DEFAULT_CORRECTION_ROUNDS = 2
 DELIVERABLE = "Deliverable"
 FEEDBACK = "Feedback for"

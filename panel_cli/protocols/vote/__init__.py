@@ -1,5 +1,5 @@
 """vote: every member votes on fixed options; the ballots are counted by the method, against the
-quorum (docs/protocols.md, "vote and decide")."""
+quorum (docs/protocols.md#vote-and-decide)."""
 
 from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, timeout
 
@@ -49,7 +49,7 @@ LEADER = CommandOption(
     completion="member_names",
 )
 
-SPEC = ProtocolSpec(
+PROTOCOL = ProtocolSpec(
     name="vote",
     summary="Every member votes on fixed options; the ballots are counted by the method, against the quorum.",
     engine="panel_cli.protocols.vote.engine:vote",

@@ -1,4 +1,4 @@
-"""vote and decide (SPEC §2.4): every voter casts a ballot on fixed options, the ballots are
+"""vote and decide (docs/protocols.md#vote-and-decide): every voter casts a ballot on fixed options, the ballots are
 counted by one of five methods, and a decision's leader chooses when no option wins.
 
 Reading a ballot is pure and sits at the top; the counting is in `tally.py`; the engines
@@ -80,9 +80,10 @@ class VoterFailure(BaseModel):
 
 
 class VoteResult(ProtocolResult):
-    """SPEC §2.4's result. `final_answer` is the winning option; without one, `failure_reason`
-    says exactly why. `abstained`, `late` and `failed` name the voters in each case;
-    `ballots` holds every ballot, late ones marked; `rounds` is the runoff's (ranked_choice)."""
+    """The result of a vote (docs/result.md#vote-and-decide). `final_answer` is the winning
+    option; without one, `failure_reason` says exactly why. `abstained`, `late` and `failed`
+    name the voters in each case; `ballots` holds every ballot, late ones marked; `rounds` is
+    the runoff's (ranked_choice)."""
 
     winner: str | None
     method: Method

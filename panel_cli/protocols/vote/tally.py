@@ -1,4 +1,4 @@
-"""Counting ballots (SPEC §2.4): five methods, the quorum, and a real instant runoff.
+"""Counting ballots (docs/protocols.md#vote-and-decide): five methods, the quorum, and a real instant runoff.
 
 Pure functions with no I/O and no model, so the rules are tested by hand and by property,
 and a vote counted live, recounted by `panel history retally` or counted in a test gives
