@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -57,11 +57,14 @@ class StageStarted(BaseEvent):
     block: dict[str, str] = Field(default_factory=dict)
 
 
-class CallStarted(BaseEvent):
-    """`about` names what a call is about when a member makes several in one stage (a
-    judge scoring each member's response), so a view can give each call its own row."""
+class CallEvent(BaseEvent):
+    """What every event of one model call carries: the call (`call_id`), whose it is (`member`,
+    `model`) and where in the run it belongs (`stage`, `round`). `about` names what a call is
+    about when a member makes several in one stage (a judge scoring each member's response),
+    so a view can give each call its own row. `type` is declared here so that it stays first
+    in each call event's stored payload."""
 
-    type: Literal["call_started"] = "call_started"
+    type: str
     call_id: str
     member: str
     model: str
@@ -70,19 +73,29 @@ class CallStarted(BaseEvent):
     about: str | None = None
 
 
-class CallFinished(BaseEvent):
+class CallRoute(TypedDict):
+    """A call's `CallEvent` fields, built once per call by the gateway and unpacked into each of
+    its events (`CallFinished(**route, text=...)`), so mypy checks every one of them."""
+
+    call_id: str
+    member: str
+    model: str
+    stage: str
+    round: int | None
+    about: str | None
+
+
+class CallStarted(CallEvent):
+    type: Literal["call_started"] = "call_started"
+
+
+class CallFinished(CallEvent):
     """`truncated`: the reply was longer than `max_response_chars` and `text` is its beginning.
     `request_hash` identifies the request (model, messages, parameters), so a resumed run can
     take an answered call from the store instead of paying for it again. `reused`: this run
     made no request; the reply is the one the run it resumes got (so no tokens, no cost)."""
 
     type: Literal["call_finished"] = "call_finished"
-    call_id: str
-    member: str
-    model: str
-    stage: str
-    round: int | None = None
-    about: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     text: str
     truncated: bool = False
@@ -95,18 +108,13 @@ class CallFinished(BaseEvent):
     attempts: int = 1
 
 
-class CallTextGrew(BaseEvent):
+class CallTextGrew(CallEvent):
     """A streamed reply's text so far (the whole of it, not the last piece: a secret split
     over two pieces is then still scrubbed whole). Only a live view draws it: the bus hands it
     to the subscribers that `follow_text`, it takes no `seq` of its own (it carries the seq
     of the event before it), and no store keeps it, since `CallFinished` has the whole text."""
 
     type: Literal["call_text_grew"] = "call_text_grew"
-    call_id: str
-    member: str
-    stage: str
-    round: int | None = None
-    about: str | None = None
     text: str
 
 
@@ -125,17 +133,11 @@ ErrorKind = Literal[
 ]
 
 
-class CallFailed(BaseEvent):
+class CallFailed(CallEvent):
     """`message` is one clean sentence for people; `detail` is the provider's raw text, kept
     in the store for whoever debugs the failure and never drawn."""
 
     type: Literal["call_failed"] = "call_failed"
-    call_id: str
-    member: str
-    model: str
-    stage: str
-    round: int | None = None
-    about: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     kind: ErrorKind
     message: str
@@ -146,7 +148,8 @@ class CallFailed(BaseEvent):
 
 class MemberSkipped(BaseEvent):
     """A member that failed for good earlier in the run (bad key, unknown model, refused
-    connection) is not called again; each call it would have made is reported as this."""
+    connection) is not called again; each call it would have made is reported as this. No
+    call was made, so it has no `call_id` and is no `CallEvent`."""
 
     type: Literal["member_skipped"] = "member_skipped"
     member: str
@@ -428,6 +431,21 @@ class ToolCallEvent(BaseEvent):
     server: str | None = None
     tool: str
     arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+
+class ToolCallRoute(TypedDict):
+    """A tool call's `ToolCallEvent` fields, built once by the gateway and unpacked into its two
+    events, as `CallRoute` is into a model call's."""
+
+    call_id: str
+    tool_call_id: str
+    member: str
+    stage: str
+    round: int | None
+    about: str | None
+    server: str | None
+    tool: str
+    arguments: dict[str, Any] | str
 
 
 class ToolCallStarted(ToolCallEvent):

@@ -3,17 +3,44 @@ all count calls, tokens, cost and warnings the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from panel_cli.events import (
     BaseEvent,
     CallFailed,
     CallFinished,
+    CallStarted,
+    CallTextGrew,
+    ContributionMade,
+    DecisionRecorded,
+    DelphiRoundEnded,
+    LeaderChose,
     MemberSkipped,
+    PlanAccepted,
+    PlanProposed,
+    PlanRejected,
+    QuorumReached,
+    RankingParsed,
+    RoundTallied,
     RunFailed,
     RunFinished,
     RunInterrupted,
     RunStarted,
+    StageStarted,
+    TaskFailed,
+    TaskFinished,
+    TaskSkipped,
+    TaskStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolServerStarted,
+    VerdictGiven,
+    VoteCast,
+    VoteOpened,
+    VoteReceived,
+    VoteTallied,
     WarningRaised,
 )
 
@@ -37,29 +64,40 @@ class RunTotals:
     warnings: list[str] = field(default_factory=list)
 
     def update(self, event: BaseEvent) -> None:
-        match event:
-            case RunStarted(ts=ts) if ts:
-                self.started_at = ts
-            case CallFinished():
-                self.calls += 1
-                if event.tokens_in is not None or event.tokens_out is not None:
-                    self.tokens = (self.tokens or 0) + (event.tokens_in or 0) + (event.tokens_out or 0)
-                if event.cost is not None:
-                    self.cost = (self.cost or 0.0) + event.cost
-            case CallFailed(kind="budget"):
-                self.refused += 1
-            case CallFailed(kind="cancelled"):
-                self.calls += 1
-                self.cancelled += 1
-            case CallFailed():
-                self.calls += 1
-                self.failed += 1
-            case MemberSkipped():
-                self.skipped += 1
-            case WarningRaised():
-                self.warnings.append(f"{event.member}: {event.message}" if event.member else event.message)
-            case RunFinished(ts=ts) | RunFailed(ts=ts) | RunInterrupted(ts=ts) if ts:
-                self.ended_at = ts
+        count = COUNTS.get(type(event))
+        if count is not None:
+            count(self, event)
+
+    def _run_started(self, event: RunStarted) -> None:
+        if event.ts:
+            self.started_at = event.ts
+
+    def _call_finished(self, event: CallFinished) -> None:
+        self.calls += 1
+        if event.tokens_in is not None or event.tokens_out is not None:
+            self.tokens = (self.tokens or 0) + (event.tokens_in or 0) + (event.tokens_out or 0)
+        if event.cost is not None:
+            self.cost = (self.cost or 0.0) + event.cost
+
+    def _call_failed(self, event: CallFailed) -> None:
+        if event.kind == "budget":
+            self.refused += 1
+            return
+        self.calls += 1
+        if event.kind == "cancelled":
+            self.cancelled += 1
+        else:
+            self.failed += 1
+
+    def _member_skipped(self, event: MemberSkipped) -> None:
+        self.skipped += 1
+
+    def _warning(self, event: WarningRaised) -> None:
+        self.warnings.append(f"{event.member}: {event.message}" if event.member else event.message)
+
+    def _run_ended(self, event: RunFinished | RunFailed | RunInterrupted) -> None:
+        if event.ts:
+            self.ended_at = event.ts
 
     async def __call__(self, event: BaseEvent) -> None:
         self.update(event)
@@ -69,3 +107,50 @@ class RunTotals:
         if self.started_at is None or self.ended_at is None:
             return None
         return self.ended_at - self.started_at
+
+
+# What each event type adds to the totals. Every type is either here or in IGNORED, never in
+# both: tests/test_event_consumers.py checks it.
+COUNTS: dict[type[BaseEvent], Callable[[RunTotals, Any], None]] = {
+    RunStarted: RunTotals._run_started,
+    CallFinished: RunTotals._call_finished,
+    CallFailed: RunTotals._call_failed,
+    MemberSkipped: RunTotals._member_skipped,
+    WarningRaised: RunTotals._warning,
+    RunFinished: RunTotals._run_ended,
+    RunFailed: RunTotals._run_ended,
+    RunInterrupted: RunTotals._run_ended,
+}
+
+# What adds nothing to the totals: how a run goes (its stages, calls started, votes, plans,
+# tasks, tool calls) rather than what it spent. A tool call costs no tokens of its own: the
+# model call that made it counts them.
+IGNORED: frozenset[type[BaseEvent]] = frozenset(
+    {
+        StageStarted,
+        CallStarted,
+        CallTextGrew,
+        VoteCast,
+        RoundTallied,
+        RankingParsed,
+        PlanProposed,
+        PlanRejected,
+        PlanAccepted,
+        TaskStarted,
+        TaskFinished,
+        TaskFailed,
+        TaskSkipped,
+        ContributionMade,
+        DelphiRoundEnded,
+        VerdictGiven,
+        VoteOpened,
+        VoteReceived,
+        QuorumReached,
+        VoteTallied,
+        LeaderChose,
+        DecisionRecorded,
+        ToolServerStarted,
+        ToolCallStarted,
+        ToolCallFinished,
+    }
+)

@@ -174,6 +174,8 @@ class RunUsage:
             case CallFinished():
                 known = event.tokens_in is not None or event.tokens_out is not None
                 self._totals.add_call((event.tokens_in or 0) + (event.tokens_out or 0) if known else None, event.cost)
+            case CallFailed(kind="budget"):
+                return  # no request went out, as `RunTotals` counts it
             case CallFailed():
                 self._totals.add_call(None, None)
             case _:

@@ -12,6 +12,7 @@ no event carries (council's bias report, the summary facts).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ from panel_cli.events import (
     CallFailed,
     CallFinished,
     CallStarted,
+    CallTextGrew,
     ContributionMade,
     DecisionRecorded,
     DelphiRoundEnded,
@@ -62,7 +64,7 @@ from panel_cli.view.delphi import round_note
 from panel_cli.view.orchestrate import rejection_note
 from panel_cli.view.summary import ViewTotals, summary_fields
 from panel_cli.view.tools import activity, server_text
-from panel_cli.view.vote import VoteBoard, choice_text, leader_line, outcome_line, round_text, rules_line
+from panel_cli.view.vote import VoteBoard, VoteEvent, choice_text, leader_line, outcome_line, round_text, rules_line
 from panel_cli.wording import plural
 
 RowStatus = Literal["waiting", "answered", "failed", "timed out", "cancelled", "skipped"]
@@ -343,48 +345,34 @@ class _Builder:
 
     def feed(self, event: BaseEvent) -> None:
         self.totals.update(event)
-        match event:
-            case RunStarted():
-                self.labels.update({m.name: m.label for m in event.members if m.label})
-            case StageStarted():
-                self._open(event.stage, event.round, event.members)
-            case CallStarted() | CallFinished() | CallFailed() | MemberSkipped():
-                self._on_call(event)
-            case VoteCast():
-                self._on_vote(event)
-            case RoundTallied():
-                self._on_tally(event)
-            case RankingParsed():
-                self._on_ranking(event)
-            case VoteOpened() | VoteReceived() | QuorumReached() | VoteTallied() | LeaderChose():
-                self._on_ballot(event)
-            case DecisionRecorded():
-                pass  # the vote's tally and the leader's choice already say it
-            case ContributionMade():
-                self._on_contribution(event)
-            case DelphiRoundEnded():
-                self._current().notes.append(round_note(event).plain)
-            case VerdictGiven():
-                self._on_verdict(event)
-            case PlanProposed():
-                self._current().notes.append(f"plan proposed by {event.planner}")
-            case PlanRejected():
-                self._current().notes.append(rejection_note(event))
-            case PlanAccepted():
-                self._on_plan(event)
-            case TaskStarted() | TaskFinished() | TaskFailed() | TaskSkipped():
-                self._on_task(event)
-            case WarningRaised():
-                line = f"{event.member}: {event.message}" if event.member else event.message
-                (self.stage.warnings if self.stage is not None else self.warnings).append(line)
-            case RunFinished():
-                self.ended = event
-            case RunFailed() | RunInterrupted():
-                pass  # the run's status and error say it
-            case ToolServerStarted():
-                self.servers.append(server_text(event).removeprefix("tools: "))
-            case ToolCallStarted() | ToolCallFinished():
-                self._on_tool(event)
+        read = READERS.get(type(event))
+        if read is not None:
+            read(self, event)
+
+    def _on_run_started(self, event: RunStarted) -> None:
+        self.labels.update({m.name: m.label for m in event.members if m.label})
+
+    def _on_stage(self, event: StageStarted) -> None:
+        self._open(event.stage, event.round, event.members)
+
+    def _on_delphi_round_ended(self, event: DelphiRoundEnded) -> None:
+        self._current().notes.append(round_note(event).plain)
+
+    def _on_plan_proposed(self, event: PlanProposed) -> None:
+        self._current().notes.append(f"plan proposed by {event.planner}")
+
+    def _on_plan_rejected(self, event: PlanRejected) -> None:
+        self._current().notes.append(rejection_note(event))
+
+    def _on_warning(self, event: WarningRaised) -> None:
+        line = f"{event.member}: {event.message}" if event.member else event.message
+        (self.stage.warnings if self.stage is not None else self.warnings).append(line)
+
+    def _on_run_finished(self, event: RunFinished) -> None:
+        self.ended = event
+
+    def _on_tool_server(self, event: ToolServerStarted) -> None:
+        self.servers.append(server_text(event).removeprefix("tools: "))
 
     def _current(self) -> Stage:
         """Events before any stage (an engine that reports before announcing) get one of their own."""
@@ -491,7 +479,7 @@ class _Builder:
                 self.labels.setdefault(str(entry["name"]), str(entry["label"]))
         stage.aggregate = aggregate_chart(event.aggregate)
 
-    def _on_ballot(self, event: VoteOpened | VoteReceived | QuorumReached | VoteTallied | LeaderChose) -> None:
+    def _on_ballot(self, event: VoteEvent) -> None:
         stage = self._current()
         if self.board is None:
             self.board = VoteBoard()
@@ -633,6 +621,46 @@ class _Builder:
             facts.append(("warnings", str(len(self.totals.warnings))))
         facts += [("tools", server) for server in self.servers]
         return facts
+
+
+# What the report reads from each event type. Every type is either here or in IGNORED, never
+# in both: tests/test_event_consumers.py checks it.
+READERS: dict[type[BaseEvent], Callable[[_Builder, Any], None]] = {
+    RunStarted: _Builder._on_run_started,
+    StageStarted: _Builder._on_stage,
+    CallStarted: _Builder._on_call,
+    CallFinished: _Builder._on_call,
+    CallFailed: _Builder._on_call,
+    MemberSkipped: _Builder._on_call,
+    VoteCast: _Builder._on_vote,
+    RoundTallied: _Builder._on_tally,
+    RankingParsed: _Builder._on_ranking,
+    VoteOpened: _Builder._on_ballot,
+    VoteReceived: _Builder._on_ballot,
+    QuorumReached: _Builder._on_ballot,
+    VoteTallied: _Builder._on_ballot,
+    LeaderChose: _Builder._on_ballot,
+    ContributionMade: _Builder._on_contribution,
+    DelphiRoundEnded: _Builder._on_delphi_round_ended,
+    VerdictGiven: _Builder._on_verdict,
+    PlanProposed: _Builder._on_plan_proposed,
+    PlanRejected: _Builder._on_plan_rejected,
+    PlanAccepted: _Builder._on_plan,
+    TaskStarted: _Builder._on_task,
+    TaskFinished: _Builder._on_task,
+    TaskFailed: _Builder._on_task,
+    TaskSkipped: _Builder._on_task,
+    WarningRaised: _Builder._on_warning,
+    RunFinished: _Builder._on_run_finished,
+    ToolServerStarted: _Builder._on_tool_server,
+    ToolCallStarted: _Builder._on_tool,
+    ToolCallFinished: _Builder._on_tool,
+}
+
+# What the report reads nothing from, on purpose: a decision recorded repeats the vote's tally
+# and the leader's choice; a run's failure or interruption is in the run's status and error;
+# a reply's text as it was written is never stored (its call's event has the whole text).
+IGNORED: frozenset[type[BaseEvent]] = frozenset({DecisionRecorded, RunFailed, RunInterrupted, CallTextGrew})
 
 
 def ballot_choice(choice: str | None, matched_by: str, late: bool = False) -> tuple[str, str | None]:

@@ -38,10 +38,12 @@ from panel_cli.events import (
     BaseEvent,
     CallFailed,
     CallFinished,
+    CallRoute,
     CallStarted,
     ErrorKind,
     MemberSkipped,
     ToolCallFinished,
+    ToolCallRoute,
     ToolCallStarted,
     WarningRaised,
 )
@@ -478,14 +480,9 @@ class Gateway:
             offered = None
         digest = request_hash(request)
         call_id = uuid.uuid4().hex[:16]
-        common = {
-            "call_id": call_id,
-            "member": member.name,
-            "model": member.model,
-            "stage": stage,
-            "round": round,
-            "about": about,
-        }
+        common = CallRoute(
+            call_id=call_id, member=member.name, model=member.model, stage=stage, round=round, about=about
+        )
         earlier = self._take_answered(digest)
         # Reserved before the first await, so the calls of a stage reserve one after another.
         hold = self._reserve(member, request) if earlier is None else None
@@ -629,7 +626,7 @@ class Gateway:
     async def _use_tools(
         self,
         member: Member,
-        common: dict[str, Any],
+        common: CallRoute,
         offered: ToolSet,
         request: dict[str, Any],
         reply: _Reply,
@@ -669,18 +666,23 @@ class Gateway:
         return reply
 
     async def _run_tool(
-        self, member: Member, common: dict[str, Any], offered: ToolSet, call: RequestedCall, deadline: float | None
+        self, member: Member, common: CallRoute, offered: ToolSet, call: RequestedCall, deadline: float | None
     ) -> str:
         """One tool call, reported as it starts and ends; returns what the model is given (the
         result, or the error's words: a failing tool is for the model to work around)."""
         route = offered.routes.get(call.name)
         arguments = parse_arguments(call.arguments)
-        identity = {key: value for key, value in common.items() if key != "model"} | {
-            "tool_call_id": call.id,
-            "server": route.server if route else None,
-            "tool": route.tool if route else call.name,
-            "arguments": arguments if arguments is not None else call.arguments,
-        }
+        identity = ToolCallRoute(
+            call_id=common["call_id"],
+            tool_call_id=call.id,
+            member=common["member"],
+            stage=common["stage"],
+            round=common["round"],
+            about=common["about"],
+            server=route.server if route else None,
+            tool=route.tool if route else call.name,
+            arguments=arguments if arguments is not None else call.arguments,
+        )
         await self.emit(ToolCallStarted(**identity))
         started = time.perf_counter()
         try:
@@ -744,7 +746,7 @@ class Gateway:
         return None if reason is None else _Reply(failure=Failure(kind="budget", message=f"not made: {reason}"))
 
     async def _refuse(
-        self, member: Member, common: dict[str, Any], messages: list[dict[str, Any]], reason: str
+        self, member: Member, common: CallRoute, messages: list[dict[str, Any]], reason: str
     ) -> CallResult:
         """Record a call the budget does not allow, with kind `budget`: no request is made."""
         message = f"not made: {reason}"
@@ -777,7 +779,7 @@ class Gateway:
     async def _reuse(
         self,
         member: Member,
-        common: dict[str, Any],
+        common: CallRoute,
         messages: list[dict[str, Any]],
         digest: str,
         earlier: AnsweredCall,
@@ -829,7 +831,7 @@ class Gateway:
     async def _fail(
         self,
         member: Member,
-        common: dict[str, Any],
+        common: CallRoute,
         messages: list[dict[str, Any]],
         failure: Failure,
         latency: float,

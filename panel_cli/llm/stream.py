@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from panel_cli.events import BaseEvent, CallTextGrew
+from panel_cli.events import BaseEvent, CallRoute, CallTextGrew
 from panel_cli.llm.errors import ClassifiedError
 
 # The live view redraws about ten times a second; growth reported more often is never seen.
@@ -38,10 +38,10 @@ class TextGrowth:
     is what a person watches), then at most once every `interval` seconds."""
 
     def __init__(
-        self, emit: Callable[[BaseEvent], Awaitable[Any]], call: dict[str, Any], interval: float = TEXT_INTERVAL
+        self, emit: Callable[[BaseEvent], Awaitable[Any]], route: CallRoute, interval: float = TEXT_INTERVAL
     ) -> None:
         self._emit = emit
-        self._call = {key: value for key, value in call.items() if key != "model"}
+        self._route = route
         self._interval = interval
         self._last: float | None = None
 
@@ -55,7 +55,7 @@ class TextGrowth:
 
     async def report(self, text: str) -> None:
         self._last = time.monotonic()
-        await self._emit(CallTextGrew(**self._call, text=text))
+        await self._emit(CallTextGrew(**self._route, text=text))
 
 
 async def read_stream(chunks: AsyncIterator[Any], grow: TextGrowth, cap: int) -> StreamedReply:

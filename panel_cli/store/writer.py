@@ -80,25 +80,26 @@ class RunWriter:
 
     def _write(self, payload: dict[str, Any], messages: list[dict[str, Any]] | None, composer: Composer) -> None:
         columns = {key: payload[key] for key in ENVELOPE}
-        run_id, seq, ts, kind = columns.values()
-        given: dict[str, Any] | None = None
-        match kind:
-            case "run_started":
-                given = self._start_run(payload, composer)
-            case "call_started":
-                self._started[(run_id, payload["call_id"])] = (columns, payload)
-            case "call_finished" | "call_failed":
-                started = self._started.pop((run_id, payload["call_id"]), None)
-                values = {key: value for key, value in payload.items() if key not in ENVELOPE}
-                given = self.insert_call(run_id, seq, ts, values, messages or [], started, composer)
-                self.update_totals(run_id)
-            case "run_finished" | "run_failed" | "run_interrupted":
-                given = self._end_run(payload, composer)
-            case "decision_recorded":
-                given = self._record_decision(payload, composer)
-            case "tool_call_finished":
-                self.insert_tool_call(run_id, seq, ts, payload)
+        write_row = ROW_WRITERS.get(columns["type"])
+        given = None if write_row is None else write_row(self, payload, messages or [], composer)
         self.insert_event(columns, leftover(payload, columns, given), composer)
+
+    def _call_started(self, payload: dict[str, Any], messages: list[dict[str, Any]], composer: Composer) -> None:
+        """Held until the call ends: its row then claims this event too."""
+        self._started[(payload["run_id"], payload["call_id"])] = ({key: payload[key] for key in ENVELOPE}, payload)
+
+    def _call_ended(
+        self, payload: dict[str, Any], messages: list[dict[str, Any]], composer: Composer
+    ) -> dict[str, Any]:
+        run_id = payload["run_id"]
+        started = self._started.pop((run_id, payload["call_id"]), None)
+        values = {key: value for key, value in payload.items() if key not in ENVELOPE}
+        given = self.insert_call(run_id, payload["seq"], payload["ts"], values, messages, started, composer)
+        self.update_totals(run_id)
+        return given
+
+    def _tool_call_finished(self, payload: dict[str, Any], messages: list[dict[str, Any]], composer: Composer) -> None:
+        self.insert_tool_call(payload["run_id"], payload["seq"], payload["ts"], payload)
 
     def insert_tool_call(self, run_id: str, seq: int, ts: float | None, values: Mapping[str, Any]) -> None:
         """The row of a finished tool call; its event keeps every field (the result's text too)."""
@@ -146,7 +147,7 @@ class RunWriter:
     def put(self, composer: Composer, *, compose: bool = False) -> Callable[[str], int]:
         return lambda text: self.texts.put(text, composer=composer, compose=compose)
 
-    def _start_run(self, payload: dict[str, Any], composer: Composer) -> dict[str, Any]:
+    def _start_run(self, payload: dict[str, Any], messages: list[dict[str, Any]], composer: Composer) -> dict[str, Any]:
         run_id = payload["run_id"]
         self._db.execute(
             "INSERT INTO runs (id, protocol, panel, question_text, config_text, status, started_at, calls, pid, host,"
@@ -240,7 +241,9 @@ class RunWriter:
         tokens = None if tokens_in is None and tokens_out is None else (tokens_in or 0) + (tokens_out or 0)
         self._db.execute("UPDATE runs SET calls = ?, tokens = ?, cost = ? WHERE id = ?", (calls, tokens, cost, run_id))
 
-    def _end_run(self, payload: dict[str, Any], composer: Composer) -> dict[str, Any] | None:
+    def _end_run(
+        self, payload: dict[str, Any], messages: list[dict[str, Any]], composer: Composer
+    ) -> dict[str, Any] | None:
         """A run normally ends once; should it end again, the event that ended it before gets
         back every field the run row is about to lose."""
         run_id, kind = payload["run_id"], payload["type"]
@@ -278,7 +281,9 @@ class RunWriter:
             return None
         return run_fields(self._run_row(run_id), TextCache(self._db), kind)
 
-    def _record_decision(self, payload: dict[str, Any], composer: Composer) -> dict[str, Any]:
+    def _record_decision(
+        self, payload: dict[str, Any], messages: list[dict[str, Any]], composer: Composer
+    ) -> dict[str, Any]:
         run_id = payload["run_id"]
         before = self._db.execute("SELECT seq FROM decisions WHERE run_id = ?", (run_id,)).fetchone()
         if before is not None and before[0] is not None:
@@ -327,3 +332,52 @@ class RunWriter:
 
     def _run_row(self, run_id: str) -> sqlite3.Row:
         return self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+
+
+# The rows each event type writes besides its own row in `events`, by type; each returns the
+# fields its row gives back to the event (None: the event keeps them all). Every event type is
+# either here or in IGNORED, never in both: tests/test_event_consumers.py checks it.
+RowWriter = Callable[[RunWriter, dict[str, Any], list[dict[str, Any]], Composer], dict[str, Any] | None]
+ROW_WRITERS: dict[str, RowWriter] = {
+    "run_started": RunWriter._start_run,
+    "call_started": RunWriter._call_started,
+    "call_finished": RunWriter._call_ended,
+    "call_failed": RunWriter._call_ended,
+    "run_finished": RunWriter._end_run,
+    "run_failed": RunWriter._end_run,
+    "run_interrupted": RunWriter._end_run,
+    "decision_recorded": RunWriter._record_decision,
+    "tool_call_finished": RunWriter._tool_call_finished,
+}
+
+# The event types that write no row of their own: each is kept whole in `events`. A skipped
+# member made no call, so it has no `calls` row; a tool call's row is written when it ends;
+# `call_text_grew` never reaches the store (`CallFinished` has the whole text).
+IGNORED = frozenset(
+    {
+        "stage_started",
+        "call_text_grew",
+        "member_skipped",
+        "vote_cast",
+        "round_tallied",
+        "ranking_parsed",
+        "warning",
+        "plan_proposed",
+        "plan_rejected",
+        "plan_accepted",
+        "task_started",
+        "task_finished",
+        "task_failed",
+        "task_skipped",
+        "delphi_contribution",
+        "delphi_round_ended",
+        "supervise_verdict",
+        "vote_opened",
+        "vote_received",
+        "quorum_reached",
+        "vote_tallied",
+        "leader_chose",
+        "tool_server_started",
+        "tool_call_started",
+    }
+)

@@ -6,13 +6,14 @@ contribution event carries rather than the raw reply. Expert text is always `Tex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
-from panel_cli.events import ContributionMade, DelphiRoundEnded
+from panel_cli.events import BaseEvent, ContributionMade, DelphiRoundEnded
 from panel_cli.view import fmt
 from panel_cli.view.tables import (
     STATUS_STYLES,
@@ -121,16 +122,26 @@ def round_note(ended: DelphiRoundEnded) -> Text:
     return note
 
 
-def plain_line(event: ContributionMade | DelphiRoundEnded) -> str:
-    """`[round 2] contribution  ann (Expert A)  unchanged`; `round 2 ended: 3 of 3 …`."""
-    if isinstance(event, DelphiRoundEnded):
-        line = f"round {event.round} ended: {event.contributed} of {event.experts} experts contributed"
-        if event.contributed and event.unchanged:
-            line += ", every one reports no change"
-        return line + (" -> no further round" if event.early_stop else "")
+def _contribution_line(event: ContributionMade) -> str:
+    """`[round 2] contribution  ann (Expert A)  unchanged`."""
     state = "first contribution" if event.changed is None else "changed" if event.changed else "unchanged"
     state += "" if event.structured else " (unstructured reply)"
     return f"[round {event.round}] contribution  {event.expert} (Expert {event.label})  {state}"
+
+
+def _round_ended_line(event: DelphiRoundEnded) -> str:
+    """`round 2 ended: 3 of 3 experts contributed, every one reports no change`."""
+    line = f"round {event.round} ended: {event.contributed} of {event.experts} experts contributed"
+    if event.contributed and event.unchanged:
+        line += ", every one reports no change"
+    return line + (" -> no further round" if event.early_stop else "")
+
+
+# The plain view's line for each delphi event.
+PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
+    ContributionMade: _contribution_line,
+    DelphiRoundEnded: _round_ended_line,
+}
 
 
 def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:

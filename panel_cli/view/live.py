@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
@@ -14,10 +15,12 @@ from panel_cli.events import (
     CallStarted,
     CallTextGrew,
     ContributionMade,
+    DecisionRecorded,
     DelphiRoundEnded,
     LeaderChose,
     MemberSkipped,
     PlanAccepted,
+    PlanProposed,
     PlanRejected,
     QuorumReached,
     RankingParsed,
@@ -91,63 +94,9 @@ class LiveView:
 
     async def __call__(self, event: BaseEvent) -> None:
         self.totals.update(event)
-        match event:
-            case RunStarted():
-                self._labels = {m.name: m.label for m in event.members if m.label}
-                if self._header:
-                    self._print_header(event)
-            case StageStarted():
-                self._open_stage(event.stage, event.round, event.members)
-            case CallStarted() | CallFinished() | CallFailed() | MemberSkipped():
-                self._on_call(event)
-            case CallTextGrew():
-                self._on_text(event)
-            case VoteCast():
-                if self._stage and self._stage.round == event.round:
-                    self._stage.member_row(event.voter, self._labels.get(event.voter)).vote = event
-            case RoundTallied():
-                if self._stage and self._stage.round == event.round:
-                    self._stage.tally = event
-            case RankingParsed():
-                self._on_ranking(event)
-            case PlanRejected():
-                if self._stage:
-                    self._stage.warnings.append(WarningRaised(message=rejection_note(event), member=event.planner))
-            case PlanAccepted():
-                self._plan = event
-            case TaskStarted() | TaskFinished() | TaskFailed() | TaskSkipped():
-                if isinstance(self._stage, TaskStage):
-                    self._stage.update(event)
-            case ContributionMade():
-                if isinstance(self._stage, delphi.ContributionStage) and self._stage.round == event.round:
-                    self._stage.contribute(event)
-            case DelphiRoundEnded():
-                if isinstance(self._stage, delphi.ContributionStage) and self._stage.round == event.round:
-                    self._stage.ended = event
-            case VerdictGiven():
-                self._verdicts.append(event)
-            case VoteOpened() | VoteReceived() | QuorumReached() | VoteTallied() | LeaderChose():
-                self._stage = vote.on_event(self._stage, event, self._labels)
-            case ToolServerStarted():
-                self.console.print(tools.server_line(event))
-            case ToolCallStarted() | ToolCallFinished():
-                self._on_tool(event)
-            case WarningRaised():
-                if self._stage:
-                    self._stage.warnings.append(event)
-                else:
-                    self.console.print(warning_line(event))
-            case RunFinished():
-                self.close()
-                render_final(self.console, event, self.totals)
-            case RunFailed():
-                self.close()
-                self.console.print(Text(f"Run failed: {event.message}", style="bold red"))
-            case RunInterrupted():
-                self.close()
-                self.console.print(
-                    Text(f"Interrupted — the run is kept as interrupted (run id {event.run_id})", style="yellow")
-                )
+        handle = HANDLERS.get(type(event))
+        if handle is not None:
+            handle(self, event)
         self._refresh()
 
     def close(self) -> None:
@@ -156,6 +105,70 @@ class LiveView:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+    def _on_run_started(self, event: RunStarted) -> None:
+        self._labels = {m.name: m.label for m in event.members if m.label}
+        if self._header:
+            self._print_header(event)
+
+    def _on_stage(self, event: StageStarted) -> None:
+        self._open_stage(event.stage, event.round, event.members)
+
+    def _on_vote(self, event: VoteCast) -> None:
+        if self._stage and self._stage.round == event.round:
+            self._stage.member_row(event.voter, self._labels.get(event.voter)).vote = event
+
+    def _on_tally(self, event: RoundTallied) -> None:
+        if self._stage and self._stage.round == event.round:
+            self._stage.tally = event
+
+    def _on_plan_rejected(self, event: PlanRejected) -> None:
+        if self._stage:
+            self._stage.warnings.append(WarningRaised(message=rejection_note(event), member=event.planner))
+
+    def _on_plan_accepted(self, event: PlanAccepted) -> None:
+        self._plan = event
+
+    def _on_task(self, event: TaskStarted | TaskFinished | TaskFailed | TaskSkipped) -> None:
+        if isinstance(self._stage, TaskStage):
+            self._stage.update(event)
+
+    def _on_contribution(self, event: ContributionMade) -> None:
+        if isinstance(self._stage, delphi.ContributionStage) and self._stage.round == event.round:
+            self._stage.contribute(event)
+
+    def _on_delphi_round_ended(self, event: DelphiRoundEnded) -> None:
+        if isinstance(self._stage, delphi.ContributionStage) and self._stage.round == event.round:
+            self._stage.ended = event
+
+    def _on_verdict(self, event: VerdictGiven) -> None:
+        self._verdicts.append(event)
+
+    def _on_ballot(self, event: vote.VoteEvent) -> None:
+        self._stage = vote.on_event(self._stage, event, self._labels)
+
+    def _on_tool_server(self, event: ToolServerStarted) -> None:
+        self.console.print(tools.server_line(event))
+
+    def _on_warning(self, event: WarningRaised) -> None:
+        if self._stage:
+            self._stage.warnings.append(event)
+        else:
+            self.console.print(warning_line(event))
+
+    def _on_run_finished(self, event: RunFinished) -> None:
+        self.close()
+        render_final(self.console, event, self.totals)
+
+    def _on_run_failed(self, event: RunFailed) -> None:
+        self.close()
+        self.console.print(Text(f"Run failed: {event.message}", style="bold red"))
+
+    def _on_run_interrupted(self, event: RunInterrupted) -> None:
+        self.close()
+        self.console.print(
+            Text(f"Interrupted — the run is kept as interrupted (run id {event.run_id})", style="yellow")
+        )
 
     def _print_header(self, event: RunStarted) -> None:
         self.console.print(Text.assemble((event.protocol, "bold cyan"), " · ", (event.panel, "bold")))
@@ -272,3 +285,45 @@ class LiveView:
         above the live area redraws the last drawn picture, so a print must follow a `now`."""
         if self._live is not None:
             self._live.update(self._live_renderable(), refresh=now)
+
+
+# What the live view does with each event type. Every type is either here or in IGNORED, never
+# in both: tests/test_event_consumers.py checks it.
+HANDLERS: dict[type[BaseEvent], Callable[[LiveView, Any], None]] = {
+    RunStarted: LiveView._on_run_started,
+    StageStarted: LiveView._on_stage,
+    CallStarted: LiveView._on_call,
+    CallFinished: LiveView._on_call,
+    CallFailed: LiveView._on_call,
+    MemberSkipped: LiveView._on_call,
+    CallTextGrew: LiveView._on_text,
+    VoteCast: LiveView._on_vote,
+    RoundTallied: LiveView._on_tally,
+    RankingParsed: LiveView._on_ranking,
+    PlanRejected: LiveView._on_plan_rejected,
+    PlanAccepted: LiveView._on_plan_accepted,
+    TaskStarted: LiveView._on_task,
+    TaskFinished: LiveView._on_task,
+    TaskFailed: LiveView._on_task,
+    TaskSkipped: LiveView._on_task,
+    ContributionMade: LiveView._on_contribution,
+    DelphiRoundEnded: LiveView._on_delphi_round_ended,
+    VerdictGiven: LiveView._on_verdict,
+    VoteOpened: LiveView._on_ballot,
+    VoteReceived: LiveView._on_ballot,
+    QuorumReached: LiveView._on_ballot,
+    VoteTallied: LiveView._on_ballot,
+    LeaderChose: LiveView._on_ballot,
+    ToolServerStarted: LiveView._on_tool_server,
+    ToolCallStarted: LiveView._on_tool,
+    ToolCallFinished: LiveView._on_tool,
+    WarningRaised: LiveView._on_warning,
+    RunFinished: LiveView._on_run_finished,
+    RunFailed: LiveView._on_run_failed,
+    RunInterrupted: LiveView._on_run_interrupted,
+}
+
+# What the live view draws nothing for, on purpose: a plan proposed is the planner's reply,
+# already on its row, and is drawn once it is accepted or rejected; a decision recorded
+# repeats the tally and the leader's choice, already on the board.
+IGNORED: frozenset[type[BaseEvent]] = frozenset({PlanProposed, DecisionRecorded})

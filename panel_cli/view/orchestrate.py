@@ -9,6 +9,7 @@ and errors are model text: they go in as `Text`, never as markup.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -180,30 +181,49 @@ def rejection_note(event: PlanRejected) -> str:
     return f"plan rejected: {fmt.one_line(event.error, ERROR_LIMIT)}; {then}"
 
 
-def plain_line(event: BaseEvent) -> str | None:
-    """The plain view's line (or lines) for an orchestrate event; None for any other event."""
-    match event:
-        case PlanProposed():
-            return f"[round {event.attempt}] plan proposed by {event.planner}"
-        case PlanRejected():
-            return f"[round {event.attempt}] {rejection_note(event)}"
-        case PlanAccepted():
-            lines = [
-                f"[round {event.attempt}] plan accepted: {len(event.tasks)} subtask{'' if len(event.tasks) == 1 else 's'}"
-            ]
-            for task in event.tasks:
-                after = f"  after {', '.join(task.depends_on)}" if task.depends_on else ""
-                lines.append(f"  {task.task_id}  {task.worker}{after}  {fmt.one_line(task.title, 80)}")
-            return "\n".join(lines)
-        case TaskStarted():
-            return f"[subtasks] {event.task_id} started  {event.worker}"
-        case TaskFinished():
-            return f"[subtasks] {event.task_id} succeeded  {event.worker}  {fmt.seconds(event.duration)}"
-        case TaskFailed():
-            return f"[subtasks] {event.task_id} failed  {event.worker}  {fmt.seconds(event.duration)}  {fmt.one_line(event.error, ERROR_LIMIT)}"
-        case TaskSkipped():
-            return f"[subtasks] {event.task_id} skipped  {event.worker}  {fmt.one_line(event.reason, ERROR_LIMIT)}"
-    return None
+def _plan_proposed_line(event: PlanProposed) -> str:
+    return f"[round {event.attempt}] plan proposed by {event.planner}"
+
+
+def _plan_rejected_line(event: PlanRejected) -> str:
+    return f"[round {event.attempt}] {rejection_note(event)}"
+
+
+def _plan_accepted_line(event: PlanAccepted) -> str:
+    lines = [f"[round {event.attempt}] plan accepted: {len(event.tasks)} subtask{'' if len(event.tasks) == 1 else 's'}"]
+    for task in event.tasks:
+        after = f"  after {', '.join(task.depends_on)}" if task.depends_on else ""
+        lines.append(f"  {task.task_id}  {task.worker}{after}  {fmt.one_line(task.title, 80)}")
+    return "\n".join(lines)
+
+
+def _task_started_line(event: TaskStarted) -> str:
+    return f"[subtasks] {event.task_id} started  {event.worker}"
+
+
+def _task_finished_line(event: TaskFinished) -> str:
+    return f"[subtasks] {event.task_id} succeeded  {event.worker}  {fmt.seconds(event.duration)}"
+
+
+def _task_failed_line(event: TaskFailed) -> str:
+    error = fmt.one_line(event.error, ERROR_LIMIT)
+    return f"[subtasks] {event.task_id} failed  {event.worker}  {fmt.seconds(event.duration)}  {error}"
+
+
+def _task_skipped_line(event: TaskSkipped) -> str:
+    return f"[subtasks] {event.task_id} skipped  {event.worker}  {fmt.one_line(event.reason, ERROR_LIMIT)}"
+
+
+# The plain view's line (or lines) for each orchestrate event.
+PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
+    PlanProposed: _plan_proposed_line,
+    PlanRejected: _plan_rejected_line,
+    PlanAccepted: _plan_accepted_line,
+    TaskStarted: _task_started_line,
+    TaskFinished: _task_finished_line,
+    TaskFailed: _task_failed_line,
+    TaskSkipped: _task_skipped_line,
+}
 
 
 def orchestrate_fields(result: dict[str, Any]) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ can read the answer from stdout while a person follows the run on stderr."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from panel_cli.events import (
@@ -12,15 +13,8 @@ from panel_cli.events import (
     CallFailed,
     CallFinished,
     CallStarted,
-    ContributionMade,
-    DecisionRecorded,
-    DelphiRoundEnded,
-    LeaderChose,
+    CallTextGrew,
     MemberSkipped,
-    PlanAccepted,
-    PlanProposed,
-    PlanRejected,
-    QuorumReached,
     RankingParsed,
     RoundTallied,
     RunFailed,
@@ -28,24 +22,11 @@ from panel_cli.events import (
     RunInterrupted,
     RunStarted,
     StageStarted,
-    TaskFailed,
-    TaskFinished,
-    TaskSkipped,
-    TaskStarted,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolServerStarted,
-    VerdictGiven,
     VoteCast,
-    VoteOpened,
-    VoteReceived,
-    VoteTallied,
     WarningRaised,
 )
-from panel_cli.view import delphi, fmt, supervise, tools
-from panel_cli.view.orchestrate import plain_line as orchestrate_line
+from panel_cli.view import delphi, fmt, orchestrate, supervise, tools, vote
 from panel_cli.view.summary import ViewTotals, summary_fields
-from panel_cli.view.vote import plain_line as vote_line
 
 QUESTION_LIMIT = 200
 
@@ -69,81 +50,115 @@ class PlainView:
 
     def line(self, event: BaseEvent) -> str | None:
         """The line for one event (two for the run's start, which gives the question), or None
-        for an event type this view does not know."""
-        match event:
-            case RunStarted():
-                names = ", ".join(member.name for member in event.members)
-                started = f"run started  {event.protocol}  {event.panel}  members: {names}  run {event.run_id}"
-                return f"{started}\nquestion: {fmt.one_line(event.question, QUESTION_LIMIT)}"
-            case StageStarted():
-                started = f"{_where(event.stage, event.round)}{event.stage} started"
-                return f"{started}  {', '.join(event.members)}" if event.members else started
-            case CallStarted():
-                who = fmt.who(event.member, event.about)
-                return f"{_where(event.stage, event.round)}call started  {who}  {event.model}"
-            case CallFinished():
-                who = fmt.who(event.member, event.about)
-                line = f"{_where(event.stage, event.round)}call finished  {who}  {fmt.seconds(event.latency)}"
-                if event.tokens_in is not None or event.tokens_out is not None:
-                    line += f"  {(event.tokens_in or 0) + (event.tokens_out or 0):,} tok"
-                return line + ("  truncated" if event.truncated else "")
-            case CallFailed():
-                message = fmt.one_line(event.message, 200)
-                who = fmt.who(event.member, event.about)
-                return f"{_where(event.stage, event.round)}call failed  {who}  {event.kind}: {message}"
-            case MemberSkipped():
-                reason = fmt.one_line(event.reason, 200)
-                return f"{_where(event.stage, event.round)}skipped  {fmt.who(event.member, event.about)}  {reason}"
-            case VoteCast():
-                detail = "" if event.confidence is None else fmt.number(event.confidence)
-                if event.fallback:
-                    detail = f"{detail}, fallback: kept own answer" if detail else "fallback: kept own answer"
-                vote = f"{event.voter} -> {event.choice}" + (f" ({detail})" if detail else "")
-                return f"[round {event.round}] vote  {vote}" if event.round is not None else f"vote  {vote}"
-            case RoundTallied(round=None):
-                return f"scores: {_scores(event)} -> {event.winner or event.winner_label or 'no winner'}"
-            case RoundTallied():
-                outcome = f"{event.winner_label} ({event.winner})" if event.winner_label else "no winner"
-                return f"round {event.round} tallied: {_scores(event)} -> {outcome}"
-            case RankingParsed(reviewer=str(reviewer)):
-                return f"ranking  {reviewer}: {', '.join(event.ranking) or '(none)'}"
-            case RankingParsed(aggregate=[]):
-                return fmt.NO_AGGREGATE
-            case RankingParsed():
-                places = ", ".join(
-                    f"{place}. {entry.get('name')} ({_average(entry.get('average_rank'))})"
-                    for place, entry in enumerate(event.aggregate, start=1)
-                )
-                return f"aggregate ranking: {places}"
-            case WarningRaised():
-                return f"warning: {event.member}: {event.message}" if event.member else f"warning: {event.message}"
-            case RunFinished():
-                fields = summary_fields(event, self.totals)
-                status = "run finished" if event.reached_answer else "run finished without an answer"
-                return "  ".join([status, *(f"{name} {value}" for name, value in fields)])
-            case RunFailed():
-                return f"run failed: {event.message}"
-            case RunInterrupted():
-                return f"interrupted — the run is kept as interrupted (run id {event.run_id})"
-            case (
-                PlanProposed()
-                | PlanRejected()
-                | PlanAccepted()
-                | TaskStarted()
-                | TaskFinished()
-                | TaskFailed()
-                | TaskSkipped()
-            ):
-                return orchestrate_line(event)
-            case VoteOpened() | VoteReceived() | QuorumReached() | VoteTallied() | LeaderChose() | DecisionRecorded():
-                return vote_line(event)
-            case ContributionMade() | DelphiRoundEnded():
-                return delphi.plain_line(event)
-            case VerdictGiven():
-                return supervise.plain_line(event)
-            case ToolServerStarted() | ToolCallStarted() | ToolCallFinished():
-                return tools.plain_line(event)
-        return None
+        for an event type this view leaves out (`IGNORED`) or does not know."""
+        line_of = LINES.get(type(event))
+        return None if line_of is None else line_of(self, event)
+
+    def _run_started(self, event: RunStarted) -> str:
+        names = ", ".join(member.name for member in event.members)
+        started = f"run started  {event.protocol}  {event.panel}  members: {names}  run {event.run_id}"
+        return f"{started}\nquestion: {fmt.one_line(event.question, QUESTION_LIMIT)}"
+
+    def _stage_started(self, event: StageStarted) -> str:
+        started = f"{_where(event.stage, event.round)}{event.stage} started"
+        return f"{started}  {', '.join(event.members)}" if event.members else started
+
+    def _call_started(self, event: CallStarted) -> str:
+        who = fmt.who(event.member, event.about)
+        return f"{_where(event.stage, event.round)}call started  {who}  {event.model}"
+
+    def _call_finished(self, event: CallFinished) -> str:
+        who = fmt.who(event.member, event.about)
+        line = f"{_where(event.stage, event.round)}call finished  {who}  {fmt.seconds(event.latency)}"
+        if event.tokens_in is not None or event.tokens_out is not None:
+            line += f"  {(event.tokens_in or 0) + (event.tokens_out or 0):,} tok"
+        return line + ("  truncated" if event.truncated else "")
+
+    def _call_failed(self, event: CallFailed) -> str:
+        message = fmt.one_line(event.message, 200)
+        who = fmt.who(event.member, event.about)
+        return f"{_where(event.stage, event.round)}call failed  {who}  {event.kind}: {message}"
+
+    def _member_skipped(self, event: MemberSkipped) -> str:
+        reason = fmt.one_line(event.reason, 200)
+        return f"{_where(event.stage, event.round)}skipped  {fmt.who(event.member, event.about)}  {reason}"
+
+    def _vote_cast(self, event: VoteCast) -> str:
+        detail = "" if event.confidence is None else fmt.number(event.confidence)
+        if event.fallback:
+            detail = f"{detail}, fallback: kept own answer" if detail else "fallback: kept own answer"
+        vote = f"{event.voter} -> {event.choice}" + (f" ({detail})" if detail else "")
+        return f"[round {event.round}] vote  {vote}" if event.round is not None else f"vote  {vote}"
+
+    def _round_tallied(self, event: RoundTallied) -> str:
+        """A confer round's tally, or the scores of a choice made once (no round)."""
+        if event.round is None:
+            return f"scores: {_scores(event)} -> {event.winner or event.winner_label or 'no winner'}"
+        outcome = f"{event.winner_label} ({event.winner})" if event.winner_label else "no winner"
+        return f"round {event.round} tallied: {_scores(event)} -> {outcome}"
+
+    def _ranking_parsed(self, event: RankingParsed) -> str:
+        """A reviewer's ranking, or the aggregate of them all."""
+        if event.reviewer is not None:
+            return f"ranking  {event.reviewer}: {', '.join(event.ranking) or '(none)'}"
+        if not event.aggregate:
+            return fmt.NO_AGGREGATE
+        places = ", ".join(
+            f"{place}. {entry.get('name')} ({_average(entry.get('average_rank'))})"
+            for place, entry in enumerate(event.aggregate, start=1)
+        )
+        return f"aggregate ranking: {places}"
+
+    def _warning(self, event: WarningRaised) -> str:
+        return f"warning: {event.member}: {event.message}" if event.member else f"warning: {event.message}"
+
+    def _run_finished(self, event: RunFinished) -> str:
+        fields = summary_fields(event, self.totals)
+        status = "run finished" if event.reached_answer else "run finished without an answer"
+        return "  ".join([status, *(f"{name} {value}" for name, value in fields)])
+
+    def _run_failed(self, event: RunFailed) -> str:
+        return f"run failed: {event.message}"
+
+    def _run_interrupted(self, event: RunInterrupted) -> str:
+        return f"interrupted — the run is kept as interrupted (run id {event.run_id})"
+
+    def _protocol_line(self, event: BaseEvent) -> str:
+        """A protocol's own event, in the line its view module writes for it."""
+        return PROTOCOL_LINES[type(event)](event)
+
+
+# Each protocol's own events, in the lines its view module writes.
+PROTOCOL_LINES = {
+    **orchestrate.PLAIN_LINES,
+    **vote.PLAIN_LINES,
+    **delphi.PLAIN_LINES,
+    **supervise.PLAIN_LINES,
+    **tools.PLAIN_LINES,
+}
+
+# The line (or lines) the plain view writes for each event type. Every type is either here or
+# in IGNORED, never in both: tests/test_event_consumers.py checks it.
+LINES: dict[type[BaseEvent], Callable[[PlainView, Any], str | None]] = {
+    RunStarted: PlainView._run_started,
+    StageStarted: PlainView._stage_started,
+    CallStarted: PlainView._call_started,
+    CallFinished: PlainView._call_finished,
+    CallFailed: PlainView._call_failed,
+    MemberSkipped: PlainView._member_skipped,
+    VoteCast: PlainView._vote_cast,
+    RoundTallied: PlainView._round_tallied,
+    RankingParsed: PlainView._ranking_parsed,
+    WarningRaised: PlainView._warning,
+    RunFinished: PlainView._run_finished,
+    RunFailed: PlainView._run_failed,
+    RunInterrupted: PlainView._run_interrupted,
+    **dict.fromkeys(PROTOCOL_LINES, PlainView._protocol_line),
+}
+
+# What the plain view leaves out on purpose: a reply's text as it is written (this view does not
+# follow text, so the bus never hands it one; the call's line comes when it finishes).
+IGNORED: frozenset[type[BaseEvent]] = frozenset({CallTextGrew})
 
 
 def _where(stage: str, round_: int | None) -> str:

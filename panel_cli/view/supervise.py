@@ -6,6 +6,7 @@ The critic's feedback is model text: always `Text`, never markup."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from panel_cli.events import VerdictGiven
+from panel_cli.events import BaseEvent, VerdictGiven
 from panel_cli.view import fmt
 from panel_cli.view.tables import StageState, StageTable, warning_line
 
@@ -79,13 +80,17 @@ def feedback_lines(verdict: VerdictGiven) -> list[Text]:
     ]
 
 
-def plain_line(event: VerdictGiven) -> str:
+def _verdict_line(event: VerdictGiven) -> str:
     """`[round 1] verdict  critic: REJECTED  writer: Add numbers.`"""
     head = f"[round {event.round}] verdict  {event.critic}: "
     if event.verdict is None:
         return head + f"no usable verdict ({fmt.one_line(event.problem or 'unknown', 200)})"
     feedback = "; ".join(f"{worker}: {fmt.one_line(text, 200)}" for worker, text in event.feedback.items())
     return head + event.verdict + (f"  {feedback}" if feedback else "")
+
+
+# The plain view's line for each supervise event.
+PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {VerdictGiven: _verdict_line}
 
 
 def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:

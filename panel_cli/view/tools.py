@@ -4,8 +4,9 @@ text: always plain `Text`, never markup."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rich.text import Text
 
@@ -69,20 +70,24 @@ def server_line(event: ToolServerStarted) -> Text:
     return Text(server_text(event), style="dim")
 
 
-def plain_line(event: BaseEvent) -> str | None:
-    """The plain view's line for a tools event; None for any other event."""
-    match event:
-        case ToolServerStarted():
-            return server_text(event)
-        case ToolCallStarted():
-            where = f"[{event.stage}] " if event.round is None else f"[round {event.round}] "
-            return f"{where}tool call  {fmt.who(event.member, event.about)}  {event.tool}({short_arguments(event.arguments)})"
-        case ToolCallFinished():
-            where = f"[{event.stage}] " if event.round is None else f"[round {event.round}] "
-            detail = (
-                f"{event.result_chars:,} chars"
-                if event.status == "ok"
-                else fmt.one_line(event.error or event.status, 200)
-            )
-            return f"{where}tool {event.status}  {fmt.who(event.member, event.about)}  {event.tool}  {fmt.seconds(event.duration)}  {detail}"
-    return None
+def _where(event: ToolCallStarted | ToolCallFinished) -> str:
+    return f"[{event.stage}] " if event.round is None else f"[round {event.round}] "
+
+
+def _tool_call_started_line(event: ToolCallStarted) -> str:
+    who = fmt.who(event.member, event.about)
+    return f"{_where(event)}tool call  {who}  {event.tool}({short_arguments(event.arguments)})"
+
+
+def _tool_call_finished_line(event: ToolCallFinished) -> str:
+    detail = f"{event.result_chars:,} chars" if event.status == "ok" else fmt.one_line(event.error or event.status, 200)
+    who = fmt.who(event.member, event.about)
+    return f"{_where(event)}tool {event.status}  {who}  {event.tool}  {fmt.seconds(event.duration)}  {detail}"
+
+
+# The plain view's line for each tools event.
+PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
+    ToolServerStarted: server_text,
+    ToolCallStarted: _tool_call_started_line,
+    ToolCallFinished: _tool_call_finished_line,
+}

@@ -3,13 +3,14 @@ the running tally with bars, the quorum line, every round of an instant runoff, 
 winner or the exact reason there is none.
 
 The live view hands the vote's events to `on_event`, which turns the stage in progress into
-a `VoteStage` (the stage's table, then the board); the plain view asks `plain_line` for one
-line per event; `panel history retally` draws its recount with `render_tally` and
+a `VoteStage` (the stage's table, then the board); the plain view writes a line per event
+from `PLAIN_LINES`; `panel history retally` draws its recount with `render_tally` and
 `render_rounds`. Option names, reasons and errors are data, always drawn as `Text`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -33,7 +34,8 @@ from panel_cli.view.tables import BAR_WIDTH, WINNER, StageState, StageTable, war
 from panel_cli.wording import plural
 
 REASON_PREVIEW = 80
-VoteEvent = VoteOpened | VoteReceived | QuorumReached | VoteTallied | LeaderChose | DecisionRecorded
+# The events a vote's board is drawn from (DecisionRecorded only repeats what they say).
+VoteEvent = VoteOpened | VoteReceived | QuorumReached | VoteTallied | LeaderChose
 
 
 def choice_text(choice: str | None, matched_by: str, late: bool = False) -> str:
@@ -55,7 +57,7 @@ class VoteBoard:
     tally: Tally | None = None
     leader: LeaderChose | None = None
 
-    def update(self, event: BaseEvent) -> None:
+    def update(self, event: VoteEvent) -> None:
         match event:
             case VoteOpened():
                 self.opened = event
@@ -232,7 +234,7 @@ class VoteStage(StageState):
 def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str]) -> StageState | None:
     """The stage in progress, made a `VoteStage` and updated with one of a vote's events: a
     ballot fills its voter's row (choice, confidence, reason, ranking)."""
-    if stage is None or isinstance(event, DecisionRecorded):
+    if stage is None:
         return stage
     voting = stage if isinstance(stage, VoteStage) else VoteStage.of(stage)
     voting.board.update(event)
@@ -259,36 +261,54 @@ def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str])
 # Plain lines -----------------------------------------------------------------------------------
 
 
-def plain_line(event: VoteEvent) -> str | None:
-    """One line (a tally: one per runoff round too) for a pipe or a log."""
-    match event:
-        case VoteOpened():
-            return f"vote opened  {rules_line(event).plain}  options: {', '.join(event.options)}"
-        case VoteReceived(late=True):
-            return f"ballot  {event.voter}  late, not counted: {fmt.one_line(event.reason, REASON_PREVIEW)}"
-        case VoteReceived():
-            detail = "" if event.confidence is None else f" ({fmt.number(event.confidence)})"
-            line = f"ballot  {event.voter} -> {choice_text(event.choice, event.matched_by)}{detail}"
-            if len(event.ranking) > 1:
-                line += f"  ranking {' > '.join(event.ranking)}"
-            return line + (f"  {fmt.one_line(event.reason, REASON_PREVIEW)}" if event.reason else "")
-        case QuorumReached():
-            return f"quorum reached: {plural(event.current, 'ballot')}, {event.required} needed"
-        case VoteTallied():
-            counted = Tally.model_validate(event.tally)
-            values: dict[str, Any] = counted.weights if counted.method == "weighted" else counted.vote_counts
-            lines = [
-                f"tally ({counted.method}): "
-                + " ".join(f"{option}={fmt.number(value)}" for option, value in values.items())
-            ]
-            lines += [f"  runoff {round_text(entry).plain}" for entry in counted.rounds or []]
-            lines.append(outcome_line(counted).plain)
-            return "\n".join(lines)
-        case LeaderChose():
-            return leader_line(event).plain
-        case DecisionRecorded():
-            outcome = event.winner or "no winner"
-            return f"decision recorded: {outcome}" + (" (leader override)" if event.leader_override else "")
+def _opened_line(event: VoteOpened) -> str:
+    return f"vote opened  {rules_line(event).plain}  options: {', '.join(event.options)}"
+
+
+def _ballot_line(event: VoteReceived) -> str:
+    if event.late:
+        return f"ballot  {event.voter}  late, not counted: {fmt.one_line(event.reason, REASON_PREVIEW)}"
+    detail = "" if event.confidence is None else f" ({fmt.number(event.confidence)})"
+    line = f"ballot  {event.voter} -> {choice_text(event.choice, event.matched_by)}{detail}"
+    if len(event.ranking) > 1:
+        line += f"  ranking {' > '.join(event.ranking)}"
+    return line + (f"  {fmt.one_line(event.reason, REASON_PREVIEW)}" if event.reason else "")
+
+
+def _quorum_reached_line(event: QuorumReached) -> str:
+    return f"quorum reached: {plural(event.current, 'ballot')}, {event.required} needed"
+
+
+def _tally_lines(event: VoteTallied) -> str:
+    """The count, a line per runoff round, and the outcome."""
+    counted = Tally.model_validate(event.tally)
+    values: dict[str, Any] = counted.weights if counted.method == "weighted" else counted.vote_counts
+    lines = [
+        f"tally ({counted.method}): " + " ".join(f"{option}={fmt.number(value)}" for option, value in values.items())
+    ]
+    lines += [f"  runoff {round_text(entry).plain}" for entry in counted.rounds or []]
+    lines.append(outcome_line(counted).plain)
+    return "\n".join(lines)
+
+
+def _leader_chose_line(event: LeaderChose) -> str:
+    return leader_line(event).plain
+
+
+def _decision_line(event: DecisionRecorded) -> str:
+    outcome = event.winner or "no winner"
+    return f"decision recorded: {outcome}" + (" (leader override)" if event.leader_override else "")
+
+
+# The plain view's line (or lines) for each event of a vote.
+PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
+    VoteOpened: _opened_line,
+    VoteReceived: _ballot_line,
+    QuorumReached: _quorum_reached_line,
+    VoteTallied: _tally_lines,
+    LeaderChose: _leader_chose_line,
+    DecisionRecorded: _decision_line,
+}
 
 
 def vote_fields(result: dict[str, Any]) -> list[tuple[str, str]]:

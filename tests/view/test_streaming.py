@@ -58,11 +58,15 @@ async def test_a_row_shows_the_end_of_the_reply_as_it_is_written(console: Consol
     for event in start:
         await bus.emit(event)
     text = counted("alice", 40)
-    await bus.emit(CallTextGrew(call_id="c1", member="alice", stage="answer", round=0, text=text[:18]))
+    await bus.emit(
+        CallTextGrew(call_id="c1", member="alice", model="openai/gpt-4o", stage="answer", round=0, text=text[:18])
+    )
     await asyncio.sleep(0)  # the first words are drawn at once, not at Live's next tick
     first = screen(console)
     assert "writing" in first and "alice-01 alice-02" in first
-    await bus.emit(CallTextGrew(call_id="c1", member="alice", stage="answer", round=0, text=text))
+    await bus.emit(
+        CallTextGrew(call_id="c1", member="alice", model="openai/gpt-4o", stage="answer", round=0, text=text)
+    )
     row = view._stage.rows[0] if view._stage else None
     assert row is not None and row.status == "writing" and row.preview.endswith("alice-40")
     assert view._stage is not None and view._stage.progress == "round 0 · answer · 0/2 done"
@@ -84,7 +88,7 @@ async def test_growth_for_a_stage_already_printed_is_left_out(console: Console) 
         RunStarted(protocol="confer", panel="p", question="Q?", members=MEMBERS),
         StageStarted(stage="answer", round=0, members=["alice"]),
         StageStarted(stage="vote", round=1, members=["alice"]),
-        CallTextGrew(call_id="late", member="alice", stage="answer", round=0, text="too late"),
+        CallTextGrew(call_id="late", member="alice", model="openai/gpt-4o", stage="answer", round=0, text="too late"),
     ]:
         await bus.emit(event)
     view.close()
