@@ -14,7 +14,6 @@ import pytest
 from pydantic import BaseModel
 
 from panel_cli.exit_status import ExitStatus
-from panel_cli.runs.outcome import RunEnvelope
 from panel_cli.protocols.confer.engine import ConferResult
 from panel_cli.protocols.council.engine import CouncilResult
 from panel_cli.protocols.delphi.engine import DelphiResult
@@ -22,6 +21,7 @@ from panel_cli.protocols.ensemble.engine import EnsembleResult
 from panel_cli.protocols.orchestrate.engine import OrchestrateResult
 from panel_cli.protocols.supervise.engine import SuperviseResult
 from panel_cli.protocols.vote.engine import DecideResult
+from panel_cli.runs.outcome import RunEnvelope
 from panel_cli.store.migrations import migrate
 from panel_cli.store.texts import TextCache
 from tests.store.protocol_runs import stored_run
