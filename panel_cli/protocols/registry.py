@@ -18,7 +18,7 @@ import difflib
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -85,7 +85,10 @@ class ProtocolSpec:
     `panel estimate`) are references, imported when used; `source` is how its command finds the
     panel (`PanelSource`, or a reference to a function of the panel file and the given options
     returning the panel and the protocol its file declares); `options` are its own command
-    options, in the order they apply."""
+    options, in the order they apply; `stage_views` the live view's table for each of its
+    stages that is not a plain table of calls, by stage name: a reference to a function of
+    the stage, its round and what the view has seen of the run (`panel_cli.view.tables.RunSoFar`),
+    returning the stage's state (its own module under `panel_cli/view/`)."""
 
     name: str
     summary: str
@@ -95,6 +98,7 @@ class ProtocolSpec:
     description: str = ""
     source: PanelSource | Ref = PanelSource.FILE_OR_MEMBERS
     options: tuple[CommandOption, ...] = ()
+    stage_views: Mapping[str, Ref] = field(default_factory=dict)
 
     def option(self, name: str) -> CommandOption:
         return next(option for option in self.options if option.name == name)

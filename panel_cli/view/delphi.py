@@ -20,6 +20,7 @@ from panel_cli.view.tables import (
     CallRow,
     Column,
     Preview,
+    RunSoFar,
     StageState,
     fitted_table,
     member_cell,
@@ -28,9 +29,9 @@ from panel_cli.view.tables import (
     warning_line,
 )
 
-# The engine's stage for each round's contributions (panel_cli.protocols.delphi.STAGE),
-# named here so the views need not import the engine.
-STAGE = "contribution"
+
+def contribution_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    return ContributionStage(stage, round_)
 
 
 @dataclass

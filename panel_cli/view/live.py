@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group, RenderableType
@@ -44,11 +44,12 @@ from panel_cli.events import (
     VoteTallied,
     WarningRaised,
 )
-from panel_cli.view import delphi, fmt, supervise, tools, vote
+from panel_cli.protocols.registry import is_protocol, resolve, spec
+from panel_cli.view import delphi, fmt, tools, vote
 from panel_cli.view.final import render_final
 from panel_cli.view.orchestrate import TaskStage, rejection_note
 from panel_cli.view.summary import ViewTotals
-from panel_cli.view.tables import StageState, render_aggregate, warning_line
+from panel_cli.view.tables import RunSoFar, StageState, render_aggregate, warning_line
 
 if TYPE_CHECKING:
     # Imported when a live area starts: `history show` draws with none, and pays for neither
@@ -83,10 +84,10 @@ class LiveView:
         self._header = header
         self._labels: dict[str, str] = {}
         self._stage: StageState | None = None
-        # orchestrate: the accepted plan, drawn as a task tree once its subtasks start.
-        self._plan: PlanAccepted | None = None
-        # supervise: every verdict so far, which each critique stage draws as a grid.
-        self._verdicts: list[VerdictGiven] = []
+        # What a protocol's own stage tables draw from (orchestrate's plan, supervise's
+        # verdicts), and those tables by stage name, as the run's protocol declares them.
+        self._so_far = RunSoFar()
+        self._stage_views: Mapping[str, Any] = {}
         self._seen: set[tuple[str, int | None]] = set()
         self._live: Live | None = None
         self._spinner: Spinner | None = None  # one instance, so updates do not restart its animation
@@ -108,6 +109,8 @@ class LiveView:
 
     def _on_run_started(self, event: RunStarted) -> None:
         self._labels = {m.name: m.label for m in event.members if m.label}
+        # A stored run of a protocol this version does not know draws every stage as calls.
+        self._stage_views = spec(event.protocol).stage_views if is_protocol(event.protocol) else {}
         if self._header:
             self._print_header(event)
 
@@ -127,7 +130,7 @@ class LiveView:
             self._stage.warnings.append(WarningRaised(message=rejection_note(event), member=event.planner))
 
     def _on_plan_accepted(self, event: PlanAccepted) -> None:
-        self._plan = event
+        self._so_far.plan = event
 
     def _on_task(self, event: TaskStarted | TaskFinished | TaskFailed | TaskSkipped) -> None:
         if isinstance(self._stage, TaskStage):
@@ -142,7 +145,7 @@ class LiveView:
             self._stage.ended = event
 
     def _on_verdict(self, event: VerdictGiven) -> None:
-        self._verdicts.append(event)
+        self._so_far.verdicts.append(event)
 
     def _on_ballot(self, event: vote.VoteEvent) -> None:
         self._stage = vote.on_event(self._stage, event, self._labels)
@@ -236,15 +239,8 @@ class LiveView:
             self.console.print(render_aggregate(event.aggregate))
 
     def _open_stage(self, stage: str, round_: int | None, members: list[str]) -> StageState:
-        new = (
-            TaskStage(stage, round_, plan=self._plan)
-            if self._plan is not None and stage == "subtasks"
-            else StageState(stage, round_)
-        )
-        if stage == delphi.STAGE:
-            new = delphi.ContributionStage(stage, round_)
-        elif stage == supervise.STAGE:
-            new = supervise.CritiqueStage(stage, round_, verdicts=self._verdicts)
+        table = self._stage_views.get(stage)
+        new = resolve(table)(stage, round_, self._so_far) if table is not None else StageState(stage, round_)
         for name in members:
             new.announce(name, self._labels.get(name))
         self._seen.add(new.key)

@@ -28,7 +28,7 @@ from panel_cli.events import (
 )
 from panel_cli.protocols.orchestrate.plan import tree_order
 from panel_cli.view import fmt
-from panel_cli.view.tables import Column, Preview, StageState, fitted_table, warning_line
+from panel_cli.view.tables import Column, Preview, RunSoFar, StageState, fitted_table, warning_line
 from panel_cli.view.tools import ToolActivity, tools_cell
 
 TaskState = Literal["pending", "running", "succeeded", "failed", "skipped"]
@@ -73,6 +73,11 @@ def branch_lines(lasts: tuple[bool, ...]) -> str:
     if len(lasts) <= 1:
         return ""
     return "".join("   " if last else "│  " for last in lasts[1:-1]) + ("└─ " if lasts[-1] else "├─ ")
+
+
+def task_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    """orchestrate's subtasks stage: the task graph once the plan is in, else the calls' table."""
+    return TaskStage(stage, round_, plan=seen.plan) if seen.plan is not None else StageState(stage, round_)
 
 
 @dataclass

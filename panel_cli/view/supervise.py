@@ -17,12 +17,13 @@ from rich.text import Text
 
 from panel_cli.events import BaseEvent, VerdictGiven
 from panel_cli.view import fmt
-from panel_cli.view.tables import StageState, StageTable, warning_line
+from panel_cli.view.tables import RunSoFar, StageState, StageTable, warning_line
 
-# The engine's stage for the critic (panel_cli.protocols.supervise.engine), named here so the
-# views need not import the engine.
-STAGE = "critique"
 FEEDBACK_LIMIT = 300
+
+
+def critique_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    return CritiqueStage(stage, round_, verdicts=seen.verdicts)
 
 
 @dataclass

@@ -16,7 +16,16 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from panel_cli.events import CallFailed, CallFinished, MemberSkipped, RoundTallied, VoteCast, WarningRaised
+from panel_cli.events import (
+    CallFailed,
+    CallFinished,
+    MemberSkipped,
+    PlanAccepted,
+    RoundTallied,
+    VerdictGiven,
+    VoteCast,
+    WarningRaised,
+)
 from panel_cli.view import fmt
 from panel_cli.view.tools import ToolActivity, tools_cell
 
@@ -91,6 +100,15 @@ class CallRow:
     def skip(self, event: MemberSkipped) -> None:
         self.status = "skipped"
         self.preview = fmt.one_line(event.reason)
+
+
+@dataclass
+class RunSoFar:
+    """What the live view has seen of a run that a protocol's own stage table draws from: the
+    accepted plan (orchestrate) and every verdict so far (supervise)."""
+
+    plan: PlanAccepted | None = None
+    verdicts: list[VerdictGiven] = field(default_factory=list)
 
 
 @dataclass

@@ -3,20 +3,27 @@ own option, `panel run`, `panel validate` and the file's `protocol:` without any
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from rich.console import Console, RenderableType
+from rich.text import Text
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
 from panel_cli.config import Panel, parse_panel
 from panel_cli.errors import ConfigError, UserError
+from panel_cli.events import MemberInfo, RunStarted, StageStarted
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols import registry
 from panel_cli.protocols.base import Emit, ProtocolResult, ProtocolRules
 from panel_cli.store.db import TranscriptReader
+from panel_cli.view.live import LiveView
+from panel_cli.view.tables import RunSoFar, StageState
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -106,3 +113,34 @@ def test_every_builtin_protocol_is_a_spec_whose_references_resolve() -> None:
         assert isinstance(registry.rules_of(protocol.name), ProtocolRules), protocol.name
         assert callable(registry.plan_of(protocol.name)), protocol.name
         assert protocol.summary.endswith("."), protocol.name
+
+
+class EchoStage(StageState):
+    """The toy protocol's own table for its `answer` stage."""
+
+    def render(self) -> RenderableType:
+        return Text(f"echo stage, round {self.round}")
+
+
+def echo_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    return EchoStage(stage, round_)
+
+
+async def test_a_protocol_names_the_live_view_table_of_its_own_stages() -> None:
+    registry.register(dataclasses.replace(ECHO, stage_views={"answer": echo_stage}))
+    try:
+        console = Console(file=StringIO(), width=100, force_terminal=True)
+        view = LiveView(console, animate=False)
+        members = [MemberInfo(name="sage", model="demo/sage")]
+        for event in (
+            RunStarted(protocol="echo", panel="p", question="q", members=members),
+            StageStarted(stage="answer", round=2, members=["sage"]),
+            StageStarted(stage="review", round=None, members=["sage"]),
+        ):
+            await view(event)
+        view.close()
+    finally:
+        registry.unregister("echo")
+    drawn = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "echo stage, round 2" in drawn
+    assert "review" in drawn and "echo stage, round None" not in drawn

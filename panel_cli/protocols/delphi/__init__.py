@@ -10,6 +10,7 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.delphi.engine:delphi",
     rules="panel_cli.protocols.delphi.engine:RULES",
     plan="panel_cli.protocols.delphi.estimate:plan_calls",
+    stage_views={"contribution": "panel_cli.view.delphi:contribution_stage"},
     options=(
         MEMBERS,
         chairman("Who writes the synthesis; several, comma-separated, are tried in order."),

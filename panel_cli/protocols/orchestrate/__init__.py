@@ -12,6 +12,7 @@ PROTOCOL = ProtocolSpec(
     rules="panel_cli.protocols.orchestrate.engine:RULES",
     plan="panel_cli.protocols.orchestrate.estimate:plan_calls",
     source="panel_cli.protocols.orchestrate.team:panel_for_command",
+    stage_views={"subtasks": "panel_cli.view.orchestrate:task_stage"},
     options=(
         CommandOption(
             name="members",

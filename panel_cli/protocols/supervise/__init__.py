@@ -11,6 +11,7 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.supervise.engine:supervise",
     rules="panel_cli.protocols.supervise.engine:RULES",
     plan="panel_cli.protocols.supervise.estimate:plan_calls",
+    stage_views={"critique": "panel_cli.view.supervise:critique_stage"},
     source=PanelSource.FILE,
     options=(
         max_rounds("At most this many correction rounds (default 2)."),
