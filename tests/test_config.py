@@ -71,8 +71,9 @@ def test_full_example_loads():
             "panel.yaml, line 6: chairman: 'zed' is not a member; name a member or give an inline member.",
         ),
         (
-            MEMBERS + "method: plurality\n",
-            "panel.yaml, line 6: method: input should be 'majority', 'supermajority', 'unanimous', 'ranked_choice' or 'weighted'.",
+            MEMBERS + "method: Borda\n",
+            "panel.yaml, line 6: method: input should be 'majority', 'supermajority', 'unanimous', 'ranked_choice', "
+            "'weighted', 'plurality' or 'weighted_plurality'.",
         ),
         (MEMBERS + "members: []\n", "panel.yaml, line 6: members: this key appears twice."),
         ("", "panel.yaml: the file is empty; a panel needs at least 'members'."),

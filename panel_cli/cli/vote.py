@@ -29,7 +29,10 @@ OPTIONS = typer.Option(
     metavar="<option …>",
 )
 METHOD = typer.Option(
-    None, "--method", help="majority, supermajority, unanimous, ranked_choice or weighted (default majority)."
+    None,
+    "--method",
+    help="majority, supermajority, unanimous, ranked_choice, weighted, plurality or weighted_plurality, in any case "
+    "(default majority).",
 )
 THRESHOLD = typer.Option(
     None, "--threshold", help="supermajority: the share of the votes an option must exceed (default 0.667)."
@@ -73,13 +76,14 @@ class SpreadOptions:
 
 
 def parse_method(value: str, option: str = "--method") -> Method:
+    """A method named in any case (`Plurality`, `weighted-plurality`)."""
     from panel_cli.errors import UserError
-    from panel_cli.protocols.vote.tally import METHODS
+    from panel_cli.protocols.vote.tally import METHODS, parse_choice
 
-    for method in METHODS:
-        if value == method:
-            return method
-    raise UserError(f"{option}: '{value}' is not a method; choose {', '.join(METHODS[:-1])} or {METHODS[-1]}.")
+    method = parse_choice(value, METHODS)
+    if method is None:
+        raise UserError(f"{option}: '{value}' is not a method; choose {', '.join(METHODS[:-1])} or {METHODS[-1]}.")
+    return method
 
 
 @options.with_run_controls

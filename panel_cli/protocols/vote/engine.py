@@ -1,5 +1,6 @@
 """vote and decide (SPEC §2.4): every voter casts a ballot on fixed options, the ballots are
-counted by one of five methods, and a decision's leader chooses when no option wins.
+counted by one of seven methods, and a decision's leader chooses when no option wins (and
+settles a tie under plurality and weighted_plurality unless `tie_break` says otherwise).
 
 Reading a ballot is pure and sits at the top; the counting is in `tally.py`; the engines
 below only gather calls and emit events. A ballot is model output, so it is read
@@ -42,12 +43,16 @@ from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
 from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.protocols.vote.tally import (
+    PLURALITY_METHODS,
+    WEIGHTED_METHODS,
     Ballot,
     MatchedBy,
     Method,
     RunoffRound,
     Tally,
+    TieBreak,
     effective_threshold,
+    leader_settles,
     tally,
 )
 from panel_cli.tasks import Task, mark
@@ -86,6 +91,8 @@ class VoteResult(ProtocolResult):
 
     winner: str | None
     method: Method
+    tie_break: TieBreak | None = Field(description="plurality and weighted_plurality: what settles a tie")
+    tied: list[str] = Field(description="the options that tied at the top, when a plurality tied")
     options: list[str]
     vote_counts: dict[str, int]
     weights: dict[str, float]
@@ -306,6 +313,7 @@ class VotePlan:
     method: Method
     threshold: float
     quorum: int
+    tie_break: TieBreak
     no_match: NoMatch
     max_voters: int
     leader: Member | None
@@ -350,6 +358,7 @@ def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
         method=panel.method,
         threshold=threshold,
         quorum=panel.quorum,
+        tie_break=panel.tie_break or ("leader" if leader is not None else "none"),
         no_match=panel.no_match,
         max_voters=panel.max_voters,
         leader=leader,
@@ -364,9 +373,10 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
         findings.append((("threshold",), problem))
     elif panel.method != "supermajority" and "threshold" in panel.model_fields_set:
         findings.append((("threshold",), f"used only by method supermajority, not {panel.method}"))
-    if panel.method != "weighted":
+    findings += _tie_break_findings(panel, protocol)
+    if panel.method not in WEIGHTED_METHODS:
         findings += [
-            (("members", index, "weight"), f"used only by method weighted, not {panel.method}")
+            (("members", index, "weight"), f"used only by methods weighted and weighted_plurality, not {panel.method}")
             for index, member in enumerate(panel.members)
             if "weight" in member.model_fields_set
         ]
@@ -377,9 +387,23 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
     return findings
 
 
+def _tie_break_findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding]:
+    """A tie_break that a run would ignore, or a leader it asks of a vote that has none."""
+    if panel.tie_break is None:
+        return []
+    if panel.method not in PLURALITY_METHODS:
+        return [(("tie_break",), f"used only by methods plurality and weighted_plurality, not {panel.method}")]
+    if panel.tie_break == "leader" and (protocol == "vote" or not panel.leader):
+        whose = "a vote has no leader" if protocol == "vote" else "this decision names no leader"
+        return [(("tie_break",), f"{whose}, so a tie is no winner; use first to settle it by the options' order")]
+    return []
+
+
 def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[str, str]]:
     plan = plan_vote(panel, protocol)
     method = plan.method + (f", threshold {plan.threshold:g}" if plan.method == "supermajority" else "")
+    if plan.method in PLURALITY_METHODS:
+        method += f", tie_break {plan.tie_break}"
     settings = [
         ("method", method),
         ("options", ", ".join(plan.options)),
@@ -392,7 +416,7 @@ def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[s
     return settings
 
 
-VOTE_FIELDS = frozenset({"method", "threshold", "quorum", "options", "no_match", "max_voters"})
+VOTE_FIELDS = frozenset({"method", "tie_break", "threshold", "quorum", "options", "no_match", "max_voters"})
 RULES = ProtocolRules(
     fields=VOTE_FIELDS,
     timeouts={"vote": DEFAULT_TIMEOUT},
@@ -440,6 +464,7 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
             method=plan.method,
             threshold=plan.threshold,
             quorum=plan.quorum,
+            tie_break=plan.tie_break,
             voters=names,
             weights={member.name: member.weight for member in panel.members},
             timeout=limit,
@@ -479,7 +504,9 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
     await out_of_budget(
         gateway, emit, f"only the {cast} ballot{'s' if cast != 1 else ''} cast before it did are counted"
     )
-    counted = tally(ballots, plan.options, plan.method, threshold=plan.threshold, quorum=plan.quorum)
+    counted = tally(
+        ballots, plan.options, plan.method, threshold=plan.threshold, quorum=plan.quorum, tie_break=plan.tie_break
+    )
     if counted.quorum_met:
         await emit(QuorumReached(current=counted.ballots_cast, required=plan.quorum))
     await emit(VoteTallied(tally=counted.model_dump(mode="json")))
@@ -494,6 +521,8 @@ def _fields(plan: VotePlan, poll: Poll, winner: str | None, reason: str | None) 
         "failure_reason": None if winner else reason,
         "winner": winner,
         "method": plan.method,
+        "tie_break": counted.tie_break,
+        "tied": counted.tied,
         "options": plan.options,
         "vote_counts": counted.vote_counts,
         "weights": counted.weights,
@@ -554,12 +583,14 @@ async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
     counted = poll.tally
     winner, reason = counted.winner, counted.reason
     leader_ballot: Ballot | None = None
-    if winner is None and plan.leader is not None:
+    if plan.leader is not None and leader_settles(counted):
         leader_ballot, problem = await _ask_leader(panel, plan, plan.leader, question, counted, gateway, emit)
         if leader_ballot is not None and leader_ballot.choice is not None:
             winner = leader_ballot.choice
         else:
             reason = f"{reason}; the leader {plan.leader.name} {problem}"
+    elif plan.leader is not None and winner is None:
+        reason = f"{reason}; tie_break none leaves a tie undecided, so the leader {plan.leader.name} was not asked"
     override = counted.winner is None and winner is not None
     await emit(
         DecisionRecorded(
