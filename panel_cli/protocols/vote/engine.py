@@ -337,6 +337,11 @@ def option_problems(options: Sequence[str]) -> list[tuple[int, str]]:
     return problems
 
 
+def tie_break_of(panel: Panel, protocol: str) -> TieBreak:
+    """The tie rule in force: the panel's, else the leader's when a decision has one, else none."""
+    return panel.tie_break or ("leader" if protocol == "decide" and panel.leader else "none")
+
+
 def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
     problems = option_problems(panel.options)
     if problems:
@@ -358,7 +363,7 @@ def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
         method=panel.method,
         threshold=threshold,
         quorum=panel.quorum,
-        tie_break=panel.tie_break or ("leader" if leader is not None else "none"),
+        tie_break=tie_break_of(panel, protocol),
         no_match=panel.no_match,
         max_voters=panel.max_voters,
         leader=leader,
