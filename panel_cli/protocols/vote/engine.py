@@ -139,7 +139,8 @@ def exact_option(value: str, options: Sequence[str]) -> str | None:
 
 
 @functools.lru_cache(maxsize=512)
-def _words(option: str) -> re.Pattern[str]:
+def word_pattern(option: str) -> re.Pattern[str]:
+    """An option as whole words in any case, any run of spaces between its words."""
     return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(word) for word in option.split()) + r"(?!\w)", re.IGNORECASE)
 
 
@@ -147,7 +148,7 @@ def match_option(text: str, options: Sequence[str]) -> str | None:
     """The option a text names: as whole words, in any case. Of several named, the longest
     wins, so `Do not ship` beats `Ship`; `Shipping` names neither. Of two as long, the one
     listed first."""
-    named = [option for option in options if _words(option).search(text)]
+    named = [option for option in options if word_pattern(option).search(text)]
     return max(named, key=len) if named else None
 
 
