@@ -54,9 +54,7 @@ _PUNCTUATION = re.compile(rf"[{re.escape(string.punctuation)}“”‘’«»…
 _NUMBER_WRAPPING = " $€£%."
 # A number in running text: `42`, `-2.50`, `1,000`, `1e3`, `.5` is not one (`0.5` is). Not
 # part of a longer number or word on either side (`0.25` holds no `0.2`, `x2` no `2`).
-_NUMBER = re.compile(
-    r"(?<![\w.,\-−])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]|[.,]\d)"
-)
+_NUMBER = re.compile(r"(?<![\w.,\-−])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]|[.,]\d)")
 # `Answer: B`, `**Final answer:** B`, `The final answer is B`, `- answer = B`, at a line's start.
 _STATED = re.compile(
     r"^[ \t>*_#`\-]*(?:the[ \t]+)?(?P<final>final[ \t]+)?answer[ \t*_`]*(?::|=|is\b[ \t]*:?)[ \t*_`]*(?P<rest>[^\n]*)",
