@@ -99,7 +99,7 @@ def share(needed: Callable[[float, float], bool], weights=None) -> Answer:
 def most(tie: str, weights=None, leader: int | None = None) -> Answer:
     def answer(beliefs, options):
         totals = scores(beliefs, options, weights)
-        top = [option for option in range(options) if totals[option] == max(totals)]
+        top = [option for option in range(options) if math.isclose(totals[option], max(totals), rel_tol=1e-9)]
         if len(top) == 1 or tie == "first":
             return top[0]  # options are listed 0, 1, …: the first tied is the lowest
         return beliefs[leader] if tie == "leader" and leader is not None else None

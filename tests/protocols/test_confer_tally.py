@@ -176,3 +176,12 @@ def test_log_odds_ties_go_to_the_lowest_label_and_below_chance_counts_against():
     # Both votes below chance (1/3): each answer they name scores below A, which no one chose.
     scores, winner = tally([vote("ann", "B", 20), vote("bob", "C", 10)], ["A", "B", "C"], "log_odds")
     assert scores["B"] < 0 and scores["C"] < 0 and winner == "A"
+
+
+def test_log_odds_equal_but_for_rounding_tie_and_go_to_the_lowest_label():
+    """Five answers: two votes at 60 weigh 2 log 6, one at 90 weighs log 36. Equal, though the
+    floats differ in the last place; the tie goes to the lowest label either way round."""
+    labels = ["A", "B", "C", "D", "E"]
+    assert log_odds_weight(90, 5) != 2 * log_odds_weight(60, 5)
+    assert tally([vote("ann", "B", 90), vote("bob", "A", 60), vote("cy", "A", 60)], labels, "log_odds")[1] == "A"
+    assert tally([vote("ann", "A", 90), vote("bob", "B", 60), vote("cy", "B", 60)], labels, "log_odds")[1] == "A"

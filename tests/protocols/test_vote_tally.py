@@ -24,6 +24,7 @@ from panel_cli.protocols.vote.tally import (
     runoff,
     stored_vote,
     tally,
+    ties,
 )
 from panel_cli.protocols.vote.tally import TieBreak as TallyTieBreak
 
@@ -239,6 +240,13 @@ def test_a_weighted_plurality_tie_and_its_tie_breaks():
 def test_weighted_plurality_with_no_weight_is_no_winner_not_a_tie():
     result = tally(votes("A", "B", weights=[0, 0]), ABC, "weighted_plurality", tie_break="first")
     assert (result.winner, result.tied, result.reason) == (None, [], "every vote weighs 0")
+
+
+def test_weights_equal_but_for_rounding_tie():
+    """0.1 + 0.2 is 0.30000000000000004 in floating point, and 0.3 is not: they still tie."""
+    result = tally(votes("A", "A", "B", weights=[0.1, 0.2, 0.3]), ABC, "weighted_plurality")
+    assert (result.winner, result.tied) == (None, ["A", "B"])
+    assert tally(votes("A", "B", weights=[0.3, 0.3000001]), ABC, "weighted_plurality").winner == "B"
 
 
 def test_weighted_plurality_weights_are_exact_whatever_the_order():
@@ -513,10 +521,10 @@ def test_a_plurality_winner_has_strictly_the_most_or_won_the_tie_listed_first(ba
     others = [scores[option] for option in OPTIONS if option != result.winner]
     if result.tied:
         assert tie_break == "first" and result.winner == result.tied[0] and len(result.tied) > 1
-        assert all(scores[option] == scores[result.winner] for option in result.tied)
+        assert all(ties(scores[option], scores[result.winner]) for option in result.tied)
         assert all(scores[option] < scores[result.winner] for option in OPTIONS if option not in result.tied)
     else:
-        assert all(score < scores[result.winner] for score in others)
+        assert all(score < scores[result.winner] and not ties(score, scores[result.winner]) for score in others)
     # Listing the options in another order moves a tie's winner, never an outright one.
     reordered = list(OPTIONS)
     random.shuffle(reordered)

@@ -24,6 +24,7 @@ from panel_cli.protocols.base import (
 )
 from panel_cli.protocols.confer.log_odds import ConferTally, vote_weight
 from panel_cli.protocols.stages import broadcast, gather_each, open_stage, out_of_budget
+from panel_cli.protocols.vote.tally import ties
 from panel_cli.tasks import Task, mark, render_labelled
 
 FALLBACK_CONFIDENCE = 50.0
@@ -143,16 +144,18 @@ def tally(
     votes: list[Vote], labels: list[str], rule: ConferTally = "confidence"
 ) -> tuple[dict[str, float], str | None]:
     """Each label's score: the summed confidence of its votes, or under `log_odds` their summed
-    log-odds, with K the number of answers in the block (`labels`). The highest wins, a tie
-    goes to the lowest label. Sums are exact (fsum), so the votes' order never matters."""
+    log-odds, with K the number of answers in the block (`labels`). The highest wins; a tie
+    (scores equal but for rounding: 2 log 6 ties log 36) goes to the lowest label. Sums are
+    exact (fsum), so the votes' order never matters."""
     weights: dict[str, list[float]] = {label: [] for label in labels}
     for vote in votes:
         weights.setdefault(vote.chosen_label, []).append(vote_weight(vote.confidence, len(labels), rule))
     scores = {label: math.fsum(found) for label, found in weights.items()}
     if not votes:
         return scores, None
-    ordered = sorted(scores, key=lambda label: (-scores[label], len(label), label))
-    return scores, ordered[0]
+    top = max(scores.values())
+    leaders = [label for label in scores if ties(scores[label], top)]
+    return scores, min(leaders, key=lambda label: (len(label), label))
 
 
 def confidence_score(votes: list[Vote], winner_label: str | None) -> float:

@@ -42,6 +42,8 @@ Name = TypeVar("Name", bound=str)
 # or not at all (an abstention, or a late ballot).
 MatchedBy = Literal["structured", "text", "first", "none"]
 DEFAULT_THRESHOLD = 0.667
+# Summed weights this close (relatively) are a tie: sums of floats are exact only up to rounding.
+TIE_TOLERANCE = 1e-9
 
 
 class Ballot(BaseModel):
@@ -225,19 +227,24 @@ def _by_most(
     method: Method, counts: Mapping[str, int], weights: Mapping[str, float], tie_break: TieBreak
 ) -> tuple[str | None, list[str], str | None]:
     """The winner of plurality or weighted_plurality, the options tied at the top (empty
-    without a tie), and why there is no winner. Weights are compared exactly: each is an
-    exact sum (fsum), so equal ballots always make equal weights."""
+    without a tie), and why there is no winner. Two weights within `TIE_TOLERANCE` of each
+    other tie: 0.1 + 0.2 is 0.3, and 2 log 6 is log 36, though floating point says otherwise."""
     if method == "weighted_plurality" and math.fsum(weights.values()) <= 0:
         return None, [], "every vote weighs 0"
     scores: Mapping[str, float] = weights if method == "weighted_plurality" else counts
     top = max(scores.values())
-    leaders = [option for option, score in scores.items() if score == top]
+    leaders = [option for option, score in scores.items() if ties(score, top)]
     if len(leaders) == 1:
         return leaders[0], [], None
     if tie_break == "first":
         return leaders[0], leaders, None
     amount = f"weight {top:g}" if method == "weighted_plurality" else _votes(int(top))
     return None, leaders, f"{_and(leaders)} tie with {amount} each"
+
+
+def ties(score: float, top: float) -> bool:
+    """Whether a summed score ties the top one: equal but for rounding."""
+    return math.isclose(score, top, rel_tol=TIE_TOLERANCE, abs_tol=TIE_TOLERANCE)
 
 
 def leader_settles(counted: Tally) -> bool:
