@@ -84,6 +84,19 @@ def test_error_messages_name_file_line_and_field(text, expected):
     assert error_of(text) == expected
 
 
+def test_counting_rules_are_read_in_any_case():
+    panel = parse_panel(MEMBERS + "method: Weighted-Plurality\ntie_break: FIRST\ntally: Log_Odds\n", "panel.yaml")
+    assert (panel.method, panel.tie_break, panel.tally) == ("weighted_plurality", "first", "log_odds")
+    defaults = parse_panel(MEMBERS, "panel.yaml")
+    assert (defaults.method, defaults.tie_break, defaults.tally) == ("majority", None, "confidence")
+    assert error_of(MEMBERS + "tie_break: coin\n") == (
+        "panel.yaml, line 6: tie_break: input should be 'none', 'leader' or 'first'."
+    )
+    assert error_of(MEMBERS + "tally: votes\n") == (
+        "panel.yaml, line 6: tally: input should be 'confidence' or 'log_odds'."
+    )
+
+
 def test_unknown_demo_persona_points_at_the_model_line():
     assert error_of("members:\n  - name: a\n    model: demo/oracle\n").startswith(
         "panel.yaml, line 3: members[0].model: unknown demo persona 'oracle'"
