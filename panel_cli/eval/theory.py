@@ -85,7 +85,7 @@ def uniform_places(options: int) -> dict[Place, int]:
     return {(options, place): 1 for place in range(options)}
 
 
-def beliefs(p: float, options: int, gold: int) -> list[tuple[int, float]]:
+def beliefs(p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
     """A voter's belief: the gold option with probability p, each other with (1 − p)/(K − 1)."""
     wrong = (1.0 - p) / (options - 1)
     return [(option, p if option == gold else wrong) for option in range(options)]
@@ -141,7 +141,7 @@ class Alone:
         return None if 0 <= self.voter < len(accuracies) else f"{self.name} is not one of the voters"
 
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
-        return list(beliefs(p, options, gold))
+        return beliefs(p, options, gold)
 
     def start(self) -> State:
         return None
@@ -205,7 +205,7 @@ class Count:
 
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
         if self.method != "ranked_choice" or self.rankings == "listed":
-            return list(beliefs(p, options, gold))
+            return beliefs(p, options, gold)
         orders = math.factorial(options - 1)
         return [
             ((belief, *rest), chance / orders)
@@ -272,7 +272,7 @@ class Confer:
         return None
 
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
-        return list(beliefs(p, options, gold))
+        return beliefs(p, options, gold)
 
     def start(self) -> State:
         return ((), ())
@@ -351,7 +351,7 @@ class Council:
         return None if len(self.names) == len(accuracies) >= 2 else "a council needs at least 2 named members"
 
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
-        return list(beliefs(p, options, gold))
+        return beliefs(p, options, gold)
 
     def start(self) -> State:
         return ()
