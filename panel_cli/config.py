@@ -46,11 +46,29 @@ from panel_cli.located_yaml import (
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
 ProtocolName = str
-VoteMethod = Literal["majority", "supermajority", "unanimous", "ranked_choice", "weighted"]
+# The same names as panel_cli.protocols.vote.tally's Method, TieBreak and confer's tally rules
+# (tests check they agree); config reads them without importing a protocol.
+VoteMethod = Literal[
+    "majority", "supermajority", "unanimous", "ranked_choice", "weighted", "plurality", "weighted_plurality"
+]
+TieBreak = Literal["none", "leader", "first"]
+ConferTally = Literal["confidence", "log_odds"]
 EnsembleMode = Literal["fanout", "race", "consensus", "majority", "synthesize"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def _named_choice(value: Any) -> Any:
+    """A rule's name as written in any case, with spaces or hyphens for underscores
+    (`Weighted-Plurality` is `weighted_plurality`); the Literal then checks it and lists the
+    valid names when it is none of them."""
+    if isinstance(value, str):
+        return "_".join(value.strip().casefold().replace("-", " ").split())
+    return value
+
+
+RuleName = BeforeValidator(_named_choice)
 
 
 def parse_duration(value: Any) -> float | None:
@@ -237,7 +255,10 @@ class Panel(Strict):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     max_rounds: int = Field(default=3, ge=1, le=50)
     until_convergence: bool = True
-    method: VoteMethod = "majority"
+    method: Annotated[VoteMethod, RuleName] = "majority"
+    # None: a decision with a leader leaves a tie to it, any other vote leaves it undecided.
+    tie_break: Annotated[TieBreak | None, RuleName] = None
+    tally: Annotated[ConferTally, RuleName] = "confidence"
     threshold: float = 0.667
     quorum: int = Field(default=1, ge=1)
     options: list[str] = Field(default_factory=list)

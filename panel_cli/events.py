@@ -338,6 +338,7 @@ class VoteOpened(BaseEvent):
     quorum: int
     voters: list[str]
     weights: dict[str, float] = Field(default_factory=dict)
+    tie_break: str = "none"
     timeout: float | None = None
     max_voters: int = 10
     leader: str | None = None

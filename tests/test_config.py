@@ -71,8 +71,9 @@ def test_full_example_loads():
             "panel.yaml, line 6: chairman: 'zed' is not a member; name a member or give an inline member.",
         ),
         (
-            MEMBERS + "method: plurality\n",
-            "panel.yaml, line 6: method: input should be 'majority', 'supermajority', 'unanimous', 'ranked_choice' or 'weighted'.",
+            MEMBERS + "method: Borda\n",
+            "panel.yaml, line 6: method: input should be 'majority', 'supermajority', 'unanimous', 'ranked_choice', "
+            "'weighted', 'plurality' or 'weighted_plurality'.",
         ),
         (MEMBERS + "members: []\n", "panel.yaml, line 6: members: this key appears twice."),
         ("", "panel.yaml: the file is empty; a panel needs at least 'members'."),
@@ -81,6 +82,19 @@ def test_full_example_loads():
 )
 def test_error_messages_name_file_line_and_field(text, expected):
     assert error_of(text) == expected
+
+
+def test_counting_rules_are_read_in_any_case():
+    panel = parse_panel(MEMBERS + "method: Weighted-Plurality\ntie_break: FIRST\ntally: Log_Odds\n", "panel.yaml")
+    assert (panel.method, panel.tie_break, panel.tally) == ("weighted_plurality", "first", "log_odds")
+    defaults = parse_panel(MEMBERS, "panel.yaml")
+    assert (defaults.method, defaults.tie_break, defaults.tally) == ("majority", None, "confidence")
+    assert error_of(MEMBERS + "tie_break: coin\n") == (
+        "panel.yaml, line 6: tie_break: input should be 'none', 'leader' or 'first'."
+    )
+    assert error_of(MEMBERS + "tally: votes\n") == (
+        "panel.yaml, line 6: tally: input should be 'confidence' or 'log_odds'."
+    )
 
 
 def test_unknown_demo_persona_points_at_the_model_line():

@@ -767,7 +767,15 @@ def retally_run(
     method: Annotated[
         str | None,
         typer.Option(
-            "--method", help="majority, supermajority, unanimous, ranked_choice or weighted (default: the run's)."
+            "--method",
+            help="majority, supermajority, unanimous, ranked_choice, weighted, plurality or weighted_plurality "
+            "(default: the run's).",
+        ),
+    ] = None,
+    tie_break: Annotated[
+        str | None,
+        typer.Option(
+            "--tie-break", help="plurality methods: none, leader or first settles a tie (default: the run's)."
         ),
     ] = None,
     threshold: Annotated[
@@ -783,9 +791,12 @@ def retally_run(
     import time
     import uuid
 
-    from panel_cli.protocols.vote.tally import parse_method, retally, stored_vote
+    from panel_cli.protocols.vote.tally import TIE_BREAKS, parse_choice, parse_method, retally, stored_vote
 
     chosen = parse_method(method) if method is not None else None
+    settle = parse_choice(tie_break, TIE_BREAKS) if tie_break is not None else None
+    if tie_break is not None and settle is None:
+        raise UserError(f"--tie-break: '{tie_break}' is not a tie break; choose none, leader or first.")
     with TranscriptReader.open(db) as reader:
         run = reader.get_run(run_id)
         events = reader.run_events(run.id) if run.protocol in ("vote", "decide") else []
@@ -797,7 +808,7 @@ def retally_run(
         raise UserError(f"Run {run.id} has no stored vote to re-tally: it ended before its vote opened.")
     if threshold is not None and (chosen or vote.method) != "supermajority":
         raise UserError(f"--threshold applies to --method supermajority, not {chosen or vote.method}.")
-    recount = retally(vote, method=chosen, threshold=threshold, quorum=quorum)
+    recount = retally(vote, method=chosen, threshold=threshold, quorum=quorum, tie_break=settle)
     stored = _stored_outcome(run.result)
     retally_id = uuid.uuid4().hex[:12]
     payload = {
@@ -847,6 +858,7 @@ def _stored_outcome(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "winner",
         "method",
         "threshold",
+        "tie_break",
         "quorum",
         "quorum_met",
         "vote_counts",
@@ -882,7 +894,9 @@ def _print_retally(
         (
             "method",
             lambda o: (
-                str(o.get("method")) + (f" (more than {o['threshold']:g})" if o.get("threshold") is not None else "")
+                str(o.get("method"))
+                + (f" (more than {o['threshold']:g})" if o.get("threshold") is not None else "")
+                + (f", tie_break {o['tie_break']}" if o.get("tie_break") else "")
             ),
         ),
         ("quorum", lambda o: f"{o.get('quorum')}, {'met' if o.get('quorum_met') else 'not met'}"),
@@ -915,7 +929,8 @@ def _option_cell(outcome: dict[str, Any], option: str) -> str:
     if count is None:
         return "—"
     weight = (outcome.get("weights") or {}).get(option)
-    return f"{count} (weight {weight:g})" if outcome.get("method") == "weighted" and weight is not None else str(count)
+    weighted = outcome.get("method") in ("weighted", "weighted_plurality")
+    return f"{count} (weight {weight:g})" if weighted and weight is not None else str(count)
 
 
 def _print_json(data: Any) -> None:

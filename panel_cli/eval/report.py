@@ -1,6 +1,6 @@
 """An eval's result for people: a table on the terminal with a bar per system (its accuracy
-and 95% interval, and the theory line for simulated voters), the comparisons with the baseline
-in plain words, and the same as a Markdown report with every question's grades.
+and 95% interval, and its own theory line for simulated voters), the comparisons with the
+baseline in plain words, and the same as a Markdown report with every question's grades.
 
 User and model text (names, questions, answers, the judge's reasons) is always `Text` on the
 terminal and escaped in Markdown: it never reads as markup."""
@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.eval.grading import first_line
-from panel_cli.eval.results import BASELINE, EvalResult, JuryTheory, SystemScore
+from panel_cli.eval.results import BASELINE, EvalResult, SystemScore
+from panel_cli.eval.theory import VOTER_MODEL, Theory
 from panel_cli.export.markdown import cell, table
 from panel_cli.view import fmt
 
@@ -59,11 +60,26 @@ def cost(score: SystemScore, simulated: str = SIMULATED_COST) -> str:
     return simulated if score.simulated and score.cost is None else fmt.cost(score.cost)
 
 
-def theory_sentence(theory: JuryTheory) -> str:
-    return (
-        f"Theory (Condorcet jury theorem): a strict majority of {theory.voters} independent voters, each right with "
-        f"probability {theory.p:g}, is right {percent(theory.accuracy)} of the time (│ on the bars)."
-    )
+THEORY_INTRO = f"Theory for simulated voters ({VOTER_MODEL}), │ on the bars:"
+
+
+def theory_sentence(label: str, theory: Theory) -> str:
+    """`confer: 91.0%, exact — confer (confidence): the answer with …`; a simulated figure
+    with its standard error; no figure, and why."""
+    if theory.accuracy is None:
+        return f"{label}: {theory.note or 'no closed form'}."
+    if theory.way == "simulation":
+        spread = f" ± {theory.standard_error * 100:.1f}" if theory.standard_error is not None else ""
+        how = f"simulated over {theory.samples:,} questions" if theory.samples else "simulated"
+        figure = f"{percent(theory.accuracy)}{spread} ({how}, one standard error)"
+    else:
+        figure = f"{percent(theory.accuracy)} exactly"
+    return f"{label}: {figure} — {theory.rule}."
+
+
+def theory_of(result: EvalResult, score: SystemScore) -> float | None:
+    line = result.theory.get(score.system)
+    return line.accuracy if line is not None else None
 
 
 def compact_tokens(value: int | None) -> str:
@@ -91,9 +107,8 @@ def render(result: EvalResult) -> RenderableType:
     grid.add_column("tokens", justify="right", no_wrap=True)
     grid.add_column("cost", justify="right", no_wrap=True)
     grid.add_column("time", justify="right", no_wrap=True)
-    theory = result.theory.accuracy if result.theory else None
     for score in result.systems:
-        accuracy = bar(score, theory)
+        accuracy = bar(score, theory_of(result, score))
         accuracy.append(f" {percent(score.accuracy):>6}")
         grid.add_row(
             Text(system_label(result, score)),
@@ -107,7 +122,12 @@ def render(result: EvalResult) -> RenderableType:
     simulated = any(score.simulated and score.cost is None for score in result.systems)
     lines: list[RenderableType] = [grid, Text(LEGEND + (SIMULATED_LEGEND if simulated else ""), style="dim"), Text("")]
     if result.theory:
-        lines.append(Text(theory_sentence(result.theory)))
+        lines.append(Text(THEORY_INTRO))
+        lines += [
+            Text(f"  {theory_sentence(system_label(result, score), result.theory[score.system])}")
+            for score in result.systems
+            if score.system in result.theory
+        ]
     for comparison in result.comparisons:
         line = Text(f"{comparison.system}: ", style="bold")
         line.append(
@@ -179,7 +199,15 @@ def markdown(result: EvalResult) -> str:
             )
         ]
     if result.theory:
-        parts += ["## Theory", theory_sentence(result.theory).replace(" (│ on the bars)", "")]
+        parts += [
+            "## Theory",
+            f"For simulated voters: {VOTER_MODEL}.",
+            "\n".join(
+                f"- {cell(theory_sentence(system_label(result, score), result.theory[score.system]), 600)}"
+                for score in result.systems
+                if score.system in result.theory
+            ),
+        ]
     by_key = {(item.system, item.question_id): item for item in result.items}
     questions = list(dict.fromkeys(item.question_id for item in result.items))
     rows = []

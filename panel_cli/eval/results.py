@@ -1,17 +1,21 @@
 """What an eval produces, and the arithmetic from graded runs to scores: accuracy with its
-Wilson interval, totals, the paired comparison with the baseline in plain words, and the
-theory line for a panel of simulated voters. Pure: tested by hand, no run needed."""
+Wilson interval, totals, the paired comparison with the baseline in plain words, and each
+system's theory line when its voters are simulated. Pure: tested by hand, no run needed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from panel_cli.config import Panel
+from panel_cli.eval.datasets import EvalItem
 from panel_cli.eval.grading import Grade
-from panel_cli.eval.stats import ALPHA, jury_probability, mcnemar_exact, wilson_interval
-from panel_cli.llm.demo import oracle_accuracy
+from panel_cli.eval.stats import ALPHA, mcnemar_exact, wilson_interval
+from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, theory
+from panel_cli.llm.demo import ORACLE_CONFIDENCE, oracle_accuracy
+from panel_cli.protocols.vote.engine import exact_option, tie_break_of
+from panel_cli.protocols.vote.tally import WEIGHTED_METHODS
 
 BASELINE = "baseline"
 
@@ -76,16 +80,6 @@ class Comparison(BaseModel):
     verdict: str
 
 
-class JuryTheory(BaseModel):
-    """The Condorcet jury theorem's line for a panel of simulated voters of one accuracy: a
-    strict majority of `voters` independent voters, each right with probability `p`, is right
-    with probability `accuracy`."""
-
-    voters: int
-    p: float
-    accuracy: float
-
-
 class EvalResult(BaseModel):
     eval_id: str
     dataset: str
@@ -97,7 +91,9 @@ class EvalResult(BaseModel):
     concurrency: int
     systems: list[SystemScore]
     comparisons: list[Comparison]
-    theory: JuryTheory | None
+    theory: dict[str, Theory] = Field(
+        default_factory=dict, description="system -> its theory line, for the systems whose voters are all simulated"
+    )
     items: list[ItemResult]
 
 
@@ -178,15 +174,69 @@ def compare(system: str, results: Sequence[ItemResult], baseline: Sequence[ItemR
     )
 
 
-def jury_theory(panel: Panel) -> JuryTheory | None:
-    """The theory line when every member is a simulated voter of one accuracy, else None."""
-    accuracies = {
-        oracle_accuracy(member.model.removeprefix("demo/")) if member.model.startswith("demo/") else None
-        for member in panel.members
-    }
-    if len(accuracies) != 1:
+def gold_places(items: Sequence[EvalItem]) -> dict[Place, int] | None:
+    """How many questions have each number of options and gold place; None when some question
+    has no options (a simulated voter's wrong answer is then no option, and no rule here
+    counts it)."""
+    places: dict[Place, int] = {}
+    for item in items:
+        if not item.options:
+            return None
+        gold = item.answer if item.answer in item.options else exact_option(item.answer, item.options)
+        if gold is None:
+            return None
+        key = (len(item.options), item.options.index(gold))
+        places[key] = places.get(key, 0) + 1
+    return places or None
+
+
+NO_CLOSED_FORM = {
+    "delphi": "delphi's answer is a facilitator's summary of revised estimates, not a count of the voters' beliefs",
+    "ensemble": "ensemble's answer is a merge or a pick of whole answers, not a count of the voters' beliefs",
+    "supervise": "supervise's answer is a worker's draft revised under a critic, not a count of the voters' beliefs",
+    "orchestrate": "orchestrate's answer is put together from sub-tasks, not a count of the voters' beliefs",
+}
+
+
+def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) -> Theory | None:
+    """The theory line of one system, when everyone it may call is a simulated voter (a real
+    model has none); a line without a figure when its rule cannot be computed."""
+    accuracies = [_accuracy(member.model) for member in panel.callable_members()]
+    if not all(p is not None for p in accuracies):
         return None
-    p = accuracies.pop()
-    if p is None:
-        return None
-    return JuryTheory(voters=len(panel.members), p=p, accuracy=jury_probability(len(panel.members), p))
+    voters = [p for p in accuracies[: len(panel.members)] if p is not None]
+    rule = _rule(protocol, panel)
+    if rule is None:
+        why = NO_CLOSED_FORM.get(protocol, f"{protocol}'s answer is not a count of the voters' beliefs")
+        return Theory(rule=protocol, accuracy=None, way="none", note=f"no closed form: {why}")
+    if places is None:
+        note = "no closed form: some questions have no options, so a wrong simulated answer is no option to count"
+        return Theory(rule=rule.describe(), accuracy=None, way="none", note=note)
+    return theory(rule, voters, places)
+
+
+def _accuracy(model: str) -> float | None:
+    return oracle_accuracy(model.removeprefix("demo/")) if model.startswith("demo/") else None
+
+
+def _rule(protocol: str, panel: Panel) -> Rule | None:
+    """The counting rule a protocol applies to simulated voters, as the panel configures it."""
+    names = panel.member_names
+    if protocol == "ensemble" and panel.mode == "race" and len(names) == 1:
+        return Alone(0, names[0])
+    if protocol == "confer":
+        return Confer(panel.tally, (float(ORACLE_CONFIDENCE),) * len(names))
+    if protocol == "council":
+        return Council(tuple(names), self_review=panel.self_review, shuffle=panel.shuffle, seed=panel.seed)
+    if protocol in ("vote", "decide"):
+        weighted = panel.method in WEIGHTED_METHODS
+        leader = names.index(panel.leader) if protocol == "decide" and panel.leader in names else None
+        return Count(
+            panel.method,
+            tuple(member.weight if weighted else 1.0 for member in panel.members),
+            threshold=panel.threshold,
+            tie_break=tie_break_of(panel, protocol),
+            leader=leader,
+            leader_name=panel.leader or "",
+        )
+    return None

@@ -26,7 +26,8 @@ from panel_cli.config import Member, Panel, ProtocolName
 from panel_cli.errors import UserError
 from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.eval.grading import JudgeCall, grade, judge_answer
-from panel_cli.eval.results import BASELINE, EvalResult, ItemResult, compare, jury_theory, score_system
+from panel_cli.eval.results import BASELINE, EvalResult, ItemResult, compare, gold_places, score_system, system_theory
+from panel_cli.eval.theory import Theory
 from panel_cli.events import BaseEvent, Subscriber
 from panel_cli.llm.demo import oracle_accuracy, oracle_marker
 from panel_cli.located_yaml import describe_error
@@ -302,9 +303,16 @@ async def run_eval(
         concurrency=concurrency,
         systems=scores,
         comparisons=comparisons,
-        theory=jury_theory(plan.panel),
+        theory=eval_theory(plan),
         items=[result for results in by_system.values() for result in results],
     )
+
+
+def eval_theory(plan: EvalPlan) -> dict[str, Theory]:
+    """Each system's theory line, for the systems whose voters are all simulated."""
+    places = gold_places(plan.dataset.items)
+    lines = {system.name: system_theory(system.protocol, system.panel, places) for system in plan.systems}
+    return {name: line for name, line in lines.items() if line is not None}
 
 
 async def _bounded(jobs: Sequence[Callable[[], Awaitable[T]]], at_once: int) -> list[T]:

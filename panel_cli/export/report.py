@@ -730,7 +730,7 @@ def bias_chart(bias: Any, answers: int) -> Chart | None:
 def vote_summary(board: VoteBoard) -> VoteSummary | None:
     if board.opened is None:
         return None
-    weighted = board.opened.method == "weighted"
+    weighted = board.opened.method in ("weighted", "weighted_plurality")
     tally = board.tally
     counts: dict[str, float]
     if tally is not None:

@@ -28,7 +28,7 @@ from panel_cli.events import (
     VoteReceived,
     VoteTallied,
 )
-from panel_cli.protocols.vote.tally import RunoffRound, Tally
+from panel_cli.protocols.vote.tally import PLURALITY_METHODS, WEIGHTED_METHODS, RunoffRound, Tally
 from panel_cli.view import fmt
 from panel_cli.view.tables import BAR_WIDTH, WINNER, StageState, StageTable, warning_line
 from panel_cli.wording import plural
@@ -74,7 +74,7 @@ class VoteBoard:
         """The count so far: ballots (or, for weighted, their weight) per option; a runoff's
         first preferences."""
         options = self.opened.options if self.opened else []
-        weighted = self.opened is not None and self.opened.method == "weighted"
+        weighted = self.opened is not None and self.opened.method in WEIGHTED_METHODS
         counts = dict.fromkeys(options, 0.0)
         for ballot in self.ballots.values():
             if not ballot.late and ballot.choice in counts:
@@ -88,7 +88,7 @@ class VoteBoard:
             if self.tally is not None:
                 parts.append(render_tally(self.tally))
             else:
-                parts.append(tally_bars(self.running(), None, weighted=self.opened.method == "weighted"))
+                parts.append(tally_bars(self.running(), None, weighted=self.opened.method in WEIGHTED_METHODS))
             parts.append(self._quorum_line())
             apart = self._apart_line()
             if apart is not None:
@@ -127,6 +127,8 @@ def rules_line(opened: VoteOpened) -> Text:
     method = opened.method.replace("_", " ") + (
         f" (more than {opened.threshold:g})" if opened.method == "supermajority" else ""
     )
+    if opened.method in PLURALITY_METHODS:
+        method += f" (a tie: {opened.tie_break})"
     parts = [method, f"quorum {opened.quorum}", plural(len(opened.voters), "voter")]
     if len(opened.voters) > opened.max_voters:
         parts[-1] += f", at most {opened.max_voters} at once"
@@ -156,7 +158,7 @@ def tally_bars(counts: dict[str, float], winner: str | None, *, weighted: bool) 
 
 
 def render_tally(counted: Tally) -> Table:
-    weighted = counted.method == "weighted"
+    weighted = counted.method in WEIGHTED_METHODS
     return tally_bars(
         counted.weights if weighted else {o: float(c) for o, c in counted.vote_counts.items()},
         counted.winner,
@@ -195,12 +197,18 @@ def outcome_line(counted: Tally) -> Text:
     if counted.winner is None:
         return Text(f"no winner: {counted.reason}", style="bold red")
     share = f"{counted.winner_votes} of {plural(counted.total_votes, 'vote')}"
-    if counted.method == "weighted":
+    if counted.method in WEIGHTED_METHODS:
         share = f"weight {fmt.number(counted.weights[counted.winner])} of {fmt.number(counted.total_weight)}"
     return Text.assemble(
         ("winner: ", "bold green"),
         (counted.winner, "bold green"),
         (f" — {share}, {counted.method.replace('_', ' ')}", "green"),
+        (
+            f"; it tied with {', '.join(o for o in counted.tied if o != counted.winner)}, listed first"
+            if counted.tied
+            else "",
+            "green",
+        ),
     )
 
 
@@ -282,7 +290,7 @@ def _quorum_reached_line(event: QuorumReached) -> str:
 def _tally_lines(event: VoteTallied) -> str:
     """The count, a line per runoff round, and the outcome."""
     counted = Tally.model_validate(event.tally)
-    values: dict[str, Any] = counted.weights if counted.method == "weighted" else counted.vote_counts
+    values: dict[str, Any] = counted.weights if counted.method in WEIGHTED_METHODS else counted.vote_counts
     lines = [
         f"tally ({counted.method}): " + " ".join(f"{option}={fmt.number(value)}" for option, value in values.items())
     ]

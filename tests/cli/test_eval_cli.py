@@ -71,7 +71,14 @@ def test_eval_json_and_report(jury, tmp_path, capsys, monkeypatch):
     )
     assert [system["system"] for system in result["systems"]] == ["baseline", "confer", "council", "vote"]
     assert [comparison["system"] for comparison in result["comparisons"]] == ["confer", "council", "vote"]
-    assert round(result["theory"]["accuracy"], 3) == 0.837
+    # Each system's own rule, exactly: a strict majority, confer's plurality, council's mean place.
+    theory = {system: (round(line["accuracy"], 3), line["way"]) for system, line in result["theory"].items()}
+    assert theory == {
+        "baseline": (0.7, "exact"),
+        "confer": (0.910, "exact"),
+        "council": (0.903, "exact"),
+        "vote": (0.837, "exact"),
+    }
     assert len(result["items"]) == 48
     for system in result["systems"]:
         assert 0 <= system["ci_low"] <= system["accuracy"] <= system["ci_high"] <= 1
@@ -112,7 +119,9 @@ def test_eval_table_says_what_the_numbers_mean(jury, tmp_path, capsys, monkeypat
     assert code == 0, err
     assert "Eval of jury on builtin:general: 10 questions, graded by option match" in out
     assert "baseline (v3)" in out
-    assert "Theory (Condorcet jury theorem): a strict majority of 5 independent voters" in out
+    assert "Theory for simulated voters (independent voters" in out
+    assert "baseline (v3): 70.0% exactly — v3 alone." in out
+    assert "vote: 83.7% exactly — majority: more than half of the votes." in out
     assert "vote: " in out and ("significant" in out or "no difference" in out)
     assert "panel: vote: " in err  # a line per system on a pipe
 

@@ -161,8 +161,9 @@ def test_no_question_at_all_says_where_one_comes_from() -> None:
             "--options: 'ship' is given twice (options match in any case).",
         ),
         (
-            ["vote", "--options", "A", "B", "--method", "plurality", "--demo", "-q", "Q?"],
-            "--method: 'plurality' is not a method; choose majority",
+            ["vote", "--options", "A", "B", "--method", "borda", "--demo", "-q", "Q?"],
+            "--method: 'borda' is not a method; choose majority, supermajority, unanimous, ranked_choice, weighted, "
+            "plurality or weighted_plurality.",
         ),
         (
             ["vote", "--options", "A", "B", "--threshold", "0.8", "--demo", "-q", "Q?"],
@@ -310,6 +311,37 @@ def test_retally_recounts_prints_beside_the_stored_and_records(tmp_path: Path) -
     assert kept[1].result == recount
 
 
+def test_retally_by_plurality_and_weighted_plurality(tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    run = invoke("vote", VOTE, "--db", db)
+    counts = run["vote_counts"]
+    top = max(counts.values())
+    leaders = [option for option, count in counts.items() if count == top]
+    for method in ("Plurality", "weighted-plurality"):
+        for settle in ("none", "first"):
+            args = [
+                "history",
+                "retally",
+                run["run_id"],
+                "--method",
+                method,
+                "--tie-break",
+                settle,
+                "--json",
+                "--db",
+                db,
+            ]
+            outcome = runner.invoke(app, args)
+            assert outcome.exit_code == 0, outcome.output
+            recount = json.loads(outcome.stdout)["retally"]
+            assert recount["method"] == method.lower().replace("-", "_") and recount["tie_break"] == settle
+            assert recount["vote_counts"] == counts
+            expected = leaders[0] if len(leaders) == 1 or settle == "first" else None
+            assert recount["winner"] == expected and recount["tied"] == (leaders if len(leaders) > 1 else [])
+    shown = runner.invoke(app, ["history", "retally", run["run_id"], "--method", "weighted_plurality", "--db", db])
+    assert "weighted_plurality, tie_break none" in shown.stdout and "(weight " in shown.stdout
+
+
 def test_retally_a_decision_keeps_the_leaders_choice(tmp_path: Path) -> None:
     db = str(tmp_path / "r.db")
     run = invoke("decide", DECIDE, "--db", db)
@@ -333,6 +365,10 @@ def test_retally_refusals(tmp_path: Path) -> None:
             "--threshold applies to --method supermajority, not ranked_choice.",
         ),
         (["retally", vote_run["run_id"], "--method", "borda"], "--method: 'borda' is not a method; choose majority"),
+        (
+            ["retally", vote_run["run_id"], "--tie-break", "coin"],
+            "--tie-break: 'coin' is not a tie break; choose none, leader or first.",
+        ),
     ]
     for args, message in cases:
         with pytest.raises(UserError) as caught:

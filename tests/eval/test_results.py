@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from panel_cli.config import Panel
+from panel_cli.eval.datasets import EvalItem
 from panel_cli.eval.grading import Grade
-from panel_cli.eval.results import ItemResult, compare, jury_theory, score_system
+from panel_cli.eval.results import ItemResult, compare, gold_places, score_system, system_theory
+from panel_cli.eval.theory import uniform_places
 
 
 def results(
@@ -96,16 +100,65 @@ def test_comparison_pairs_by_question_not_by_position():
     assert compare("confer", confer, baseline).only_system == 0
 
 
-def test_jury_theory_only_for_a_panel_of_one_accuracy():
-    jury = Panel.model_validate({"members": [{"name": f"v{i}", "model": "demo/oracle@0.7"} for i in range(5)]})
-    theory = jury_theory(jury)
-    assert theory is not None
-    assert (theory.voters, theory.p, round(theory.accuracy, 5)) == (5, 0.7, 0.83692)
-    mixed = Panel.model_validate(
-        {"members": [{"name": "a", "model": "demo/oracle@0.7"}, {"name": "b", "model": "demo/oracle@0.6"}]}
-    )
-    assert jury_theory(mixed) is None
-    personas = Panel.model_validate(
-        {"members": [{"name": "a", "model": "demo/sage"}, {"name": "b", "model": "demo/sage"}]}
-    )
-    assert jury_theory(personas) is None
+def oracles(*accuracies: float, weights: list[float] | None = None, **fields) -> Panel:
+    members = [
+        {"name": f"v{i}", "model": f"demo/oracle@{p}", **({"weight": weights[i - 1]} if weights else {})}
+        for i, p in enumerate(accuracies, start=1)
+    ]
+    return Panel.model_validate({"members": members, **fields})
+
+
+FOUR = uniform_places(4)
+
+
+def test_each_protocol_gets_the_theory_of_its_own_rule():
+    jury = oracles(*[0.7] * 5)
+    figures = {
+        protocol: round(system_theory(protocol, jury, FOUR).accuracy, 3) for protocol in ("vote", "confer", "council")
+    }
+    assert figures == {"vote": 0.837, "confer": 0.910, "council": 0.903}
+    two_thirds = system_theory("vote", jury.model_copy(update={"method": "supermajority"}), FOUR)
+    assert round(two_thirds.accuracy, 3) == 0.528 and two_thirds.way == "exact"
+    assert "more than 0.667 of the votes" in two_thirds.rule
+
+
+def test_weights_and_the_leader_come_from_the_panel():
+    accuracies = [0.9, 0.6, 0.6, 0.6, 0.6]
+    mixed = oracles(*accuracies)
+    weighted = oracles(*accuracies, weights=[math.log(3 * p / (1 - p)) for p in accuracies])
+    optimum = system_theory("vote", weighted.model_copy(update={"method": "weighted_plurality"}), FOUR)
+    assert round(optimum.accuracy, 3) == 0.928
+    assert round(system_theory("vote", weighted.model_copy(update={"method": "weighted"}), FOUR).accuracy, 3) == 0.890
+    # Weights count only under the weighted methods: a majority of these voters is 0.786 either way.
+    assert round(system_theory("vote", weighted, FOUR).accuracy, 3) == 0.786
+    # A decision's leader settles what the count leaves open: v1 (0.9) chooses when no option has a majority.
+    led = system_theory("decide", mixed.model_copy(update={"leader": "v1"}), FOUR)
+    assert led.accuracy > 0.9 and "the leader v1 chooses its own belief" in led.rule
+
+
+def test_a_system_with_a_real_model_has_no_theory_and_a_protocol_without_a_count_says_so():
+    assert system_theory("vote", Panel.model_validate({"members": [{"name": "a", "model": "demo/sage"}]}), FOUR) is None
+    real_chair = oracles(0.7, 0.7, 0.7, chairman={"name": "chair", "model": "demo/sage"})
+    assert system_theory("council", real_chair, FOUR) is None, "the chairman writes the answer"
+    delphi = system_theory("delphi", oracles(0.7, 0.7, 0.7), FOUR)
+    assert (delphi.accuracy, delphi.way) == (None, "none") and delphi.note.startswith("no closed form: delphi's answer")
+    short = system_theory("vote", oracles(0.7, 0.7, 0.7), None)
+    assert (short.accuracy, short.way) == (None, "none") and "some questions have no options" in short.note
+
+
+def test_the_baseline_is_its_member_alone():
+    alone = oracles(0.55).model_copy(update={"protocol": "ensemble", "mode": "race"})
+    line = system_theory("ensemble", alone, FOUR)
+    assert (line.accuracy, line.way, line.rule) == (pytest.approx(0.55), "exact", "v1 alone")
+
+
+def test_gold_places_count_where_each_question_puts_its_answer():
+    items = [
+        EvalItem(id="a", question="?", answer="red", options=["red", "blue"]),
+        EvalItem(id="b", question="?", answer="blue", options=["red", "blue"]),
+        EvalItem(id="c", question="?", answer="blue", options=["red", "blue"]),
+        EvalItem(id="d", question="?", answer="z", options=["x", "y", "z"]),
+    ]
+    assert gold_places(items) == {(2, 0): 1, (2, 1): 2, (3, 2): 1}
+    assert gold_places([*items, EvalItem(id="e", question="?", answer="45")]) is None
+    assert gold_places([]) is None

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from panel_cli.protocols.confer.engine import confer
 from tests.fakes.openai_server import error, hang, reply, responder
 from tests.protocols.conftest import block_labels, make_panel, prompt_of, task_of, vote_json
@@ -169,3 +173,19 @@ async def test_every_member_failing_reaches_no_answer(fake_server, run_protocol)
     assert result.final_answer is None and result.rounds == []
     assert events.of("run_finished")[0].reached_answer is False
     assert len(fake_server.requests) == 2
+
+
+async def test_tally_log_odds_lets_one_sure_voter_win_where_summed_confidence_would_not(fake_server, run_protocol):
+    """ann votes its own A at 95; bob and cy vote B at 55. Summed confidence: B 110 beats A 95.
+    Log-odds over three answers: log(2 · 0.95 / 0.05) ≈ 3.64 beats 2 · log(2 · 0.55 / 0.45) ≈ 1.79."""
+    fake_server.script("ann-model", always("A", 95, "ann revised"))
+    for name in ("bob", "cy"):
+        fake_server.script(f"{name}-model", always("B", 55, f"{name} revised"))
+    names = ["ann", "bob", "cy"]
+    by_confidence, _ = await run_protocol(confer, make_panel(fake_server, names, max_rounds=1))
+    assert (by_confidence.tally, by_confidence.winner, by_confidence.scores["B"]) == ("confidence", "bob", 110.0)
+    by_odds, events = await run_protocol(confer, make_panel(fake_server, names, max_rounds=1, tally="Log_Odds"))
+    assert (by_odds.tally, by_odds.winner, by_odds.final_answer) == ("log_odds", "ann", "ann revised")
+    assert by_odds.scores["A"] == pytest.approx(math.log(38)) and by_odds.scores["C"] == 0.0
+    assert by_odds.scores["B"] == pytest.approx(2 * math.log(1.1 / 0.45))
+    assert events.of("round_tallied")[0].scores == by_odds.scores

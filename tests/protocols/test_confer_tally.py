@@ -1,5 +1,9 @@
 """confer's arithmetic, without I/O (docs/protocols.md#confer)."""
 
+import math
+
+import pytest
+
 from panel_cli.protocols.confer.engine import (
     Vote,
     assign_labels,
@@ -11,6 +15,7 @@ from panel_cli.protocols.confer.engine import (
     render_block,
     tally,
 )
+from panel_cli.protocols.confer.log_odds import HIGHEST, LOWEST, log_odds_weight, probability, vote_weight
 from panel_cli.tasks import fence_tag
 
 
@@ -114,3 +119,69 @@ def test_a_round_of_fallbacks_carries_no_signal():
     assert not has_signal([fallback, fallback.model_copy(update={"voter": "bob", "chosen_label": "B"})])
     assert has_signal([fallback, vote("cy", "A", 70)])
     assert not has_signal([])
+
+
+# tally: log_odds ------------------------------------------------------------------------------
+
+
+def test_log_odds_weight_by_hand():
+    """log((K − 1)c / (1 − c)): four answers, confidence 75 → log(3 · 0.75 / 0.25) = log 9."""
+    assert log_odds_weight(75, 4) == pytest.approx(math.log(9))
+    assert log_odds_weight(90, 4) == pytest.approx(math.log(27))
+    assert log_odds_weight(60, 4) == pytest.approx(math.log(4.5))
+    assert log_odds_weight(25, 4) == pytest.approx(0.0), "a guess among four is worth nothing"
+    assert log_odds_weight(10, 4) < 0, "below chance, a vote counts against its answer"
+    assert log_odds_weight(80, 2) == pytest.approx(math.log(4))
+
+
+def test_log_odds_confidence_is_clamped_to_one_in_a_hundred():
+    assert probability(0) == LOWEST == 0.01 and probability(100) == HIGHEST == 0.99
+    assert probability(-5) == 0.01 and probability(250) == 0.99 and probability(42) == 0.42
+    assert log_odds_weight(100, 4) == log_odds_weight(99, 4) == pytest.approx(math.log(3 * 99))
+    assert log_odds_weight(0, 4) == log_odds_weight(1, 4) == pytest.approx(math.log(3 / 99))
+    assert all(math.isfinite(log_odds_weight(c, k)) for c in (0, 50, 100) for k in (2, 5, 26))
+
+
+def test_log_odds_with_a_single_answer_weighs_nothing():
+    assert log_odds_weight(90, 1) == 0.0 and log_odds_weight(90, 0) == 0.0
+
+
+def test_vote_weight_by_rule():
+    assert vote_weight(80, 4, "confidence") == 80
+    assert vote_weight(80, 4, "log_odds") == pytest.approx(math.log(12))
+
+
+def test_log_odds_lets_one_sure_voter_outweigh_two_unsure_ones():
+    """Summed confidence: 60 + 60 beats 90. Log-odds over four answers: log 27 ≈ 3.30 beats
+    2 · log 4.5 ≈ 3.01, as the odds say (Nitzan–Paroush)."""
+    votes = [vote("ann", "A", 90), vote("bob", "B", 60), vote("cy", "B", 60), vote("dee", "D", 60)]
+    labels = ["A", "B", "C", "D"]
+    assert tally(votes, labels)[1] == "B"
+    scores, winner = tally(votes, labels, "log_odds")
+    assert winner == "A"
+    assert scores == pytest.approx({"A": math.log(27), "B": 2 * math.log(4.5), "C": 0.0, "D": math.log(4.5)})
+
+
+def test_log_odds_uses_the_number_of_answers_in_the_block():
+    """K is the block's size: the same confidence weighs more among more answers."""
+    scores, _ = tally([vote("ann", "A", 80)], ["A", "B"], "log_odds")
+    assert scores["A"] == pytest.approx(math.log(4))
+    scores, _ = tally([vote("ann", "A", 80)], ["A", "B", "C", "D", "E"], "log_odds")
+    assert scores["A"] == pytest.approx(math.log(16))
+
+
+def test_log_odds_ties_go_to_the_lowest_label_and_below_chance_counts_against():
+    votes = [vote("ann", "C", 70), vote("bob", "B", 70)]
+    assert tally(votes, ["A", "B", "C"], "log_odds")[1] == "B"
+    # Both votes below chance (1/3): each answer they name scores below A, which no one chose.
+    scores, winner = tally([vote("ann", "B", 20), vote("bob", "C", 10)], ["A", "B", "C"], "log_odds")
+    assert scores["B"] < 0 and scores["C"] < 0 and winner == "A"
+
+
+def test_log_odds_equal_but_for_rounding_tie_and_go_to_the_lowest_label():
+    """Five answers: two votes at 60 weigh 2 log 6, one at 90 weighs log 36. Equal, though the
+    floats differ in the last place; the tie goes to the lowest label either way round."""
+    labels = ["A", "B", "C", "D", "E"]
+    assert log_odds_weight(90, 5) != 2 * log_odds_weight(60, 5)
+    assert tally([vote("ann", "B", 90), vote("bob", "A", 60), vote("cy", "A", 60)], labels, "log_odds")[1] == "A"
+    assert tally([vote("ann", "A", 90), vote("bob", "B", 60), vote("cy", "B", 60)], labels, "log_odds")[1] == "A"

@@ -246,7 +246,7 @@ def test_warnings_for_what_the_method_ignores():
     )
     assert warnings == [
         "threshold: used only by method supermajority, not majority.",
-        "members[0].weight: used only by method weighted, not majority.",
+        "members[0].weight: used only by methods weighted and weighted_plurality, not majority.",
         "quorum: 3 is more than the 2 voters; no vote can reach it.",
         "leader: not used by vote.",
     ]

@@ -295,3 +295,100 @@ async def test_a_retally_reads_the_stored_ballots_with_no_call(fake_server, tmp_
     assert recount.winner == "MySQL" and not recount.leader_override  # SQLite goes, its ballot to MySQL
     assert (retally(stored).winner, retally(stored).leader_override) == ("SQLite", True)
     assert len(fake_server.requests) == asked
+
+
+# plurality and its tie rules ------------------------------------------------------------------
+
+
+async def test_plurality_wins_without_a_majority_and_says_so_in_its_events(fake_server, run_protocol):
+    fake_server.script("ann-model", reply(ballot("MySQL")))
+    fake_server.script("bob-model", reply(ballot("MySQL")))
+    fake_server.script("cy-model", reply(ballot("SQLite")))
+    fake_server.script("dee-model", reply(ballot("PostgreSQL")))
+    fake_server.script("eve-model", reply(ballot("nothing of the kind")))
+    panel = vote_panel(fake_server, ["ann", "bob", "cy", "dee", "eve"], method="PLURALITY")
+    result, events = await run_protocol(vote, panel)
+    assert (result.method, result.winner, result.winner_votes, result.total_votes) == ("plurality", "MySQL", 2, 4)
+    assert (result.tie_break, result.tied) == ("none", [])
+    (opened,) = events.of("vote_opened")
+    assert (opened.method, opened.tie_break) == ("plurality", "none")
+    tallied = events.of("vote_tallied")[0].tally
+    assert (tallied["method"], tallied["winner"], tallied["tie_break"], tallied["tied"]) == (
+        "plurality",
+        "MySQL",
+        "none",
+        [],
+    )
+
+
+async def test_a_plurality_tie_in_a_vote_is_no_winner_unless_tie_break_first(fake_server, run_protocol):
+    fake_server.default(reply(ballot("SQLite")))
+    fake_server.script("ann-model", reply(ballot("MySQL")))
+    names = ["ann", "bob"]
+    tied, events = await run_protocol(vote, vote_panel(fake_server, names, method="plurality"))
+    assert (tied.winner, tied.tied, tied.final_answer) == (None, ["MySQL", "SQLite"], None)
+    assert tied.failure_reason == "MySQL and SQLite tie with 1 vote each"
+    assert events.of("vote_tallied")[0].tally["reason"] == tied.failure_reason
+    first, _ = await run_protocol(vote, vote_panel(fake_server, names, method="plurality", tie_break="First"))
+    assert (first.winner, first.tied, first.tie_break, first.failure_reason) == (
+        "MySQL",
+        ["MySQL", "SQLite"],
+        "first",
+        None,
+    )
+
+
+async def test_weighted_plurality_gives_the_most_weight_the_win(fake_server, run_protocol):
+    fake_server.default(reply(ballot("MySQL")))
+    fake_server.script("boss-model", reply(ballot("SQLite")))
+    fake_server.script("cy-model", reply(ballot("PostgreSQL")))
+    panel = vote_panel(
+        fake_server, ["a", "b", "boss", "cy"], member={"boss": {"weight": 2.5}}, method="weighted_plurality"
+    )
+    result, _ = await run_protocol(vote, panel)
+    assert result.weights == {"PostgreSQL": 1.0, "MySQL": 2.0, "SQLite": 2.5} and result.winner == "SQLite"
+
+
+async def test_a_decisions_leader_settles_a_plurality_tie_by_default(fake_server, run_protocol):
+    fake_server.script("lead-model", leader_reply("SQLite"))  # votes PostgreSQL, then chooses SQLite
+    fake_server.script("bob-model", reply(ballot("MySQL")))
+    fake_server.script("cy-model", reply(ballot("PostgreSQL")))
+    fake_server.script("dee-model", reply(ballot("MySQL")))
+    panel = vote_panel(fake_server, ["lead", "bob", "cy", "dee"], protocol="decide", leader="lead", method="plurality")
+    result, events = await run_protocol(decide, panel)
+    assert (result.tie_break, result.tied, result.winner_votes) == ("leader", ["PostgreSQL", "MySQL"], 0)
+    assert (result.winner, result.leader_override, result.consensus_reached) == ("SQLite", True, False)
+    assert "PostgreSQL and MySQL tie with 2 votes each" in prompt_of(fake_server.requests_for("lead-model")[-1])
+    assert events.of("vote_opened")[0].tie_break == "leader"
+
+
+async def test_tie_break_none_leaves_a_decisions_tie_undecided_without_asking_the_leader(fake_server, run_protocol):
+    fake_server.script("lead-model", reply(ballot("MySQL")))
+    fake_server.script("bob-model", reply(ballot("SQLite")))
+    panel = vote_panel(
+        fake_server, ["lead", "bob"], protocol="decide", leader="lead", method="plurality", tie_break="none"
+    )
+    result, events = await run_protocol(decide, panel)
+    assert result.winner is None and not events.of("leader_chose") and len(fake_server.requests) == 2
+    assert result.failure_reason == (
+        "MySQL and SQLite tie with 1 vote each; tie_break none leaves a tie undecided, so the leader lead was not asked"
+    )
+
+
+def test_tie_break_warnings_for_rules_that_cannot_use_it():
+    from panel_cli.protocols.checks import check_panel
+
+    panel = Panel.model_validate(
+        {"members": [{"name": "a", "model": "demo/sage"}], "options": DB, "tie_break": "first", "method": "majority"}
+    )
+    assert check_panel(panel, "vote") == [
+        "tie_break: used only by methods plurality and weighted_plurality, not majority."
+    ]
+    led = panel.model_copy(update={"method": "plurality", "tie_break": "leader"})
+    assert check_panel(led, "vote") == [
+        "tie_break: a vote has no leader, so a tie is no winner; use first to settle it by the options' order."
+    ]
+    assert check_panel(led, "decide") == [
+        "tie_break: this decision names no leader, so a tie is no winner; use first to settle it by the options' order."
+    ]
+    assert check_panel(led.model_copy(update={"leader": "a"}), "decide") == []

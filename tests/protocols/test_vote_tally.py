@@ -3,21 +3,31 @@ invariants by property."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from panel_cli.config import ConferTally, TieBreak, VoteMethod
+from panel_cli.protocols.confer.log_odds import ConferTally as ConferTallyRule
 from panel_cli.protocols.vote.tally import (
     DEFAULT_THRESHOLD,
     METHODS,
+    TIE_BREAKS,
     Ballot,
+    Method,
     StoredVote,
     effective_threshold,
+    leader_settles,
+    parse_choice,
     retally,
     runoff,
     stored_vote,
     tally,
+    ties,
 )
+from panel_cli.protocols.vote.tally import TieBreak as TallyTieBreak
 
 ABC = ["A", "B", "C"]
 
@@ -174,6 +184,101 @@ def test_weighted_with_no_weight_at_all():
     assert result.winner is None and "every vote weighs 0" in (result.reason or "")
 
 
+# plurality and weighted plurality ------------------------------------------------------------
+
+
+def test_plurality_needs_only_the_most_votes():
+    """2 of 5 is no majority, but the most votes: plurality has a winner where majority has none."""
+    ballots = votes("A", "A", "B", "C", None)
+    assert tally(ballots, ABC, "majority").winner is None
+    result = tally(ballots, ABC, "plurality")
+    assert (result.winner, result.winner_votes, result.tied, result.reason) == ("A", 2, [], None)
+    assert (result.tie_break, result.abstentions, result.threshold) == ("none", 1, None)
+
+
+def test_a_plurality_tie_at_the_top_is_no_winner_by_default():
+    result = tally(votes("C", "B", "B", "C", "A"), ABC, "plurality")
+    assert (result.winner, result.tied) == (None, ["B", "C"]), "tied options in the order listed"
+    assert result.reason == "B and C tie with 2 votes each"
+
+
+def test_tie_break_first_gives_the_tie_to_the_tied_option_listed_first():
+    result = tally(votes("C", "B", "B", "C", "A"), ABC, "plurality", tie_break="first")
+    assert (result.winner, result.tied, result.reason, result.winner_votes) == ("B", ["B", "C"], None, 2)
+    assert tally(votes("C", "B", "B", "C", "A"), ["C", "B", "A"], "plurality", tie_break="first").winner == "C"
+    # A tie below the top is no tie: A alone has the most.
+    untied = tally(votes("A", "A", "B", "C"), ABC, "plurality", tie_break="first")
+    assert (untied.winner, untied.tied) == ("A", [])
+
+
+def test_tie_break_leader_leaves_the_count_undecided_for_the_leader():
+    result = tally(votes("A", "B"), ABC, "plurality", tie_break="leader")
+    assert (result.winner, result.tied, result.reason) == (None, ["A", "B"], "A and B tie with 1 vote each")
+    assert leader_settles(result)
+    assert not leader_settles(tally(votes("A", "B"), ABC, "plurality", tie_break="none"))
+    # Any other count without a winner goes to the leader whatever the tie rule.
+    assert leader_settles(tally(votes("A", "B"), ABC, "majority"))
+    assert leader_settles(tally(votes(None), ABC, "plurality", tie_break="none"))
+    assert not leader_settles(tally(votes("A"), ABC, "plurality"))
+
+
+def test_weighted_plurality_needs_only_the_most_weight():
+    """The Nitzan–Paroush case: one voter of weight 3.3 outweighs two of 1.5, though not half of all."""
+    ballots = votes("A", "B", "B", "C", "C", weights=[3.3, 1.5, 1.5, 1.0, 1.0])
+    assert tally(ballots, ABC, "weighted").winner is None
+    result = tally(ballots, ABC, "weighted_plurality")
+    assert (result.winner, result.winner_votes, result.tied) == ("A", 1, [])
+    assert result.weights == {"A": 3.3, "B": 3.0, "C": 2.0}
+
+
+def test_a_weighted_plurality_tie_and_its_tie_breaks():
+    ballots = votes("A", "B", "B", weights=[2, 1, 1])
+    result = tally(ballots, ABC, "weighted_plurality")
+    assert (result.winner, result.tied, result.reason) == (None, ["A", "B"], "A and B tie with weight 2 each")
+    assert tally(ballots, ["B", "A", "C"], "weighted_plurality", tie_break="first").winner == "B"
+
+
+def test_weighted_plurality_with_no_weight_is_no_winner_not_a_tie():
+    result = tally(votes("A", "B", weights=[0, 0]), ABC, "weighted_plurality", tie_break="first")
+    assert (result.winner, result.tied, result.reason) == (None, [], "every vote weighs 0")
+
+
+def test_weights_equal_but_for_rounding_tie():
+    """0.1 + 0.2 is 0.30000000000000004 in floating point, and 0.3 is not: they still tie."""
+    result = tally(votes("A", "A", "B", weights=[0.1, 0.2, 0.3]), ABC, "weighted_plurality")
+    assert (result.winner, result.tied) == (None, ["A", "B"])
+    assert tally(votes("A", "B", weights=[0.3, 0.3000001]), ABC, "weighted_plurality").winner == "B"
+
+
+def test_weighted_plurality_weights_are_exact_whatever_the_order():
+    """0.1 + 0.2 + 0.3 summed in two orders is two floats apart; fsum makes it one number, so a
+    tie is a tie however the ballots arrived."""
+    ballots = votes("A", "A", "A", "B", weights=[0.1, 0.2, 0.3, 0.6])
+    for order in (ballots, ballots[::-1], [ballots[2], ballots[0], ballots[1], ballots[3]]):
+        assert tally(order, ABC, "weighted_plurality").tied == ["A", "B"]
+
+
+def test_the_tie_break_is_recorded_only_where_it_applies():
+    for method in METHODS:
+        result = tally(votes("A", "B"), ABC, method, tie_break="first")
+        plural = method in ("plurality", "weighted_plurality")
+        assert (result.tie_break == "first") == plural and (result.tied != []) == plural
+
+
+def test_method_names_are_read_in_any_case():
+    assert parse_choice("Plurality", METHODS) == "plurality"
+    assert parse_choice(" WEIGHTED-plurality ", METHODS) == "weighted_plurality"
+    assert parse_choice("weighted plurality", METHODS) == "weighted_plurality"
+    assert parse_choice("First", TIE_BREAKS) == "first"
+    assert parse_choice("borda", METHODS) is None
+
+
+def test_config_and_the_counting_rules_name_the_same_choices():
+    assert get_args(VoteMethod) == get_args(Method)
+    assert get_args(TieBreak) == get_args(TallyTieBreak)
+    assert get_args(ConferTally) == get_args(ConferTallyRule)
+
+
 # ranked choice --------------------------------------------------------------------------------
 
 
@@ -297,6 +402,42 @@ def test_a_retally_recounts_by_other_rules_and_keeps_the_leaders_stored_choice()
     assert warned.warnings == ["the threshold 3 is outside (0, 1]; the default 0.667 is used"]
 
 
+def test_a_retally_by_plurality_and_its_tie_break():
+    events = [
+        {**OPENED, "leader": None},
+        received("a", "A", ["A"]),
+        received("b", "B", ["B"]),
+        received("c", "B", ["B"], weight=0.5),
+        received("d", "A", ["A"], weight=2.0),
+        received("e", "C", ["C"]),
+    ]
+    vote = stored(events)
+    assert vote.tie_break == "none"
+    tied = retally(vote, method="plurality")
+    assert (tied.winner, tied.tally.tied, tied.reason) == (None, ["A", "B"], "A and B tie with 2 votes each")
+    assert retally(vote, method="plurality", tie_break="first").winner == "A"
+    heaviest = retally(vote, method="weighted_plurality")
+    assert (heaviest.winner, heaviest.tally.weights) == ("A", {"A": 3.0, "B": 1.5, "C": 1.0})
+
+
+def test_a_retally_of_a_tie_goes_to_the_leader_only_under_tie_break_leader():
+    events = [
+        {**OPENED, "method": "plurality", "tie_break": "leader"},
+        received("a", "A", ["A"]),
+        received("b", "B", ["B"]),
+        {"type": "leader_chose", "leader": "lead", "choice": "B"},
+    ]
+    vote = stored(events)
+    assert (vote.method, vote.tie_break) == ("plurality", "leader")
+    assert (retally(vote).winner, retally(vote).leader_override) == ("B", True)
+    undecided = retally(vote, tie_break="none")
+    assert (undecided.winner, undecided.leader_override) == (None, False)
+    assert undecided.reason == "A and B tie with 1 vote each"
+    assert retally(vote, tie_break="first").winner == "A"
+    # A stored tie rule that is not one is read as none, like an unknown method as majority.
+    assert stored([{**events[0], "tie_break": "coin"}, *events[1:]]).tie_break == "none"
+
+
 # properties -----------------------------------------------------------------------------------
 
 OPTIONS = ["A", "B", "C", "D"]
@@ -365,3 +506,51 @@ def test_permuting_the_ballots_never_changes_a_result(ballots, method, random, t
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_counts_an_empty_vote(method):
     assert tally([], OPTIONS, method).winner is None
+
+
+PLURALITY: list[Method] = ["plurality", "weighted_plurality"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(ballot_lists(), st.sampled_from(PLURALITY), st.sampled_from(TIE_BREAKS), st.randoms(use_true_random=False))
+def test_a_plurality_winner_has_strictly_the_most_or_won_the_tie_listed_first(ballots, method, tie_break, random):
+    result = tally(ballots, OPTIONS, method, tie_break=tie_break)
+    scores = result.weights if method == "weighted_plurality" else result.vote_counts
+    if result.winner is None:
+        assert result.tied == [] or (len(result.tied) > 1 and tie_break != "first")
+        return
+    others = [scores[option] for option in OPTIONS if option != result.winner]
+    if result.tied:
+        assert tie_break == "first" and result.winner == result.tied[0] and len(result.tied) > 1
+        assert all(ties(scores[option], scores[result.winner]) for option in result.tied)
+        assert all(scores[option] < scores[result.winner] for option in OPTIONS if option not in result.tied)
+    else:
+        assert all(score < scores[result.winner] and not ties(score, scores[result.winner]) for score in others)
+    # Listing the options in another order moves a tie's winner, never an outright one.
+    reordered = list(OPTIONS)
+    random.shuffle(reordered)
+    again = tally(ballots, reordered, method, tie_break=tie_break)
+    if result.tied:
+        assert again.winner == next(option for option in reordered if option in result.tied)
+    else:
+        assert again.winner == result.winner
+
+
+@settings(max_examples=200, deadline=None)
+@given(ballot_lists(), st.sampled_from(TIE_BREAKS))
+def test_a_share_winner_is_the_plurality_winner_too(ballots, tie_break):
+    """More than half of the votes (or weight) is always the most: majority's winner wins plurality,
+    weighted's wins weighted_plurality."""
+    for share, most in (("majority", "plurality"), ("weighted", "weighted_plurality")):
+        winner = tally(ballots, OPTIONS, share).winner
+        if winner is not None:
+            assert tally(ballots, OPTIONS, most, tie_break=tie_break).winner == winner
+
+
+@settings(max_examples=200, deadline=None)
+@given(ballot_lists(), st.sampled_from(TIE_BREAKS))
+def test_weighted_plurality_with_equal_weights_is_plurality(ballots, tie_break):
+    even = [ballot.model_copy(update={"weight": 2.5}) for ballot in ballots]
+    by_count = tally(even, OPTIONS, "plurality", tie_break=tie_break)
+    by_weight = tally(even, OPTIONS, "weighted_plurality", tie_break=tie_break)
+    assert (by_weight.winner, by_weight.tied) == (by_count.winner, by_count.tied)

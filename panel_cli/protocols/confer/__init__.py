@@ -26,6 +26,14 @@ PROTOCOL = ProtocolSpec(
             completion="member_names",
         ),
         max_rounds("At most this many vote rounds."),
+        CommandOption(
+            name="tally",
+            flag="--tally",
+            help="How votes count: confidence (each vote's confidence, the default) or log_odds "
+            "(log((K-1)c/(1-c)), so calibrated confidences weigh as they should).",
+            field="tally",
+            noun="tally",
+        ),
         no_convergence("Run every round even when the winner is stable."),
     ),
 )

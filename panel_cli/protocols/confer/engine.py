@@ -7,6 +7,7 @@ at the top; the engine below only gathers calls and emits events.
 from __future__ import annotations
 
 import functools
+import math
 
 from pydantic import BaseModel, Field
 
@@ -21,16 +22,19 @@ from panel_cli.protocols.base import (
     labels_for,
     yes_no,
 )
+from panel_cli.protocols.confer.log_odds import ConferTally, vote_weight
 from panel_cli.protocols.stages import broadcast, gather_each, open_stage, out_of_budget
+from panel_cli.protocols.vote.tally import ties
 from panel_cli.tasks import Task, mark, render_labelled
 
 FALLBACK_CONFIDENCE = 50.0
 RULES = ProtocolRules(
-    fields=frozenset({"max_rounds", "until_convergence"}),
+    fields=frozenset({"max_rounds", "until_convergence", "tally"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
     settings=lambda panel: [
         ("max_rounds", str(panel.max_rounds)),
         ("until_convergence", yes_no(panel.until_convergence)),
+        ("tally", panel.tally),
     ],
 )
 
@@ -76,6 +80,10 @@ class MemberFailure(BaseModel):
 
 
 class ConferResult(ProtocolResult):
+    """`tally` is how the votes were counted: summed confidence, or summed log-odds (then
+    `scores` are log-odds, and may be negative)."""
+
+    tally: ConferTally
     winner: str | None
     confidence_score: float
     scores: dict[str, float]
@@ -132,15 +140,22 @@ def normalize_vote(
     )
 
 
-def tally(votes: list[Vote], labels: list[str]) -> tuple[dict[str, float], str | None]:
-    """Summed confidence per label; the highest wins, a tie goes to the lowest label."""
-    scores = {label: 0.0 for label in labels}
+def tally(
+    votes: list[Vote], labels: list[str], rule: ConferTally = "confidence"
+) -> tuple[dict[str, float], str | None]:
+    """Each label's score: the summed confidence of its votes, or under `log_odds` their summed
+    log-odds, with K the number of answers in the block (`labels`). The highest wins; a tie
+    (scores equal but for rounding: 2 log 6 ties log 36) goes to the lowest label. Sums are
+    exact (fsum), so the votes' order never matters."""
+    weights: dict[str, list[float]] = {label: [] for label in labels}
     for vote in votes:
-        scores[vote.chosen_label] = scores.get(vote.chosen_label, 0.0) + vote.confidence
+        weights.setdefault(vote.chosen_label, []).append(vote_weight(vote.confidence, len(labels), rule))
+    scores = {label: math.fsum(found) for label, found in weights.items()}
     if not votes:
         return scores, None
-    ordered = sorted(scores, key=lambda label: (-scores[label], len(label), label))
-    return scores, ordered[0]
+    top = max(scores.values())
+    leaders = [label for label in scores if ties(scores[label], top)]
+    return scores, min(leaders, key=lambda label: (len(label), label))
 
 
 def confidence_score(votes: list[Vote], winner_label: str | None) -> float:
@@ -267,7 +282,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         if stopped := await out_of_budget(gateway, emit, ending):
             break
         votes = [vote for vote, _ in outcomes if vote is not None]
-        scores, winner_label = tally(votes, list(block))
+        scores, winner_label = tally(votes, list(block), panel.tally)
         winner = authors[winner_label] if winner_label else None
         revised = {vote.voter: vote.revised_answer for vote in votes}
         winner_answer = revised.get(winner, block[winner_label]) if winner and winner_label else None
@@ -301,6 +316,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     decided = next((r for r in reversed(rounds) if r.winner is not None), None)
     first = next((name for name in order if name in initial), None) if stopped and decided is None else None
     return ConferResult(
+        tally=panel.tally,
         final_answer=decided.winner_answer if decided else initial[first] if first else None,
         failure_reason=None
         if decided or first

@@ -15,9 +15,18 @@ OPTIONS = CommandOption(
 METHOD = CommandOption(
     name="method",
     flag="--method",
-    help="majority, supermajority, unanimous, ranked_choice or weighted (default majority).",
+    help="majority, supermajority, unanimous, ranked_choice, weighted, plurality or weighted_plurality, in any case "
+    "(default majority).",
     field="method",
     noun="method",
+)
+TIE_BREAK = CommandOption(
+    name="tie_break",
+    flag="--tie-break",
+    help="plurality and weighted_plurality: a tie at the top is no winner (none), the tied option listed first "
+    "(first), or the leader's to settle (leader; a decision's default when it has one).",
+    field="tie_break",
+    noun="tie rule",
 )
 THRESHOLD = CommandOption(
     name="threshold",
@@ -55,5 +64,5 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.vote.engine:vote",
     rules="panel_cli.protocols.vote.engine:RULES",
     plan="panel_cli.protocols.vote.estimate:plan_calls",
-    options=(OPTIONS, MEMBERS, METHOD, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
+    options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
 )

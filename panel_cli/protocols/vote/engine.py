@@ -1,5 +1,6 @@
 """vote and decide (docs/protocols.md#vote-and-decide): every voter casts a ballot on fixed options, the ballots are
-counted by one of five methods, and a decision's leader chooses when no option wins.
+counted by one of seven methods, and a decision's leader chooses when no option wins (and
+settles a tie under plurality and weighted_plurality unless `tie_break` says otherwise).
 
 Reading a ballot is pure and sits at the top; the counting is in `tally.py`; the engines
 below only gather calls and emit events. A ballot is model output, so it is read
@@ -42,12 +43,16 @@ from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
 from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.protocols.vote.tally import (
+    PLURALITY_METHODS,
+    WEIGHTED_METHODS,
     Ballot,
     MatchedBy,
     Method,
     RunoffRound,
     Tally,
+    TieBreak,
     effective_threshold,
+    leader_settles,
     tally,
 )
 from panel_cli.tasks import Task, mark
@@ -87,6 +92,8 @@ class VoteResult(ProtocolResult):
 
     winner: str | None
     method: Method
+    tie_break: TieBreak | None = Field(description="plurality and weighted_plurality: what settles a tie")
+    tied: list[str] = Field(description="the options that tied at the top, when a plurality tied")
     options: list[str]
     vote_counts: dict[str, int]
     weights: dict[str, float]
@@ -133,7 +140,8 @@ def exact_option(value: str, options: Sequence[str]) -> str | None:
 
 
 @functools.lru_cache(maxsize=512)
-def _words(option: str) -> re.Pattern[str]:
+def word_pattern(option: str) -> re.Pattern[str]:
+    """An option as whole words in any case, any run of spaces between its words."""
     return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(word) for word in option.split()) + r"(?!\w)", re.IGNORECASE)
 
 
@@ -141,7 +149,7 @@ def match_option(text: str, options: Sequence[str]) -> str | None:
     """The option a text names: as whole words, in any case. Of several named, the longest
     wins, so `Do not ship` beats `Ship`; `Shipping` names neither. Of two as long, the one
     listed first."""
-    named = [option for option in options if _words(option).search(text)]
+    named = [option for option in options if word_pattern(option).search(text)]
     return max(named, key=len) if named else None
 
 
@@ -307,6 +315,7 @@ class VotePlan:
     method: Method
     threshold: float
     quorum: int
+    tie_break: TieBreak
     no_match: NoMatch
     max_voters: int
     leader: Member | None
@@ -339,6 +348,11 @@ def with_options(panel: Panel, options: Sequence[str]) -> Panel:
     return panel.model_copy(update={"options": [option.strip() for option in options]})
 
 
+def tie_break_of(panel: Panel, protocol: str) -> TieBreak:
+    """The tie rule in force: the panel's, else the leader's when a decision has one, else none."""
+    return panel.tie_break or ("leader" if protocol == "decide" and panel.leader else "none")
+
+
 def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
     problems = option_problems(panel.options)
     if problems:
@@ -360,6 +374,7 @@ def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
         method=panel.method,
         threshold=threshold,
         quorum=panel.quorum,
+        tie_break=tie_break_of(panel, protocol),
         no_match=panel.no_match,
         max_voters=panel.max_voters,
         leader=leader,
@@ -374,9 +389,10 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
         findings.append((("threshold",), problem))
     elif panel.method != "supermajority" and "threshold" in panel.model_fields_set:
         findings.append((("threshold",), f"used only by method supermajority, not {panel.method}"))
-    if panel.method != "weighted":
+    findings += _tie_break_findings(panel, protocol)
+    if panel.method not in WEIGHTED_METHODS:
         findings += [
-            (("members", index, "weight"), f"used only by method weighted, not {panel.method}")
+            (("members", index, "weight"), f"used only by methods weighted and weighted_plurality, not {panel.method}")
             for index, member in enumerate(panel.members)
             if "weight" in member.model_fields_set
         ]
@@ -387,9 +403,23 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
     return findings
 
 
+def _tie_break_findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding]:
+    """A tie_break that a run would ignore, or a leader it asks of a vote that has none."""
+    if panel.tie_break is None:
+        return []
+    if panel.method not in PLURALITY_METHODS:
+        return [(("tie_break",), f"used only by methods plurality and weighted_plurality, not {panel.method}")]
+    if panel.tie_break == "leader" and (protocol == "vote" or not panel.leader):
+        whose = "a vote has no leader" if protocol == "vote" else "this decision names no leader"
+        return [(("tie_break",), f"{whose}, so a tie is no winner; use first to settle it by the options' order")]
+    return []
+
+
 def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[str, str]]:
     plan = plan_vote(panel, protocol)
     method = plan.method + (f", threshold {plan.threshold:g}" if plan.method == "supermajority" else "")
+    if plan.method in PLURALITY_METHODS:
+        method += f", tie_break {plan.tie_break}"
     settings = [
         ("method", method),
         ("options", ", ".join(plan.options)),
@@ -402,7 +432,7 @@ def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[s
     return settings
 
 
-VOTE_FIELDS = frozenset({"method", "threshold", "quorum", "options", "no_match", "max_voters"})
+VOTE_FIELDS = frozenset({"method", "tie_break", "threshold", "quorum", "options", "no_match", "max_voters"})
 RULES = ProtocolRules(
     fields=VOTE_FIELDS,
     timeouts={"vote": DEFAULT_TIMEOUT},
@@ -450,6 +480,7 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
             method=plan.method,
             threshold=plan.threshold,
             quorum=plan.quorum,
+            tie_break=plan.tie_break,
             voters=names,
             weights={member.name: member.weight for member in panel.members},
             timeout=limit,
@@ -489,7 +520,9 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
     await out_of_budget(
         gateway, emit, f"only the {cast} ballot{'s' if cast != 1 else ''} cast before it did are counted"
     )
-    counted = tally(ballots, plan.options, plan.method, threshold=plan.threshold, quorum=plan.quorum)
+    counted = tally(
+        ballots, plan.options, plan.method, threshold=plan.threshold, quorum=plan.quorum, tie_break=plan.tie_break
+    )
     if counted.quorum_met:
         await emit(QuorumReached(current=counted.ballots_cast, required=plan.quorum))
     await emit(VoteTallied(tally=counted.model_dump(mode="json")))
@@ -504,6 +537,8 @@ def _fields(plan: VotePlan, poll: Poll, winner: str | None, reason: str | None) 
         "failure_reason": None if winner else reason,
         "winner": winner,
         "method": plan.method,
+        "tie_break": counted.tie_break,
+        "tied": counted.tied,
         "options": plan.options,
         "vote_counts": counted.vote_counts,
         "weights": counted.weights,
@@ -564,12 +599,14 @@ async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
     counted = poll.tally
     winner, reason = counted.winner, counted.reason
     leader_ballot: Ballot | None = None
-    if winner is None and plan.leader is not None:
+    if plan.leader is not None and leader_settles(counted):
         leader_ballot, problem = await _ask_leader(panel, plan, plan.leader, question, counted, gateway, emit)
         if leader_ballot is not None and leader_ballot.choice is not None:
             winner = leader_ballot.choice
         else:
             reason = f"{reason}; the leader {plan.leader.name} {problem}"
+    elif plan.leader is not None and winner is None:
+        reason = f"{reason}; tie_break none leaves a tie undecided, so the leader {plan.leader.name} was not asked"
     override = counted.winner is None and winner is not None
     await emit(
         DecisionRecorded(

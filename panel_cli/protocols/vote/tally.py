@@ -1,9 +1,18 @@
-"""Counting ballots (docs/protocols.md#vote-and-decide): five methods, the quorum, and a real instant runoff.
+"""Counting ballots (docs/protocols.md#vote-and-decide): seven methods, the quorum, and a real instant runoff.
 
 Pure functions with no I/O and no model, so the rules are tested by hand and by property,
 and a vote counted live, recounted by `panel history retally` or counted in a test gives
 the same result. Nothing here imports the event models or the model gateway: `panel
 history` recounts a stored vote from its stored events alone, without loading either.
+
+Two families of rules. `majority`, `supermajority`, `unanimous` and `weighted` need an
+option to clear a share (more than half of the votes, more than the threshold, all of them,
+more than half of the total weight: seed 001's rules). `plurality` and `weighted_plurality`
+need only the most votes, or the most weight: the rule that reaches the Nitzan–Paroush
+optimum when each voter's weight is log((K−1)p/(1−p)). Under those two a tie at the top is
+no winner, unless `tie_break` says otherwise: `first` gives it to the tied option listed
+first; `leader` (a decision's) leaves it to the leader, as when no option wins; `none`
+leaves it undecided.
 
 Abstentions are reported apart in every method: a ballot that names no option counts
 towards the quorum (the voter took part) but not among the votes an option needs a share
@@ -14,22 +23,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
-Method = Literal["majority", "supermajority", "unanimous", "ranked_choice", "weighted"]
-METHODS: tuple[Method, ...] = ("majority", "supermajority", "unanimous", "ranked_choice", "weighted")
-
-
-def parse_method(value: str, option: str = "--method") -> Method:
-    """A counting method as a person types it (`--method`); UserError naming the methods otherwise."""
-    from panel_cli.errors import UserError
-
-    for method in METHODS:
-        if value == method:
-            return method
-    raise UserError(f"{option}: '{value}' is not a method; choose {', '.join(METHODS[:-1])} or {METHODS[-1]}.")
+Method = Literal[
+    "majority", "supermajority", "unanimous", "ranked_choice", "weighted", "plurality", "weighted_plurality"
+]
+METHODS: tuple[Method, ...] = get_args(Method)
+# The methods that count weight rather than ballots, and those that need only the most.
+WEIGHTED_METHODS: frozenset[str] = frozenset({"weighted", "weighted_plurality"})
+PLURALITY_METHODS: frozenset[str] = frozenset({"plurality", "weighted_plurality"})
+TieBreak = Literal["none", "leader", "first"]
+TIE_BREAKS: tuple[TieBreak, ...] = get_args(TieBreak)
+Name = TypeVar("Name", bound=str)
 
 
 # How a ballot's choice was read: the structured ballot's own field, the text matched
@@ -37,6 +44,8 @@ def parse_method(value: str, option: str = "--method") -> Method:
 # or not at all (an abstention, or a late ballot).
 MatchedBy = Literal["structured", "text", "first", "none"]
 DEFAULT_THRESHOLD = 0.667
+# Summed weights this close (relatively) are a tie: sums of floats are exact only up to rounding.
+TIE_TOLERANCE = 1e-9
 
 
 class Ballot(BaseModel):
@@ -91,12 +100,38 @@ class Tally(BaseModel):
     quorum: int
     quorum_met: bool
     threshold: float | None = Field(description="supermajority: the share an option must exceed")
+    tie_break: TieBreak | None = Field(
+        default=None, description="plurality and weighted_plurality: what settles a tie at the top"
+    )
+    tied: list[str] = Field(
+        default_factory=list,
+        description="plurality and weighted_plurality: the options that tied at the top, in the order listed "
+        "(the winner, if any, is the one `tie_break: first` chose)",
+    )
     unanimous: bool
     winner_votes: int
     rounds: list[RunoffRound] | None = Field(
         description="ranked_choice: the runoff's rounds; None for the other methods"
     )
     reason: str | None = None
+
+
+def parse_choice(value: str, choices: Sequence[Name]) -> Name | None:
+    """The choice `value` names, in any case and with spaces or hyphens for underscores
+    (`Weighted-Plurality` is `weighted_plurality`), or None."""
+    wanted = "_".join(value.strip().casefold().replace("-", " ").split())
+    return next((choice for choice in choices if choice == wanted), None)
+
+
+def parse_method(value: str, option: str = "--method") -> Method:
+    """A counting method named in any case (`Plurality`, `weighted-plurality`); UserError naming
+    the methods otherwise."""
+    from panel_cli.errors import UserError
+
+    method = parse_choice(value, METHODS)
+    if method is None:
+        raise UserError(f"{option}: '{value}' is not a method; choose {', '.join(METHODS[:-1])} or {METHODS[-1]}.")
+    return method
 
 
 def effective_threshold(value: float) -> tuple[float, str | None]:
@@ -113,6 +148,7 @@ def tally(
     *,
     threshold: float = DEFAULT_THRESHOLD,
     quorum: int = 1,
+    tie_break: TieBreak = "none",
 ) -> Tally:
     """Count `ballots` over `options` by `method`. Late ballots are left out; a choice that is
     not among the options counts as an abstention. The ballots' order never matters."""
@@ -128,6 +164,7 @@ def tally(
     winner: str | None = None
     winner_votes = 0
     rounds: list[RunoffRound] | None = [] if method == "ranked_choice" else None
+    tied: list[str] = []
     if not quorum_met:
         reason: str | None = f"quorum not met: {_ballots(len(counted))} arrived, {quorum} needed"
     elif not votes:
@@ -137,6 +174,9 @@ def tally(
         winner = rounds[-1].winner
         winner_votes = rounds[-1].counts.get(winner, 0) if winner else 0
         reason = None if winner else "every ballot was exhausted"
+    elif method in PLURALITY_METHODS:
+        winner, tied, reason = _by_most(method, counts, weights, tie_break)
+        winner_votes = counts[winner] if winner else 0
     else:
         winner, reason = _by_share(method, counts, weights, total, threshold)
         winner_votes = counts[winner] if winner else 0
@@ -153,6 +193,8 @@ def tally(
         quorum=quorum,
         quorum_met=quorum_met,
         threshold=threshold if method == "supermajority" else None,
+        tie_break=tie_break if method in PLURALITY_METHODS else None,
+        tied=tied,
         unanimous=total > 0 and len({ballot.choice for ballot in votes}) == 1,
         winner_votes=winner_votes,
         rounds=rounds,
@@ -192,6 +234,36 @@ def _by_share(
     if clears:
         return None, f"{_and(leaders)} tie with more than {threshold:g} of the {_votes(total)} each"
     return None, f"no option has more than {threshold:g} of the {_votes(total)} ({standing})"
+
+
+def _by_most(
+    method: Method, counts: Mapping[str, int], weights: Mapping[str, float], tie_break: TieBreak
+) -> tuple[str | None, list[str], str | None]:
+    """The winner of plurality or weighted_plurality, the options tied at the top (empty
+    without a tie), and why there is no winner. Two weights within `TIE_TOLERANCE` of each
+    other tie: 0.1 + 0.2 is 0.3, and 2 log 6 is log 36, though floating point says otherwise."""
+    if method == "weighted_plurality" and math.fsum(weights.values()) <= 0:
+        return None, [], "every vote weighs 0"
+    scores: Mapping[str, float] = weights if method == "weighted_plurality" else counts
+    top = max(scores.values())
+    leaders = [option for option, score in scores.items() if ties(score, top)]
+    if len(leaders) == 1:
+        return leaders[0], [], None
+    if tie_break == "first":
+        return leaders[0], leaders, None
+    amount = f"weight {top:g}" if method == "weighted_plurality" else _votes(int(top))
+    return None, leaders, f"{_and(leaders)} tie with {amount} each"
+
+
+def ties(score: float, top: float) -> bool:
+    """Whether a summed score ties the top one: equal but for rounding."""
+    return math.isclose(score, top, rel_tol=TIE_TOLERANCE, abs_tol=TIE_TOLERANCE)
+
+
+def leader_settles(counted: Tally) -> bool:
+    """Whether a decision's leader chooses after this count: when no option won, except a tie
+    that `tie_break: none` leaves undecided."""
+    return counted.winner is None and not (counted.tied and counted.tie_break == "none")
 
 
 def preferences(ballot: Ballot, options: Sequence[str]) -> list[str]:
@@ -286,6 +358,7 @@ class StoredVote(BaseModel):
     method: Method
     threshold: float
     quorum: int
+    tie_break: TieBreak = "none"
     ballots: list[Ballot]
     leader: str | None = None
     leader_choice: str | None = None
@@ -316,9 +389,11 @@ def stored_vote(events: Sequence[Mapping[str, Any]]) -> StoredVote | None:
             seen.add(ballot.voter)
             ballots.append(ballot)
     method = opened.get("method")
+    tie_break = opened.get("tie_break")
     return StoredVote(
         options=options,
         method=method if method in METHODS else "majority",
+        tie_break=tie_break if tie_break in TIE_BREAKS else "none",
         threshold=_number(opened.get("threshold"), DEFAULT_THRESHOLD),
         quorum=max(int(_number(opened.get("quorum"), 1)), 1),
         ballots=ballots,
@@ -343,8 +418,9 @@ def _choice_of(event: Mapping[str, Any] | None, options: Sequence[str]) -> str |
 
 class Retally(BaseModel):
     """A stored vote counted again by other rules, with no model call. For a decision whose
-    recount finds no winner, the leader's stored choice decides, as it did in the run; a
-    leader the run never asked (its own count had a winner) cannot be asked now."""
+    recount finds no winner (a tie that `tie_break: none` leaves undecided apart), the
+    leader's stored choice decides, as it did in the run; a leader the run never asked (its
+    own count had a winner) cannot be asked now."""
 
     tally: Tally
     winner: str | None
@@ -355,7 +431,12 @@ class Retally(BaseModel):
 
 
 def retally(
-    vote: StoredVote, *, method: Method | None = None, threshold: float | None = None, quorum: int | None = None
+    vote: StoredVote,
+    *,
+    method: Method | None = None,
+    threshold: float | None = None,
+    quorum: int | None = None,
+    tie_break: TieBreak | None = None,
 ) -> Retally:
     """Count a stored vote again; what is not given is taken from the vote as it ran."""
     warnings: list[str] = []
@@ -365,9 +446,14 @@ def retally(
     if problem and chosen == "supermajority":
         warnings.append(problem)
     counted = tally(
-        vote.ballots, vote.options, chosen, threshold=limit, quorum=vote.quorum if quorum is None else quorum
+        vote.ballots,
+        vote.options,
+        chosen,
+        threshold=limit,
+        quorum=vote.quorum if quorum is None else quorum,
+        tie_break=vote.tie_break if tie_break is None else tie_break,
     )
-    if counted.winner is not None or vote.leader is None:
+    if not leader_settles(counted) or vote.leader is None:
         return Retally(
             tally=counted,
             winner=counted.winner,

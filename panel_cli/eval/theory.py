@@ -1,0 +1,489 @@
+"""What each counting rule should score on simulated voters: the line an eval's measured
+accuracy is checked against, one per system, never one line for all.
+
+The voters are the ones `demo/oracle@p` plays: voter i holds the gold option with probability
+p_i, and otherwise one of the K − 1 wrong options at random, independently of every other
+voter and question. It answers, votes and ranks by that belief alone. A rule turns the
+beliefs into an answer, and the chance that the answer is the gold option is its accuracy.
+
+That chance is computed exactly when the ways the voters can vote are few enough to list:
+the voters are taken one at a time, and ways that leave the count in the same state (the
+same multiset of ballots, say) are added together, so a plurality of ten voters is a few
+hundred states, not 4^10 profiles. A rule whose state is the whole profile (council) is
+exact up to about seven voters on four options. Beyond `EXACT_STATES` states the accuracy is
+estimated by a seeded simulation instead, with its standard error, and the line says which.
+
+Every rule counts with the protocol's own arithmetic (vote's `tally`, confer's `tally`,
+council's `aggregate_rankings` and `review_order`), so the line is the accuracy of the rule
+as panel counts it, ties and all. Where an option's place in the list matters (a tie given to
+the option listed first, a runoff dropping the option listed last), the accuracy is averaged
+over the places the gold option holds in the dataset.
+
+Pure: no I/O, no model, no run.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import permutations
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from panel_cli.protocols.base import labels_for
+from panel_cli.protocols.confer.engine import Vote
+from panel_cli.protocols.confer.engine import tally as confer_tally
+from panel_cli.protocols.confer.log_odds import ConferTally, vote_weight
+from panel_cli.protocols.council.ranking import aggregate_rankings, review_order
+from panel_cli.protocols.vote.tally import (
+    DEFAULT_THRESHOLD,
+    PLURALITY_METHODS,
+    Ballot,
+    Method,
+    TieBreak,
+    leader_settles,
+    tally,
+)
+
+Way = Literal["exact", "simulation", "none"]
+# (number of options, the gold option's place among them, from 0): where a question puts its answer.
+Place = tuple[int, int]
+State = Hashable
+
+# More states than this in one pass, and the rule is simulated instead of enumerated.
+EXACT_STATES = 20_000
+SAMPLES = 20_000
+VOTER_MODEL = (
+    "independent voters, each holding the gold option with its own probability p and otherwise one of the "
+    "other options at random"
+)
+RANDOM_RANKING = (
+    "each voter ranks its belief first and the other options after it in a random order, drawn afresh per question"
+)
+LISTED_RANKING = "each voter ranks its belief first and the other options after it in the order they are listed"
+
+
+class Theory(BaseModel):
+    """One rule's accuracy on simulated voters. `way` says how it was reached: `exact`
+    (enumerated), `simulation` (`samples` seeded questions, with `standard_error`), or
+    `none` (no closed form: `note` says why)."""
+
+    rule: str = Field(description="the rule in words")
+    accuracy: float | None
+    way: Way
+    standard_error: float | None = None
+    samples: int | None = None
+    note: str = Field(default="", description="the voter model it assumes, or why there is no figure")
+
+
+def uniform_places(options: int) -> dict[Place, int]:
+    """The gold option equally often in each of `options` places."""
+    return {(options, place): 1 for place in range(options)}
+
+
+def beliefs(p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+    """A voter's belief: the gold option with probability p, each other with (1 − p)/(K − 1)."""
+    wrong = (1.0 - p) / (options - 1)
+    return [(option, p if option == gold else wrong) for option in range(options)]
+
+
+class Rule(Protocol):
+    """How a protocol turns the voters' beliefs into an answer, one voter at a time."""
+
+    # Whether the places of the options in the list can change the answer.
+    listing_matters: bool
+    # Whether the rule draws at random on each question (then it can only be simulated).
+    chance: bool
+
+    def describe(self) -> str: ...
+
+    def unsupported(self, accuracies: Sequence[float]) -> str | None:
+        """Why the rule has no figure for these voters, or None."""
+        ...
+
+    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+        """What one voter may bring to the count, with its probabilities."""
+        ...
+
+    def start(self) -> State: ...
+
+    def step(self, state: State, voter: int, outcome: Hashable) -> State: ...
+
+    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
+        """Whether the rule's answer, once every voter is in `state`, is the gold option."""
+        ...
+
+
+def option_names(options: int) -> list[str]:
+    return [f"option {index + 1}" for index in range(options)]
+
+
+# The rules -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Alone:
+    """One voter answering alone: its own accuracy."""
+
+    voter: int
+    name: str
+    listing_matters: bool = False
+    chance: bool = False
+
+    def describe(self) -> str:
+        return f"{self.name} alone"
+
+    def unsupported(self, accuracies: Sequence[float]) -> str | None:
+        return None if 0 <= self.voter < len(accuracies) else f"{self.name} is not one of the voters"
+
+    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+        return beliefs(p, options, gold)
+
+    def start(self) -> State:
+        return None
+
+    def step(self, state: State, voter: int, outcome: Hashable) -> State:
+        return outcome if voter == self.voter else state
+
+    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
+        return state == gold
+
+
+@dataclass(frozen=True)
+class Count:
+    """vote and decide: every voter's ballot counted by `method` (vote's own `tally`). A
+    decision's `leader` (a voter's index) chooses its belief when no option wins, as
+    `leader_settles` says. `weights` are the voters' weights, in member order. A runoff's
+    ballots rank the belief first, then the other options as listed (what the demo oracle
+    casts) or in a random order."""
+
+    method: Method
+    weights: tuple[float, ...]
+    threshold: float = DEFAULT_THRESHOLD
+    tie_break: TieBreak = "none"
+    leader: int | None = None
+    leader_name: str = ""
+    rankings: Literal["listed", "random"] = "listed"
+    chance: bool = False
+
+    @property
+    def listing_matters(self) -> bool:
+        return self.method == "ranked_choice" or (self.method in PLURALITY_METHODS and self.tie_break == "first")
+
+    def describe(self) -> str:
+        words = {
+            "majority": "more than half of the votes",
+            "supermajority": f"more than {self.threshold:g} of the votes",
+            "unanimous": "every vote",
+            "weighted": "more than half of the total weight",
+            "plurality": "the most votes",
+            "weighted_plurality": "the most weight",
+            "ranked_choice": "an instant runoff",
+        }[self.method]
+        if self.method in PLURALITY_METHODS:
+            words += {
+                "none": "; a tie is no winner",
+                "first": "; a tie goes to the tied option listed first",
+                "leader": "; a tie goes to the leader",
+            }[self.tie_break]
+        if self.method in ("weighted", "weighted_plurality"):
+            words += f" (weights {', '.join(f'{weight:.3g}' for weight in self.weights)})"
+        if self.method == "ranked_choice":
+            words += f"; {RANDOM_RANKING if self.rankings == 'random' else LISTED_RANKING}"
+        if self.leader is not None:
+            words += f"; with no winner, the leader {self.leader_name} chooses its own belief"
+        return f"{self.method.replace('_', ' ')}: {words}"
+
+    def unsupported(self, accuracies: Sequence[float]) -> str | None:
+        if len(self.weights) != len(accuracies):
+            return "every voter needs a weight"
+        return None
+
+    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+        if self.method != "ranked_choice" or self.rankings == "listed":
+            return beliefs(p, options, gold)
+        orders = math.factorial(options - 1)
+        return [
+            ((belief, *rest), chance / orders)
+            for belief, chance in beliefs(p, options, gold)
+            for rest in permutations([option for option in range(options) if option != belief])
+        ]
+
+    def start(self) -> State:
+        return ()
+
+    def step(self, state: State, voter: int, outcome: Hashable) -> State:
+        assert isinstance(state, tuple)
+        return tuple(sorted((*state, ((self.weights[voter], voter == self.leader), outcome))))
+
+    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
+        assert isinstance(state, tuple)
+        names = option_names(options)
+        ballots: list[Ballot] = []
+        leader_choice: str | None = None
+        for (weight, is_leader), outcome in state:
+            order = (
+                outcome
+                if isinstance(outcome, tuple)
+                else (outcome, *(option for option in range(options) if option != outcome))
+            )
+            ranking = [names[option] for option in order]
+            ballots.append(Ballot(voter="voter", choice=ranking[0], ranking=ranking, weight=weight))
+            if is_leader:
+                leader_choice = ranking[0]
+        counted = tally(ballots, names, self.method, threshold=self.threshold, tie_break=self.tie_break)
+        winner = counted.winner
+        if winner is None and self.leader is not None and leader_settles(counted):
+            winner = leader_choice
+        return winner == names[gold]
+
+
+@dataclass(frozen=True)
+class Confer:
+    """confer with simulated voters: each answers its belief, then votes for the first answer
+    (in label order, which is member order) that gives its belief, at its confidence, and keeps
+    its answer, so every round counts the same: confer's `tally` of those votes, a tie to the
+    lowest label, which is the answer of the earliest member holding it. With one confidence
+    for all (the demo oracle's 80) both tallies are a plurality of beliefs."""
+
+    tally: ConferTally
+    confidences: tuple[float, ...]
+    listing_matters: bool = False
+    chance: bool = False
+
+    def describe(self) -> str:
+        how = "summed confidence" if self.tally == "confidence" else "summed log-odds log((K−1)c/(1−c))"
+        same = set(self.confidences)
+        at = f"every vote at confidence {same.pop():g}" if len(same) == 1 else "each voter at its own confidence"
+        return (
+            f"confer ({self.tally}): the answer with the most {how}, {at}; a tie goes to the lowest label, "
+            "the answer of the earliest member holding it"
+        )
+
+    def unsupported(self, accuracies: Sequence[float]) -> str | None:
+        if len(self.confidences) != len(accuracies):
+            return "every voter needs a confidence"
+        if any(vote_weight(c, len(accuracies), self.tally) <= 0 for c in self.confidences):
+            return "no closed form: a vote at or below chance counts against its answer, and the answers no one voted for then compete"
+        return None
+
+    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+        return beliefs(p, options, gold)
+
+    def start(self) -> State:
+        return ((), ())
+
+    def step(self, state: State, voter: int, outcome: Hashable) -> State:
+        assert isinstance(state, tuple)
+        votes, first = state
+        held = first if outcome in first else (*first, outcome)
+        return tuple(sorted((*votes, (self.confidences[voter], outcome)))), held
+
+    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
+        assert isinstance(state, tuple)
+        votes, first = state
+        # One answer per member; the first holder of each belief gets every vote for it. The
+        # other answers (later holders of a belief) get none, and weigh 0 below the voted ones.
+        labels = labels_for(len(votes))
+        label_of = {belief: labels[place] for place, belief in enumerate(first)}
+        cast = [
+            Vote(voter="voter", chosen_label=label_of[belief], confidence=confidence, revised_answer="")
+            for confidence, belief in votes
+        ]
+        _, won = confer_tally(cast, labels, self.tally)
+        place = labels.index(won) if won is not None else len(first)
+        return place < len(first) and first[place] == gold
+
+
+@functools.lru_cache(maxsize=64)
+def _review_orders(
+    names: tuple[str, ...], self_review: bool, shuffle: bool, seed: int | None
+) -> tuple[tuple[int, ...], ...]:
+    """The members each reviewer is shown, in order, as council's `review_order` shows them."""
+    labels = labels_for(len(names))
+    place = {label: index for index, label in enumerate(labels)}
+    return tuple(
+        tuple(
+            place[label]
+            for label in review_order(labels, name, labels[index], shuffle=shuffle, seed=seed, self_review=self_review)
+        )
+        for index, name in enumerate(names)
+    )
+
+
+@dataclass(frozen=True)
+class Council:
+    """council with simulated voters: each answers its belief; each reviewer ranks the answers
+    it is shown that agree with its belief first, then the rest, each group in the order shown;
+    the answer with the best mean place wins (a tie to the earlier label, council's
+    `aggregate_rankings`), and the chairman reports it. With `shuffle` and no seed, every
+    question shows each reviewer a fresh order: that can only be simulated."""
+
+    names: tuple[str, ...]
+    self_review: bool = True
+    shuffle: bool = False
+    seed: int | None = None
+    listing_matters: bool = False
+
+    @property
+    def chance(self) -> bool:
+        return self.shuffle and self.seed is None
+
+    def describe(self) -> str:
+        shown = (
+            "in label order"
+            if not self.shuffle
+            else f"in the order seed {self.seed} shuffles"
+            if self.seed is not None
+            else "in a fresh random order per question"
+        )
+        own = "" if self.self_review else ", its own answer left out"
+        return (
+            f"council: the answer with the best mean place, each reviewer ranking the answers that agree with it "
+            f"first (shown {shown}{own}); a tie goes to the earlier label"
+        )
+
+    def unsupported(self, accuracies: Sequence[float]) -> str | None:
+        return None if len(self.names) == len(accuracies) >= 2 else "a council needs at least 2 named members"
+
+    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+        return beliefs(p, options, gold)
+
+    def start(self) -> State:
+        return ()
+
+    def step(self, state: State, voter: int, outcome: Hashable) -> State:
+        assert isinstance(state, tuple)
+        return (*state, outcome)
+
+    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
+        assert isinstance(state, tuple)
+        seed = self.seed if not self.chance or rng is None else rng.randrange(2**31)
+        orders = _review_orders(self.names, self.self_review, self.shuffle, seed)
+        labels = labels_for(len(self.names))
+        rankings = []
+        for reviewer, shown in enumerate(orders):
+            agree = [member for member in shown if state[member] == state[reviewer]]
+            rest = [member for member in shown if state[member] != state[reviewer]]
+            rankings.append([labels[member] for member in agree + rest])
+        authors = dict(zip(labels, self.names, strict=True))
+        ranked = aggregate_rankings(rankings, authors, {name: label for label, name in authors.items()})
+        return bool(ranked) and state[self.names.index(ranked[0].name)] == gold
+
+
+# Computing a line ----------------------------------------------------------------------------
+
+
+def theory(
+    rule: Rule,
+    accuracies: Sequence[float],
+    places: Mapping[Place, int],
+    *,
+    budget: int = EXACT_STATES,
+    samples: int = SAMPLES,
+    seed: int = 0,
+) -> Theory:
+    """The accuracy of `rule` for voters of these `accuracies`, over questions whose gold
+    option sits at `places` (how many questions have each number of options and gold place):
+    exact when it can be enumerated within `budget` states, else simulated over `samples`
+    seeded questions."""
+    described = rule.describe()
+    problem = _problem(rule, accuracies, places)
+    if problem is not None:
+        return Theory(rule=described, accuracy=None, way="none", note=problem)
+    note = VOTER_MODEL
+    if not rule.chance:
+        exact = _exact(rule, accuracies, places, budget)
+        if exact is not None:
+            return Theory(rule=described, accuracy=exact, way="exact", note=note)
+        note += f"; simulated: more than {budget:,} states to enumerate"
+    else:
+        note += "; simulated: the rule draws at random on each question"
+    accuracy = _simulate(rule, accuracies, places, samples, seed)
+    return Theory(
+        rule=described,
+        accuracy=accuracy,
+        way="simulation",
+        standard_error=math.sqrt(accuracy * (1 - accuracy) / samples),
+        samples=samples,
+        note=note,
+    )
+
+
+def _problem(rule: Rule, accuracies: Sequence[float], places: Mapping[Place, int]) -> str | None:
+    if not accuracies:
+        return "there are no voters"
+    if any(not 0.0 <= p <= 1.0 for p in accuracies):
+        return "a voter's accuracy is not a probability"
+    if not places or any(count <= 0 for count in places.values()):
+        return "there are no questions"
+    if any(options < 2 or not 0 <= gold < options for options, gold in places):
+        return "a question needs at least two options, the gold one among them"
+    return rule.unsupported(accuracies)
+
+
+def _collapse(rule: Rule, places: Mapping[Place, int]) -> dict[Place, int]:
+    """The places that can change the answer: all of them, or one per number of options."""
+    if rule.listing_matters:
+        return dict(places)
+    merged: dict[Place, int] = {}
+    for (options, _), count in places.items():
+        merged[(options, 0)] = merged.get((options, 0), 0) + count
+    return merged
+
+
+def _exact(rule: Rule, accuracies: Sequence[float], places: Mapping[Place, int], budget: int) -> float | None:
+    total = sum(places.values())
+    parts = []
+    for (options, gold), count in _collapse(rule, places).items():
+        accuracy = _enumerate(rule, accuracies, options, gold, budget)
+        if accuracy is None:
+            return None
+        parts.append(accuracy * count / total)
+    return math.fsum(parts)
+
+
+def _enumerate(rule: Rule, accuracies: Sequence[float], options: int, gold: int, budget: int) -> float | None:
+    """Voter by voter, every state the count can be in and its probability; None past `budget`."""
+    states: dict[State, float] = {rule.start(): 1.0}
+    for voter, p in enumerate(accuracies):
+        spread = [(outcome, chance) for outcome, chance in rule.outcomes(p, options, gold) if chance > 0]
+        following: dict[State, float] = {}
+        for state, weight in states.items():
+            for outcome, chance in spread:
+                key = rule.step(state, voter, outcome)
+                following[key] = following.get(key, 0.0) + weight * chance
+            if len(following) > budget:
+                return None
+        states = following
+    return math.fsum(weight for state, weight in states.items() if rule.right(state, options, gold, None))
+
+
+def _simulate(rule: Rule, accuracies: Sequence[float], places: Mapping[Place, int], samples: int, seed: int) -> float:
+    rng = random.Random(seed)
+    kinds = list(places)
+    counts = [places[kind] for kind in kinds]
+    spreads: dict[tuple[int, int, int], tuple[list[Hashable], list[float]]] = {}
+    known: dict[tuple[State, int, int], bool] = {}
+    right = 0
+    for _ in range(samples):
+        options, gold = rng.choices(kinds, counts)[0]
+        state = rule.start()
+        for voter, p in enumerate(accuracies):
+            key = (voter, options, gold)
+            if key not in spreads:
+                pairs = rule.outcomes(p, options, gold)
+                spreads[key] = ([outcome for outcome, _ in pairs], [chance for _, chance in pairs])
+            population, chances = spreads[key]
+            state = rule.step(state, voter, rng.choices(population, chances)[0])
+        if rule.chance:
+            right += rule.right(state, options, gold, rng)
+            continue
+        if (state, options, gold) not in known:
+            known[(state, options, gold)] = rule.right(state, options, gold, None)
+        right += known[(state, options, gold)]
+    return right / samples
