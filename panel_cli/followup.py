@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from panel_cli.errors import UserError
-from panel_cli.store.db import RunRecord, TranscriptReader
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.records import RunRecord
 from panel_cli.store.rows import PARENT_ID_KEY
 
 LATEST = "last"

@@ -79,7 +79,7 @@ def batch(
     from panel_cli.cli.running import capped, ready_to_call
     from panel_cli.cli.signals import run_until_signal
     from panel_cli.config import load_panel
-    from panel_cli.store.db import resolve_db_path
+    from panel_cli.store.paths import resolve_db_path
 
     panel = apply_demo(load_panel(panel_file), demo)
     questions = read_questions(questions_file)
@@ -209,7 +209,7 @@ def _finished_lines(
     id is not random), it must not exist yet."""
     from panel_cli.batch.runner import BatchLine, finished_runs
     from panel_cli.errors import UserError
-    from panel_cli.store.db import TranscriptReader
+    from panel_cli.store.reader import TranscriptReader
 
     with TranscriptReader.open(db_path) as reader:
         runs = reader.batch_runs(batch_id)

@@ -90,7 +90,8 @@ def eval_command(
     from panel_cli.eval.report import markdown, render
     from panel_cli.eval.runner import plan_eval, run_eval
     from panel_cli.redact import redact_obj
-    from panel_cli.store.db import TranscriptStore, resolve_db_path
+    from panel_cli.store.paths import resolve_db_path
+    from panel_cli.store.subscriber import TranscriptStore
 
     panel = load_panel(panel_file)
     data = load_dataset(dataset)

@@ -26,7 +26,7 @@ from panel_cli.cli import completion, options
 if TYPE_CHECKING:
     from panel_cli.config import Panel, Protocol
     from panel_cli.protocols.base import Engine
-    from panel_cli.store.db import RunRecord
+    from panel_cli.store.records import RunRecord
 
 # Each protocol's engine, as `module:function`, imported only for the protocol resumed. This is
 # `panel run`'s dispatch one level down: `run` hands a file to the protocol's command, which
@@ -61,7 +61,7 @@ def resume(
     loader = begin_run()
     from panel_cli.followup import stored_parent
     from panel_cli.protocols.base import FENCE_TAG_KEY, Continuation
-    from panel_cli.store.db import TranscriptReader
+    from panel_cli.store.reader import TranscriptReader
     from panel_cli.tasks import FENCE_TAG_PATTERN
 
     with TranscriptReader.open(db) as reader:

@@ -321,7 +321,8 @@ def execute(
     143 interrupted. `warnings` (found by the checks) are raised inside the run, so they are
     shown and stored with it. `continuing`: the run this one resumes (`panel resume`)."""
     from panel_cli.followup import resolve_follow_up
-    from panel_cli.store.db import TranscriptStore, resolve_db_path
+    from panel_cli.store.paths import resolve_db_path
+    from panel_cli.store.subscriber import TranscriptStore
     from panel_cli.view.base import make_view
 
     console = Console()
