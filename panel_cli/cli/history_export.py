@@ -15,7 +15,6 @@ import typer
 
 from panel_cli.cli.history_options import DbOption, RunIdArgument
 from panel_cli.errors import UserError
-from panel_cli.store.reader import TranscriptReader
 
 if TYPE_CHECKING:
     from panel_cli.export.transcript import Transcript
@@ -56,6 +55,7 @@ def export_run(
 ) -> None:
     """Export one run as Markdown, JSON or a self-contained HTML page (charts, no script, nothing fetched)."""
     from panel_cli.export.transcript import Transcript
+    from panel_cli.store.reader import TranscriptReader
 
     chosen = export_format or _format_of(output)
     with TranscriptReader.open(db) as reader:

@@ -4,8 +4,9 @@ What the rest of panel uses of it, and all it may use (`tests/store/test_surface
 
 - Writing a run: `subscriber.TranscriptStore`. `await TranscriptStore.open(path,
   secret_names=...)`, subscribe it to the run's EventBus, `await store.close()` (or `async
-  with`). Each event is on disk before the bus goes on; how it gets there (a thread, a
-  transaction per event) is the store's own business, free to change.
+  with`). Everything it was given is on disk once `close` returns, and a run killed outright
+  keeps what was committed before; how and when events reach the file (today a thread of its
+  own and a transaction per event) is the store's business, free to change.
 - Reading: `reader.TranscriptReader.open(path)`, a context manager: runs, a run's calls,
   events, recounts and thread, decisions, a batch's runs, totals. It returns the models of
   `records` (and of `stats`), which say what each field means.
