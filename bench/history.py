@@ -284,7 +284,7 @@ async def run_panel(panel: Any, question: str, subscribers: list[Any]) -> None:
 
 
 async def store_runs(path: Path, runs: list[tuple[Any, str]]) -> None:
-    from panel_cli.store.db import TranscriptStore
+    from panel_cli.store.subscriber import TranscriptStore
 
     for panel, question in runs:
         async with await TranscriptStore.open(path) as store:
@@ -349,7 +349,7 @@ def strings_in(value: Any, found: set[str]) -> None:
 
 def distinct_text(path: Path) -> tuple[float, float]:
     """Mean bytes per run of its distinct strings, and of its distinct lines."""
-    from panel_cli.store.db import TranscriptReader
+    from panel_cli.store.reader import TranscriptReader
 
     whole, lines = [], []
     with TranscriptReader.open(path) as reader:
@@ -368,8 +368,8 @@ def distinct_text(path: Path) -> tuple[float, float]:
 def version_3_copy(path: Path, copy: Path) -> None:
     """The runs of `path` in the layout panel wrote until schema version 3: payloads whole
     (less `messages`, kept in the call row), every text inline, REAL times."""
-    from panel_cli.store.db import TranscriptReader
     from panel_cli.store.migrations import MIGRATIONS
+    from panel_cli.store.reader import TranscriptReader
 
     def dumped(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
@@ -440,7 +440,7 @@ def version_3_copy(path: Path, copy: Path) -> None:
 
 def empty_size(folder: Path) -> tuple[int, int]:
     """The size of a file with no run: today's schema, and version 3's."""
-    from panel_cli.store.db import connect
+    from panel_cli.store.connection import connect
     from panel_cli.store.migrations import MIGRATIONS
 
     empty, old_empty = folder / "empty.db", folder / "empty-v3.db"
@@ -534,7 +534,7 @@ def replace_strings(value: Any, old: str, new: str) -> Any:
 def build_large(path: Path, count: int, templates: list[list[dict[str, Any]]]) -> None:
     """`count` runs through the store's writer (one transaction per event, as a live run),
     each a template with its own question, ids and times, a day apart back from now."""
-    from panel_cli.store.db import connect
+    from panel_cli.store.connection import connect
     from panel_cli.store.writer import RunWriter
 
     db = connect(path)
@@ -584,7 +584,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def part_speed(folder: Path, count: int, reps: int) -> dict[str, Any]:
-    from panel_cli.store.db import TranscriptReader
+    from panel_cli.store.reader import TranscriptReader
     from panel_cli.view.final import MARKDOWN_SYNTAX
 
     path = folder / "large.db"

@@ -121,7 +121,7 @@ async def orchestrate_once(url: str, db: Path) -> dict[str, float]:
     from panel_cli.llm.gateway import Gateway
     from panel_cli.protocols.orchestrate.engine import orchestrate
     from panel_cli.runs.execute import run_engine
-    from panel_cli.store.db import TranscriptStore
+    from panel_cli.store.subscriber import TranscriptStore
 
     coordinator = {"name": "coordinator", "model": "openai/coordinator", "api_base": url}
     panel = Panel.model_validate(

@@ -138,7 +138,7 @@ async def run_once(url: str, members: int, db: Path) -> StampedTerminal:
     from panel_cli.protocols.confer.engine import confer
     from panel_cli.runs.execute import run_panel
     from panel_cli.runs.prepare import PreparedRun
-    from panel_cli.store.db import TranscriptStore
+    from panel_cli.store.subscriber import TranscriptStore
     from panel_cli.view.live import LiveView
 
     panel = Panel.model_validate(

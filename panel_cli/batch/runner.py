@@ -36,7 +36,8 @@ from panel_cli.totals import RunTotals
 if TYPE_CHECKING:
     from panel_cli.protocols.base import Engine
     from panel_cli.runs.outcome import RunOutcome
-    from panel_cli.store.db import BatchRun, TranscriptStore
+    from panel_cli.store.records import BatchRun
+    from panel_cli.store.subscriber import TranscriptStore
 
 # The tag that names the question a run answered (`BatchQuestion.key`).
 QUESTION_TAG = "question"
@@ -221,7 +222,7 @@ class BatchRunner:
 
     async def run(self) -> None:
         """Every question still to run; the store and the HTTP clients are closed however it ends."""
-        from panel_cli.store.db import TranscriptStore
+        from panel_cli.store.subscriber import TranscriptStore
 
         store = await TranscriptStore.open(self.db_path)
         shared = SharedCalls()

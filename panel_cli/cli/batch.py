@@ -77,7 +77,7 @@ def batch(
     from panel_cli.protocols.registry import engine_of
     from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.prepare import ready_to_call, run_budget
-    from panel_cli.store.db import resolve_db_path
+    from panel_cli.store.paths import resolve_db_path
 
     on_sigterm_exit()
     panel = load_panel(panel_file)
@@ -208,7 +208,7 @@ def _finished_lines(
     id is not random), it must not exist yet."""
     from panel_cli.batch.runner import BatchLine, finished_runs
     from panel_cli.errors import UserError
-    from panel_cli.store.db import TranscriptReader
+    from panel_cli.store.reader import TranscriptReader
 
     with TranscriptReader.open(db_path) as reader:
         runs = reader.batch_runs(batch_id)

@@ -90,7 +90,8 @@ def eval_command(
     from panel_cli.redact import redact_obj
     from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.prepare import ready_to_call, run_budget
-    from panel_cli.store.db import TranscriptStore, resolve_db_path
+    from panel_cli.store.paths import resolve_db_path
+    from panel_cli.store.subscriber import TranscriptStore
 
     panel = load_panel(panel_file)
     loader = GatewayLoader()

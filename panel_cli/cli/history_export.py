@@ -1,8 +1,8 @@
 """`panel history export ID --format md|json|html [-o FILE] [--open]`.
 
-Registered on `history_app` when cli/history.py is imported, so it starts as fast as every
-other history command: the report builders, the event models and markdown-it are imported
-inside the command, and nothing here imports litellm.
+cli/history.py registers `export_run` on `history_app`, so it starts as fast as every other
+history command: the report builders, the event models and markdown-it are imported inside
+the command, and nothing here imports litellm.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from panel_cli.cli import completion
-from panel_cli.cli.history import DbOption, RunDetail, history_app
+from panel_cli.cli.history_options import DbOption, RunIdArgument
 from panel_cli.errors import UserError
-from panel_cli.store.db import TranscriptReader
 
 if TYPE_CHECKING:
     from panel_cli.export.transcript import Transcript
@@ -32,14 +30,8 @@ FORMAT_OF_SUFFIX: dict[str, ExportFormat] = {
 STDOUT = "-"
 
 
-@history_app.command("export")
 def export_run(
-    run_id: Annotated[
-        str,
-        typer.Argument(
-            metavar="ID", help="A run id, or any unique beginning of one.", autocompletion=completion.run_ids
-        ),
-    ],
+    run_id: RunIdArgument,
     export_format: Annotated[
         ExportFormat | None,
         typer.Option(
@@ -63,6 +55,7 @@ def export_run(
 ) -> None:
     """Export one run as Markdown, JSON or a self-contained HTML page (charts, no script, nothing fetched)."""
     from panel_cli.export.transcript import Transcript
+    from panel_cli.store.reader import TranscriptReader
 
     chosen = export_format or _format_of(output)
     with TranscriptReader.open(db) as reader:
@@ -110,6 +103,8 @@ def render(transcript: Transcript, export_format: ExportFormat) -> str:
 def transcript_json(transcript: Transcript) -> dict[str, Any]:
     """The same object as `panel history show ID --json`: the result envelope, then the run,
     every call (full requests and responses) and every event."""
+    from panel_cli.view.history_json import RunDetail
+
     detail = RunDetail.of(transcript.run, transcript.calls, transcript.events)
     return detail.model_dump(mode="json")
 

@@ -156,7 +156,8 @@ def execute(
     from panel_cli.runs.followup import resolve_follow_up
     from panel_cli.runs.outcome import RunOutcome
     from panel_cli.runs.prepare import prepare_run
-    from panel_cli.store.db import TranscriptStore, resolve_db_path
+    from panel_cli.store.paths import resolve_db_path
+    from panel_cli.store.subscriber import TranscriptStore
     from panel_cli.view.base import make_view
 
     console = Console()

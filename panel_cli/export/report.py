@@ -58,7 +58,7 @@ from panel_cli.events import (
 from panel_cli.export.transcript import Transcript
 from panel_cli.protocols.orchestrate.plan import tree_order
 from panel_cli.protocols.vote.tally import RunoffRound
-from panel_cli.store.db import CallRecord, RunRecord
+from panel_cli.store.records import CallRecord, RunRecord
 from panel_cli.view import fmt
 from panel_cli.view.delphi import round_note
 from panel_cli.view.orchestrate import rejection_note

@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from panel_cli.redact import redact_obj, secret_values
-from panel_cli.store.db import CallRecord, RunRecord, TranscriptReader
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.records import CallRecord, RunRecord
 
 
 class Transcript(BaseModel):

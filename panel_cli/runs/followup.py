@@ -20,7 +20,8 @@ from pathlib import Path
 
 from panel_cli.errors import UserError
 from panel_cli.run_keys import PARENT_ID_KEY
-from panel_cli.store.db import RunRecord, TranscriptReader
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.records import RunRecord
 
 LATEST = "last"
 MAX_TURNS = 8

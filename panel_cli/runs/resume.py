@@ -26,7 +26,8 @@ from panel_cli.llm.gateway import AnsweredCall
 from panel_cli.redact import REDACTED
 from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS
 from panel_cli.runs.followup import stored_parent
-from panel_cli.store.db import RunRecord, TranscriptReader
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.records import RunRecord
 from panel_cli.tasks import FENCE_TAG_PATTERN
 
 

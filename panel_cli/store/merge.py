@@ -18,8 +18,11 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from panel_cli.errors import UserError
-from panel_cli.store.db import TranscriptReader, connect, database_error, listed_status, resolve_db_path
+from panel_cli.store.connection import connect, database_error
+from panel_cli.store.paths import resolve_db_path
 from panel_cli.store.processes import this_host
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.records import listed_status
 from panel_cli.store.texts import MissingTextError, TextCache, dumps, remap_refs
 
 

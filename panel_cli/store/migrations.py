@@ -1,8 +1,11 @@
 """The transcript schema, as an ordered list of migrations.
 
 `PRAGMA user_version` counts the migrations a file has had, so opening an older file
-brings it forward. A change to the schema is a new function at the end of the list;
-one that has shipped is never edited, or files written with it would miss the change.
+brings it forward. A change to the schema is a new function, added at the end of
+`MIGRATIONS` with `SCHEMA_VERSION` raised to its number. One that has shipped is never
+edited, and is frozen: it holds its own SQL and calls nothing the live store may change
+(the writer, the text store, the read models), so a file migrated today and one migrated
+when it shipped are the same file.
 """
 
 from __future__ import annotations
@@ -12,15 +15,10 @@ from collections.abc import Callable
 
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: list[Migration] = []
+SCHEMA_VERSION = 7  # the number of the last migration, the version every file is brought to
+TEXTS_VERSION = 4  # the version whose migration moved every text to `texts`
 
 
-def migration(function: Migration) -> Migration:
-    MIGRATIONS.append(function)
-    return function
-
-
-@migration
 def m001_initial(db: sqlite3.Connection) -> None:
     db.execute(
         """
@@ -80,7 +78,6 @@ def m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX calls_run_id ON calls(run_id)")
 
 
-@migration
 def m002_call_detail_and_truncation(db: sqlite3.Connection) -> None:
     """`detail` keeps a failed call's raw provider text for whoever debugs it; `truncated`
     marks a reply cut at `max_response_chars`, so its stored response is only a beginning."""
@@ -88,7 +85,6 @@ def m002_call_detail_and_truncation(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE calls ADD COLUMN truncated INTEGER")
 
 
-@migration
 def m003_decisions_and_retallies(db: sqlite3.Connection) -> None:
     """`decisions` keeps every decide run's outcome (its id is the run's), so decisions are
     listed by topic without reading every run's events. `retallies` keeps each recount of a
@@ -129,13 +125,12 @@ def m003_decisions_and_retallies(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX retallies_run_id ON retallies(run_id)")
 
 
-@migration
 def m004_texts_iso_times_and_search(db: sqlite3.Connection) -> None:
     """Each distinct text is stored once, in `texts`, and rows refer to it (see
     `panel_cli.store.texts`); an event leaves out what the row claiming it holds (see
     `panel_cli.store.rows`); times are ISO-8601 UTC text; a run keeps the pid and host of the
     process writing it; questions and final answers are indexed for full-text search. The
-    tables of version 3 are renamed, copied run by run with the writer's own code, and
+    tables of version 3 are renamed, copied run by run (`panel_cli.store.upgrade`), and
     dropped."""
     from panel_cli.store.upgrade import copy_version_3
 
@@ -291,32 +286,6 @@ def m004_texts_iso_times_and_search(db: sqlite3.Connection) -> None:
         db.execute(f"DROP TABLE {table}_v3")
 
 
-TEXTS_VERSION = len(MIGRATIONS)  # the version whose migration moved every text to `texts`
-
-
-def schema_version(db: sqlite3.Connection) -> int:
-    return db.execute("PRAGMA user_version").fetchone()[0]
-
-
-def migrate(db: sqlite3.Connection) -> None:
-    """Apply the migrations this file has not had yet, each with its new version in one
-    transaction. `BEGIN IMMEDIATE` takes the write lock before reading the version again,
-    so two panels opening the same new file at once cannot both run a migration.
-    The connection must be in autocommit mode (`isolation_level=None`)."""
-    while schema_version(db) < len(MIGRATIONS):
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            version = schema_version(db)
-            if version < len(MIGRATIONS):
-                MIGRATIONS[version](db)
-                db.execute(f"PRAGMA user_version = {version + 1}")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
-
-@migration
 def m005_batch_ids(db: sqlite3.Connection) -> None:
     """`batch_id` names the `panel batch` a run belongs to (its `batch` tag), so a batch's
     runs are found through an index; a run of no batch has NULL."""
@@ -324,7 +293,6 @@ def m005_batch_ids(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX runs_batch_id ON runs(batch_id) WHERE batch_id IS NOT NULL")
 
 
-@migration
 def m006_tool_calls(db: sqlite3.Connection) -> None:
     """`tool_calls` has a row per tool call a member's model made, found through the model call
     it was made in (`call_id`, as in `calls.id`). Its `tool_call_finished` event keeps the whole
@@ -357,10 +325,42 @@ def m006_tool_calls(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX tool_calls_call_id ON tool_calls(run_id, call_id)")
 
 
-@migration
 def m007_follow_ups(db: sqlite3.Connection) -> None:
     """`parent_id` names the run a follow-up continues (`--continue`), copied from its config as
     the batch id is, so a thread is walked both ways: up by id, down through the index. A run
     that continues none has NULL."""
     db.execute("ALTER TABLE runs ADD COLUMN parent_id TEXT")
     db.execute("CREATE INDEX runs_parent_id ON runs(parent_id) WHERE parent_id IS NOT NULL")
+
+
+MIGRATIONS: list[Migration] = [
+    m001_initial,
+    m002_call_detail_and_truncation,
+    m003_decisions_and_retallies,
+    m004_texts_iso_times_and_search,
+    m005_batch_ids,
+    m006_tool_calls,
+    m007_follow_ups,
+]
+
+
+def schema_version(db: sqlite3.Connection) -> int:
+    return db.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Apply the migrations this file has not had yet, each with its new version in one
+    transaction. `BEGIN IMMEDIATE` takes the write lock before reading the version again,
+    so two panels opening the same new file at once cannot both run a migration.
+    The connection must be in autocommit mode (`isolation_level=None`)."""
+    while schema_version(db) < SCHEMA_VERSION:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = schema_version(db)
+            if version < SCHEMA_VERSION:
+                MIGRATIONS[version](db)
+                db.execute(f"PRAGMA user_version = {version + 1}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise

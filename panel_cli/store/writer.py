@@ -1,8 +1,7 @@
 """Writing a run's events into the transcript tables, one transaction per event.
 
-Synchronous on purpose: `TranscriptStore` runs it on a thread of its own, and the migration
-that brings an older file forward uses the same code, so an old run and a new one are stored
-alike.
+Synchronous on purpose: `TranscriptStore` (`panel_cli.store.subscriber`) decides how it
+reaches the file. Migrations never use it: a shipped migration must not change when it does.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from panel_cli.store.records import outcome_of
 from panel_cli.store.rows import (
     ENVELOPE,
     batch_of,
@@ -26,25 +26,7 @@ from panel_cli.store.rows import (
 from panel_cli.store.texts import Composer, TextCache, Texts, decode, dumps, encode
 from panel_cli.store.times import iso_time
 
-OUTCOME_LENGTH = 80
 ENDINGS = ("run_finished", "run_failed", "run_interrupted")
-
-
-def outcome_of(final_answer: str | None, result: Any) -> str | None:
-    """What `history list` shows of a run's outcome: the winner when the protocol names one
-    (confer's member, vote's option), else the final answer's first line."""
-    winner = result.get("winner") if isinstance(result, dict) else None
-    if isinstance(winner, str) and winner.strip():
-        return preview(winner)
-    if final_answer:
-        line = next((line for line in final_answer.splitlines() if line.strip()), "")
-        return preview(line) or None
-    return None
-
-
-def preview(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= OUTCOME_LENGTH else flat[: OUTCOME_LENGTH - 1].rstrip() + "…"
 
 
 class RunWriter:

@@ -13,8 +13,11 @@ from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
 from panel_cli.errors import UserError
-from panel_cli.store.db import RetallyRecord, TranscriptReader, connect, record_retally
+from panel_cli.store.connection import connect
+from panel_cli.store.maintenance import record_retally
 from panel_cli.store.merge import RUN_TABLES, import_runs
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.records import RetallyRecord
 from panel_cli.store.texts import collect_garbage
 from tests.store.protocol_runs import ENGINES, stored_run
 from tests.store.sample_runs import confer_run, record, run_started

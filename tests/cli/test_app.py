@@ -140,7 +140,7 @@ def test_member_names_come_from_the_panel_file(tmp_path: Path) -> None:
 @pytest.fixture
 def runs_db(tmp_path: Path) -> Path:
     """A transcript file made by the store itself, with three runs."""
-    from panel_cli.store.db import connect
+    from panel_cli.store.connection import connect
     from panel_cli.store.writer import RunWriter
 
     path = tmp_path / "runs.db"
@@ -196,7 +196,7 @@ def test_run_ids_leave_the_file_unchanged(runs_db: Path) -> None:
 
 @pytest.mark.parametrize("panel_db", [None, "~/elsewhere.db"])
 def test_default_db_path_is_the_stores(panel_db: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from panel_cli.store.db import default_db_path
+    from panel_cli.store.paths import default_db_path
 
     if panel_db is None:
         monkeypatch.delenv("PANEL_DB", raising=False)

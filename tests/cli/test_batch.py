@@ -22,7 +22,8 @@ from panel_cli.llm.gateway import load_litellm
 from panel_cli.protocols.ensemble.engine import ensemble
 from panel_cli.runs.execute import run_panel
 from panel_cli.runs.prepare import PreparedRun
-from panel_cli.store.db import TranscriptReader, TranscriptStore
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.batch.panels import answer, write_panel, write_questions
 from tests.fakes.openai_server import FakeOpenAIServer, hang, responder
 

@@ -11,7 +11,7 @@ import pytest
 
 from panel_cli.cli.app import main
 from panel_cli.eval.datasets import load_dataset
-from panel_cli.store.db import TranscriptReader
+from panel_cli.store.reader import TranscriptReader
 
 JURY = "name: jury\nmembers:\n" + "".join(f"  - {{name: v{i}, model: demo/oracle@0.7}}\n" for i in range(1, 6))
 

@@ -21,7 +21,9 @@ from panel_cli.cli.app import app
 from panel_cli.errors import UserError
 from panel_cli.runs import followup
 from panel_cli.runs.followup import MAX_THREAD_CHARS, prior_turns
-from panel_cli.store.db import RunRecord, TranscriptReader, delete_run
+from panel_cli.store.maintenance import delete_run
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.records import RunRecord
 from tests.cli.test_resume import ROOT, on_fake_server, resume
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from panel_cli.cli.history import history_app
 from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent, CallFailed, MemberInfo, RunFailed, RunFinished
-from panel_cli.store.db import TranscriptStore
+from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.view.fmt import cost as format_cost
 from tests.store.sample_runs import (
     ANSWER,

@@ -33,7 +33,7 @@ from panel_cli.protocols.orchestrate.engine import orchestrate
 from panel_cli.protocols.supervise.engine import supervise
 from panel_cli.protocols.vote.engine import decide, vote
 from panel_cli.runs.execute import run_engine
-from panel_cli.store.db import TranscriptStore
+from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView
 from tests.fakes.openai_server import FakeOpenAIServer, error, responder

@@ -69,7 +69,7 @@ async def runs(tmp_path: Path) -> Path:
 def test_history_list_loads_no_event_model_view_or_markdown(runs: Path) -> None:
     modules = loaded_after("history", "list", "--db", str(runs))
     assert among(modules, NOT_FOR_LIST) == set()
-    assert "panel_cli.store.db" in modules
+    assert "panel_cli.store.reader" in modules
 
 
 def test_show_of_a_plain_answer_loads_no_markdown(runs: Path) -> None:

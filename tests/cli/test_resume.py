@@ -36,7 +36,8 @@ from panel_cli.protocols.registry import engine_of, names
 from panel_cli.protocols.supervise.engine import correction_rounds
 from panel_cli.runs.execute import run_engine
 from panel_cli.runs.resume import stored_panel
-from panel_cli.store.db import TranscriptReader, TranscriptStore
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, responder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
 from panel_cli.cli.commands import spread_words
-from panel_cli.store.db import TranscriptReader
+from panel_cli.store.reader import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -403,7 +403,7 @@ def test_retally_runs_without_a_model_and_without_loading_litellm(tmp_path: Path
 async def test_retally_of_a_run_that_never_finished(tmp_path: Path) -> None:
     """Interrupted after two ballots: the re-tally reads them from the stored events."""
     from panel_cli.events import EventBus, MemberInfo, RunInterrupted, RunStarted, VoteOpened, VoteReceived
-    from panel_cli.store.db import TranscriptStore
+    from panel_cli.store.subscriber import TranscriptStore
 
     db = tmp_path / "r.db"
     store = await TranscriptStore.open(db)

@@ -15,7 +15,8 @@ from panel_cli.errors import UserError
 from panel_cli.eval.datasets import Dataset, EvalItem, load_dataset
 from panel_cli.eval.runner import MULTIPLE_CHOICE, SHORT_ANSWER, plan_eval, question_text, run_eval, with_markers
 from panel_cli.llm.demo import ORACLE_MARKER
-from panel_cli.store.db import TranscriptReader, TranscriptStore
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, reply, responder
 from tests.protocols.conftest import block_labels, fenced_texts, prompt_of, task_of
 

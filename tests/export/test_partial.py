@@ -23,7 +23,7 @@ from panel_cli.events import (
     StageStarted,
     WarningRaised,
 )
-from panel_cli.store.db import TranscriptStore
+from panel_cli.store.subscriber import TranscriptStore
 from tests.export.conftest import HostileRuns, export
 from tests.export.dom import parse
 

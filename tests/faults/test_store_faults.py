@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from panel_cli.cli.history import history_app
 from panel_cli.errors import UserError
 from panel_cli.events import EventBus
-from panel_cli.store.db import TranscriptReader, TranscriptStore
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.store.sample_runs import confer_run, record, run_started
 
 ROOT = Path(__file__).resolve().parents[2]

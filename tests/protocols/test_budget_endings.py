@@ -28,7 +28,7 @@ from panel_cli.protocols.ensemble.engine import ensemble
 from panel_cli.protocols.orchestrate.engine import orchestrate
 from panel_cli.protocols.supervise.engine import supervise
 from panel_cli.protocols.vote.engine import vote
-from panel_cli.store.db import TranscriptReader
+from panel_cli.store.reader import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, reply_json, responder
 from tests.protocols.conftest import Recorder, make_panel, run_recorded, task_of, vote_json
 

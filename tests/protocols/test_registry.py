@@ -21,7 +21,7 @@ from panel_cli.events import MemberInfo, RunStarted, StageStarted
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols import registry
 from panel_cli.protocols.base import Emit, ProtocolResult, ProtocolRules
-from panel_cli.store.db import TranscriptReader
+from panel_cli.store.reader import TranscriptReader
 from panel_cli.view.live import LiveView
 from panel_cli.view.tables import RunSoFar, StageState
 

@@ -11,7 +11,8 @@ from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.vote.engine import decide, vote
 from panel_cli.protocols.vote.tally import retally, stored_vote
 from panel_cli.runs.execute import run_engine
-from panel_cli.store.db import TranscriptReader, TranscriptStore
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, error, hang, reply, responder
 from tests.protocols.conftest import prompt_of, task_of
 

@@ -18,7 +18,7 @@ from panel_cli.protocols.orchestrate.engine import orchestrate
 from panel_cli.protocols.supervise.engine import supervise
 from panel_cli.protocols.vote.engine import decide, vote
 from panel_cli.runs.execute import run_engine
-from panel_cli.store.db import TranscriptStore
+from panel_cli.store.subscriber import TranscriptStore
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES: dict[str, tuple[Engine, str]] = {

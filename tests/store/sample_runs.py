@@ -19,7 +19,7 @@ from panel_cli.events import (
     StageStarted,
     VoteCast,
 )
-from panel_cli.store.db import TranscriptStore
+from panel_cli.store.subscriber import TranscriptStore
 
 QUESTION = "Which database should we use for the audit log?"
 ANSWER = "Use **PostgreSQL**: append-only tables and row-level security."

@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from panel_cli.store.db import TranscriptReader, _use_wal
+from panel_cli.store.connection import _use_wal
+from panel_cli.store.reader import TranscriptReader
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITERS = 8
@@ -20,7 +21,7 @@ ROUNDS = 6  # vote rounds per run, of 8 events and 2 calls each
 WRITER = """
 import asyncio, sys
 from panel_cli.events import EventBus
-from panel_cli.store.db import TranscriptStore
+from panel_cli.store.subscriber import TranscriptStore
 from tests.store.sample_runs import ENDINGS, answer_calls, run_started, vote_round
 
 run_id, path, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])

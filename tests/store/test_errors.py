@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from panel_cli.errors import UserError
-from panel_cli.store.db import TranscriptReader, TranscriptStore, connect, delete_run, purge_runs
+from panel_cli.store.connection import connect
+from panel_cli.store.maintenance import delete_run, purge_runs
 from panel_cli.store.migrations import MIGRATIONS
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.faults.test_store_faults import write_protected
 from tests.store.sample_runs import confer_run, record
 

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from panel_cli.events import EventBus, RunFailed, RunFinished, WarningRaised
-from panel_cli.store.db import TranscriptReader, TranscriptStore, connect
+from panel_cli.store.connection import connect
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.store.texts import TEXT_MIN, Composer, Texts, decode, encode
 from panel_cli.store.times import epoch, iso_time
 from panel_cli.store.writer import RunWriter

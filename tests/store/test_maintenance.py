@@ -14,7 +14,10 @@ import pytest
 
 from panel_cli.errors import UserError
 from panel_cli.events import EventBus
-from panel_cli.store.db import RetallyRecord, TranscriptReader, TranscriptStore, delete_run, purge_runs, record_retally
+from panel_cli.store.maintenance import delete_run, purge_runs, record_retally
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.records import RetallyRecord
+from panel_cli.store.subscriber import TranscriptStore
 from tests.store.protocol_runs import stored_run
 from tests.store.sample_runs import run_started
 

@@ -11,8 +11,11 @@ import pytest
 
 from panel_cli.errors import UserError
 from panel_cli.events import EventBus
-from panel_cli.store.db import TranscriptReader, TranscriptStore, connect, default_db_path, resolve_db_path
+from panel_cli.store.connection import connect
 from panel_cli.store.migrations import MIGRATIONS
+from panel_cli.store.paths import default_db_path, resolve_db_path
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.store.sample_runs import run_started
 
 

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from panel_cli.events import RunFinished
-from panel_cli.store.db import TranscriptReader, connect, prefix_successor, search_query
-from panel_cli.store.writer import RunWriter, outcome_of
+from panel_cli.store.connection import connect
+from panel_cli.store.reader import TranscriptReader, prefix_successor, search_query
+from panel_cli.store.records import outcome_of
+from panel_cli.store.writer import RunWriter
 from tests.store.protocol_runs import stored_run
 from tests.store.sample_runs import ANSWER, ENDINGS, answer_calls, confer_run, record, run_started
 

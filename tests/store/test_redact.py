@@ -6,7 +6,8 @@ import pytest
 
 from panel_cli.events import EventBus, RunFailed
 from panel_cli.redact import REDACTED, redact, redact_obj, secret_values
-from panel_cli.store.db import TranscriptReader, TranscriptStore
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.store.sample_runs import answer_calls, run_started, vote_round
 
 KEY = "sk-test-abcdefghijklmnop123"

@@ -9,7 +9,8 @@ import pytest
 
 from panel_cli.errors import UserError
 from panel_cli.events import EventBus, MemberSkipped, RunFinished, parse_event
-from panel_cli.store.db import TranscriptReader, TranscriptStore
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.store.sample_runs import ANSWER, ENDINGS, QUESTION, answer_calls, confer_run, record, run_started, vote_round
 
 

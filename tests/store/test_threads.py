@@ -8,8 +8,11 @@ import sqlite3
 from pathlib import Path
 
 from panel_cli.events import RunFinished, RunStarted
-from panel_cli.store.db import TranscriptReader, TranscriptStore, connect, delete_run
+from panel_cli.store.connection import connect
+from panel_cli.store.maintenance import delete_run
 from panel_cli.store.migrations import MIGRATIONS
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from tests.store.sample_runs import record, run_started
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -17,7 +17,8 @@ from panel_cli.events import CallFinished, CallStarted, CallTextGrew, EventBus, 
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.runs.execute import run_panel
 from panel_cli.runs.prepare import PreparedRun
-from panel_cli.store.db import TranscriptReader, TranscriptStore
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.view.live import LiveView
 from panel_cli.view.orchestrate import TaskStage
 from panel_cli.view.tables import CallRow, StageState

@@ -1,0 +1,52 @@
+"""What `panel history stats` draws: the totals on a line, then a table by model, by protocol
+and by month."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from panel_cli.view import fmt
+from panel_cli.wording import plural
+
+if TYPE_CHECKING:
+    from panel_cli.store.stats import StatsReport, Usage
+
+
+def draw_stats(console: Console, path: Path, report: StatsReport) -> None:
+    total = report.total
+    if not total.runs:
+        console.print(Text(f"No runs yet in {path}."), soft_wrap=True)
+        return
+    cost = fmt.run_cost(total.cost, (row.model for row in report.by_model))
+    totals = (
+        f"{plural(total.runs, 'run')} · {plural(total.calls, 'call')} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
+    )
+    console.print(Text(f"{path}: {totals}"), soft_wrap=True)
+    groups: list[tuple[str, list[tuple[str, Usage]]]] = [
+        ("model", [(row.model, row) for row in report.by_model]),
+        ("protocol", [(row.protocol, row) for row in report.by_protocol]),
+        ("month", [(row.month, row) for row in report.by_month]),
+    ]
+    for name, rows in groups:
+        console.print()
+        console.print(_usage_table(name, rows))
+
+
+def _usage_table(name: str, rows: list[tuple[str, Usage]]) -> Table:
+    """One group of the stats. A demo persona's calls cost nothing, and say so rather than
+    showing an unknown price."""
+    table = Table(
+        title=f"By {name}", title_justify="left", title_style="bold", header_style="bold", box=None, pad_edge=False
+    )
+    table.add_column(name)
+    for header in ("runs", "calls", "tokens", "cost"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for key, usage in rows:
+        cost = fmt.run_cost(usage.cost, [key]) if name == "model" else fmt.cost(usage.cost)
+        table.add_row(Text(key or fmt.UNKNOWN), f"{usage.runs:,}", f"{usage.calls:,}", fmt.tokens(usage.tokens), cost)
+    return table
