@@ -259,7 +259,8 @@ class Panel(Strict):
     # None: a decision with a leader leaves a tie to it, any other vote leaves it undecided.
     tie_break: Annotated[TieBreak | None, RuleName] = None
     tally: Annotated[ConferTally, RuleName] = "confidence"
-    threshold: float = 0.667
+    # supermajority: the share of the votes an option must exceed.
+    threshold: float = Field(default=0.667, gt=0, le=1, allow_inf_nan=False)
     quorum: int = Field(default=1, ge=1)
     options: list[str] = Field(default_factory=list)
     no_match: Literal["abstain", "first"] = "abstain"

@@ -23,8 +23,9 @@ from panel_cli.protocols.checks import check_panel
 from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec, resolve
 
 # The panel `--demo` seats when no file, no --members and no default panel name any member:
-# the first four personas, so `as_demo` leaves each on its own persona.
-DEMO_PERSONAS = ("sage", "skeptic", "pragmatist", "optimist")
+# the first five personas (an odd number, so a two-option vote cannot tie), each left on its
+# own persona by `as_demo`.
+DEMO_PERSONAS = ("sage", "skeptic", "pragmatist", "optimist", "engineer")
 DEFAULT_PANEL_FILE = "defaults.yaml"
 
 # A protocol's own way to find its panel: (panel file, given options, --demo) -> (panel, the
@@ -129,7 +130,7 @@ def panel_for(
     """The panel of a run, and the protocol its file declares (if any). The members come from
     `--members` (model names or aliases; with a file, only those of its members), else the
     file, else the default panel the user keeps in the config directory (`defaults.yaml`, a
-    panel file), else, with `--demo`, four demo personas. `--chairman` is a name, or several
+    panel file), else, with `--demo`, five demo personas. `--chairman` is a name, or several
     for backups, in order."""
     names = parse_names(members, "--members")
     chairs = parse_names(chairman, "--chairman")
@@ -166,5 +167,5 @@ def _default_panel(protocol: str, demo: bool) -> Panel:
         return Panel.model_validate({"name": "demo", "protocol": protocol, "members": members})
     raise UserError(
         f'Give a panel file or --members (e.g. panel {protocol} --members gpt-4o,claude -q "Your question"), '
-        f"keep a default panel in {path} (members: as in a panel file), or add --demo to try four demo personas."
+        f"keep a default panel in {path} (members: as in a panel file), or add --demo to try five demo personas."
     )

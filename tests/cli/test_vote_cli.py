@@ -117,7 +117,7 @@ def test_without_members_one_sentence_names_every_way(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == (
         'panel: Give a panel file or --members (e.g. panel vote --members gpt-4o,claude -q "Your question"), '
-        f"keep a default panel in {tmp_path / 'defaults.yaml'} (members: as in a panel file), or add --demo to try four demo personas.\n"
+        f"keep a default panel in {tmp_path / 'defaults.yaml'} (members: as in a panel file), or add --demo to try five demo personas.\n"
     )
 
 
@@ -136,7 +136,7 @@ def test_the_question_on_stdin(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["question"] == "Which database?" and result["winner"] == "MySQL"
-    assert [b["voter"] for b in result["ballots"]] == ["sage", "skeptic", "pragmatist", "optimist"]
+    assert [b["voter"] for b in result["ballots"]] == ["sage", "skeptic", "pragmatist", "optimist", "engineer"]
 
 
 def test_no_question_at_all_says_where_one_comes_from() -> None:
@@ -170,6 +170,14 @@ def test_no_question_at_all_says_where_one_comes_from() -> None:
             "--threshold applies to --method supermajority, not majority.",
         ),
         (
+            ["vote", "--options", "A", "B", "--method", "supermajority", "--threshold", "1.5", "--demo", "-q", "Q?"],
+            "--threshold: input should be less than or equal to 1.",
+        ),
+        (
+            ["vote", "--options", "A", "B", "--quorum", "10", "--demo", "-q", "Q?"],
+            "quorum: 10 is more than the 5 voters; no vote can reach it.",
+        ),
+        (
             ["vote", "--options", "A", "B", "--no-match", "maybe", "--demo", "-q", "Q?"],
             "--no-match: 'maybe' is not a choice; choose abstain or first.",
         ),
@@ -197,11 +205,11 @@ def test_options_given_without_words_is_a_usage_error(args: list[str]) -> None:
 # members --------------------------------------------------------------------------------------
 
 
-def test_demo_with_no_members_seats_four_personas() -> None:
+def test_demo_with_no_members_seats_five_personas() -> None:
     result = invoke("vote", "--options", "PostgreSQL", "MySQL", "--demo", "-q", "Which database for a startup?")
-    assert [b["voter"] for b in result["ballots"]] == ["sage", "skeptic", "pragmatist", "optimist"]
+    assert [b["voter"] for b in result["ballots"]] == ["sage", "skeptic", "pragmatist", "optimist", "engineer"]
     council = invoke("council", "--demo", "-q", "How should we store sessions?")
-    assert [r["name"] for r in council["stage1_responses"]] == ["sage", "skeptic", "pragmatist", "optimist"]
+    assert [r["name"] for r in council["stage1_responses"]] == ["sage", "skeptic", "pragmatist", "optimist", "engineer"]
     assert council["final_answer"]
 
 
@@ -267,9 +275,9 @@ def test_quiet_prints_the_winning_option_alone() -> None:
 
 
 def test_no_winner_exits_1_with_the_reason() -> None:
-    outcome = runner.invoke(app, ["vote", VOTE, "--quorum", "7", "--quiet"])
+    outcome = runner.invoke(app, ["vote", VOTE, "--method", "unanimous", "--quiet"])
     assert outcome.exit_code == 1 and outcome.stdout == ""
-    assert "panel: quorum not met: 6 ballots arrived, 7 needed (run " in outcome.stderr
+    assert "panel: the votes are split (" in outcome.stderr and "(run " in outcome.stderr
 
 
 # history --------------------------------------------------------------------------------------
@@ -421,7 +429,7 @@ async def test_retally_of_a_run_that_never_finished(tmp_path: Path) -> None:
     assert "The run did not finish (interrupted); there is no stored outcome to compare with." in outcome.stdout
     recount = json.loads(runner.invoke(app, ["history", "retally", "cut-short-1", "--json", "--db", str(db)]).stdout)
     assert recount["stored"] is None and recount["retally"]["vote_counts"] == {"X": 1, "Y": 1}
-    assert recount["retally"]["reason"] == "no option has more than half of the 2 votes (X 1, Y 1)"
+    assert recount["retally"]["reason"] == "X and Y tie with 1 vote each, so none has more than half"
 
 
 def test_history_decisions_imports_no_model_code_nor_event_models(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from pydantic import ValidationError
 
 from panel_cli.config import Panel
 from panel_cli.errors import ConfigError, UserError
@@ -242,18 +243,23 @@ def test_the_leader_must_be_a_member():
 def test_warnings_for_what_the_method_ignores():
     members = [{"name": "a", "model": "demo/sage", "weight": 2}, {"name": "b", "model": "demo/skeptic"}]
     warnings = check_panel(
-        Panel.model_validate({"members": members, "options": DB, "threshold": 0.9, "quorum": 3, "leader": "a"}), "vote"
+        Panel.model_validate({"members": members, "options": DB, "threshold": 0.9, "quorum": 2, "leader": "a"}), "vote"
     )
     assert warnings == [
         "threshold: used only by method supermajority, not majority.",
         "members[0].weight: used only by methods weighted and weighted_plurality, not majority.",
-        "quorum: 3 is more than the 2 voters; no vote can reach it.",
         "leader: not used by vote.",
     ]
-    assert check_panel(panel(method="supermajority", threshold=1.5), "vote") == [
-        "threshold: the threshold 1.5 is outside (0, 1]; the default 0.667 is used."
-    ]
     assert check_panel(Panel.model_validate({"members": members, "options": DB, "method": "weighted"}), "vote") == []
+
+
+def test_a_threshold_or_a_quorum_no_vote_can_meet_is_refused_before_any_call():
+    """A threshold outside (0, 1] is refused by the panel itself, a quorum above the voters by the check."""
+    members = [{"name": "a", "model": "demo/sage"}, {"name": "b", "model": "demo/skeptic"}]
+    with pytest.raises(ValidationError, match="less than or equal to 1"):
+        Panel.model_validate({"members": members, "options": DB, "method": "supermajority", "threshold": 1.5})
+    with pytest.raises(UserError, match=r"^quorum: 3 is more than the 2 voters; no vote can reach it\.$"):
+        check_panel(Panel.model_validate({"members": members, "options": DB, "quorum": 3}), "vote")
 
 
 # the demo personas' ballots -------------------------------------------------------------------

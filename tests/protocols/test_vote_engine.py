@@ -95,7 +95,8 @@ async def test_text_ballots_are_matched_longest_option_first(fake_server, run_pr
     assert result.abstained == ["cy"] and result.total_votes == 2 and result.ballots_cast == 3
     assert (
         result.winner is None
-        and result.failure_reason == "no option has more than half of the 2 votes (Ship 1, Do not ship 1)"
+        and result.failure_reason
+        == "Ship and Do not ship tie with 1 vote each, so none has more than half; --method plurality --tie-break first, or a leader in panel decide, settles a tie"
     )
     assert ("cy", "named no option; recorded as an abstention") in [(w.member, w.message) for w in events.of("warning")]
     assert events.of("run_finished")[0].reached_answer is False
@@ -220,8 +221,8 @@ async def test_the_leader_chooses_when_no_option_wins(fake_server, run_protocol)
     assert result.leader_ballot.choice == "SQLite" and result.failure_reason is None
     leader_prompt = prompt_of(fake_server.requests_for("lead-model")[-1])
     assert (
-        "no option has more than half of the 3 votes" in leader_prompt
-        and "PostgreSQL 1, MySQL 1, SQLite 1" in leader_prompt
+        "PostgreSQL, MySQL and SQLite tie with 1 vote each, so none has more than half" in leader_prompt
+        and "--tie-break" not in leader_prompt
     )
     assert "SECRET-REASON" not in leader_prompt, "the leader sees counts, never another voter's words"
     assert [e.stage for e in events.of("stage_started")] == ["vote", "leader"]
@@ -254,7 +255,7 @@ async def test_a_leader_that_fails_leaves_no_decision(fake_server, run_protocol)
     result, events = await run_protocol(decide, decide_panel(fake_server))
     assert result.winner is None and not result.leader_override and not result.consensus_reached
     assert result.failure_reason == (
-        "no option has more than half of the 3 votes (PostgreSQL 1, MySQL 1, SQLite 1);"
+        "PostgreSQL, MySQL and SQLite tie with 1 vote each, so none has more than half;"
         " the leader lead could not choose: server (the provider failed (500): down)"
     )
     assert events.of("leader_chose")[0].error is not None

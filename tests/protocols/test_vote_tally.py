@@ -23,6 +23,7 @@ from panel_cli.protocols.vote.tally import (
     parse_choice,
     retally,
     runoff,
+    settling_a_tie,
     stored_vote,
     tally,
     ties,
@@ -64,6 +65,18 @@ def test_majority_at_exactly_half_has_no_winner():
     result = tally(votes("A", "A", "B", "C"), ABC, "majority")
     assert result.winner is None
     assert result.reason == "no option has more than half of the 4 votes (A 2, B 1, C 1)"
+
+
+def test_a_tie_under_majority_says_it_is_a_tie_and_what_would_settle_it():
+    result = tally(votes("A", "A", "B", "B"), ABC, "majority")
+    assert result.winner is None
+    assert result.reason == "A and B tie with 2 votes each, so none has more than half"
+    assert settling_a_tie(result) == (
+        "--method plurality --tie-break first, or a leader in panel decide, settles a tie"
+    )
+    assert settling_a_tie(tally(votes("A", "A", "B", "C"), ABC, "majority")) is None
+    settled = tally(votes("A", "A", "B", "B"), ABC, "plurality", tie_break="first")
+    assert settled.winner == "A"
 
 
 def test_abstentions_are_reported_apart_from_the_votes():

@@ -51,8 +51,8 @@ from panel_cli.protocols.vote.tally import (
     RunoffRound,
     Tally,
     TieBreak,
-    effective_threshold,
     leader_settles,
+    settling_a_tie,
     tally,
 )
 from panel_cli.tasks import Task, mark
@@ -368,11 +368,10 @@ def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
             f"A {protocol} needs at least two options to choose between{given}: give them with --options A B, or as options: in the panel file."
         )
     leader = panel.member(panel.leader, role="leader") if protocol == "decide" and panel.leader else None
-    threshold, _ = effective_threshold(panel.threshold)
     return VotePlan(
         options=options,
         method=panel.method,
-        threshold=threshold,
+        threshold=panel.threshold,
         quorum=panel.quorum,
         tie_break=tie_break_of(panel, protocol),
         no_match=panel.no_match,
@@ -384,10 +383,7 @@ def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
 def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding]:
     plan_vote(panel, protocol)
     findings: list[Finding] = []
-    _, problem = effective_threshold(panel.threshold)
-    if panel.method == "supermajority" and problem:
-        findings.append((("threshold",), problem))
-    elif panel.method != "supermajority" and "threshold" in panel.model_fields_set:
+    if panel.method != "supermajority" and "threshold" in panel.model_fields_set:
         findings.append((("threshold",), f"used only by method supermajority, not {panel.method}"))
     findings += _tie_break_findings(panel, protocol)
     if panel.method not in WEIGHTED_METHODS:
@@ -397,9 +393,10 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
             if "weight" in member.model_fields_set
         ]
     if panel.quorum > len(panel.members):
-        findings.append(
-            (("quorum",), f"{panel.quorum} is more than the {len(panel.members)} voters; no vote can reach it")
-        )
+        problem = f"{panel.quorum} is more than the {len(panel.members)} voters; no vote can reach it"
+        if panel.source_file is not None and panel.in_file(("quorum",)):
+            raise ConfigError(panel.source_file, panel.line_of(("quorum",)), "quorum", problem)
+        raise UserError(f"quorum: {problem}.")
     return findings
 
 
@@ -560,7 +557,13 @@ def _fields(plan: VotePlan, poll: Poll, winner: str | None, reason: str | None) 
 async def vote(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> VoteResult:
     plan = plan_vote(panel, "vote")
     poll = await _poll(panel, plan, question, gateway, emit)
-    return VoteResult(**_fields(plan, poll, poll.tally.winner, poll.tally.reason))
+    return VoteResult(**_fields(plan, poll, poll.tally.winner, _with_advice(poll.tally.reason, poll.tally)))
+
+
+def _with_advice(reason: str | None, counted: Tally) -> str | None:
+    """The reason there is no winner, and what would have settled a tie, for the person reading it."""
+    advice = settling_a_tie(counted)
+    return f"{reason}; {advice}" if reason and advice else reason
 
 
 async def _ask_leader(
@@ -607,6 +610,8 @@ async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
             reason = f"{reason}; the leader {plan.leader.name} {problem}"
     elif plan.leader is not None and winner is None:
         reason = f"{reason}; tie_break none leaves a tie undecided, so the leader {plan.leader.name} was not asked"
+    elif winner is None:
+        reason = _with_advice(reason, counted)
     override = counted.winner is None and winner is not None
     await emit(
         DecisionRecorded(

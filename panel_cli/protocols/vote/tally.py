@@ -212,6 +212,8 @@ def _by_share(
     if method == "majority":
         if top * 2 > total:
             return leaders[0], None
+        if len(leaders) > 1:
+            return None, f"{_and(leaders)} tie with {_votes(top)} each, so none has more than half"
         return None, f"no option has more than half of the {_votes(total)} ({standing})"
     if method == "unanimous":
         if top == total:
@@ -222,6 +224,9 @@ def _by_share(
         heaviest = max(weights.values())
         if total_weight > 0 and heaviest * 2 > total_weight:
             return next(option for option, weight in weights.items() if weight == heaviest), None
+        heaviest_options = [option for option, weight in weights.items() if weight and ties(weight, heaviest)]
+        if len(heaviest_options) > 1:
+            return None, f"{_and(heaviest_options)} tie with weight {heaviest:g} each, so none has more than half"
         shares = ", ".join(f"{option} {weight:g}" for option, weight in weights.items() if weight)
         return (
             None,
@@ -258,6 +263,18 @@ def _by_most(
 def ties(score: float, top: float) -> bool:
     """Whether a summed score ties the top one: equal but for rounding."""
     return math.isclose(score, top, rel_tol=TIE_TOLERANCE, abs_tol=TIE_TOLERANCE)
+
+
+def settling_a_tie(counted: Tally) -> str | None:
+    """For a person, not a model: what would have settled a tie that left majority or weighted
+    with no winner (the same count by the most, with a tie rule, or a leader); None otherwise."""
+    if counted.winner is None and counted.method in ("majority", "weighted") and counted.total_votes:
+        scores = counted.weights if counted.method == "weighted" else counted.vote_counts
+        top = max(scores.values())
+        if top and sum(ties(score, top) for score in scores.values()) > 1:
+            most = "weighted_plurality" if counted.method == "weighted" else "plurality"
+            return f"--method {most} --tie-break first, or a leader in panel decide, settles a tie"
+    return None
 
 
 def leader_settles(counted: Tally) -> bool:
