@@ -2,9 +2,10 @@
 exit code. Every protocol command ends here, so they all behave alike. `run_panel` is the run
 itself, with no printing and no exit, for commands that make many runs (`panel batch`).
 
-A run starts litellm's import (about 6 s) in a background thread first, and does everything
-that needs no model meanwhile: the panel's checks, the question, the key check, the store
-and the view. Only then does it wait for litellm and make the checks that need it.
+A run with a member that is not a demo persona starts litellm's import (about 6 s) in a
+background thread as soon as its panel is known, and does everything that needs no model
+meanwhile: the key check, the store and the view. Only then does it wait for litellm and make
+the checks that need it. A run of demo personas alone never imports litellm.
 """
 
 from __future__ import annotations
@@ -43,13 +44,24 @@ KEY_ADVICE = ("Set it, or try the panel offline with --demo.", "Set them, or try
 
 
 class GatewayLoader:
-    """litellm's import, started in a thread as soon as a protocol command begins."""
+    """litellm's import, in a thread, started once a run's panel is known to need it (`start`)."""
 
     def __init__(self) -> None:
         self._module: ModuleType | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._load, name="panel-load-litellm", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+
+    def start(self, panel: Panel) -> None:
+        """Start the import if a member of the panel is not a demo persona (once)."""
+        from panel_cli.llm.routes import needs_litellm
+
+        if needs_litellm(panel.callable_members()):
+            self._begin()
+
+    def _begin(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._load, name="panel-load-litellm", daemon=True)
+            self._thread.start()
 
     def _load(self) -> None:
         from panel_cli.llm.gateway import load_litellm
@@ -60,6 +72,10 @@ class GatewayLoader:
             self._error = exc
 
     def wait(self, console: Console, show_progress: bool) -> ModuleType:
+        """litellm, once imported; a caller that needs it whatever the panel (an estimate
+        counts tokens with it) starts the import here if nothing did."""
+        self._begin()
+        assert self._thread is not None
         if self._thread.is_alive() and show_progress:
             with console.status("Loading the model gateway…", spinner="dots"):
                 self._thread.join()
@@ -71,8 +87,8 @@ class GatewayLoader:
 
 
 def begin_run() -> GatewayLoader:
-    """Call first in a protocol command: SIGTERM exits like Ctrl-C from now on, and litellm
-    starts loading while the command reads its panel."""
+    """Call first in a protocol command: SIGTERM exits like Ctrl-C from now on. litellm starts
+    loading once the run's panel is known (`execute`, `ready_to_call`), if a member needs it."""
     on_sigterm_exit()
     return GatewayLoader()
 
@@ -183,11 +199,15 @@ class TaggingBus(EventBus):
 def ready_to_call(loader: GatewayLoader, panel: Panel, *, console: Console, show_progress: bool) -> list[str]:
     """The checks every run makes before its first call, in the cheapest order: every
     missing key at once, before litellm has even loaded; then, once it has, that it can route
-    every model. Returns the run's secrets (`run_secrets`). Call it once per panel."""
+    every model. Returns the run's secrets (`run_secrets`). Call it once per panel. A panel of
+    demo personas alone needs no litellm, and skips its checks."""
+    from panel_cli.llm.routes import needs_litellm
+
+    loader.start(panel)
     _preflight(panel)
     secrets = run_secrets(panel)
-    litellm = loader.wait(console, show_progress=show_progress)
-    _litellm_checks(litellm, panel)
+    if needs_litellm(panel.callable_members()):
+        _litellm_checks(loader.wait(console, show_progress=show_progress), panel)
     return secrets
 
 
@@ -324,6 +344,7 @@ def execute(
     from panel_cli.store.db import TranscriptStore, resolve_db_path
     from panel_cli.view.base import make_view
 
+    loader.start(panel)
     console = Console()
     db_path = resolve_db_path(db)
     follow_up = resolve_follow_up(db_path, controls.follow_up) if controls is not None and controls.follow_up else None

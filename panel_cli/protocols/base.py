@@ -211,6 +211,7 @@ async def run_engine(
     bus.subscribe(totals)
     started = time.perf_counter()
     panel = drawn(panel)
+    gateway.prepare(panel.callable_members())
     tag = continuing.fence_tag if continuing is not None and continuing.fence_tag else new_fence_tag()
     config = run_config(panel) | {FENCE_TAG_KEY: tag}
     if continuing is not None:
