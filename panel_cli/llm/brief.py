@@ -59,7 +59,7 @@ class RequestBrief(BaseModel):
     options: tuple[str, ...] = ()
     """A ballot's options, as listed."""
     workers: tuple[str, ...] = ()
-    """The workers a plan or a critic's review is about."""
+    """The workers a plan may give subtasks to."""
     round: int | None = None
     max_rounds: int | None = None
     ranking: tuple[str, ...] = ()

@@ -226,11 +226,11 @@ ADOPTED = "Having weighed the panel, I also agree:"
 
 
 def _critic(persona: str, brief: RequestBrief, seed: int) -> str:
-    """Reject once, then approve: in review round 1 one worker, drawn at random, is sent back
-    with a concrete request; every later round approves."""
-    workers = brief.workers
-    if workers and brief.round in (None, 1):
-        target = workers[_rng(persona, brief, seed).randrange(len(workers))]
+    """Reject once, then approve: in review round 1 the worker whose deliverable this persona
+    rates lowest is sent back with a concrete request; every later round approves."""
+    deliverables = brief.texts()
+    if deliverables and brief.round in (None, 1):
+        target = min(deliverables, key=lambda worker: (_quality(deliverables[worker], persona), worker))
         return json.dumps({"verdict": "REJECTED", "feedback": {target: "Add concrete numbers and one worked example."}})
     return json.dumps({"verdict": "APPROVED", "feedback": {}})
 

@@ -459,11 +459,7 @@ async def _review(
     )
     prompt = critic_prompt(goal, plan.workers, deliverables, round_index, plan.corrections + 1, previous)
     brief = RequestBrief(
-        task=Task.CRITIC,
-        question=goal,
-        workers=tuple(worker.name for worker in plan.workers),
-        round=round_index,
-        max_rounds=plan.corrections + 1,
+        task=Task.CRITIC, question=goal, quoted=quote(deliverables), round=round_index, max_rounds=plan.corrections + 1
     )
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     reading = Reading()
