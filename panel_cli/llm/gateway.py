@@ -133,7 +133,8 @@ def _skip_litellm_bookkeeping() -> None:
     Python work per call. The gateway prices calls itself from `litellm.model_cost` and
     never reads litellm's figure, so within `_quiet_call` the calculator answers None at
     once. Any other caller in the process keeps litellm's behaviour. Private API: if a
-    litellm release moves it, calls simply take the slow path again."""
+    litellm release moves it, calls take the slow path again, and tests/llm/test_litellm_hooks.py
+    fails."""
     try:
         from litellm.litellm_core_utils.litellm_logging import Logging
     except ImportError:
@@ -157,7 +158,8 @@ def _litellm_internal_call() -> Callable[[], contextlib.AbstractContextManager[N
     """litellm's mark for a nested call whose caller does the logging and billing: litellm
     then skips its success logging for it (building the standard logging payload and a
     background task per call, for callbacks we never register): another tenth of its work.
-    Private API, imported here so that importing this module stays free of litellm."""
+    Private API, imported here so that importing this module stays free of litellm; a litellm
+    release that moves it fails tests/llm/test_litellm_hooks.py."""
     try:
         from litellm._internal_context import internal_sub_call
     except ImportError:  # another litellm release: calls just log as usual
