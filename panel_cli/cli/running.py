@@ -3,9 +3,9 @@ exit code. Every protocol command ends here, so they all behave alike. `run_pane
 itself, with no printing and no exit, for commands that make many runs (`panel batch`).
 
 A run with a member that is not a demo persona starts litellm's import (about 6 s) in a
-background thread as soon as its panel is known, and does everything that needs no model
-meanwhile: the key check, the store and the view. Only then does it wait for litellm and make
-the checks that need it. A run of demo personas alone never imports litellm.
+background thread as soon as its panel is known, and makes the checks that need no model
+meanwhile (every missing key). Only then does it wait for litellm and make the checks that
+need it. A run of demo personas alone never imports litellm.
 """
 
 from __future__ import annotations
