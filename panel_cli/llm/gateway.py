@@ -1,14 +1,14 @@
 """The one way engines call models.
 
 litellm reaches every provider, but several of its defaults hurt a deliberation tool: its
-SDK retries stretch a short timeout into seconds, and it prints banners. So the gateway owns the deadline (`asyncio.wait_for`), the retries
-(backoff with jitter, honouring Retry-After, never past the call's budget or the stage
-deadline), a concurrency limit per endpoint, structured output, the cost of each call and
-the size of a reply. It reports every call as events and never raises for a provider
-failure: the result says what went wrong. A member that fails for good (a rejected key, an
-unknown model, a refused connection) is not called again in the run. A resumed run's gateway
-holds the replies its earlier run got, by request hash, and answers those requests from them
-instead of paying for them again.
+SDK retries stretch a short timeout into seconds, and it prints banners. So the gateway owns
+the deadline (`asyncio.wait_for`), the retries (backoff with jitter, honouring Retry-After,
+never past the call's budget or the stage deadline), a concurrency limit per endpoint,
+structured output, the cost of each call and the size of a reply. It reports every call as
+events and never raises for a provider failure: the result says what went wrong. A member
+that fails for good (a rejected key, an unknown model, a refused connection) is not called
+again in the run. A resumed run's gateway holds the replies its earlier run got, by request
+hash, and answers those requests from them instead of paying for them again.
 
 The demo personas are served on a route of the gateway's own (`panel_cli.llm.demo_route`),
 in-process and with everything above but litellm's request: litellm is imported only when a
