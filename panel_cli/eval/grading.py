@@ -185,7 +185,6 @@ async def judge_answer(
     brief = RequestBrief(
         task=Task.JUDGE,
         question=item.question,
-        options=tuple(item.options or ()),
         reference=item.answer,
         quoted=quote({"to grade": answer}),
     )

@@ -55,13 +55,13 @@ class RequestBrief(BaseModel):
     quoted: tuple[Quoted, ...] = ()
     """The texts the prompt quotes, in the order it shows them."""
     own: str | None = None
-    """The label of the member's own text among `quoted` (confer, delphi, a correction)."""
+    """The label of the member's own text among `quoted` (a confer vote, a Delphi revision)."""
     options: tuple[str, ...] = ()
     """A ballot's options, as listed."""
     workers: tuple[str, ...] = ()
     """The workers a plan may give subtasks to."""
     round: int | None = None
-    max_rounds: int | None = None
+    """A critic's review round."""
     ranking: tuple[str, ...] = ()
     """A council chairman's aggregate ranking: the labels of `quoted`, best first."""
     feedback: str | None = None
@@ -75,6 +75,7 @@ class RequestBrief(BaseModel):
     reference: str | None = None
     """A judge's reference answer."""
     voter: SimulatedVoter | None = None
+    """What `panel eval` told this simulated member about the question (gateway-filled)."""
 
     def texts(self) -> dict[str, str]:
         """label -> text of the quoted texts; of two under one label, the first."""

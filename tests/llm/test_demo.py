@@ -108,7 +108,7 @@ def test_a_correction_corrects_the_workers_first_deliverable_as_asked():
     work = RequestBrief(task=Task.SUPERVISE_WORK, question="Goal?", assignment="Write the API")
     delivered = ask("sage", work)
     correction = RequestBrief(
-        task=Task.SUPERVISE_CORRECTION, question="Goal?", assignment="Write the API", feedback="Add numbers.", round=2
+        task=Task.SUPERVISE_CORRECTION, question="Goal?", assignment="Write the API", feedback="Add numbers."
     )
     corrected = ask("sage", correction)
     assert corrected.startswith(f"{SIMULATED} Corrected. {delivered.removeprefix(SIMULATED).strip()} ")

@@ -250,14 +250,7 @@ async def _contribute(
     else:
         own = label if had_previous else None
         prompt, schema = revision_prompt(question, round_index, max_rounds, block, own), Revision
-        brief = RequestBrief(
-            task=Task.DELPHI_CONTRIBUTION,
-            question=question,
-            quoted=quote(block),
-            own=own,
-            round=round_index,
-            max_rounds=max_rounds,
-        )
+        brief = RequestBrief(task=Task.DELPHI_CONTRIBUTION, question=question, quoted=quote(block), own=own)
     reply = await gateway.call(
         member,
         [{"role": "user", "content": prompt}],

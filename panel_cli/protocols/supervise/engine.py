@@ -458,9 +458,7 @@ async def _review(
         block=deliverables,
     )
     prompt = critic_prompt(goal, plan.workers, deliverables, round_index, plan.corrections + 1, previous)
-    brief = RequestBrief(
-        task=Task.CRITIC, question=goal, quoted=quote(deliverables), round=round_index, max_rounds=plan.corrections + 1
-    )
+    brief = RequestBrief(task=Task.CRITIC, question=goal, quoted=quote(deliverables), round=round_index)
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     reading = Reading()
     attempts = 0
@@ -542,7 +540,6 @@ async def _correct(
             question=goal,
             assignment=(worker.member.task or "").strip(),
             feedback=asked,
-            round=round_index,
         )
         return await _deliver(gateway, emit, worker, prompt, brief, "correction", round_index, stage.deadline)
 
