@@ -284,9 +284,9 @@ async def test_rewording_every_prompt_changes_no_demo_run(protocol: str, monkeyp
 # -- a run of personas alone never imports litellm --------------------------------------------
 
 
-def imports_litellm(*args: str, env: dict[str, str] | None = None) -> tuple[bool, subprocess.CompletedProcess[str]]:
-    """Run `panel ARGS` through its entry point in a fresh interpreter; whether litellm was
-    imported by the end."""
+def run_panel_process(*args: str) -> tuple[bool, dict[str, Any], str]:
+    """Run `panel ARGS --json` through its entry point in a fresh interpreter: whether litellm
+    was imported by the end, the result it printed, and its stderr (with its exit code)."""
     code = (
         "import sys\n"
         f"sys.argv = ['panel', *{list(args)!r}]\n"
@@ -294,10 +294,9 @@ def imports_litellm(*args: str, env: dict[str, str] | None = None) -> tuple[bool
         "try:\n    main()\nexcept SystemExit as exit:\n    print('exit', exit.code, file=sys.stderr)\n"
         "print(any(name == 'litellm' or name.startswith('litellm.') for name in sys.modules))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, env=env
-    )
-    return result.stdout.splitlines()[-1] == "True", result
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    printed, _, loaded = done.stdout.rstrip("\n").rpartition("\n")
+    return loaded == "True", json.loads(printed) if printed.strip() else {}, done.stderr
 
 
 @pytest.mark.parametrize("protocol", ["confer", "council"])
@@ -305,15 +304,10 @@ def test_a_run_of_demo_personas_never_imports_litellm(protocol: str, tmp_path: P
     panel = (
         ROOT / "configs" / "demo.yaml" if protocol == "confer" else files("panel_cli") / "starters/council.demo.yaml"
     )
-    loaded, result = imports_litellm(protocol, str(panel), "--json", "--db", str(tmp_path / "runs.db"))
-    assert "exit 0" in result.stderr, result.stderr
-    assert json.loads(_envelope(result.stdout))["reached_answer"]
+    loaded, result, stderr = run_panel_process(protocol, str(panel), "--json", "--db", str(tmp_path / "runs.db"))
+    assert "exit 0" in stderr and result["reached_answer"], stderr
+    assert result["calls"] >= 8 and result["cost"] is None, "every call simulated, none priced"
     assert not loaded
-
-
-def _envelope(stdout: str) -> str:
-    """The JSON result printed before the last line."""
-    return stdout[: stdout.rstrip("\n").rfind("\n")]
 
 
 def test_a_panel_with_one_real_member_imports_litellm(fake_server: FakeOpenAIServer, tmp_path: Path):
@@ -332,8 +326,8 @@ def test_a_panel_with_one_real_member_imports_litellm(fake_server: FakeOpenAISer
             }
         )
     )
-    loaded, result = imports_litellm("confer", str(panel), "--json", "--db", str(tmp_path / "runs.db"))
-    assert "exit 0" in result.stderr, result.stderr
+    loaded, result, stderr = run_panel_process("confer", str(panel), "--json", "--db", str(tmp_path / "runs.db"))
+    assert "exit 0" in stderr, stderr
     assert loaded
     assert {request.model for request in fake_server.requests} == {"real-model"}
-    assert SIMULATED in json.loads(_envelope(result.stdout))["initial_answers"]["sage"]
+    assert SIMULATED in result["initial_answers"]["sage"]
