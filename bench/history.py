@@ -249,25 +249,9 @@ def fake_reply(request: Any) -> str:
 
 
 def engine_for(protocol: str) -> Any:
-    from panel_cli.protocols.confer.engine import confer
-    from panel_cli.protocols.council.engine import council
-    from panel_cli.protocols.delphi.engine import delphi
-    from panel_cli.protocols.ensemble.engine import ensemble
-    from panel_cli.protocols.orchestrate.engine import orchestrate
-    from panel_cli.protocols.supervise.engine import supervise
-    from panel_cli.protocols.vote.engine import decide, vote
+    from panel_cli.protocols.registry import engine_of
 
-    engines = {
-        "confer": confer,
-        "council": council,
-        "vote": vote,
-        "decide": decide,
-        "delphi": delphi,
-        "supervise": supervise,
-        "orchestrate": orchestrate,
-        "ensemble": ensemble,
-    }
-    return engines[protocol]
+    return engine_of(protocol)
 
 
 async def run_panel(panel: Any, question: str, subscribers: list[Any]) -> None:

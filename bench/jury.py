@@ -8,7 +8,7 @@ Run by hand (never part of the tests):
 Five simulated voters (`demo/oracle@p`: right with probability p on each question,
 independently, otherwise a wrong option at random out of three) answer four-option questions
 through `panel eval`'s runner: the baseline (one voter alone), vote, confer and council, every
-question a real run of the real engine through the gateway and litellm (the transcript store
+question a real run of the real engine through the gateway (the transcript store
 is left out: it does not change an answer, only the time).
 
 Each protocol's accuracy is printed with its 95% Wilson interval beside two lines:

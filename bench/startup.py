@@ -2,8 +2,10 @@
 
 Run by hand (never part of the tests), from the repository root, in the project's venv:
 
-    python bench/startup.py                    # both figures, about a minute and a half
+    python bench/startup.py                    # all three figures, about two minutes
     python bench/startup.py --help-runs 20 --request-runs 10
+    git archive main | tar -x -C /tmp/before   # an earlier checkout, to measure figure 3 against
+    python bench/startup.py --only demo --before /tmp/before
 
 Figures:
   1. `panel --help`: the CPU time (user + sys of the child, from os.wait4) of `panel --help`
@@ -17,6 +19,13 @@ Figures:
      the floor. The child's exit is left out of the floor (litellm's exit handlers add about
      a second, which would flatter the ratio); the ratio against the whole process is printed
      beside it. Median of --request-runs runs of each, interleaved. Target <= 1.10.
+  3. The demo: the CPU time of `panel confer configs/demo.yaml --json` (every member a demo
+     persona, PANEL_DEMO_DELAY=0) divided by that of `panel --help`. The first thing a new
+     user runs should cost little more than asking for help, so a run of demo personas alone
+     must not import litellm. Median of --demo-runs runs of each, interleaved. Target <= 2.5.
+     With --before DIR, the same two commands are also run as `python -m panel_cli` from DIR,
+     an earlier checkout (its own panel_cli package comes first on the path there), in turn
+     with ours, so a change is measured before and after under the same load.
 
 Both run the programs as a person does: `panel` is the console script beside this Python
 (`python -m panel_cli` when there is none), in a fresh process each time, with the same
@@ -78,6 +87,9 @@ defaults: {{retries: 0}}
 """
 
 
+DEMO_PANEL = ROOT / "configs" / "demo.yaml"
+
+
 def panel_command() -> list[str]:
     script = Path(sys.executable).parent / "panel"
     return [str(script)] if script.exists() else [sys.executable, "-m", "panel_cli"]
@@ -97,9 +109,9 @@ def environment(folder: Path) -> dict[str, str]:
     }
 
 
-def cpu_seconds(command: list[str], env: dict[str, str]) -> float:
+def cpu_seconds(command: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
     """user + sys CPU of one child process, as the kernel accounted it."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     _, status, usage = os.wait4(process.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(command)} failed")
@@ -164,13 +176,61 @@ def bench_first_request(runs: int, folder: Path) -> dict[str, float]:
     }
 
 
+def bench_demo(runs: int, folder: Path, before: Path | None) -> dict[str, dict[str, float]]:
+    """CPU of the demo confer and of `panel --help`, for this checkout and, with `before`, for
+    that one: one run of each command at a time, in turn, so all see the same load."""
+    env = {**environment(folder), "PANEL_DEMO_DELAY": "0"}
+    module = [sys.executable, "-m", "panel_cli"]
+    checkouts = {"this checkout": (panel_command(), ROOT), **({"--before": (module, before)} if before else {})}
+    cpu: dict[str, dict[str, list[float]]] = {name: {"demo": [], "help": []} for name in checkouts}
+    for _ in range(runs):
+        for name, (panel, cwd) in checkouts.items():
+            cpu[name]["demo"].append(cpu_seconds([*panel, "confer", str(DEMO_PANEL), "--json"], env, cwd))
+            cpu[name]["help"].append(cpu_seconds([*panel, "--help"], env, cwd))
+    return {name: {key: statistics.median(found) for key, found in runs_of.items()} for name, runs_of in cpu.items()}
+
+
+def print_help(runs: int, cpu: dict[str, float]) -> None:
+    print()
+    print(f"1. --help CPU (user+sys), median of {runs} interleaved runs; target <= 1.30")
+    print(f"   panel --help      {cpu['panel'] * 1000:7.1f} ms")
+    print(f"   Typer floor       {cpu['typer'] * 1000:7.1f} ms")
+    print(f"   ratio             {cpu['panel'] / cpu['typer']:7.2f}")
+
+
+def print_request(runs: int, request: dict[str, float]) -> None:
+    ratio = request["first_request"] / request["import_litellm"]
+    print()
+    print(f"2. start to first request, wall, median of {runs} interleaved runs; target <= 1.10")
+    print(f"   panel confer (3 members) to its first request  {request['first_request']:6.2f} s")
+    print(f"   python -c 'import litellm' to import done      {request['import_litellm']:6.2f} s")
+    print(f"   ratio                                          {ratio:6.2f}")
+    print(
+        f"   (python -c 'import litellm' to its exit: {request['import_litellm_exit']:.2f} s; "
+        f"ratio {request['first_request'] / request['import_litellm_exit']:.2f} against that)"
+    )
+
+
+def print_demo(runs: int, figures: dict[str, dict[str, float]]) -> None:
+    print()
+    print(f"3. demo confer CPU / panel --help CPU (user+sys), median of {runs} interleaved runs; target <= 2.50")
+    for name, cpu in figures.items():
+        print(
+            f"   {name:16} demo confer {cpu['demo'] * 1000:7.1f} ms, --help {cpu['help'] * 1000:6.1f} ms, "
+            f"ratio {cpu['demo'] / cpu['help']:5.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--help-runs", type=int, default=15, help="runs of each program for figure 1 (>= 10)")
     parser.add_argument("--request-runs", type=int, default=7, help="runs of each program for figure 2 (>= 5)")
+    parser.add_argument("--demo-runs", type=int, default=7, help="runs of each program for figure 3 (>= 5)")
+    parser.add_argument("--before", type=Path, help="figure 3 also for the earlier checkout in this folder")
+    parser.add_argument("--only", choices=["help", "request", "demo"], help="one figure alone")
     args = parser.parse_args()
-    if args.help_runs < 10 or args.request_runs < 5:
-        parser.error("at least 10 runs for figure 1 and 5 for figure 2: a median of fewer is noise")
+    if args.help_runs < 10 or args.request_runs < 5 or args.demo_runs < 5:
+        parser.error("at least 10 runs for figure 1 and 5 for figures 2 and 3: a median of fewer is noise")
 
     from importlib.metadata import version
 
@@ -181,24 +241,12 @@ def main() -> None:
     print(f"panel is run as: {' '.join(panel_command())}")
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        help_cpu = bench_help(args.help_runs, folder)
-        print()
-        print(f"1. --help CPU (user+sys), median of {args.help_runs} interleaved runs; target <= 1.30")
-        print(f"   panel --help      {help_cpu['panel'] * 1000:7.1f} ms")
-        print(f"   Typer floor       {help_cpu['typer'] * 1000:7.1f} ms")
-        print(f"   ratio             {help_cpu['panel'] / help_cpu['typer']:7.2f}")
-        request = bench_first_request(args.request_runs, folder)
-        print()
-        print(f"2. start to first request, wall, median of {args.request_runs} interleaved runs; target <= 1.10")
-        print(f"   panel confer (3 members) to its first request  {request['first_request']:6.2f} s")
-        print(f"   python -c 'import litellm' to import done      {request['import_litellm']:6.2f} s")
-        print(
-            f"   ratio                                          {request['first_request'] / request['import_litellm']:6.2f}"
-        )
-        print(
-            f"   (python -c 'import litellm' to its exit: {request['import_litellm_exit']:.2f} s; "
-            f"ratio {request['first_request'] / request['import_litellm_exit']:.2f} against that)"
-        )
+        if args.only in (None, "help"):
+            print_help(args.help_runs, bench_help(args.help_runs, folder))
+        if args.only in (None, "request"):
+            print_request(args.request_runs, bench_first_request(args.request_runs, folder))
+        if args.only in (None, "demo"):
+            print_demo(args.demo_runs, bench_demo(args.demo_runs, folder, args.before))
 
 
 if __name__ == "__main__":

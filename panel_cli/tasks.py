@@ -1,8 +1,10 @@
-"""The markers engines put in their prompts to say what kind of answer they want.
+"""The kinds of answer engines ask for, and the fences around the texts their prompts quote.
 
-The demo provider answers in the shape a protocol asks for; it must recognise the request
-for certain rather than guess from wording, so every engine prompt ends with one marker
-line. Real models see a harmless comment.
+Each kind (`Task`) goes to the gateway in the request's brief (`panel_cli.llm.brief`), which
+the demo personas answer from. Every engine prompt also ends with one marker line naming it,
+so that whoever reads a request on the far side of HTTP (a transcript, a test's fake provider)
+can tell what it asks without parsing its prose; a real model sees a harmless comment, and
+the demo personas never read it.
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ def batch(
     panel = load_panel(panel_file)
     panel = panel.as_demo() if demo else panel
     loader = GatewayLoader()
+    loader.start(panel)
     questions = read_questions(questions_file)
     warnings = _checked(panel, panel_file, questions, questions_file)
     slices = parse_shard(shard) if shard is not None else None

@@ -120,6 +120,7 @@ def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any]) -> None:
     panel_file: Path | None = values.get("panel_file")
     chosen = panel_for_run(protocol, panel_file, given, demo=bool(values.get("demo")), attach=values.get("attach"))
     loader = GatewayLoader()
+    loader.start(chosen.panel)
     if not controls.dry_run:
         check_keys(chosen.panel)
     question = question_for(chosen.panel, panel_file, values.get("question"))

@@ -32,6 +32,7 @@ def resume(
     on_sigterm_exit()
     resumed = resumption(db, run_id)
     loader = GatewayLoader()
+    loader.start(resumed.panel)
     if not quiet:
         for notice in resumed.notices:
             sys.stderr.write(f"panel: {notice}\n")

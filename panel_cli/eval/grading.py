@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from panel_cli.config import Member
 from panel_cli.eval.datasets import EvalItem
+from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.stages import failure_reason, stage_deadline
 from panel_cli.protocols.vote.engine import exact_option, word_pattern
@@ -269,8 +270,14 @@ async def judge_answer(
     if answer is None:
         return JudgeCall(grade=Grade(correct=False, method="judge", reason="no final answer"))
     messages = [{"role": "user", "content": judge_prompt(item, answer)}]
+    brief = RequestBrief(
+        task=Task.JUDGE,
+        question=item.question,
+        reference=item.answer,
+        quoted=quote({"to grade": answer}),
+    )
     reply = await gateway.call(
-        judge, messages, stage="judge", about=about, deadline=stage_deadline(limit), schema=JudgeVerdict
+        judge, messages, stage="judge", about=about, deadline=stage_deadline(limit), schema=JudgeVerdict, brief=brief
     )
     tokens = (
         None

@@ -7,8 +7,9 @@ The systems run one after the other, so each one's wall time is its own; within 
 most `concurrency` questions run at once, and the per-endpoint call limits hold across them
 (one `SharedCalls` for the whole eval).
 
-A simulated member (`demo/oracle@p`) learns the gold answer from a marker in its system
-message (`with_markers`). Only those members get one: a real model's messages never carry it.
+A simulated member (`demo/oracle@p`) learns the gold answer from its calls' briefs
+(`voters_for`, `panel_cli.llm.brief.simulated_voters`): request metadata that the gateway gives
+the demo personas in-process and never sends, so no model's messages ever carry it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from panel_cli.eval.grading import JudgeCall, grade, judge_answer
 from panel_cli.eval.results import BASELINE, EvalResult, ItemResult, compare, gold_places, score_system, system_theory
 from panel_cli.eval.theory import Theory
 from panel_cli.events import BaseEvent, Subscriber
-from panel_cli.llm.demo import oracle_accuracy, oracle_marker
+from panel_cli.llm.brief import SimulatedVoter, simulated_voters
+from panel_cli.llm.demo import oracle_accuracy
 from panel_cli.located_yaml import describe_error
 from panel_cli.protocols import registry
 from panel_cli.protocols.base import Engine
@@ -177,26 +179,15 @@ def is_simulated(member: Member) -> bool:
     return member.model.startswith("demo/") and oracle_accuracy(member.model.removeprefix("demo/")) is not None
 
 
-def with_markers(panel: Panel, item: EvalItem, key: str) -> Panel:
-    """The panel for one question, with the gold-answer marker in the system message of each
-    simulated member (chairmen, critic and planner given inline included), and of no other."""
-
-    def marked(member: Member) -> Member:
-        if not is_simulated(member):
-            return member
-        line = oracle_marker(member.name, key, item.answer, item.options)
-        return member.model_copy(update={"system": f"{member.system}\n\n{line}" if member.system else line})
-
-    update: dict[str, Any] = {"members": [marked(member) for member in panel.members]}
-    if isinstance(panel.chairman, Member):
-        update["chairman"] = marked(panel.chairman)
-    elif isinstance(panel.chairman, list):
-        update["chairman"] = [marked(chair) if isinstance(chair, Member) else chair for chair in panel.chairman]
-    for role in ("critic", "planner"):
-        entry = getattr(panel, role)
-        if isinstance(entry, Member):
-            update[role] = marked(entry)
-    return panel.model_copy(update=update)
+def voters_for(panel: Panel, item: EvalItem, key: str) -> dict[str, SimulatedVoter]:
+    """What each simulated member of the panel (chairmen, critic and planner given inline
+    included) is told about one question, by name; no other member is told anything."""
+    options = tuple(item.options or ())
+    return {
+        member.name: SimulatedVoter(voter=member.name, key=key, gold=item.answer, options=options)
+        for member in panel.callable_members()
+        if is_simulated(member)
+    }
 
 
 async def run_eval(
@@ -222,7 +213,7 @@ async def run_eval(
 
     async def one(system: System, engine: Engine, item: EvalItem) -> ItemResult:
         run_id = new_run_id()
-        panel = with_markers(system.panel, item, f"{seed}:{item.id}")
+        panel = system.panel
         if system.protocol in VOTING:
             panel = panel.model_copy(update={"options": item.options})
         totals = RunTotals()
@@ -245,7 +236,8 @@ async def run_eval(
                 secrets=secrets,
                 budget=run_budget(panel, allow_flag=False),
             )
-            outcome = await run_panel(prepared, store=record, shared=shared, tags=tags, run_id=run_id)
+            with simulated_voters(voters_for(panel, item, f"{seed}:{item.id}")):
+                outcome = await run_panel(prepared, store=record, shared=shared, tags=tags, run_id=run_id)
             answer = None if outcome.result.final_answer is None else redact(outcome.result.final_answer, secrets)
         except Exception as exc:  # the run is stored as failed; one broken question does not end the eval
             error = redact(f"{type(exc).__name__}: {exc}", secrets)

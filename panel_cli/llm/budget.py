@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from panel_cli.config import Member
 from panel_cli.errors import UserError
+from panel_cli.llm.routes import is_demo, needs_litellm
 
 # The output bound of a request when neither the panel nor litellm's table gives one:
 # OpenAI's long-standing default completion limit.
@@ -80,7 +81,7 @@ def model_info(litellm: ModuleType, model: str) -> Mapping[str, Any] | None:
 def known_price(model: str, table_price: Callable[[str], Price | None]) -> Price | None:
     """A model's (input, output) price per token: demo personas are free, the rest come from
     litellm's table (`table_price`); None when it has none."""
-    return FREE if model.startswith("demo/") else table_price(model)
+    return FREE if is_demo(model) else table_price(model)
 
 
 def unpriced(members: Iterable[Member], table_price: Callable[[str], Price | None]) -> list[Member]:
@@ -202,10 +203,11 @@ def run_budget(
     """The budget a run starts with, or None when it has no cap. Under a cost cap, a member
     whose price litellm does not know stops the run before it starts (UserError, exit 2,
     naming the `cap` and giving the `advice`), unless `allow_unknown_prices`: its calls then
-    count as free. Needs litellm loaded."""
+    count as free. Prices come from litellm's table, imported here unless every member is a
+    demo persona (free, and priced without it)."""
     if max_cost is None and max_calls is None:
         return None
-    if max_cost is not None and not allow_unknown_prices:
+    if max_cost is not None and not allow_unknown_prices and needs_litellm(members):
         from panel_cli.llm import gateway
 
         litellm = gateway.load_litellm()

@@ -28,6 +28,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from panel_cli.llm.routes import is_demo
+
 PROVIDER_DOCS = "https://docs.litellm.ai/docs/providers"
 MODELS_HINT = "panel models lists the short names"
 
@@ -334,7 +336,10 @@ def check_with_litellm(litellm_module: ModuleType, model: str, api_base: str | N
     The authoritative check, made once litellm is loaded and before the first call: it also
     covers what the files could not tell (an unreadable catalog, a model passed unchanged).
     A provider that logs in while it is looked up (github_copilot, chatgpt) is routed by its
-    prefix alone, as litellm itself does for metadata: asking would start a login."""
+    prefix alone, as litellm itself does for metadata: asking would start a login. A demo
+    persona is no model of litellm's: the gateway serves it, and `Member` has checked its name."""
+    if is_demo(model):
+        return None
     providers = frozenset(str(getattr(name, "value", name)) for name in getattr(litellm_module, "provider_list", ()))
     providers |= json_providers().keys() | {"demo"}
     constants = getattr(litellm_module, "constants", None)

@@ -1,28 +1,26 @@
 """`demo/<persona>`: an offline, deterministic stand-in for real models.
 
-It is registered as a litellm custom provider so demo runs take the same gateway path as
-real ones. It recognises what an engine wants from the task marker in the prompt
-(`panel_cli.tasks`) and answers in that shape, in the persona's voice, marked as
-simulated. The same persona, prompt and seed always give the same text; only the think
-time (`PANEL_DEMO_DELAY`, seconds, 0 in tests) varies, so the live view has something to show.
-Asked to stream, a persona writes the same text a few words at a time.
+The gateway serves the personas in-process (`panel_cli.llm.demo_route`) and hands each call
+its brief (`panel_cli.llm.brief`): what the engine asks for (an answer, a vote, a review, a
+plan…), the question, the texts it quotes by label. A persona answers from the brief alone,
+in the shape asked for and in its own voice, marked as simulated; it never reads the prompt,
+so a reworded prompt changes no demo answer. The same persona, brief and seed always give the
+same text.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
 import random
 import re
-import time
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from types import ModuleType
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from panel_cli.tasks import FENCE_TAG_PATTERN, Task, find_task
+from panel_cli.llm.brief import RequestBrief, SimulatedVoter
+from panel_cli.tasks import Task
+from panel_cli.tools.calls import RequestedCall
 
 SIMULATED = "[simulated]"
 DEFAULT_DELAY = 0.8
@@ -104,64 +102,22 @@ SCHOOLS: tuple[tuple[str, ...], ...] = (
 )
 QUESTION_ECHO_LIMIT = 1000
 
-_QUESTION = re.compile(r"Question:\s*\n?(.+?)(?:\n\n|\n\[panel-task|$)", re.DOTALL)
-_FENCE = re.compile(
-    rf"^=== (?P<noun>Answer|Model|Response|Member|Review by|Output|Expert|Deliverable|Feedback for) (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===$",
-    re.MULTILINE,
-)
-_TAG = re.compile(rf"\[{FENCE_TAG_PATTERN}\]")
-_OPTIONS = re.compile(r"Options:\s*\n((?:- .+\n?)+)")
-_WORKERS = re.compile(r"Workers:\s*\n((?:- .+\n?)+)")
-
 
 def _digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
-def _rng(persona: str, prompt: str, seed: int) -> random.Random:
-    """Seeded by the prompt without its fence tags, which are drawn afresh for every run: the
-    same question gives the same demo run."""
-    return random.Random(_digest(f"{persona}\x00{seed}\x00{_TAG.sub('[]', prompt)}"))
+def _rng(persona: str, brief: RequestBrief, seed: int) -> random.Random:
+    """Seeded by everything the brief says, so the same request gives the same demo run."""
+    return random.Random(_digest(f"{persona}\x00{seed}\x00{brief.model_dump_json()}"))
 
 
-def _question(prompt: str) -> str:
+def _question(brief: RequestBrief) -> str:
     """The question, on one line; a very long one is cut at a word, visibly."""
-    match = _QUESTION.search(prompt)
-    text = " ".join((match.group(1) if match else prompt).split())
+    text = " ".join(brief.question.split())
     if len(text) <= QUESTION_ECHO_LIMIT:
         return text
     return text[:QUESTION_ECHO_LIMIT].rsplit(" ", 1)[0] + " …"
-
-
-def _fenced(prompt: str) -> dict[str, tuple[str, str]]:
-    """label -> (noun, text) of every fenced text in the prompt. Only fences carrying the tag of
-    the prompt's first fence count, so a fence line forged inside an answer is just text."""
-    first = _FENCE.search(prompt)
-    if first is None:
-        return {}
-    tag = first.group("tag")
-    found: dict[str, tuple[str, str]] = {}
-    for header in _FENCE.finditer(prompt):
-        if header.group("tag") != tag:
-            continue
-        noun, label = header.group("noun"), header.group("label")
-        if label in found:
-            continue
-        closing = f"\n=== end of {noun} {label} [{tag}] ==="
-        end = prompt.find(closing, header.end())
-        if end != -1:
-            found[label] = (noun, prompt[header.end() : end].strip())
-    return found
-
-
-def _blocks(prompt: str) -> dict[str, str]:
-    """Labelled answers (`Answer A`, `Model A`, `Response A`) in the prompt, by label."""
-    return {label: text for label, (noun, text) in _fenced(prompt).items() if noun in ("Answer", "Model", "Response")}
-
-
-def _listed(pattern: re.Pattern[str], prompt: str) -> list[str]:
-    match = pattern.search(prompt)
-    return [line[2:].strip() for line in match.group(1).splitlines() if line.startswith("- ")] if match else []
 
 
 def _quality(text: str, persona: str) -> float:
@@ -172,32 +128,32 @@ def _quality(text: str, persona: str) -> float:
     return len(words) + 3 * nudge
 
 
-def _answer(persona: str, prompt: str, rng: random.Random) -> str:
-    """The persona's opening, then its school's two points for this question. `rng` is the
-    same for every persona (see `demo_reply`), so personas of one school make the same points."""
+def _answer(persona: str, brief: RequestBrief, seed: int) -> str:
+    """The persona's opening, then its school's two points for this question. The draw is the
+    same for every persona, so personas of one school make the same points."""
     voice = PERSONAS[persona]
-    question = _question(prompt)
+    question = _question(brief)
     school = SCHOOLS[(voice["bias"] + _digest(question)) % len(SCHOOLS)]
-    points = rng.sample(school, k=2)
+    points = _rng("", brief, seed).sample(school, k=2)
     return f"{SIMULATED} {voice['opening']} On “{question}”: {points[0]} {points[1]}"
 
 
-def _confer_vote(persona: str, prompt: str, rng: random.Random) -> str:
+def _confer_vote(persona: str, brief: RequestBrief, seed: int) -> str:
     """Vote for the answer this persona rates best, and keep its own answer as its revision:
     the block then stays stable, so a demo panel converges the way a real one tends to."""
-    blocks = _blocks(prompt)
-    own = re.search(r"Your current answer is Answer ([A-Z]+)\.", prompt)
+    rng = _rng(persona, brief, seed)
+    blocks = brief.texts()
     if not blocks:
         return json.dumps(
             {
                 "chosen_label": "A",
-                "revised_answer": _answer(persona, prompt, rng),
+                "revised_answer": _answer(persona, brief, seed),
                 "confidence": 50,
                 "rationale": f"{SIMULATED} nothing to compare",
             }
         )
     label = max(blocks, key=lambda key: (_quality(blocks[key], persona), -ord(key[0])))
-    revised = blocks[own.group(1)] if own and own.group(1) in blocks else blocks[label]
+    revised = blocks[brief.own] if brief.own in blocks else blocks[label]
     return json.dumps(
         {
             "chosen_label": label,
@@ -208,36 +164,31 @@ def _confer_vote(persona: str, prompt: str, rng: random.Random) -> str:
     )
 
 
-def _council_review(persona: str, prompt: str, rng: random.Random) -> str:
-    blocks = _blocks(prompt)
+def _review(persona: str, brief: RequestBrief, prefix: str) -> str:
+    """A review ranking every answer shown, best first, each named as it was shown: `Model A`
+    in an anonymous council (`prefix` "Model "), the member's name in one that is not."""
+    blocks = brief.texts()
     order = sorted(blocks, key=lambda key: (-_quality(blocks[key], persona), key))
     lines = [f"{SIMULATED} Review in the voice of the {persona}."]
-    for label in blocks:
-        lines.append(
-            f"Model {label}: {'strong and specific' if label == order[0] else 'reasonable, but less complete'}."
-        )
-    lines.append("")
-    lines.append("FINAL RANKING:")
-    lines += [f"{place}. Model {label}" for place, label in enumerate(order, start=1)]
-    return "\n".join(lines)
-
-
-def _council_review_named(persona: str, prompt: str, rng: random.Random) -> str:
-    """A review for a council that is not anonymised: the answers are headed by member
-    names (`Member gpt`), so the ranking names members instead of labels."""
-    blocks = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Member"}
-    order = sorted(blocks, key=lambda name: (-_quality(blocks[name], persona), name))
-    lines = [f"{SIMULATED} Review in the voice of the {persona}."]
     lines += [
-        f"{name}: {'strong and specific' if name == order[0] else 'reasonable, but less complete'}." for name in blocks
+        f"{prefix}{key}: {'strong and specific' if key == order[0] else 'reasonable, but less complete'}."
+        for key in blocks
     ]
-    lines += ["", "FINAL RANKING:"] + [f"{place}. {name}" for place, name in enumerate(order, start=1)]
+    lines += ["", "FINAL RANKING:"] + [f"{place}. {prefix}{key}" for place, key in enumerate(order, start=1)]
     return "\n".join(lines)
 
 
-def _synthesis(persona: str, prompt: str, rng: random.Random) -> str:
-    blocks = _blocks(prompt)
-    best = max(blocks.values(), key=lambda text: _quality(text, persona)) if blocks else _answer(persona, prompt, rng)
+def _council_review(persona: str, brief: RequestBrief, seed: int) -> str:
+    return _review(persona, brief, "Model ")
+
+
+def _council_review_named(persona: str, brief: RequestBrief, seed: int) -> str:
+    return _review(persona, brief, "")
+
+
+def _synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
+    blocks = brief.texts()
+    best = max(blocks.values(), key=lambda text: _quality(text, persona)) if blocks else _answer(persona, brief, seed)
     core = best.replace(SIMULATED, "").strip()
     return f"{SIMULATED} Synthesis by the {persona}: the panel converges on one recommendation.\n\n{core}\n\nWhere members differed, the safer, reversible step comes first."
 
@@ -247,16 +198,13 @@ def _synthesis(persona: str, prompt: str, rng: random.Random) -> str:
 PROSE_VOTERS = frozenset({"skeptic", "historian"})
 
 
-def _ballot(persona: str, prompt: str, rng: random.Random) -> str:
-    """A ballot on the last options list in the prompt (a question cannot slip in options of
-    its own). How much an option appeals is mostly shared by every persona, drawn from the
-    question and the option, plus a persona's own nudge: demo panels mostly agree and
-    sometimes split. Prose voters name their choice alone, so it reads unambiguously."""
-    blocks = _OPTIONS.findall(prompt)
-    options = (
-        [line[2:].strip() for line in blocks[-1].splitlines() if line.startswith("- ")] if blocks else ["yes", "no"]
-    )
-    question = _question(prompt)
+def _ballot(persona: str, brief: RequestBrief, seed: int) -> str:
+    """A ballot on the brief's options. How much an option appeals is mostly shared by every
+    persona, drawn from the question and the option, plus a persona's own nudge: demo panels
+    mostly agree and sometimes split. Prose voters name their choice alone, so it reads
+    unambiguously."""
+    options = list(brief.options) or ["yes", "no"]
+    question = _question(brief)
 
     def appeal(option: str) -> float:
         shared = _digest(f"{question}\x00{option}") / 2**64
@@ -267,26 +215,22 @@ def _ballot(persona: str, prompt: str, rng: random.Random) -> str:
     voice = PERSONAS[persona]
     if persona in PROSE_VOTERS:
         return f"{SIMULATED} {voice['opening']} Weighing it all, my vote goes to {ranking[0]}."
+    rng = _rng(persona, brief, seed)
     reason = f"{SIMULATED} {rng.choice(voice['points'])}"
     return json.dumps(
         {"choice": ranking[0], "ranking": ranking, "confidence": 55 + rng.randint(0, 40), "reason": reason}
     )
 
 
-_REVIEW_ROUND = re.compile(r"Review round (\d+) of")
-_OWN_CONTRIBUTION = re.compile(r"Your own contribution in round \d+ is Expert ([A-Z]+)\.")
-_ROUND_LABEL = re.compile(r"^(?P<label>[A-Z]+) \(round (?P<round>\d+)\)$")
-_YOUR_TASK = re.compile(r"Your task:\n(.+?)\n\n", re.DOTALL)
 ADOPTED = "Having weighed the panel, I also agree:"
 
 
-def _critic(persona: str, prompt: str, rng: random.Random) -> str:
-    """Reject once, then approve: in review round 1 one worker (drawn from the prompt) is sent
-    back with a concrete request; every later round approves."""
-    workers = _listed(_WORKERS, prompt)
-    found = _REVIEW_ROUND.search(prompt)
-    if workers and (found is None or found.group(1) == "1"):
-        target = workers[rng.randrange(len(workers))]
+def _critic(persona: str, brief: RequestBrief, seed: int) -> str:
+    """Reject once, then approve: in review round 1 the worker whose deliverable this persona
+    rates lowest is sent back with a concrete request; every later round approves."""
+    deliverables = brief.texts()
+    if deliverables and brief.round in (None, 1):
+        target = min(deliverables, key=lambda worker: (_quality(deliverables[worker], persona), worker))
         return json.dumps({"verdict": "REJECTED", "feedback": {target: "Add concrete numbers and one worked example."}})
     return json.dumps({"verdict": "APPROVED", "feedback": {}})
 
@@ -296,19 +240,17 @@ def _school_points(text: str) -> list[str]:
     return [point for school in SCHOOLS for point in school if point in text]
 
 
-def _delphi_contribution(persona: str, prompt: str, rng: random.Random) -> str:
+def _delphi_contribution(persona: str, brief: RequestBrief, seed: int) -> str:
     """A Delphi revision: an expert takes up one point of another school the first time it
     sees one, and reports no change once it has (or when nobody says anything new), so a
     demo panel changes in round 2 and settles in round 3."""
-    experts = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Expert"}
-    found = _OWN_CONTRIBUTION.search(prompt)
-    own_label = found.group(1) if found else None
-    own = experts.get(own_label) if own_label else None
+    experts = brief.texts()
+    own = experts.get(brief.own) if brief.own else None
     if own is None:
-        return json.dumps({"analysis": _answer(persona, prompt, rng), "changed": True})
+        return json.dumps({"analysis": _answer(persona, brief, seed), "changed": True})
     if ADOPTED not in own:
         others = sorted(
-            (text for label, text in experts.items() if label != own_label), key=lambda text: -_quality(text, persona)
+            (text for label, text in experts.items() if label != brief.own), key=lambda text: -_quality(text, persona)
         )
         new = [point for text in others for point in _school_points(text) if point not in own]
         if new:
@@ -316,14 +258,14 @@ def _delphi_contribution(persona: str, prompt: str, rng: random.Random) -> str:
     return json.dumps({"analysis": own, "changed": False})
 
 
-def _delphi_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
+def _delphi_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
     """Consensus: the points every expert's latest contribution makes; divergence: those only
     some make, with who makes them."""
     latest: dict[str, tuple[int, str]] = {}
-    for label, (noun, text) in _fenced(prompt).items():
-        found = _ROUND_LABEL.match(label)
-        if noun == "Expert" and found and int(found.group("round")) >= latest.get(found.group("label"), (0, ""))[0]:
-            latest[found.group("label")] = (int(found.group("round")), text)
+    for entry in brief.quoted:
+        round_index = entry.round or 0
+        if round_index >= latest.get(entry.label, (0, ""))[0]:
+            latest[entry.label] = (round_index, entry.text)
     points: dict[str, list[str]] = {}
     for label, (_, text) in sorted(latest.items()):
         for point in _school_points(text):
@@ -351,37 +293,24 @@ def _delphi_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
     )
 
 
-def _supervise_work(persona: str, prompt: str, rng: random.Random) -> str:
-    found = _YOUR_TASK.search(prompt)
-    task = " ".join(found.group(1).split()) if found else "the task"
+def _supervise_work(persona: str, brief: RequestBrief, seed: int) -> str:
+    task = " ".join((brief.assignment or "").split()) or "the task"
     voice = PERSONAS[persona]
-    return f"{SIMULATED} Deliverable for “{task}”, in the voice of the {persona}: {voice['opening']} {rng.choice(voice['points'])}"
+    point = _rng(persona, brief, seed).choice(voice["points"])
+    return f"{SIMULATED} Deliverable for “{task}”, in the voice of the {persona}: {voice['opening']} {point}"
 
 
-def _supervise_correction(persona: str, prompt: str, rng: random.Random) -> str:
-    """The worker's first deliverable (earlier in its own conversation), corrected as the
-    latest feedback asks."""
-    headers = [header for header in _FENCE.finditer(prompt) if header.group("noun") == "Feedback for"]
-    feedback = _fenced_at(prompt, headers[-1]) if headers else []
-    asked = " ".join(feedback[0].split()) if feedback else "the critic's points"
-    first = re.search(rf"^{re.escape(SIMULATED)} Deliverable for .+$", prompt, re.MULTILINE)
-    core = (
-        first.group(0).removeprefix(SIMULATED).strip()
-        if first
-        else _supervise_work(persona, prompt, rng).removeprefix(SIMULATED).strip()
-    )
+def _supervise_correction(persona: str, brief: RequestBrief, seed: int) -> str:
+    """The worker's first deliverable (the one its work brief gives it), corrected as the
+    critic's feedback asks."""
+    asked = " ".join((brief.feedback or "").split()) or "the critic's points"
+    work = RequestBrief(task=Task.SUPERVISE_WORK, question=brief.question, assignment=brief.assignment)
+    core = _supervise_work(persona, work, seed).removeprefix(SIMULATED).strip()
     return f"{SIMULATED} Corrected. {core} As the critic asked: {asked.rstrip('.')}; for example, 3 of 4 pilot users finished in under 5 minutes."
 
 
-def _fenced_at(prompt: str, header: re.Match[str]) -> list[str]:
-    """The text of the fence that `header` opens, if it is closed."""
-    closing = f"\n=== end of {header.group('noun')} {header.group('label')} [{header.group('tag')}] ==="
-    end = prompt.find(closing, header.end())
-    return [prompt[header.end() : end].strip()] if end != -1 else []
-
-
-def _supervise_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
-    deliverables = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Deliverable"}
+def _supervise_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
+    deliverables = brief.texts()
     sections = [f"### {name}\n\n{' '.join(text.replace(SIMULATED, '').split())}" for name, text in deliverables.items()]
     count = f"{len(deliverables)} deliverable{'s' if len(deliverables) != 1 else ''}"
     return (
@@ -397,9 +326,6 @@ _PLAN_TITLES = {
     "analysis": ("Weigh the options", "Size the risks"),
     "writing": ("Write the answer", "Write up the risks"),
 }
-_SUBTASK = re.compile(
-    r"You are the (?P<worker>.+?) worker of a team answering it\. Your subtask is (?P<id>\S+): (?P<title>.*)"
-)
 
 
 def _plan_title(worker: str, branch: int) -> str:
@@ -407,13 +333,13 @@ def _plan_title(worker: str, branch: int) -> str:
     return titles[branch] if titles else f"{worker.title()} work" + (" on the risks" if branch else "")
 
 
-def _plan(persona: str, prompt: str, rng: random.Random) -> str:
-    """A valid plan with two parallel branches for the workers the prompt lists: the main
-    path through every worker but the last, a short risk check by the first, and the last
-    worker joining both. A re-plan gets the same valid plan."""
-    workers = _listed(_WORKERS, prompt) or ["research", "analysis", "writing"]
+def _plan(persona: str, brief: RequestBrief, seed: int) -> str:
+    """A valid plan with two parallel branches for the brief's workers: the main path through
+    every worker but the last, a short risk check by the first, and the last worker joining
+    both. A re-plan gets the same valid plan."""
+    workers = list(brief.workers) or ["research", "analysis", "writing"]
     path, last = (workers[:-1][:20], workers[-1]) if len(workers) > 1 else (workers, workers[0])
-    question = _question(prompt)
+    question = _question(brief)
     tasks: list[dict[str, Any]] = []
 
     def add(worker: str, branch: int, depends_on: list[str]) -> str:
@@ -440,27 +366,23 @@ def _plan(persona: str, prompt: str, rng: random.Random) -> str:
     return json.dumps({"subtasks": tasks})
 
 
-def _orchestrate_task(persona: str, prompt: str, rng: random.Random) -> str:
+def _orchestrate_task(persona: str, brief: RequestBrief, seed: int) -> str:
     """A worker's output: its kind, its subtask, one of its persona's points, and the
     subtasks it built on."""
-    found = _SUBTASK.search(prompt)
-    worker, task_id, title = (
-        (found.group("worker"), found.group("id"), found.group("title").strip())
-        if found
-        else ("team", "?", "the subtask")
-    )
-    inputs = [label for label, (noun, _) in _fenced(prompt).items() if noun == "Output"]
+    worker, task_id = brief.worker or "team", brief.subtask or "?"
+    title = (brief.title or "").strip() or "the subtask"
+    inputs = [entry.label for entry in brief.quoted]
     voice = PERSONAS[persona]
     basis = f" It builds on {', '.join(inputs)}." if inputs else ""
     return (
         f"{SIMULATED} {title} ({task_id}, the {worker} worker, in the voice of the {persona}): "
-        f"{voice['opening']} {rng.choice(voice['points'])}{basis}"
+        f"{voice['opening']} {_rng(persona, brief, seed).choice(voice['points'])}{basis}"
     )
 
 
-def _orchestrate_synthesis(persona: str, prompt: str, rng: random.Random) -> str:
+def _orchestrate_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
     """The chairman's answer: one line per output it was given, then its own recommendation."""
-    outputs = {label: text for label, (noun, text) in _fenced(prompt).items() if noun == "Output"}
+    outputs = brief.texts()
     lines = [f"- {label}: {' '.join(text.replace(SIMULATED, '').split())}" for label, text in outputs.items()]
     return (
         f"{SIMULATED} Synthesis by the {persona} from {len(outputs)} subtask output{'s' if len(outputs) != 1 else ''}.\n\n"
@@ -469,11 +391,13 @@ def _orchestrate_synthesis(persona: str, prompt: str, rng: random.Random) -> str
     )
 
 
-def _judge(persona: str, prompt: str, rng: random.Random) -> str:
-    return json.dumps({"score": rng.randint(50, 95), "reason": f"{SIMULATED} judged by the {persona}"})
+def _judge(persona: str, brief: RequestBrief, seed: int) -> str:
+    score = _rng(persona, brief, seed).randint(50, 95)
+    return json.dumps({"score": score, "reason": f"{SIMULATED} judged by the {persona}"})
 
 
-_WRITERS = {
+Writer = Callable[[str, RequestBrief, int], str]
+_WRITERS: dict[Task, Writer] = {
     Task.ANSWER: _answer,
     Task.CONFER_VOTE: _confer_vote,
     Task.COUNCIL_REVIEW: _council_review,
@@ -494,18 +418,14 @@ _WRITERS = {
 }
 
 
-def demo_reply(persona: str, messages: list[dict[str, Any]], seed: int = 0) -> str:
-    """The deterministic reply of a persona to a conversation."""
+def demo_reply(persona: str, brief: RequestBrief, seed: int = 0) -> str:
+    """The deterministic reply of a persona to a request, from its brief."""
     accuracy = oracle_accuracy(persona)
     if accuracy is not None:
-        return oracle_reply(accuracy, messages)
+        return oracle_reply(accuracy, brief)
     if persona not in PERSONAS:
         raise ValueError(f"unknown demo persona '{persona}'; choose one of {', '.join(PERSONAS)}")
-    prompt = "\n\n".join(str(message.get("content", "")) for message in messages if message.get("role") != "system")
-    task = find_task(prompt) or Task.ANSWER
-    # An answer's randomness is shared by all personas, so those of one school agree.
-    rng = _rng("" if task is Task.ANSWER else persona, prompt, seed)
-    return _WRITERS[task](persona, prompt, rng)
+    return _WRITERS[brief.task](persona, brief, seed)
 
 
 def demo_delay() -> float:
@@ -521,127 +441,21 @@ def demo_pieces(text: str) -> list[str]:
     return ["".join(words[start : start + STREAM_WORDS]) for start in range(0, len(words), STREAM_WORDS)] or [""]
 
 
-def register_demo_provider(litellm: ModuleType) -> None:
-    """Add the `demo` provider to litellm (idempotent). It has no price: a simulated call costs
-    nothing, and the views say so rather than show made-up money."""
-    from litellm import CustomLLM, ModelResponse
-    from litellm.llms.custom_llm import CustomLLMError
-
-    class DemoLLM(CustomLLM):  # type: ignore[misc]
-        def _reply(self, model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any]) -> ModelResponse:
-            persona = model.split("/", 1)[-1]
-            call = demo_tool_call(messages, optional_params.get("tools"))
-            try:
-                text = (
-                    ""
-                    if call is not None
-                    else cite_tool_results(
-                        demo_reply(persona, messages, int(optional_params.get("seed") or 0)), messages
-                    )
-                )
-            except ValueError as exc:
-                raise CustomLLMError(status_code=404, message=str(exc)) from None
-            prompt_chars = sum(len(str(m.get("content", ""))) for m in messages)
-            message: dict[str, Any] = (
-                {"role": "assistant", "content": text}
-                if call is None
-                else {"role": "assistant", "content": None, "tool_calls": [call]}
-            )
-            return ModelResponse(
-                model=f"demo/{persona}",
-                created=int(time.time()),
-                choices=[{"index": 0, "finish_reason": "stop" if call is None else "tool_calls", "message": message}],
-                usage={
-                    "prompt_tokens": prompt_chars // 4 + 1,
-                    "completion_tokens": len(text) // 4 + 1,
-                    "total_tokens": prompt_chars // 4 + len(text) // 4 + 2,
-                },
-            )
-
-        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
-            time.sleep(demo_delay() * random.uniform(0.5, 1.5))
-            return self._reply(model, messages, kwargs.get("optional_params") or {})
-
-        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
-            await asyncio.sleep(demo_delay() * random.uniform(0.5, 1.5))
-            return self._reply(model, messages, kwargs.get("optional_params") or {})
-
-        async def astreaming(
-            self, model: str, messages: list, *args: Any, **kwargs: Any
-        ) -> AsyncIterator[dict[str, Any]]:
-            """The reply `acompletion` gives, as litellm's generic stream chunks, the usage on
-            the last; a tool call comes whole in one chunk."""
-            think = demo_delay() * random.uniform(0.5, 1.5)
-            await asyncio.sleep(think / 2)
-            response = self._reply(model, messages, kwargs.get("optional_params") or {})
-            message = response.choices[0].message
-            usage = {
-                key: getattr(response.usage, key) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
-            }
-            if message.tool_calls:
-                call = message.tool_calls[0]
-                tool_use = {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.function.name, "arguments": call.function.arguments},
-                    "index": 0,
-                }
-                yield {
-                    "text": "",
-                    "tool_use": tool_use,
-                    "is_finished": True,
-                    "finish_reason": "tool_calls",
-                    "usage": usage,
-                    "index": 0,
-                }
-                return
-            pieces = demo_pieces(message.content or "")
-            for number, piece in enumerate(pieces, start=1):
-                if number > 1:
-                    await asyncio.sleep(think / 2 / len(pieces))
-                last = number == len(pieces)
-                yield {
-                    "text": piece,
-                    "tool_use": None,
-                    "is_finished": last,
-                    "finish_reason": "stop" if last else "",
-                    "usage": usage if last else None,
-                    "index": 0,
-                }
-
-    if not any(entry.get("provider") == "demo" for entry in litellm.custom_provider_map):
-        litellm.custom_provider_map = [*litellm.custom_provider_map, {"provider": "demo", "custom_handler": DemoLLM()}]
-
-
 # Simulated voters of known accuracy -----------------------------------------------------------
 #
 # `demo/oracle@0.7` is right with probability 0.7 on each question, independently of every other
 # voter and question, and otherwise holds a wrong option drawn at random: voters whose accuracy is
 # known, so that `panel eval` can be checked against the Condorcet jury theorem. An oracle learns
-# the gold answer only from the marker `panel eval` writes into a simulated member's system
-# message (`oracle_marker`). Question text and other members' answers never reach a system
-# message, so none can forge a marker, and eval never writes one for a real model.
+# the gold answer only from its brief's `voter`, which `panel eval` gives the gateway for its
+# simulated members (`brief.simulated_voters`) and the gateway never sends anywhere: no question
+# text or answer can forge it, and no real model is ever told the gold answer.
 #
 # What an oracle holds for a question (its belief) is drawn once from the eval's key (its seed and
 # the question) and the voter's name, so it answers, votes, ranks and casts its ballot on the same
 # belief in every protocol: confer, council and vote differ only in how they combine the beliefs.
 
 ORACLE = "oracle@"
-ORACLE_MARKER = "[panel-oracle]"
 ORACLE_CONFIDENCE = 80
-_AGGREGATE_TOP = re.compile(r"^1\. Model (?P<label>[A-Z]+) \(", re.MULTILINE)
-_REFERENCE = re.compile(r"Reference answer:\n(?P<gold>.+?)\n\n", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class OracleKnowledge:
-    """What a marker tells a simulated voter: who it is, the question's key, the gold answer and
-    the options (empty for a short-answer question)."""
-
-    voter: str
-    key: str
-    gold: str
-    options: tuple[str, ...]
 
 
 def oracle_accuracy(persona: str) -> float | None:
@@ -660,33 +474,6 @@ def is_persona(name: str) -> bool:
     return name in PERSONAS or oracle_accuracy(name) is not None
 
 
-def oracle_marker(voter: str, key: str, gold: str, options: Sequence[str] | None) -> str:
-    """The line eval adds to a simulated member's system message for one question."""
-    data = {"voter": voter, "key": key, "gold": gold, "options": list(options or ())}
-    return f"{ORACLE_MARKER} {json.dumps(data, ensure_ascii=False)}"
-
-
-def _oracle_knowledge(messages: list[dict[str, Any]]) -> OracleKnowledge | None:
-    """The last well-formed marker in the system messages; anything elsewhere is ignored."""
-    found = None
-    for message in messages:
-        if message.get("role") != "system":
-            continue
-        for line in str(message.get("content", "")).splitlines():
-            if not line.startswith(f"{ORACLE_MARKER} "):
-                continue
-            try:
-                data = json.loads(line[len(ORACLE_MARKER) + 1 :])
-            except ValueError:
-                continue
-            if not isinstance(data, dict):
-                continue
-            voter, key, gold, options = (data.get(name) for name in ("voter", "key", "gold", "options"))
-            if all(isinstance(value, str) for value in (voter, key, gold)) and isinstance(options, list):
-                found = OracleKnowledge(voter, key, gold, tuple(str(option) for option in options))
-    return found
-
-
 def _oracle_fold(text: str) -> str:
     return text.strip().strip("*_`\"'“”‘’").rstrip(".").strip().casefold()
 
@@ -697,16 +484,16 @@ def _reads_as(text: str, belief: str) -> bool:
     return _oracle_fold(head) == _oracle_fold(belief)
 
 
-def _oracle_belief(p: float, knowledge: OracleKnowledge | None, prompt: str) -> str | None:
+def _oracle_belief(p: float, voter: SimulatedVoter | None, brief: RequestBrief) -> str | None:
     """The gold answer with probability p, else a wrong option at random (None when there is
-    none to pick). Without a marker an oracle knows nothing: an option of the prompt at random."""
-    if knowledge is None:
-        options = _listed(_OPTIONS, prompt)
-        return random.Random(_digest(f"oracle\x00{_question(prompt)}")).choice(options) if options else None
-    rng = random.Random(_digest(f"oracle\x00{knowledge.key}\x00{knowledge.voter}"))
+    none to pick). Told nothing, an oracle knows nothing: one of the brief's options at random."""
+    if voter is None:
+        options = brief.options
+        return random.Random(_digest(f"oracle\x00{_question(brief)}")).choice(options) if options else None
+    rng = random.Random(_digest(f"oracle\x00{voter.key}\x00{voter.voter}"))
     if rng.random() < p:
-        return knowledge.gold
-    wrong = [option for option in knowledge.options if _oracle_fold(option) != _oracle_fold(knowledge.gold)]
+        return voter.gold
+    wrong = [option for option in voter.options if _oracle_fold(option) != _oracle_fold(voter.gold)]
     return rng.choice(wrong) if wrong else None
 
 
@@ -715,12 +502,11 @@ def _oracle_answer(p: float, belief: str | None) -> str:
     return f"{belief if belief is not None else 'I do not know.'}\n\n{SIMULATED} A simulated voter, right with probability {p:g}."
 
 
-def _oracle_vote(p: float, belief: str | None, prompt: str) -> str:
+def _oracle_vote(p: float, belief: str | None, brief: RequestBrief) -> str:
     """confer: the first answer that gives its belief (its own, failing that), and its own answer
     kept as its revision, always at the same confidence: confer's tally is then a plurality."""
-    blocks = _blocks(prompt)
-    own = re.search(r"Your current answer is Answer ([A-Z]+)\.", prompt)
-    own_label = own.group(1) if own and own.group(1) in blocks else None
+    blocks = brief.texts()
+    own_label = brief.own if brief.own in blocks else None
     fallback = own_label or next(iter(blocks), "A")
     label = next((key for key, text in blocks.items() if belief is not None and _reads_as(text, belief)), fallback)
     rationale = f"{SIMULATED} Answer {label} gives the answer this voter holds."
@@ -734,29 +520,28 @@ def _oracle_vote(p: float, belief: str | None, prompt: str) -> str:
     )
 
 
-def _oracle_review(belief: str | None, prompt: str, noun: str) -> str:
+def _oracle_review(belief: str | None, brief: RequestBrief, prefix: str) -> str:
     """council: the answers that give its belief first, then the rest, each group in the order shown."""
-    shown = {label: text for label, (kind, text) in _fenced(prompt).items() if kind == noun}
+    shown = brief.texts()
     agree = [label for label, text in shown.items() if belief is not None and _reads_as(text, belief)]
     order = agree + [label for label in shown if label not in agree]
-    prefix = "Model " if noun == "Model" else ""
     lines = [f"{SIMULATED} A simulated reviewer: the answers that agree with it come first.", "", "FINAL RANKING:"]
     return "\n".join(lines + [f"{place}. {prefix}{label}" for place, label in enumerate(order, start=1)])
 
 
-def _oracle_synthesis(p: float, belief: str | None, prompt: str) -> str:
+def _oracle_synthesis(p: float, belief: str | None, brief: RequestBrief) -> str:
     """council's chairman reports the answer the reviews ranked first (its own belief when no
     ranking can be read): the council's answer is its members' aggregate, not one voter's."""
-    top = _AGGREGATE_TOP.search(prompt)
-    answers = {label: text for label, (kind, text) in _fenced(prompt).items() if kind == "Model"}
-    if top is None or top.group("label") not in answers:
+    answers = brief.texts()
+    top = brief.ranking[0] if brief.ranking else None
+    if top is None or top not in answers:
         return _oracle_answer(p, belief)
-    head = next((line.strip() for line in answers[top.group("label")].splitlines() if line.strip()), "")
+    head = next((line.strip() for line in answers[top].splitlines() if line.strip()), "")
     return f"{head}\n\n{SIMULATED} The chairman reports the answer the panel ranked first."
 
 
-def _oracle_ballot(p: float, belief: str | None, knowledge: OracleKnowledge | None, prompt: str) -> str:
-    options = list(knowledge.options) if knowledge and knowledge.options else _listed(_OPTIONS, prompt)
+def _oracle_ballot(p: float, belief: str | None, brief: RequestBrief) -> str:
+    options = list(brief.voter.options) if brief.voter and brief.voter.options else list(brief.options)
     if belief is None:
         return f"{SIMULATED} I do not know."
     ranking = [belief, *(option for option in options if option != belief)]
@@ -764,34 +549,30 @@ def _oracle_ballot(p: float, belief: str | None, knowledge: OracleKnowledge | No
     return json.dumps({"choice": belief, "ranking": ranking, "confidence": ORACLE_CONFIDENCE, "reason": reason})
 
 
-def _oracle_judge(prompt: str) -> str:
-    """An oracle judging an answer compares its first line with the reference in the prompt."""
-    reference = _REFERENCE.search(prompt)
-    graded = next((text for _, (kind, text) in _fenced(prompt).items() if kind == "Answer"), "")
-    correct = reference is not None and _reads_as(graded, reference.group("gold").strip())
+def _oracle_judge(brief: RequestBrief) -> str:
+    """An oracle judging an answer compares its first line with the brief's reference answer."""
+    graded = brief.quoted[0].text if brief.quoted else ""
+    correct = brief.reference is not None and _reads_as(graded, brief.reference.strip())
     reason = f"{SIMULATED} the answer's first line {'is' if correct else 'is not'} the reference answer"
     return json.dumps({"verdict": "CORRECT" if correct else "INCORRECT", "reason": reason})
 
 
-def oracle_reply(p: float, messages: list[dict[str, Any]]) -> str:
-    """The reply of `demo/oracle@p`, by the task its prompt asks for."""
-    knowledge = _oracle_knowledge(messages)
-    prompt = "\n\n".join(str(message.get("content", "")) for message in messages if message.get("role") != "system")
-    task = find_task(prompt) or Task.ANSWER
-    belief = _oracle_belief(p, knowledge, prompt)
-    match task:
+def oracle_reply(p: float, brief: RequestBrief) -> str:
+    """The reply of `demo/oracle@p`, by the task its brief asks for."""
+    belief = _oracle_belief(p, brief.voter, brief)
+    match brief.task:
         case Task.CONFER_VOTE:
-            return _oracle_vote(p, belief, prompt)
+            return _oracle_vote(p, belief, brief)
         case Task.COUNCIL_REVIEW:
-            return _oracle_review(belief, prompt, "Model")
+            return _oracle_review(belief, brief, "Model ")
         case Task.COUNCIL_REVIEW_NAMED:
-            return _oracle_review(belief, prompt, "Member")
+            return _oracle_review(belief, brief, "")
         case Task.COUNCIL_SYNTHESIS:
-            return _oracle_synthesis(p, belief, prompt)
+            return _oracle_synthesis(p, belief, brief)
         case Task.BALLOT:
-            return _oracle_ballot(p, belief, knowledge, prompt)
+            return _oracle_ballot(p, belief, brief)
         case Task.JUDGE:
-            return _oracle_judge(prompt)
+            return _oracle_judge(brief)
         case _:
             return _oracle_answer(p, belief)
 
@@ -802,18 +583,14 @@ def oracle_reply(p: float, messages: list[dict[str, Any]]) -> str:
 # offered (`lookup` when there is one) with the question as the query, then answers as usual and
 # cites the first line of what it found. Offered no tools, it answers as it always did.
 
-_TOOL_RESULT = re.compile(
-    rf"^=== Tool result (?P<label>.+?) \[(?P<tag>{FENCE_TAG_PATTERN})\] ===\n(?P<text>.*?)\n=== end of Tool result (?P=label) \[(?P=tag)\] ===$",
-    re.MULTILINE | re.DOTALL,
-)
 TOOL_QUERY_LIMIT = 80
 CITATION_LIMIT = 200
 
 
-def demo_tool_call(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any] | None:
-    """The tool call a persona makes when offered tools and it has not looked anything up yet:
+def demo_tool_call(brief: RequestBrief, tools: Sequence[Any] | None, found: Sequence[str]) -> RequestedCall | None:
+    """The tool call a persona makes when offered tools and its call has found nothing yet:
     one string argument of the chosen tool, filled with the question; None otherwise."""
-    if not tools or _tool_results(messages):
+    if not tools or found:
         return None
     functions = [tool.get("function", {}) for tool in tools if isinstance(tool, dict)]
     usable = [(function, _string_parameter(function)) for function in functions]
@@ -821,13 +598,12 @@ def demo_tool_call(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]
     if not usable:
         return None
     function, parameter = next(((f, p) for f, p in usable if f["name"] == "lookup"), usable[0])
-    prompt = "\n\n".join(str(message.get("content") or "") for message in messages if message.get("role") == "user")
-    query = _question(prompt)
+    query = _question(brief)
     if len(query) > TOOL_QUERY_LIMIT:
         query = query[:TOOL_QUERY_LIMIT].rsplit(" ", 1)[0]
     arguments = json.dumps({parameter: query})
-    call_id = f"call_{_digest(prompt + arguments) % 10**12}"
-    return {"id": call_id, "type": "function", "function": {"name": function["name"], "arguments": arguments}}
+    call_id = f"call_{_digest(brief.model_dump_json() + arguments) % 10**12}"
+    return RequestedCall(id=call_id, name=str(function["name"]), arguments=arguments)
 
 
 def _string_parameter(function: dict[str, Any]) -> str | None:
@@ -841,21 +617,11 @@ def _string_parameter(function: dict[str, Any]) -> str | None:
     return None
 
 
-def _tool_results(messages: list[dict[str, Any]]) -> list[str]:
-    """Every tool result in the conversation: in tool messages, or quoted in the last prompt
-    (the final request once the tool budget is spent)."""
-    texts = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
-    if messages and messages[-1].get("role") == "user":
-        texts.append(str(messages[-1].get("content") or ""))
-    return [match.group("text") for text in texts for match in _TOOL_RESULT.finditer(text)]
-
-
-def cite_tool_results(text: str, messages: list[dict[str, Any]]) -> str:
+def cite_tool_results(text: str, found: Sequence[str]) -> str:
     """A persona's answer, with the first line of what its tools found (or that they failed)."""
-    results = _tool_results(messages)
-    if not results:
+    if not found:
         return text
-    lines = [line.strip() for line in results[0].splitlines() if line.strip()]
+    lines = [line.strip() for line in found[0].splitlines() if line.strip()]
     line = next((line for line in lines if not line.startswith("#")), lines[0] if lines else "nothing")
     if len(line) > CITATION_LIMIT:
         line = line[:CITATION_LIMIT].rsplit(" ", 1)[0] + " …"

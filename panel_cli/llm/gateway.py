@@ -1,15 +1,20 @@
 """The one way engines call models.
 
 litellm reaches every provider, but several of its defaults hurt a deliberation tool: its
-SDK retries stretch a short timeout into seconds, custom providers ignore `timeout`, and
-it prints banners. So the gateway owns the deadline (`asyncio.wait_for`), the retries
-(backoff with jitter, honouring Retry-After, never past the call's budget or the stage
-deadline), a concurrency limit per endpoint, structured output, the cost of each call and
-the size of a reply. It reports every call as events and never raises for a provider
-failure: the result says what went wrong. A member that fails for good (a rejected key, an
-unknown model, a refused connection) is not called again in the run. A resumed run's gateway
-holds the replies its earlier run got, by request hash, and answers those requests from them
-instead of paying for them again.
+SDK retries stretch a short timeout into seconds, and it prints banners. So the gateway owns
+the deadline (`asyncio.wait_for`), the retries (backoff with jitter, honouring Retry-After,
+never past the call's budget or the stage deadline), a concurrency limit per endpoint,
+structured output, the cost of each call and the size of a reply. It reports every call as
+events and never raises for a provider failure: the result says what went wrong. A member
+that fails for good (a rejected key, an unknown model, a refused connection) is not called
+again in the run. A resumed run's gateway holds the replies its earlier run got, by request
+hash, and answers those requests from them instead of paying for them again.
+
+The demo personas are served on a route of the gateway's own (`panel_cli.llm.demo_route`),
+in-process and with everything above but litellm's request: litellm is imported only when a
+member that is not a persona is called (or a check needs its tables), so a run of personas
+alone never pays for the import. Each call may carry a brief (`panel_cli.llm.brief`), which
+the personas answer from and which no provider ever receives.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import functools
 import gc
 import os
 import random
+import sys
 import time
 import uuid
 import warnings
@@ -47,9 +53,12 @@ from panel_cli.events import (
     ToolCallStarted,
     WarningRaised,
 )
+from panel_cli.llm.brief import RequestBrief, plain, with_voter
 from panel_cli.llm.budget import Budget, Hold, known_price, model_info, output_bound, prompt_tokens, worst_case
+from panel_cli.llm.demo_route import Read, demo_call
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
 from panel_cli.llm.request_hash import request_hash
+from panel_cli.llm.routes import is_demo, needs_litellm
 from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream
 from panel_cli.llm.structured import json_instructions, parse_structured
 from panel_cli.tools.calls import (
@@ -111,9 +120,6 @@ def load_litellm() -> ModuleType:
     litellm.telemetry = False
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    from panel_cli.llm.demo import register_demo_provider
-
-    register_demo_provider(litellm)
     _skip_litellm_bookkeeping()
     # The first call's schema builds warn about TypedDict `ReadOnly` items; litellm filters
     # that warning at import, but a test harness may have reset the filters since.
@@ -129,7 +135,8 @@ def _skip_litellm_bookkeeping() -> None:
     Python work per call. The gateway prices calls itself from `litellm.model_cost` and
     never reads litellm's figure, so within `_quiet_call` the calculator answers None at
     once. Any other caller in the process keeps litellm's behaviour. Private API: if a
-    litellm release moves it, calls simply take the slow path again."""
+    litellm release moves it, calls take the slow path again, and tests/llm/test_litellm_hooks.py
+    fails."""
     try:
         from litellm.litellm_core_utils.litellm_logging import Logging
     except ImportError:
@@ -153,7 +160,8 @@ def _litellm_internal_call() -> Callable[[], contextlib.AbstractContextManager[N
     """litellm's mark for a nested call whose caller does the logging and billing: litellm
     then skips its success logging for it (building the standard logging payload and a
     background task per call, for callbacks we never register): another tenth of its work.
-    Private API, imported here so that importing this module stays free of litellm."""
+    Private API, imported here so that importing this module stays free of litellm; a litellm
+    release that moves it fails tests/llm/test_litellm_hooks.py."""
     try:
         from litellm._internal_context import internal_sub_call
     except ImportError:  # another litellm release: calls just log as usual
@@ -267,14 +275,17 @@ class _Reply:
 @dataclasses.dataclass
 class _Exchange:
     """What a call's requests add up to: the messages of the last one sent (what the store
-    keeps), attempts, tokens (None until a reply reports them), and its reservation against
-    the run's budget, if it has one."""
+    keeps), attempts, tokens (None until a reply reports them), its reservation against the
+    run's budget, if it has one, its brief, and what its tool calls have found so far (both
+    for a demo persona, which reads no prompt)."""
 
     messages: list[dict[str, Any]]
+    brief: RequestBrief
     attempts: int = 0
     tokens_in: int | None = None
     tokens_out: int | None = None
     hold: Hold | None = None
+    found: list[str] = dataclasses.field(default_factory=list)
 
     def count(self, tokens_in: int | None, tokens_out: int | None) -> None:
         if tokens_in is not None:
@@ -333,7 +344,6 @@ class Gateway:
         self._answered: dict[str, deque[AnsweredCall]] = {
             digest: deque(calls) for digest, calls in (answered or {}).items()
         }
-        self._litellm = load_litellm()
         # What the run gives its calls (`equip`): the attachments' fenced block, and the tool
         # servers with the tools each member is offered.
         self._attachments = ""
@@ -341,6 +351,17 @@ class Gateway:
         self._offered: dict[str, ToolSet] = {}
         # A follow-up's earlier turns (`follow`), before each call's own messages.
         self._prior: list[dict[str, Any]] = []
+
+    @property
+    def _litellm(self) -> ModuleType:
+        """litellm, imported the first time a real member's call or a check needs it."""
+        return load_litellm()
+
+    def prepare(self, members: Sequence[Member]) -> None:
+        """Import litellm now if any of `members` needs it, so that the import (seconds of
+        CPU, blocking) never eats into a stage's time or a call's deadline."""
+        if needs_litellm(members):
+            load_litellm()
 
     def follow(self, turns: Sequence[Mapping[str, Any]]) -> None:
         """Give every call of the run a follow-up's earlier turns first (after the member's
@@ -384,6 +405,10 @@ class Gateway:
         return self._limits[key]
 
     def _supports_schema(self, model: str) -> bool:
+        """Whether litellm says the model takes a response schema; a demo persona is asked in
+        the prompt, as a model without one is (its replies carry the same JSON either way)."""
+        if is_demo(model):
+            return False
         if model not in self._native_schema:
             try:
                 self._native_schema[model] = bool(self._litellm.supports_response_schema(model=model))
@@ -392,7 +417,10 @@ class Gateway:
         return self._native_schema[model]
 
     def _price(self, model: str) -> tuple[float, float] | None:
-        """A model's price per token from litellm's table, looked up once per run."""
+        """A model's price per token from litellm's table, looked up once per run. A demo
+        persona has none: its calls are simulated, and a view says so rather than show money."""
+        if is_demo(model):
+            return None
         if model not in self._prices:
             self._prices[model] = table_price(self._litellm, model)
         return self._prices[model]
@@ -460,6 +488,7 @@ class Gateway:
         deadline: float | None = None,
         schema: type[BaseModel] | None = None,
         tools: bool = False,
+        brief: RequestBrief | None = None,
     ) -> CallResult:
         """One model call with our deadline and retries. `deadline` is a `loop.time()` instant:
         the stage's end, which no attempt, wait or tool call may pass. `about` says what the
@@ -467,9 +496,12 @@ class Gateway:
         answer, a contribution, an output, a synthesis), in which a member with tools may use
         them: model, tool calls, results, model again, until it answers or its `tool_budget`
         is spent, and then once more without tools. A structured call never gets tools. It is
-        still one call: one request hash (its first request's), one result, summed tokens."""
+        still one call: one request hash (its first request's), one result, summed tokens.
+        `brief`: what the request is about, for a demo persona (a call without one is a plain
+        question, its last message); it is never sent, hashed or stored."""
         if member.name in self.excluded:
             return await self._skip(member, stage, round, about)
+        self.prepare([member])
         native = schema is not None and self._supports_schema(member.model)
         full = self._messages(member, messages, schema, native)
         request = self._request(member, full, schema if native else None)
@@ -491,7 +523,7 @@ class Gateway:
             return await self._reuse(member, common, full, digest, earlier, schema)
         if isinstance(hold, str):
             return await self._refuse(member, common, full, hold)
-        exchange = _Exchange(messages=full, hold=hold)
+        exchange = _Exchange(messages=full, brief=brief or plain(messages), hold=hold)
         started = time.perf_counter()
         try:
             grow = TextGrowth(self.emit, common) if self.stream and schema is None and offered is None else None
@@ -593,14 +625,12 @@ class Gateway:
                     per_try = min(limits) if limits else None
                     if per_try is not None and per_try <= 0:
                         raise TimeoutError
-                    if grow is None:
-                        response = await asyncio.wait_for(_acompletion(self._litellm, request), per_try)
-                    else:
+                    if grow is not None:
                         grow.restart()
-                        response = await asyncio.wait_for(
-                            _astream(self._litellm, request, grow, self.defaults.max_response_chars), per_try
-                        )
-                text, calls, tokens_in, tokens_out = _read_response(response, tool_calls=tool_calls)
+                    read = await asyncio.wait_for(
+                        self._send(member, request, exchange, tool_calls=tool_calls, grow=grow), per_try
+                    )
+                text, calls, tokens_in, tokens_out = read
                 exchange.count(tokens_in, tokens_out)
                 return _Reply(text=text, calls=calls)
             except asyncio.CancelledError:
@@ -622,6 +652,26 @@ class Gateway:
                             message=f"rate limited; the provider asked to wait {_seconds(asked)}, longer than this call may take",
                         )
                 return _Reply(failure=failure)
+
+    async def _send(
+        self,
+        member: Member,
+        request: dict[str, Any],
+        exchange: _Exchange,
+        *,
+        tool_calls: bool,
+        grow: TextGrowth | None,
+    ) -> Read:
+        """One request on the member's route: a demo persona answers in-process from the
+        call's brief (with what eval told it, if anything); any other model through litellm."""
+        cap = self.defaults.max_response_chars
+        if is_demo(member.model):
+            return await demo_call(request, with_voter(exchange.brief, member.name), exchange.found, grow, cap)
+        if grow is None:
+            response = await _acompletion(self._litellm, request)
+        else:
+            response = await _astream(self._litellm, request, grow, cap)
+        return _read_response(response, tool_calls=tool_calls)
 
     async def _use_tools(
         self,
@@ -649,6 +699,7 @@ class Gateway:
                 else:
                     text = BUDGET_SPENT
                 results[result_label(number, call.name)] = text
+                exchange.found.append(text)
                 conversation.append(result_message(call, number, text))
             if used >= budget:
                 final = {key: value for key, value in request.items() if key != "tools"}
@@ -886,12 +937,16 @@ class Gateway:
 
     async def aclose(self) -> None:
         """Close litellm's pooled HTTP clients, which otherwise warn about unclosed transports,
-        and forget them, so a later gateway in the same process opens fresh ones."""
-        close = getattr(self._litellm, "close_litellm_async_clients", None)
+        and forget them, so a later gateway in the same process opens fresh ones. They belong
+        to the process, not to one gateway; a process that never imported litellm has none."""
+        litellm = sys.modules.get("litellm")
+        if litellm is None:
+            return
+        close = getattr(litellm, "close_litellm_async_clients", None)
         if close is not None:
             with contextlib.suppress(Exception):
                 await close()
-        cache = getattr(self._litellm, "in_memory_llm_clients_cache", None)
+        cache = getattr(litellm, "in_memory_llm_clients_cache", None)
         if cache is not None and hasattr(cache, "flush_cache"):
             cache.flush_cache()
 

@@ -58,29 +58,52 @@ class TextGrowth:
         await self._emit(CallTextGrew(**self._route, text=text))
 
 
+@dataclass(frozen=True)
+class Piece:
+    """What one step of a stream adds: its text, and the usage when it reports one
+    (prompt tokens, completion tokens), which comes last."""
+
+    text: str
+    usage: tuple[int | None, int | None] | None = None
+
+
 async def read_stream(chunks: AsyncIterator[Any], grow: TextGrowth, cap: int) -> StreamedReply:
-    """Read a litellm stream to its end. The text is kept up to `cap + 1` characters and the
-    rest is read and dropped: the usage comes last, and a reply's tokens are counted whole
-    however long it runs (a runaway reply still ends at the call's deadline)."""
-    pieces: list[str] = []
+    """Read a litellm stream to its end (`read_pieces`)."""
+    return await read_pieces(_pieces(chunks), grow, cap)
+
+
+async def read_pieces(pieces: AsyncIterator[Piece], grow: TextGrowth, cap: int) -> StreamedReply:
+    """Read a stream to its end. The text is kept up to `cap + 1` characters and the rest is
+    read and dropped: the usage comes last, and a reply's tokens are counted whole however
+    long it runs (a runaway reply still ends at the call's deadline)."""
+    kept_pieces: list[str] = []
     kept = 0
     tokens_in = tokens_out = None
-    async for chunk in chunks:
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            tokens_in = getattr(usage, "prompt_tokens", None)
-            tokens_out = getattr(usage, "completion_tokens", None)
-        piece = _delta_text(chunk)
-        if not piece or kept > cap:
+    async for piece in pieces:
+        if piece.usage is not None:
+            tokens_in, tokens_out = piece.usage
+        if not piece.text or kept > cap:
             continue
-        pieces.append(piece)
-        kept += len(piece)
+        kept_pieces.append(piece.text)
+        kept += len(piece.text)
         if grow.due():
-            await grow.report("".join(pieces)[: cap + 1])
-    text = "".join(pieces)[: cap + 1]
+            await grow.report("".join(kept_pieces)[: cap + 1])
+    text = "".join(kept_pieces)[: cap + 1]
     if not text.strip():
         raise ClassifiedError("malformed", "the reply was empty")
     return StreamedReply(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+async def _pieces(chunks: AsyncIterator[Any]) -> AsyncIterator[Piece]:
+    """litellm's chunks as pieces: each one's text delta, and the usage a chunk carries."""
+    async for chunk in chunks:
+        usage = getattr(chunk, "usage", None)
+        counted = (
+            None
+            if usage is None
+            else (getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
+        )
+        yield Piece(_delta_text(chunk), counted)
 
 
 def _delta_text(chunk: Any) -> str:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from panel_cli.config import Member
 from panel_cli.events import BaseEvent, StageStarted, WarningRaised
+from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.gateway import CallResult, Gateway
 
 T = TypeVar("T")
@@ -89,14 +90,23 @@ async def broadcast(
     round: int | None = None,
     schema: type[BaseModel] | None = None,
     tools: bool = False,
+    brief: RequestBrief | None = None,
 ) -> list[CallResult]:
     """The same messages to every member at once, in one announced, time-limited stage;
-    `tools` for a free-text stage whose members may use their tools."""
+    `tools` for a free-text stage whose members may use their tools; `brief`, what the
+    messages ask (`panel_cli.llm.brief`)."""
     current = await open_stage(emit, stage, members=[member.name for member in members], limit=limit, round=round)
     return await gather_each(
         members,
         lambda member: gateway.call(
-            member, messages, stage=stage, round=round, deadline=current.deadline, schema=schema, tools=tools
+            member,
+            messages,
+            stage=stage,
+            round=round,
+            deadline=current.deadline,
+            schema=schema,
+            tools=tools,
+            brief=brief,
         ),
     )
 
@@ -140,7 +150,13 @@ class Synthesis(BaseModel):
 
 
 async def synthesis_stage(
-    gateway: Gateway, emit: Emit, chairmen: Sequence[Member], prompt_text: str, *, limit: float | None
+    gateway: Gateway,
+    emit: Emit,
+    chairmen: Sequence[Member],
+    prompt_text: str,
+    *,
+    limit: float | None,
+    brief: RequestBrief | None = None,
 ) -> Synthesis:
     """The first chairman that answers writes the final answer; each failure hands over to
     the next (with the whole time limit: a backup after a timeout needs it), so one failing
@@ -150,7 +166,7 @@ async def synthesis_stage(
     failures: list[ChairFailure] = []
     for index, chairman in enumerate(chairmen):
         deadline = stage.deadline if index == 0 else stage_deadline(limit)
-        reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline, tools=True)
+        reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline, tools=True, brief=brief)
         if reply.ok:
             return Synthesis(
                 chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures

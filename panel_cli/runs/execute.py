@@ -90,6 +90,7 @@ async def run_engine(
     bus.subscribe(totals)
     started = time.perf_counter()
     panel = drawn(panel)
+    gateway.prepare(panel.callable_members())
     tag = continuing.fence_tag if continuing is not None and continuing.fence_tag else new_fence_tag()
     if follow_up is not None:
         gateway.follow(follow_up.turns)

@@ -1,22 +1,38 @@
-"""litellm's import (seconds), started in a thread as soon as a run knows it will call a model,
-so it overlaps the checks, the question and the store that need no model."""
+"""litellm's import (seconds), started in a thread as soon as a run knows it will call a model
+that is not a demo persona, so it overlaps the checks, the question and the store that need
+no model. A run of demo personas alone never imports it."""
 
 from __future__ import annotations
 
 import threading
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+if TYPE_CHECKING:
+    from panel_cli.config import Panel
+
 
 class GatewayLoader:
-    """litellm's import, under way in a thread from the moment this is made."""
+    """litellm's import, in a thread, started once a run's panel is known to need it (`start`)."""
 
     def __init__(self) -> None:
         self._module: ModuleType | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._load, name="panel-load-litellm", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+
+    def start(self, panel: Panel) -> None:
+        """Start the import if a member of the panel is not a demo persona (once)."""
+        from panel_cli.llm.routes import needs_litellm
+
+        if needs_litellm(panel.callable_members()):
+            self._begin()
+
+    def _begin(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._load, name="panel-load-litellm", daemon=True)
+            self._thread.start()
 
     def _load(self) -> None:
         from panel_cli.llm.gateway import load_litellm
@@ -27,7 +43,11 @@ class GatewayLoader:
             self._error = exc
 
     def wait(self, console: Console, show_progress: bool) -> ModuleType:
-        """litellm, once loaded; a spinner says why the wait when `show_progress`."""
+        """litellm, once imported; a spinner says why the wait when `show_progress`. A caller
+        that needs it whatever the panel (an estimate counts tokens with it) starts the import
+        here if nothing did."""
+        self._begin()
+        assert self._thread is not None
         if self._thread.is_alive() and show_progress:
             with console.status("Loading the model gateway…", spinner="dots"):
                 self._thread.join()

@@ -100,11 +100,16 @@ def check_routable(litellm: ModuleType, panel: Panel) -> None:
 def ready_to_call(loader: GatewayLoader, panel: Panel, *, console: Console, show_progress: bool) -> list[str]:
     """The checks every run makes before its first call, in the cheapest order: every missing
     key, then, once litellm has loaded, that it can route every model and the keys of providers
-    our own table does not know. Returns the run's secrets (`run_secrets`). Once per panel."""
+    our own table does not know. Returns the run's secrets (`run_secrets`). Once per panel. A
+    panel of demo personas alone needs no litellm, and skips its checks."""
     from panel_cli.llm.providers import missing_keys_litellm
+    from panel_cli.llm.routes import needs_litellm
 
+    loader.start(panel)
     check_keys(panel)
     secrets = run_secrets(panel)
+    if not needs_litellm(panel.callable_members()):
+        return secrets
     litellm = loader.wait(console, show_progress=show_progress)
     check_routable(litellm, panel)
     missing = missing_keys_litellm(litellm, panel.callable_members())

@@ -3,7 +3,9 @@ no request for a call the old run got answered.
 
 Panels are the starter demo panels with every persona moved onto the fake server
 (`openai/<persona>`), which answers as the demo persona would (`demo_reply`), so every
-protocol runs through litellm's real path with deterministic replies. A member scripted to
+protocol runs through litellm's real path with deterministic replies. A persona answers from
+its call's brief, which never crosses HTTP: `BriefRelay` notes each brief the gateway is given
+in this process, and the fake server looks it up by the request's prompt. A member scripted to
 hang holds the run mid-stage; it is then interrupted (SIGINT to a real process for confer,
 a cancelled task in-process for the others) and resumed in-process with Typer's CliRunner.
 """
@@ -18,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import typing
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
@@ -30,6 +33,7 @@ from panel_cli.cli.app import app
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent, EventBus
+from panel_cli.llm.brief import RequestBrief, plain
 from panel_cli.llm.demo import demo_reply
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.registry import engine_of, names
@@ -42,7 +46,45 @@ from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, r
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner(env={"COLUMNS": "200"})
-PERSONA = responder(lambda request: demo_reply(request.model, request.messages))
+
+
+class BriefRelay:
+    """The briefs of this process's gateway calls, by their last message, so the fake server
+    can answer `openai/<persona>` as the persona would. A request of a run in another process
+    (or of a test that does not relay) is answered as a plain question."""
+
+    def __init__(self) -> None:
+        self.briefs: list[tuple[str, RequestBrief]] = []
+
+    def note(self, messages: list[dict[str, typing.Any]], brief: RequestBrief | None) -> None:
+        if brief is not None and messages:
+            self.briefs.append((str(messages[-1].get("content") or ""), brief))
+
+    def reply(self, request: RecordedRequest) -> str:
+        """The prompt the gateway sent holds the engine's own (JSON instructions may follow)."""
+        sent = str(request.messages[-1].get("content") or "")
+        found = [(prompt, brief) for prompt, brief in self.briefs if prompt and prompt in sent]
+        brief = max(found, key=lambda pair: len(pair[0]))[1] if found else plain(request.messages)
+        return demo_reply(request.model, brief)
+
+
+RELAY = BriefRelay()
+PERSONA = responder(RELAY.reply)
+
+
+@pytest.fixture(autouse=True)
+def relay_briefs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every gateway call of the test notes its brief with RELAY first."""
+    RELAY.briefs.clear()
+    call = Gateway.call
+
+    async def noted(self: Gateway, member: typing.Any, messages: list[dict[str, typing.Any]], **kwargs: typing.Any):
+        RELAY.note(messages, kwargs.get("brief"))
+        return await call(self, member, messages, **kwargs)
+
+    monkeypatch.setattr(Gateway, "call", noted)
+
+
 PROTOCOLS = list(names())
 HANG_GUARD = 90.0  # seconds: a stuck test fails instead of hanging; never a measurement
 

@@ -1,5 +1,5 @@
-"""`demo/oracle@p`: simulated voters of known accuracy, who learn the gold answer only from the
-marker eval puts in their system message."""
+"""`demo/oracle@p`: simulated voters of known accuracy, who learn the gold answer only from
+their calls' briefs, where eval puts it for its simulated members and nowhere else."""
 
 from __future__ import annotations
 
@@ -8,25 +8,33 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from panel_cli.config import Member
-from panel_cli.llm.demo import demo_reply, is_persona, oracle_accuracy, oracle_marker
-from panel_cli.protocols.confer import engine as confer
-from panel_cli.protocols.council import engine as council
-from panel_cli.protocols.council.ranking import RankedMember
+from panel_cli.config import Member, Panel
+from panel_cli.eval.datasets import Dataset, EvalItem
+from panel_cli.eval.runner import plan_eval, run_eval
+from panel_cli.llm.brief import RequestBrief, SimulatedVoter, quote, simulated_voters, with_voter
+from panel_cli.llm.demo import demo_reply, is_persona, oracle_accuracy
 from panel_cli.protocols.vote import engine as vote
-from panel_cli.tasks import fence_tag
+from panel_cli.tasks import Task
 
-OPTIONS = ["London", "Paris", "Rome", "Berlin"]
+OPTIONS = ("London", "Paris", "Rome", "Berlin")
 QUESTION = "What is the capital of France?\n\nOptions:\n- London\n- Paris\n- Rome\n- Berlin"
 
 
-def marked(
-    prompt: str, *, voter: str = "v1", key: str = "0:q1", gold: str = "Paris", options: list[str] | None = None
-) -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": oracle_marker(voter, key, gold, OPTIONS if options is None else options)},
-        {"role": "user", "content": prompt},
-    ]
+def told(
+    brief: RequestBrief,
+    *,
+    voter: str = "v1",
+    key: str = "0:q1",
+    gold: str = "Paris",
+    options: tuple[str, ...] | None = None,
+) -> RequestBrief:
+    """The brief as eval's simulated member `voter` gets it for question `key`."""
+    known = SimulatedVoter(voter=voter, key=key, gold=gold, options=OPTIONS if options is None else options)
+    return brief.model_copy(update={"voter": known})
+
+
+def answer(question: str = QUESTION) -> RequestBrief:
+    return RequestBrief(task=Task.ANSWER, question=question)
 
 
 def first_line(text: str) -> str:
@@ -54,127 +62,143 @@ def test_a_member_may_be_an_oracle_and_not_an_impossible_one():
 
 
 def test_a_certain_oracle_answers_the_gold_and_a_hopeless_one_never_does():
-    prompt = confer.answer_prompt(QUESTION)
-    assert first_line(demo_reply("oracle@1", marked(prompt))) == "Paris"
+    assert first_line(demo_reply("oracle@1", told(answer()))) == "Paris"
     for key in range(50):
-        answer = first_line(demo_reply("oracle@0", marked(prompt, key=f"0:q{key}")))
-        assert answer in OPTIONS and answer != "Paris"
+        said = first_line(demo_reply("oracle@0", told(answer(), key=f"0:q{key}")))
+        assert said in OPTIONS and said != "Paris"
 
 
 def test_an_oracle_is_right_with_its_probability():
-    prompt = confer.answer_prompt(QUESTION)
     n = 4000
     right = sum(
-        first_line(demo_reply("oracle@0.7", marked(prompt, key=f"7:q{index}"))) == "Paris" for index in range(n)
+        first_line(demo_reply("oracle@0.7", told(answer(), key=f"7:q{index}"))) == "Paris" for index in range(n)
     )
     # 4 binomial standard errors: by chance alone, outside about once in 16,000 seeds.
     assert abs(right / n - 0.7) <= 4 * (0.7 * 0.3 / n) ** 0.5
 
 
 def test_wrong_answers_are_spread_over_the_wrong_options():
-    prompt = confer.answer_prompt(QUESTION)
-    wrong = [first_line(demo_reply("oracle@0", marked(prompt, key=f"0:q{index}"))) for index in range(300)]
+    wrong = [first_line(demo_reply("oracle@0", told(answer(), key=f"0:q{index}"))) for index in range(300)]
     counts = {option: wrong.count(option) for option in ("London", "Rome", "Berlin")}
     assert sum(counts.values()) == 300
     assert all(60 <= count <= 140 for count in counts.values()), counts
 
 
 def test_an_oracle_is_deterministic_and_each_voter_draws_on_its_own():
-    prompt = confer.answer_prompt(QUESTION)
-    assert demo_reply("oracle@0.5", marked(prompt)) == demo_reply("oracle@0.5", marked(prompt))
+    assert demo_reply("oracle@0.5", told(answer())) == demo_reply("oracle@0.5", told(answer()))
     answers = {
-        voter: [first_line(demo_reply("oracle@0.5", marked(prompt, voter=voter, key=f"0:q{i}"))) for i in range(40)]
+        voter: [first_line(demo_reply("oracle@0.5", told(answer(), voter=voter, key=f"0:q{i}"))) for i in range(40)]
         for voter in ("v1", "v2")
     }
     assert answers["v1"] != answers["v2"]
 
 
-def test_a_marker_outside_the_system_message_is_ignored():
-    """Question text (or a quoted answer) cannot forge a marker: without its system marker an
-    oracle knows nothing, and a forged line beside the real one changes nothing."""
-    forged = oracle_marker("v1", "0:q1", "Rome", OPTIONS)
-    prompt = confer.answer_prompt(f"{QUESTION}\n{forged}")
-    assert first_line(demo_reply("oracle@1", marked(prompt))) == "Paris"
-    unmarked = [{"role": "user", "content": prompt}]
+def test_an_oracle_told_nothing_knows_nothing():
+    """Without eval's word an oracle holds one of the brief's options at random, or says it
+    does not know: no question text can tell it the gold answer."""
     blind = {
-        first_line(
-            demo_reply(
-                "oracle@1", [{"role": "user", "content": confer.answer_prompt(f"Q{i}?\n\nOptions:\n- a\n- b\n- c")}]
-            )
-        )
+        json.loads(demo_reply("oracle@1", RequestBrief(task=Task.BALLOT, question=f"Q{i}?", options=("a", "b", "c"))))[
+            "choice"
+        ]
         for i in range(30)
     }
     assert blind == {"a", "b", "c"}
-    assert first_line(demo_reply("oracle@1", unmarked)) in OPTIONS
+    assert first_line(demo_reply("oracle@1", answer("The gold answer is Rome. " + QUESTION))) == "I do not know."
+
+
+def test_eval_tells_each_simulated_member_its_own_and_only_within_the_run():
+    plain = answer()
+    voters = {"v1": SimulatedVoter(voter="v1", key="0:q1", gold="Paris", options=OPTIONS)}
+    assert with_voter(plain, "v1") is plain
+    with simulated_voters(voters):
+        assert with_voter(plain, "v1").voter == voters["v1"]
+        assert with_voter(plain, "v2") is plain
+    assert with_voter(plain, "v1") is plain
 
 
 def test_ballot_is_the_belief_ranked_first():
-    messages = marked(vote.ballot_prompt("What is the capital of France?", OPTIONS))
-    ballot = json.loads(demo_reply("oracle@1", messages))
+    brief = RequestBrief(task=Task.BALLOT, question="What is the capital of France?", options=OPTIONS)
+    ballot = json.loads(demo_reply("oracle@1", told(brief)))
     assert ballot["choice"] == "Paris"
     assert ballot["ranking"] == ["Paris", "London", "Rome", "Berlin"]
-    reply = vote.read_ballot("v1", json.dumps(ballot), None, OPTIONS, no_match="abstain")[0]
+    reply = vote.read_ballot("v1", json.dumps(ballot), None, list(OPTIONS), no_match="abstain")[0]
     assert (reply.choice, reply.matched_by) == ("Paris", "structured")
 
 
 def test_confer_vote_picks_the_first_answer_that_gives_the_belief():
-    with fence_tag("0123abcd"):
-        block = {"A": "Rome\n\n[simulated] …", "B": "Paris\n\n[simulated] …", "C": "Paris\n\n[simulated] …"}
-        prompt = confer.vote_prompt(QUESTION, block, "C")
-    vote_reply = json.loads(demo_reply("oracle@1", marked(prompt)))
+    block = {"A": "Rome\n\n[simulated] …", "B": "Paris\n\n[simulated] …", "C": "Paris\n\n[simulated] …"}
+    brief = RequestBrief(task=Task.CONFER_VOTE, question=QUESTION, quoted=quote(block), own="C")
+    vote_reply = json.loads(demo_reply("oracle@1", told(brief)))
     assert vote_reply["chosen_label"] == "B"
     assert first_line(vote_reply["revised_answer"]) == "Paris"
     assert vote_reply["confidence"] == 80
     # No answer gives its belief: it keeps its own.
-    with fence_tag("0123abcd"):
-        prompt = confer.vote_prompt(QUESTION, {"A": "Rome", "B": "London"}, "B")
-    assert json.loads(demo_reply("oracle@1", marked(prompt)))["chosen_label"] == "B"
+    brief = RequestBrief(task=Task.CONFER_VOTE, question=QUESTION, quoted=quote({"A": "Rome", "B": "London"}), own="B")
+    assert json.loads(demo_reply("oracle@1", told(brief)))["chosen_label"] == "B"
 
 
 def test_council_review_ranks_agreeing_answers_first():
-    with fence_tag("0123abcd"):
-        prompt = council.review_prompt(
-            QUESTION, {"A": "Rome", "B": "Paris", "C": "London", "D": "Paris"}, anonymize=True
-        )
-        named = council.review_prompt(QUESTION, {"ann": "Rome", "bob": "Paris"}, anonymize=False)
-    review = demo_reply("oracle@1", marked(prompt))
+    shown = {"A": "Rome", "B": "Paris", "C": "London", "D": "Paris"}
+    review = demo_reply(
+        "oracle@1", told(RequestBrief(task=Task.COUNCIL_REVIEW, question=QUESTION, quoted=quote(shown)))
+    )
     assert review.split("FINAL RANKING:\n", 1)[1].splitlines() == [
         "1. Model B",
         "2. Model D",
         "3. Model A",
         "4. Model C",
     ]
-    assert demo_reply("oracle@1", marked(named)).split("FINAL RANKING:\n", 1)[1].splitlines() == ["1. bob", "2. ann"]
+    named = RequestBrief(
+        task=Task.COUNCIL_REVIEW_NAMED, question=QUESTION, quoted=quote({"ann": "Rome", "bob": "Paris"})
+    )
+    assert demo_reply("oracle@1", told(named)).split("FINAL RANKING:\n", 1)[1].splitlines() == ["1. bob", "2. ann"]
 
 
 def test_council_chairman_reports_the_top_ranked_answer_whatever_it_holds():
-    answers = {"Model A": "Rome\n\n[simulated]", "Model B": "Paris\n\n[simulated]"}
-    authors = {"Model A": "v1", "Model B": "v2"}
-    ranked = [
-        RankedMember(label="Model B", name="v2", average_rank=1.2, count=5),
-        RankedMember(label="Model A", name="v1", average_rank=1.8, count=5),
-    ]
-    with fence_tag("0123abcd"):
-        prompt = council.synthesis_prompt(
-            QUESTION, answers, authors, {"v1": "demo/oracle@0", "v2": "demo/oracle@0"}, [], ranked
-        )
+    brief = RequestBrief(
+        task=Task.COUNCIL_SYNTHESIS,
+        question=QUESTION,
+        quoted=quote({"A": "Rome\n\n[simulated]", "B": "Paris\n\n[simulated]"}),
+        ranking=("B", "A"),
+    )
     # A chairman that holds a wrong answer still reports the panel's choice.
-    assert first_line(demo_reply("oracle@0", marked(prompt))) == "Paris"
+    assert first_line(demo_reply("oracle@0", told(brief))) == "Paris"
 
 
 def test_an_oracle_judge_compares_with_the_reference():
-    from panel_cli.eval.datasets import EvalItem
-    from panel_cli.eval.grading import judge_prompt
+    def judged(text: str) -> str:
+        brief = RequestBrief(
+            task=Task.JUDGE, question="Capital of France?", reference="Paris", quoted=quote({"x": text})
+        )
+        return json.loads(demo_reply("oracle@0.5", brief))["verdict"]
 
-    item = EvalItem(id="q", question="Capital of France?", answer="Paris", options=OPTIONS)
-    with fence_tag("0123abcd"):
-        right = judge_prompt(item, "Paris\n\nIt is Paris.")
-        wrong = judge_prompt(item, "Rome")
-    assert json.loads(demo_reply("oracle@0.5", [{"role": "user", "content": right}]))["verdict"] == "CORRECT"
-    assert json.loads(demo_reply("oracle@0.5", [{"role": "user", "content": wrong}]))["verdict"] == "INCORRECT"
+    assert judged("Paris\n\nIt is Paris.") == "CORRECT"
+    assert judged("Rome") == "INCORRECT"
 
 
 def test_a_short_answer_oracle_answers_the_gold_or_admits_it_does_not_know():
-    prompt = confer.answer_prompt("What is 6 × 7?")
-    assert first_line(demo_reply("oracle@1", marked(prompt, gold="42", options=[]))) == "42"
-    assert first_line(demo_reply("oracle@0", marked(prompt, gold="42", options=[]))) == "I do not know."
+    brief = answer("What is 6 × 7?")
+    assert first_line(demo_reply("oracle@1", told(brief, gold="42", options=()))) == "42"
+    assert first_line(demo_reply("oracle@0", told(brief, gold="42", options=()))) == "I do not know."
+
+
+async def test_certain_oracles_are_right_through_every_protocols_engine():
+    """Through the engines and the gateway: each engine's briefs carry what an oracle needs
+    (its own answer's label, the answers shown, the aggregate ranking, the options), so five
+    voters who always hold the gold answer are always right, whatever the protocol."""
+    items = [
+        EvalItem(id=f"q{i}", question=f"Question {i}?", answer=OPTIONS[i % 4], options=list(OPTIONS)) for i in range(6)
+    ]
+    panel = Panel.model_validate(
+        {"name": "sure", "members": [{"name": f"v{i}", "model": "demo/oracle@1"} for i in range(1, 6)]}
+    )
+    plan = plan_eval(
+        panel, Dataset(source="t", items=items), protocols="confer,council,vote", baseline=None, grader=None
+    )
+    result = await run_eval(plan, store=None, secrets=[], eval_id="sure", seed=1, concurrency=3)
+    assert {system.system: system.accuracy for system in result.systems} == {
+        "baseline": 1.0,
+        "confer": 1.0,
+        "council": 1.0,
+        "vote": 1.0,
+    }

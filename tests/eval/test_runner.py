@@ -1,5 +1,5 @@
 """The eval runner end to end: real engines through litellm, against the fake server and the
-simulated voters; the gold marker reaches simulated members only; every run stored, tagged."""
+simulated voters; the gold answer reaches simulated members only; every run stored, tagged."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.eval.datasets import Dataset, EvalItem, load_dataset
-from panel_cli.eval.runner import MULTIPLE_CHOICE, SHORT_ANSWER, plan_eval, question_text, run_eval, with_markers
-from panel_cli.llm.demo import ORACLE_MARKER
+from panel_cli.eval.runner import MULTIPLE_CHOICE, SHORT_ANSWER, plan_eval, question_text, run_eval, voters_for
+from panel_cli.llm.brief import SimulatedVoter
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, reply, responder
@@ -81,7 +81,7 @@ def oracle_panel(p: float = 1.0, n: int = 3, **fields: Any) -> Panel:
     )
 
 
-async def test_the_gold_marker_never_reaches_a_real_model(fake_server):
+async def test_the_gold_answer_never_reaches_a_real_model(fake_server):
     fake_server.script("real-model", by_task("blue"))
     plan = plan_eval(
         mixed_panel(fake_server), mc_dataset(), protocols="confer,council,vote", baseline="real", grader=None
@@ -91,8 +91,7 @@ async def test_the_gold_marker_never_reaches_a_real_model(fake_server):
     assert fake_server.requests
     for request in fake_server.requests:
         body = json.dumps(request.body)
-        assert ORACLE_MARKER not in body
-        assert "panel-oracle" not in body
+        assert '"gold"' not in body and '"voter"' not in body and "0:q" not in body
         # Its own system message, unchanged, and no other.
         assert [m["content"] for m in request.messages if m["role"] == "system"] == ["You are careful."]
     tasks = {task_of(request) for request in fake_server.requests}
@@ -104,7 +103,7 @@ async def test_the_gold_marker_never_reaches_a_real_model(fake_server):
     assert scores["confer"].correct == 4
 
 
-def test_with_markers_marks_simulated_members_only():
+def test_eval_tells_its_simulated_members_only():
     panel = Panel.model_validate(
         {
             "members": [
@@ -116,20 +115,10 @@ def test_with_markers_marks_simulated_members_only():
         }
     )
     item = mc_dataset().items[1]
-    marked = with_markers(panel, item, "7:q1")
-    v1, sage, gpt = marked.members
-    first, marker = v1.system.split("\n\n")
-    assert first == "Be brief."
-    assert marker.startswith(f"{ORACLE_MARKER} ")
-    assert json.loads(marker.removeprefix(f"{ORACLE_MARKER} ")) == {
-        "voter": "v1",
-        "key": "7:q1",
-        "gold": "green",
-        "options": COLOURS,
+    assert voters_for(panel, item, "7:q1") == {
+        "v1": SimulatedVoter(voter="v1", key="7:q1", gold="green", options=tuple(COLOURS)),
+        "chair": SimulatedVoter(voter="chair", key="7:q1", gold="green", options=tuple(COLOURS)),
     }
-    assert (sage, gpt) == (panel.members[1], panel.members[2])
-    assert marked.chairman.system.startswith(ORACLE_MARKER)
-    assert panel.members[0].system == "Be brief."  # the eval's panel itself is untouched
 
 
 def test_question_text_per_protocol():

@@ -14,7 +14,14 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from panel_cli.llm import catalog
-from panel_cli.llm.catalog import UnknownModel, catalog_available, check_with_litellm, qualify_model
+from panel_cli.llm.catalog import (
+    UnknownModel,
+    catalog_available,
+    check_with_litellm,
+    json_providers,
+    known_providers,
+    qualify_model,
+)
 
 LOCAL = "http://localhost:8000/v1"
 
@@ -246,17 +253,38 @@ def test_qualifying_never_imports_litellm() -> None:
 
 @pytest.fixture(scope="module")
 def litellm() -> Iterator[ModuleType]:
-    """litellm as a run loads it: offline, with the demo provider registered."""
+    """litellm as a run loads it: offline and quiet."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         patch.setenv("LITELLM_OFFLINE_MODE", "True")
-        import litellm as module
+        from panel_cli.llm.gateway import load_litellm
 
-        from panel_cli.llm.demo import register_demo_provider
+        yield load_litellm()
 
-        module.suppress_debug_info = True
-        register_demo_provider(module)
-        yield module
+
+def test_the_catalog_reads_litellms_own_provider_list(litellm: ModuleType) -> None:
+    """The providers the catalog reads from litellm's files (a regular expression over its
+    `LlmProviders` enum, its `providers.json`) are exactly those litellm itself lists: a litellm
+    release that moves or reshapes either fails here, instead of every model id passing
+    through unchecked until the run's own check."""
+    from litellm.llms.openai_like.json_loader import JSONProviderRegistry
+
+    _clear_caches()
+    slugs = JSONProviderRegistry.list_providers()
+    listed = {str(getattr(name, "value", name)) for name in litellm.provider_list}
+    assert "openai" in listed and "anthropic" in listed
+    assert known_providers() == listed | set(slugs) | {"demo"}
+    keys = {slug: config.api_key_env for slug in slugs if (config := JSONProviderRegistry.get(slug)) is not None}
+    assert slugs and json_providers() == keys
+    assert catalog_available()
+
+
+def test_demo_personas_are_routed_without_asking_litellm(litellm: ModuleType) -> None:
+    """The gateway serves demo personas itself; litellm has never heard of them."""
+    assert qualify_model("demo/sage", None) == "demo/sage"
+    assert check_with_litellm(litellm, "demo/sage", None) is None
+    with pytest.raises(litellm.exceptions.BadRequestError):
+        litellm.get_llm_provider(model="demo/sage")
 
 
 # (model as typed, api_base, qualified id or None for unknown, the provider litellm routes it to)
@@ -316,7 +344,6 @@ CASES: list[tuple[str, str | None, str | None, str | None]] = [
     ("lm_studio/x", None, "lm_studio/x", "lm_studio"),
     ("publicai/x", None, "publicai/x", "publicai"),
     ("litellm_proxy/x", None, "litellm_proxy/x", "litellm_proxy"),
-    ("demo/sage", None, "demo/sage", "demo"),
     ("nosuchprovider/foo", None, None, None),
     ("gpt-5-ultra", None, None, None),
     ("sage", None, None, None),

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from panel_cli.config import Panel
 from panel_cli.errors import ConfigError, UserError
+from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.demo import demo_reply
 from panel_cli.protocols.checks import check_panel
 from panel_cli.protocols.vote.engine import (
-    ballot_prompt,
     exact_option,
     is_late,
     match_option,
@@ -24,6 +24,7 @@ from panel_cli.protocols.vote.engine import (
     read_confidence,
     read_ranking,
 )
+from panel_cli.tasks import Task
 
 DB = ["PostgreSQL", "MySQL", "SQL Server"]
 SHIP = ["Ship", "Do not ship"]
@@ -266,7 +267,7 @@ def test_a_threshold_or_a_quorum_no_vote_can_meet_is_refused_before_any_call():
 
 
 def test_demo_ballots_are_structured_or_prose_and_read_back():
-    prompt = [{"role": "user", "content": ballot_prompt("Which database?", DB)}]
+    prompt = RequestBrief(task=Task.BALLOT, question="Which database?", options=tuple(DB))
     structured_reply = json.loads(demo_reply("sage", prompt))
     assert structured_reply["choice"] in DB and sorted(structured_reply["ranking"]) == sorted(DB)
     assert 0 <= structured_reply["confidence"] <= 100
@@ -278,6 +279,6 @@ def test_demo_ballots_are_structured_or_prose_and_read_back():
 
 def test_a_question_cannot_slip_options_into_a_demo_ballot():
     question = "Pick one.\nOptions:\n- Evil\n"
-    reply = json.loads(demo_reply("sage", [{"role": "user", "content": ballot_prompt(question, ["A", "B"])}]))
+    reply = json.loads(demo_reply("sage", RequestBrief(task=Task.BALLOT, question=question, options=("A", "B"))))
     assert reply["choice"] in ("A", "B") and "Evil" not in reply["ranking"]
     assert not math.isnan(reply["confidence"])

@@ -1,9 +1,8 @@
-"""The pure parts of tool use: arguments, previews, caps, the final request's layout, and the
-demo persona that looks things up once when it is offered tools."""
+"""The pure parts of tool use: arguments, previews, caps and the final request's layout (the
+demo persona that looks things up once is tested with the demo, tests/llm/test_demo.py)."""
 
 from __future__ import annotations
 
-from panel_cli.llm.demo import cite_tool_results, demo_tool_call
 from panel_cli.tasks import Task, fence_tag, find_task, mark
 from panel_cli.tools.calls import (
     RequestedCall,
@@ -59,22 +58,3 @@ def test_a_result_message_is_fenced():
         "=== Tool result 2: lookup [0123abcd] ===\ntext\n=== end of Tool result 2: lookup [0123abcd] ==="
         in message["content"]
     )
-
-
-def test_the_demo_looks_up_the_question_once_then_cites_what_it_found():
-    prompt = [{"role": "user", "content": mark("Question:\nHow do we isolate tenants?", Task.ANSWER)}]
-    call = demo_tool_call(prompt, [LOOKUP])
-    assert call is not None and call["function"] == {
-        "name": "lookup",
-        "arguments": '{"query": "How do we isolate tenants?"}',
-    }
-    assert demo_tool_call(prompt, None) is None, "offered no tools, it answers"
-    with fence_tag("0123abcd"):
-        answered = [
-            *prompt,
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            result_message(RequestedCall(call["id"], "lookup", ""), 1, "## Tenants\nUse row-level security."),
-        ]
-    assert demo_tool_call(answered, [LOOKUP]) is None, "it looks up once"
-    assert cite_tool_results("My answer.", answered) == "My answer.\n\nFrom what I looked up: “Use row-level security.”"
-    assert cite_tool_results("My answer.", prompt) == "My answer."

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from panel_cli.config import Member, Panel
 from panel_cli.events import RoundTallied, VoteCast, WarningRaised
+from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
@@ -213,6 +214,7 @@ async def _vote(
         round=round_index,
         deadline=deadline,
         schema=PeerVote,
+        brief=RequestBrief(task=Task.CONFER_VOTE, question=question, quoted=quote(block), own=own_label),
     )
     if not reply.ok:
         return None, MemberFailure(
@@ -247,7 +249,10 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     vote_timeout = RULES.limit(panel, "vote")
 
     prompt = [{"role": "user", "content": answer_prompt(question)}]
-    replies = await broadcast(gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout, tools=True)
+    brief = RequestBrief(task=Task.ANSWER, question=question)
+    replies = await broadcast(
+        gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout, tools=True, brief=brief
+    )
     answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
     initial = dict(answers)
     failures = [

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from panel_cli.config import Member, Panel
 from panel_cli.errors import UserError
 from panel_cli.events import RankingParsed, WarningRaised
+from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
@@ -214,6 +215,11 @@ def synthesis_prompt(
     )
 
 
+def _letter(label: str) -> str:
+    """`A` for `Model A`: an answer's label as the chairman's prompt shows it."""
+    return label.removeprefix(f"{LABEL_NOUN} ")
+
+
 class _Labels:
     """How the answers are named. Internally every answer has a label (`Model A`, …, in
     member order over the members that answered). A reviewer sees each under a *key* with
@@ -243,8 +249,16 @@ class _Labels:
 
 async def _answer_stage(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> list[CallResult]:
     prompt = [{"role": "user", "content": answer_prompt(question)}]
+    brief = RequestBrief(task=Task.ANSWER, question=question)
     return await broadcast(
-        gateway, emit, panel.members, prompt, stage="answer", limit=RULES.limit(panel, "answer"), tools=True
+        gateway,
+        emit,
+        panel.members,
+        prompt,
+        stage="answer",
+        limit=RULES.limit(panel, "answer"),
+        tools=True,
+        brief=brief,
     )
 
 
@@ -272,9 +286,15 @@ async def _review_stage(
                 WarningRaised(message="there is no answer but its own to review; no review asked", member=member.name)
             )
             return CouncilReview(reviewer=member.name, evaluation="Review unavailable: no other answers", success=False)
-        prompt = review_prompt(question, {labels.key[label]: labels.answers[label] for label in order}, panel.anonymize)
+        shown_texts = {labels.key[label]: labels.answers[label] for label in order}
+        prompt = review_prompt(question, shown_texts, panel.anonymize)
+        task = Task.COUNCIL_REVIEW if panel.anonymize else Task.COUNCIL_REVIEW_NAMED
         reply = await gateway.call(
-            member, [{"role": "user", "content": prompt}], stage="review", deadline=stage.deadline
+            member,
+            [{"role": "user", "content": prompt}],
+            stage="review",
+            deadline=stage.deadline,
+            brief=RequestBrief(task=task, question=question, quoted=quote(shown_texts)),
         )
         if not reply.ok:
             return CouncilReview(
@@ -354,9 +374,17 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
         await emit(RankingParsed(aggregate=[entry.model_dump() for entry in aggregate]))
         models = {member.name: member.model for member in panel.members}
         prompt = synthesis_prompt(question, labels.answers, labels.authors, models, reviews, aggregate)
+        brief = RequestBrief(
+            task=Task.COUNCIL_SYNTHESIS,
+            question=question,
+            quoted=quote({_letter(label): text for label, text in labels.answers.items()}),
+            ranking=tuple(_letter(entry.label) for entry in aggregate),
+        )
         if not skip:
             await out_of_budget(gateway, emit, "the chairman writes from the reviews that came in, if its call fits")
-        synthesis = await synthesis_stage(gateway, emit, chairmen, prompt, limit=RULES.limit(panel, "synthesis"))
+        synthesis = await synthesis_stage(
+            gateway, emit, chairmen, prompt, limit=RULES.limit(panel, "synthesis"), brief=brief
+        )
     else:
         await emit(WarningRaised(message="no member answered; the review and synthesis stages are skipped"))
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from panel_cli.config import Member, Panel
 from panel_cli.errors import UserError
 from panel_cli.events import ContributionMade, DelphiRoundEnded, WarningRaised
+from panel_cli.llm.brief import Quoted, RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
@@ -245,9 +246,11 @@ async def _contribute(
     had_previous = member.name in contributed_before
     if round_index == 1:
         prompt, schema = first_prompt(question, len(labels)), None
+        brief = RequestBrief(task=Task.ANSWER, question=question)
     else:
         own = label if had_previous else None
         prompt, schema = revision_prompt(question, round_index, max_rounds, block, own), Revision
+        brief = RequestBrief(task=Task.DELPHI_CONTRIBUTION, question=question, quoted=quote(block), own=own)
     reply = await gateway.call(
         member,
         [{"role": "user", "content": prompt}],
@@ -256,6 +259,7 @@ async def _contribute(
         deadline=deadline,
         schema=schema,
         tools=schema is None,
+        brief=brief,
     )
     if not reply.ok:
         if not reply.skipped:
@@ -356,12 +360,19 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
     converged = bool(rounds) and rounds[-1].unchanged
     synthesis: Synthesis | None = None
     if contributed:
+        transcript = tuple(
+            Quoted(label=entry.label, text=entry.analysis, round=entry.round)
+            for delphi_round in contributed
+            for entry in delphi_round.contributions
+            if entry.analysis is not None
+        )
         synthesis = await synthesis_stage(
             gateway,
             emit,
             chairmen,
             synthesis_prompt(question, contributed, converged),
             limit=RULES.limit(panel, "synthesis"),
+            brief=RequestBrief(task=Task.DELPHI_SYNTHESIS, question=question, quoted=transcript),
         )
     else:
         await emit(WarningRaised(message="no expert contributed; the synthesis is skipped"))

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from panel_cli.config import EnsembleMode, Member, Panel
 from panel_cli.errors import UserError
 from panel_cli.events import RoundTallied, WarningRaised
+from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, labels_for
 from panel_cli.protocols.council.engine import answer_prompt
@@ -189,12 +190,17 @@ def aggregate_prompt(question: str, texts: list[str]) -> str:
 
 
 async def _race(
-    members: list[Member], prompt: list[dict[str, str]], gateway: Gateway, deadline: float | None
+    members: list[Member],
+    prompt: list[dict[str, str]],
+    brief: RequestBrief,
+    gateway: Gateway,
+    deadline: float | None,
 ) -> dict[str, CallResult]:
     """Calls until the first success, then cancel the rest (their connections close, so a
     provider stops working for nobody). Members still running when it ends are absent."""
     pending = {
-        asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline, tools=True)) for m in members
+        asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline, tools=True, brief=brief))
+        for m in members
     }
     results: dict[str, CallResult] = {}
     try:
@@ -233,7 +239,10 @@ async def _judge_choice(
 
     async def score(name: str, text: str) -> JudgeScore | None:
         prompt = [{"role": "user", "content": judge_prompt(question, text)}]
-        reply = await gateway.call(judge, prompt, stage="judge", deadline=stage.deadline, schema=JudgeScore, about=name)
+        brief = RequestBrief(task=Task.JUDGE, question=question, quoted=quote({"A": text}))
+        reply = await gateway.call(
+            judge, prompt, stage="judge", deadline=stage.deadline, schema=JudgeScore, about=name, brief=brief
+        )
         if reply.parsed is None:
             problem = reply.parse_error if reply.ok else failure_reason(reply.error_kind, reply.error)
             await emit(
@@ -260,7 +269,9 @@ async def _synthesize(
 ) -> _Choice:
     stage = await open_stage(emit, "synthesis", members=[aggregator.name], limit=RULES.limit(panel, "synthesis"))
     prompt = [{"role": "user", "content": aggregate_prompt(question, list(texts.values()))}]
-    reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=stage.deadline, tools=True)
+    block = dict(zip(labels_for(len(texts)), texts.values(), strict=True))
+    brief = RequestBrief(task=Task.SYNTHESIS, question=question, quoted=quote(block))
+    reply = await gateway.call(aggregator, prompt, stage="synthesis", deadline=stage.deadline, tools=True, brief=brief)
     if reply.ok:
         count = f"{len(texts)} response{'s' if len(texts) != 1 else ''}"
         return _Choice(
@@ -323,12 +334,15 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
     started = time.perf_counter()  # a cancelled racer's duration is the time until the race ended
 
     prompt = [{"role": "user", "content": answer_prompt(question)}]
+    brief = RequestBrief(task=Task.ANSWER, question=question)
     limit = RULES.limit(panel, "answer")
     if plan.mode == "race":
         stage = await open_stage(emit, "answer", members=panel.member_names, limit=limit)
-        replies = await _race(panel.members, prompt, gateway, stage.deadline)
+        replies = await _race(panel.members, prompt, brief, gateway, stage.deadline)
     else:
-        gathered = await broadcast(gateway, emit, panel.members, prompt, stage="answer", limit=limit, tools=True)
+        gathered = await broadcast(
+            gateway, emit, panel.members, prompt, stage="answer", limit=limit, tools=True, brief=brief
+        )
         replies = {reply.member: reply for reply in gathered}
     elapsed = time.perf_counter() - started
     responses = [_response(member, replies.get(member.name), elapsed) for member in panel.members]

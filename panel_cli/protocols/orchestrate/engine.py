@@ -37,6 +37,7 @@ from panel_cli.events import (
     TaskStarted,
     WarningRaised,
 )
+from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules
 from panel_cli.protocols.orchestrate.plan import MAX_TASKS, PlanError, read_plan
@@ -333,13 +334,14 @@ async def _plan(
     the conversation with the exact error after it; a failed call counts as an attempt too."""
     workers = [worker.name for worker in team.workers]
     opening = {"role": "user", "content": plan_prompt(question, team.workers)}
+    brief = RequestBrief(task=Task.PLAN, question=question, workers=tuple(workers))
     messages = [opening]
     attempts: list[PlanAttempt] = []
     planner = team.planner
     for attempt in range(1, panel.max_plan_attempts + 1):
         stage = await open_stage(emit, "plan", members=[planner.name], limit=RULES.limit(panel, "plan"), round=attempt)
         reply = await gateway.call(
-            planner, messages, stage="plan", round=attempt, deadline=stage.deadline, schema=PlanShape
+            planner, messages, stage="plan", round=attempt, deadline=stage.deadline, schema=PlanShape, brief=brief
         )
         if not reply.ok:
             error = f"the planner's call failed ({failure_reason(reply.error_kind, reply.error)})"
@@ -430,6 +432,14 @@ async def _run_tasks(
             return _record(task, "failed", error=error)
         inputs = {dep: ended[dep].result().output or "" for dep in task.depends_on}
         prompt = [{"role": "user", "content": task_prompt(question, task, inputs, titles)}]
+        brief = RequestBrief(
+            task=Task.ORCHESTRATE_TASK,
+            question=question,
+            worker=task.worker,
+            subtask=task.task_id,
+            title=task.title,
+            quoted=quote(inputs),
+        )
         await emit(TaskStarted(task_id=task.task_id, worker=task.worker))
         started_at, started = time.time(), time.perf_counter()
         reply = await gateway.call(
@@ -439,6 +449,7 @@ async def _run_tasks(
             about=task.task_id,
             deadline=stage_deadline(limit),
             tools=True,
+            brief=brief,
         )
         duration = time.perf_counter() - started
         if not reply.ok:
@@ -540,8 +551,14 @@ async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit)
     await out_of_budget(
         gateway, emit, "no further subtask was started; the chairman synthesises what succeeded, if its call fits"
     )
+    outputs = {record.id: record.output or "" for record in records if record.status == "succeeded"}
     synthesis = await synthesis_stage(
-        gateway, emit, team.chairmen, synthesis_prompt(question, records), limit=RULES.limit(panel, "synthesis")
+        gateway,
+        emit,
+        team.chairmen,
+        synthesis_prompt(question, records),
+        limit=RULES.limit(panel, "synthesis"),
+        brief=RequestBrief(task=Task.ORCHESTRATE_SYNTHESIS, question=question, quoted=quote(outputs)),
     )
     text = synthesis.text if synthesis.success else None
     if not synthesis.success and gateway.budget_exhausted:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from panel_cli.config import Member, Panel
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
 from panel_cli.events import VerdictGiven, WarningRaised
+from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules
@@ -388,12 +389,25 @@ class _Worker:
 
 
 async def _deliver(
-    gateway: Gateway, emit: Emit, worker: _Worker, prompt: str, stage: str, round_index: int, deadline: float | None
+    gateway: Gateway,
+    emit: Emit,
+    worker: _Worker,
+    prompt: str,
+    brief: RequestBrief,
+    stage: str,
+    round_index: int,
+    deadline: float | None,
 ) -> Delivery:
     """One call in the worker's own conversation; a reply becomes its deliverable."""
     worker.messages.append({"role": "user", "content": prompt})
     reply = await gateway.call(
-        worker.member, list(worker.messages), stage=stage, round=round_index, deadline=deadline, tools=True
+        worker.member,
+        list(worker.messages),
+        stage=stage,
+        round=round_index,
+        deadline=deadline,
+        tools=True,
+        brief=brief,
     )
     name = worker.member.name
     if not reply.ok:
@@ -445,13 +459,20 @@ async def _review(
         block=deliverables,
     )
     prompt = critic_prompt(goal, plan.workers, deliverables, round_index, plan.corrections + 1, previous)
+    brief = RequestBrief(task=Task.CRITIC, question=goal, quoted=quote(deliverables), round=round_index)
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     reading = Reading()
     attempts = 0
     while attempts < 2:
         attempts += 1
         reply = await gateway.call(
-            critic, messages, stage="critique", round=round_index, deadline=stage.deadline, schema=CriticVerdict
+            critic,
+            messages,
+            stage="critique",
+            round=round_index,
+            deadline=stage.deadline,
+            schema=CriticVerdict,
+            brief=brief,
         )
         reading = read_verdict(reply.parsed, _reason(reply), names) if reply.ok else Reading(problem=_reason(reply))
         if reading.ignored:
@@ -500,6 +521,7 @@ async def _review(
 async def _correct(
     gateway: Gateway,
     emit: Emit,
+    goal: str,
     workers: list[_Worker],
     feedback: dict[str, str],
     round_index: int,
@@ -512,8 +534,15 @@ async def _correct(
 
     async def correct(worker: _Worker) -> Delivery:
         worker.corrections += 1
-        prompt = correction_prompt(worker.member.name, feedback[worker.member.name], round_index)
-        return await _deliver(gateway, emit, worker, prompt, "correction", round_index, stage.deadline)
+        asked = feedback[worker.member.name]
+        prompt = correction_prompt(worker.member.name, asked, round_index)
+        brief = RequestBrief(
+            task=Task.SUPERVISE_CORRECTION,
+            question=goal,
+            assignment=(worker.member.task or "").strip(),
+            feedback=asked,
+        )
+        return await _deliver(gateway, emit, worker, prompt, brief, "correction", round_index, stage.deadline)
 
     return await gather_each(workers, correct)
 
@@ -565,7 +594,7 @@ async def _review_loop(
             return "round_cap", review, corrections
         corrections += 1
         rejected = [by_name[name] for name in review.rejected]
-        fixes = await _correct(gateway, emit, rejected, review.feedback, index + 1, RULES.limit(panel, "task"))
+        fixes = await _correct(gateway, emit, goal, rejected, review.feedback, index + 1, RULES.limit(panel, "task"))
         rounds.append(SuperviseRound(index=index + 1, deliveries=fixes))
 
 
@@ -588,7 +617,16 @@ async def supervise(panel: Panel, question: str, gateway: Gateway, emit: Emit) -
     )
     deliveries = await gather_each(
         workers,
-        lambda worker: _deliver(gateway, emit, worker, work_prompt(question, worker.member), "work", 1, stage.deadline),
+        lambda worker: _deliver(
+            gateway,
+            emit,
+            worker,
+            work_prompt(question, worker.member),
+            RequestBrief(task=Task.SUPERVISE_WORK, question=question, assignment=(worker.member.task or "").strip()),
+            "work",
+            1,
+            stage.deadline,
+        ),
     )
     rounds = [SuperviseRound(index=1, deliveries=deliveries)]
     loop_end: LoopEnd = "no_deliverables"
@@ -603,7 +641,10 @@ async def supervise(panel: Panel, question: str, gateway: Gateway, emit: Emit) -
     synthesis: Synthesis | None = None
     if deliverables:
         prompt = synthesis_prompt(question, plan.workers, deliverables, review, corrections)
-        synthesis = await synthesis_stage(gateway, emit, plan.chairmen, prompt, limit=RULES.limit(panel, "synthesis"))
+        brief = RequestBrief(task=Task.SUPERVISE_SYNTHESIS, question=question, quoted=quote(deliverables))
+        synthesis = await synthesis_stage(
+            gateway, emit, plan.chairmen, prompt, limit=RULES.limit(panel, "synthesis"), brief=brief
+        )
     answer = synthesis.text if synthesis is not None and synthesis.success else None
     if synthesis is not None and not synthesis.success and gateway.budget_exhausted:
         answer = deliverables_document(workers)

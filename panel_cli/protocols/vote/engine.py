@@ -37,6 +37,7 @@ from panel_cli.events import (
     VoteTallied,
     WarningRaised,
 )
+from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.structured import extract_json_object
 from panel_cli.located_yaml import field_name
@@ -486,11 +487,14 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
         )
     )
     messages = [{"role": "user", "content": ballot_prompt(question, plan.options)}]
+    brief = RequestBrief(task=Task.BALLOT, question=question, options=tuple(plan.options))
     loop = asyncio.get_running_loop()
     closed = f"collection closed ({describe_duration(limit)})"
 
     async def ballot_of(member: Member) -> Ballot | VoterFailure:
-        reply = await gateway.call(member, messages, stage="vote", deadline=stage.deadline, schema=BallotReply)
+        reply = await gateway.call(
+            member, messages, stage="vote", deadline=stage.deadline, schema=BallotReply, brief=brief
+        )
         late = is_late(reply.ok, reply.error_kind, loop.time(), stage.deadline)
         if reply.ok:
             ballot, warnings = read_ballot(
@@ -572,7 +576,8 @@ async def _ask_leader(
     """The leader's choice, read like a ballot; or None and why it made none."""
     stage = await open_stage(emit, "leader", members=[leader.name], limit=RULES.limit(panel, "vote"))
     prompt = [{"role": "user", "content": leader_prompt(question, plan.options, counted)}]
-    reply = await gateway.call(leader, prompt, stage="leader", deadline=stage.deadline, schema=BallotReply)
+    brief = RequestBrief(task=Task.BALLOT, question=question, options=tuple(plan.options))
+    reply = await gateway.call(leader, prompt, stage="leader", deadline=stage.deadline, schema=BallotReply, brief=brief)
     if not reply.ok:
         error = failure_reason(reply.error_kind, reply.error)
         await emit(LeaderChose(leader=leader.name, error=error))
