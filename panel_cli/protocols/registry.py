@@ -82,7 +82,10 @@ class ProtocolSpec:
 
     `summary` is the command's one-line help (`description`, more, shown below it); `engine`,
     `rules` (`panel_cli.protocols.base.ProtocolRules`) and `plan` (the calls a run makes, for
-    `panel estimate`) are references, imported when used; `source` is how its command finds the
+    `panel estimate`) are references, imported when used. A built-in protocol may leave them
+    out: its package's `engine:<name>`, `engine:RULES` and `estimate:plan_calls` are taken. One
+    registered from Python gives its engine and rules (a protocol without a plan has no
+    estimate). `source` is how its command finds the
     panel (`PanelSource`, or a reference to a function of the panel file and the given options
     returning the panel and the protocol its file declares); `options` are its own command
     options, in the order they apply; `stage_views` the live view's table for each of its
@@ -92,8 +95,8 @@ class ProtocolSpec:
 
     name: str
     summary: str
-    engine: Ref
-    rules: Ref
+    engine: Ref | None = None
+    rules: Ref | None = None
     plan: Ref | None = None
     description: str = ""
     source: PanelSource | Ref = PanelSource.FILE_OR_MEMBERS
@@ -165,18 +168,31 @@ def unknown_protocol(name: str) -> str:
 
 
 def engine_of(name: str) -> Engine:
-    engine: Engine = resolve(spec(name).engine)
+    engine: Engine = _part(spec(name), "engine", f"engine:{name}")
     return engine
 
 
 def rules_of(name: str) -> ProtocolRules:
-    rules: ProtocolRules = resolve(spec(name).rules)
+    rules: ProtocolRules = _part(spec(name), "rules", "engine:RULES")
     return rules
 
 
 def plan_of(name: str) -> PlanFunction | None:
     found = spec(name).plan
-    return None if found is None else resolve(found)
+    if found is None and name not in _builtin_names():
+        return None
+    plan: PlanFunction = _part(spec(name), "plan", "estimate:plan_calls")
+    return plan
+
+
+def _part(protocol: ProtocolSpec, part: str, convention: str) -> Any:
+    """A part of a protocol, as its spec names it, else where a built-in package keeps it."""
+    given = getattr(protocol, part)
+    if given is not None:
+        return resolve(given)
+    if protocol.name not in _builtin_names():
+        raise ValueError(f"protocol {protocol.name} gives no {part}")
+    return resolve(f"panel_cli.protocols.{protocol.name}.{convention}")
 
 
 # Options several protocols share, declared here once.

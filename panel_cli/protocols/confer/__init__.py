@@ -13,9 +13,6 @@ from panel_cli.protocols.registry import (
 PROTOCOL = ProtocolSpec(
     name="confer",
     summary="Every member answers, then votes anonymously with confidence until the winner is stable.",
-    engine="panel_cli.protocols.confer.engine:confer",
-    rules="panel_cli.protocols.confer.engine:RULES",
-    plan="panel_cli.protocols.confer.estimate:plan_calls",
     source=PanelSource.FILE,
     options=(
         CommandOption(

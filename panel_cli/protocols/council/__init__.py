@@ -6,9 +6,6 @@ from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, c
 PROTOCOL = ProtocolSpec(
     name="council",
     summary="Every member answers, reviews and ranks the answers anonymously, then a chairman writes the final answer.",
-    engine="panel_cli.protocols.council.engine:council",
-    rules="panel_cli.protocols.council.engine:RULES",
-    plan="panel_cli.protocols.council.estimate:plan_calls",
     options=(
         MEMBERS,
         chairman(),

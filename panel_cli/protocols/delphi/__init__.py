@@ -7,9 +7,6 @@ PROTOCOL = ProtocolSpec(
     name="delphi",
     summary="Experts answer on their own, then revise round after round seeing each other's analyses anonymously; "
     "a chairman synthesises consensus and divergence.",
-    engine="panel_cli.protocols.delphi.engine:delphi",
-    rules="panel_cli.protocols.delphi.engine:RULES",
-    plan="panel_cli.protocols.delphi.estimate:plan_calls",
     stage_views={"contribution": "panel_cli.view.delphi:contribution_stage"},
     options=(
         MEMBERS,

@@ -6,9 +6,6 @@ from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, t
 PROTOCOL = ProtocolSpec(
     name="ensemble",
     summary="One prompt to every member at once, no peer review; the mode decides what comes back.",
-    engine="panel_cli.protocols.ensemble.engine:ensemble",
-    rules="panel_cli.protocols.ensemble.engine:RULES",
-    plan="panel_cli.protocols.ensemble.estimate:plan_calls",
     options=(
         MEMBERS,
         CommandOption(

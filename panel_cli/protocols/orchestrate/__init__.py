@@ -8,9 +8,6 @@ PROTOCOL = ProtocolSpec(
     name="orchestrate",
     summary="A planner splits the question into subtasks for specialised workers; each runs as soon as its "
     "dependencies are done; a chairman writes the answer.",
-    engine="panel_cli.protocols.orchestrate.engine:orchestrate",
-    rules="panel_cli.protocols.orchestrate.engine:RULES",
-    plan="panel_cli.protocols.orchestrate.estimate:plan_calls",
     source="panel_cli.protocols.orchestrate.team:panel_for_command",
     stage_views={"subtasks": "panel_cli.view.orchestrate:task_stage"},
     options=(

@@ -8,9 +8,6 @@ PROTOCOL = ProtocolSpec(
     summary="Workers deliver their own tasks; a critic approves or sends them back with feedback; "
     "a chairman consolidates.",
     description="Needs a panel file: each worker's task and the critic are declared there (no --members).",
-    engine="panel_cli.protocols.supervise.engine:supervise",
-    rules="panel_cli.protocols.supervise.engine:RULES",
-    plan="panel_cli.protocols.supervise.estimate:plan_calls",
     stage_views={"critique": "panel_cli.view.supervise:critique_stage"},
     source=PanelSource.FILE,
     options=(

@@ -61,8 +61,5 @@ LEADER = CommandOption(
 PROTOCOL = ProtocolSpec(
     name="vote",
     summary="Every member votes on fixed options; the ballots are counted by the method, against the quorum.",
-    engine="panel_cli.protocols.vote.engine:vote",
-    rules="panel_cli.protocols.vote.engine:RULES",
-    plan="panel_cli.protocols.vote.estimate:plan_calls",
     options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
 )
