@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from panel_cli.errors import ConfigError, UserError
-from panel_cli.llm.aliases import check_api_base, resolve_model
+from panel_cli.llm.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
 from panel_cli.llm.catalog import UnknownModel, qualify_model
 from panel_cli.llm.demo import PERSONAS, is_persona
 from panel_cli.located_yaml import (
@@ -112,7 +112,9 @@ class ToolServer(Strict):
         """A password in the URL would be shown and stored; a token goes in a header instead."""
         try:
             return check_api_base(url)
-        except ValueError:
+        except ValueError as exc:
+            if str(exc) != CREDENTIALS_IN_URL:
+                raise
             raise ValueError(
                 "a user or password in the URL is not supported; send a token in 'headers' (Authorization: Bearer ${TOKEN})"
             ) from None

@@ -10,9 +10,9 @@ a broken user alias file only matters to a panel that uses a short name.
 from __future__ import annotations
 
 import os
-import re
 from functools import cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -24,13 +24,21 @@ CREDENTIALS_IN_URL = "a user or password in the URL is not supported; put the ke
 
 
 def check_api_base(url: str | None) -> str | None:
-    """Refuse `http://user:pass@host`: the URL is shown, stored and sent in error reports,
-    so a password in it would leak. The message never repeats the URL."""
+    """Refuse a user or password in the URL (`http://user:pass@host`): the URL is shown,
+    stored and sent in error reports, so a password in it would leak. The URL is read as the
+    HTTP client will read it (the URL library), so a password cannot hide: a `/`, `?` or `#`
+    in it ends the authority early and leaves a port that is no number, and a URL without a
+    scheme (`//user:pass@host`, `user:pass@host`) is read as the authority it starts with.
+    The message never repeats the URL."""
     if url is None:
         return None
-    rest = url.split("://", 1)[1] if "://" in url else url
-    if "@" in re.split(r"[/?#]", rest, maxsplit=1)[0]:
+    parts = urlsplit(url if "://" in url or url.startswith("//") else f"//{url}")
+    if "@" in parts.netloc:
         raise ValueError(CREDENTIALS_IN_URL)
+    try:
+        parts.port  # noqa: B018  # urllib checks the port only when it is read
+    except ValueError:
+        raise ValueError(CREDENTIALS_IN_URL if "@" in url else "the port in the URL is not a number") from None
     return url
 
 
