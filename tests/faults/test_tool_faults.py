@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from panel_cli.errors import UserError
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.council.engine import council
 from panel_cli.tools.calls import RESULT_CHARS
 from tests.fakes.openai_server import RecordedRequest, reply, reply_json, tool_calls, tool_responder
-from tests.tools.conftest import ROOT, answer_once, tool_messages, tool_panel, user_text
+from tests.tools.conftest import ROOT, answer_once, fixture_server, tool_messages, tool_panel, user_text
 from tests.tools.conftest import run_with_tools as run_with_tools  # the fixture, for this folder
 from tests.tools.test_processes import GUARD, alive, gone, tool_events, wait_for
 
@@ -184,3 +185,22 @@ def test_a_servers_children_end_when_panel_is_killed(fake_server, tmp_path, gran
         if process.poll() is None:
             process.kill()
     assert gone(child), "the server's child outlived panel"
+
+
+# Tool shadowing: two servers with a `lookup` each have it offered as `fix_lookup` and
+# `shadow_lookup`; a third tool named `fix_lookup` must not take the first one's place.
+SHADOWING_SERVER = Path(__file__).resolve().parents[1] / "tools" / "shadowing_server.py"
+
+
+@pytest.mark.parametrize("uses", [{"a": ["fix", "shadow"]}, {"a": ["fix"], "b": ["shadow"]}])
+async def test_a_tool_named_like_another_servers_tool_stops_the_run_before_any_call(fake_server, run_with_tools, uses):
+    """Names are unique in the run, not only for one member: a tool has one name in every view."""
+    tools = {"fix": fixture_server(), "shadow": {"command": [sys.executable, str(SHADOWING_SERVER)]}}
+    panel = tool_panel(fake_server, ["a", "b"], uses=uses, tools=tools)
+    with pytest.raises(UserError) as caught:
+        await run_with_tools(answer_once, panel)
+    assert caught.value.message == (
+        "Tool servers 'fix' and 'shadow' both have a tool offered as 'fix_lookup' (fix's 'lookup', shadow's "
+        "'fix_lookup'): a tool's name must be unique in a run; rename one of the servers under 'tools:'."
+    )
+    assert fake_server.requests == []
