@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -21,6 +21,12 @@ from panel_cli.located_yaml import parse_yaml, read_config_text
 SHIPPED_ALIASES = Path(__file__).with_name("aliases.yaml")
 
 CREDENTIALS_IN_URL = "a user or password in the URL is not supported; put the key in an environment variable and name it with api_key_env"
+
+
+def split_url(url: str) -> SplitResult:
+    """A URL's parts as the HTTP client reads them; one without a scheme (`localhost:11434`,
+    `//host/v1`) is read as starting with its host, not as a scheme called `localhost`."""
+    return urlsplit(url if "://" in url or url.startswith("//") else f"//{url}")
 
 
 def check_api_base(url: str | None) -> str | None:
@@ -32,7 +38,7 @@ def check_api_base(url: str | None) -> str | None:
     The message never repeats the URL."""
     if url is None:
         return None
-    parts = urlsplit(url if "://" in url or url.startswith("//") else f"//{url}")
+    parts = split_url(url)
     if "@" in parts.netloc:
         raise ValueError(CREDENTIALS_IN_URL)
     try:
