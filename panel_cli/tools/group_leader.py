@@ -38,10 +38,14 @@ class Stop(Exception):
     """Raised by the signal handler: panel asked the server to stop, or is gone."""
 
 
-stopping = False
+# A stop was asked for (once is enough); `armed` once the server is known, so that raising
+# Stop cannot lose it, and again no longer once its group is being ended.
+requested = False
+armed = False
 
 
 def main(argv: list[str]) -> int:
+    global armed
     parent, command = int(argv[0]), argv[1:]
     for signum in STOP_SIGNALS:
         signal.signal(signum, _stop)
@@ -59,20 +63,23 @@ def main(argv: list[str]) -> int:
     _let_go_of_pipes()
     code = 128 + signal.SIGTERM
     try:
-        code = _wait(server, parent)
+        armed = True
+        if not requested:
+            code = _wait(server, parent)
     except Stop:
         pass
     finally:
+        armed = False
         _end_group(server)
     return code
 
 
 def _stop(signum: int, frame: object) -> None:
-    """Stop once: a second signal while the group is being ended changes nothing."""
-    global stopping
-    if not stopping:
-        stopping = True
-        raise Stop
+    global requested
+    if not requested:
+        requested = True
+        if armed:
+            raise Stop
 
 
 def _die_with_parent() -> None:
