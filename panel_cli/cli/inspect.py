@@ -117,7 +117,7 @@ def _beyond_the_providers(panel: Panel) -> list[str]:
     included), each header it sends to a tool server. A panel file is code; this is what to
     read before running someone else's."""
     from panel_cli.llm.aliases import split_url
-    from panel_cli.runs.prepare import keys_sent_elsewhere
+    from panel_cli.llm.key_hosts import keys_sent_elsewhere
     from panel_cli.tools.checks import started
 
     lines: list[str] = []

@@ -28,12 +28,16 @@ import ipaddress
 import json
 import os
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from panel_cli.llm.aliases import split_url
 from panel_cli.llm.catalog import litellm_dir
 from panel_cli.llm.providers import AMBIENT, NOT_SECRET, SAME_KEYS, KeyedMember, credentials, provider_of
+
+if TYPE_CHECKING:
+    from panel_cli.config import Member, Panel
 
 # Each provider's own API hosts; a subdomain of one is the provider's too (an Azure resource,
 # a region of Volcengine's).
@@ -107,6 +111,29 @@ def key_sent_elsewhere(member: KeyedMember) -> KeySent | None:
     if variable is None:
         return None
     return KeySent(member=member.name, provider=provider, variable=variable, host=host, loopback=is_loopback(host))
+
+
+def keys_sent_elsewhere(panel: Panel) -> list[tuple[KeySent, int | None]]:
+    """Each key the panel's members send to a host other than their provider's own, with the
+    line of the panel file that sends it there (None for a panel without a file)."""
+    found: list[tuple[KeySent, int | None]] = []
+    for member in panel.callable_members():
+        sent = key_sent_elsewhere(member)
+        if sent is not None:
+            found.append((sent, panel.line_of((*_member_location(panel, member), "api_base"))))
+    return found
+
+
+def _member_location(panel: Panel, member: Member) -> tuple[Any, ...]:
+    """Where the panel file declares a member: `("members", 2)`, `("critic",)`, `("chairman", 1)`."""
+    for index, candidate in enumerate(panel.members):
+        if candidate is member:
+            return ("members", index)
+    if isinstance(panel.chairman, list):
+        for index, chair in enumerate(panel.chairman):
+            if chair is member:
+                return ("chairman", index)
+    return next(((role,) for role in ("chairman", "critic", "planner") if getattr(panel, role) is member), ())
 
 
 def is_own_host(provider: str, host: str) -> bool:

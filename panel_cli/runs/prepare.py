@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from panel_cli.config import Member, Panel
+from panel_cli.config import Panel
 from panel_cli.errors import MissingKeyError, UserError
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.registry import engine_of
@@ -25,7 +25,6 @@ from panel_cli.runs.loader import GatewayLoader
 
 if TYPE_CHECKING:
     from panel_cli.llm.budget import Budget
-    from panel_cli.llm.key_hosts import KeySent
     from panel_cli.runs.resume import Continuation
 
 KEY_ADVICE = ("Set it, or try the panel offline with --demo.", "Set them, or try the panel offline with --demo.")
@@ -120,22 +119,11 @@ def ready_to_call(loader: GatewayLoader, panel: Panel, *, console: Console, show
     return secrets
 
 
-def keys_sent_elsewhere(panel: Panel) -> list[tuple[KeySent, int | None]]:
-    """Each key the panel's members send to a host other than their provider's own, with the
-    line of the panel file that sends it there (None for a panel without a file)."""
-    from panel_cli.llm.key_hosts import key_sent_elsewhere
-
-    found: list[tuple[KeySent, int | None]] = []
-    for member in panel.callable_members():
-        sent = key_sent_elsewhere(member)
-        if sent is not None:
-            found.append((sent, panel.line_of((*member_location(panel, member), "api_base"))))
-    return found
-
-
 def key_notices(panel: Panel) -> list[str]:
     """One line per key a run sends to a host that is neither this machine nor its provider's
     (members sending one key to one host share a line); the variable is named, never its value."""
+    from panel_cli.llm.key_hosts import keys_sent_elsewhere
+
     grouped: dict[tuple[str, str, str], list[str]] = {}
     for sent, line in keys_sent_elsewhere(panel):
         if not sent.loopback:
@@ -146,18 +134,6 @@ def key_notices(panel: Panel) -> list[str]:
         f"warning: {variable} is sent to {host}, not to {provider}'s own API ({source}{'; '.join(where)})."
         for (variable, host, provider), where in grouped.items()
     ]
-
-
-def member_location(panel: Panel, member: Member) -> tuple[Any, ...]:
-    """Where the panel file declares a member: `("members", 2)`, `("critic",)`, `("chairman", 1)`."""
-    for index, candidate in enumerate(panel.members):
-        if candidate is member:
-            return ("members", index)
-    if isinstance(panel.chairman, list):
-        for index, chair in enumerate(panel.chairman):
-            if chair is member:
-                return ("chairman", index)
-    return next(((role,) for role in ("chairman", "critic", "planner") if getattr(panel, role) is member), ())
 
 
 def run_secrets(panel: Panel) -> list[str]:
