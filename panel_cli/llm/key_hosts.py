@@ -144,10 +144,11 @@ def is_own_host(provider: str, host: str) -> bool:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether a host names this machine: `localhost` (and its subdomains, which resolve to it)
-    or a loopback address, an IPv4 one written as IPv6 included."""
+    """Whether a host names this machine: `localhost` or a loopback address (an IPv4 one
+    written as IPv6 included). Only these spellings count: a name that a resolver may or may
+    not send to this machine (`x.localhost`, `127.1`) is told about, which is the safe side."""
     host = host.lower().rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
+    if host == "localhost":
         return True
     try:
         address = ipaddress.ip_address(host)
