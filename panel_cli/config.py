@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,21 +25,19 @@ from pydantic import (
 )
 
 from panel_cli.errors import ConfigError, UserError
-from panel_cli.llm.aliases import check_api_base, resolve_model
+from panel_cli.llm.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
 from panel_cli.llm.catalog import UnknownModel, qualify_model
 from panel_cli.llm.demo import PERSONAS, is_persona
+from panel_cli.local_files import FileRefused, TextFileRules, read_text_file
 from panel_cli.located_yaml import (
     MAX_FILE_BYTES,
     LocatedError,
-    bad_byte_line,
     clean_loc,
-    decode_utf8,
     describe_error,
     field_name,
     line_for,
     parse_yaml,
     read_config_text,
-    size_text,
     specific_errors,
 )
 
@@ -130,7 +127,9 @@ class ToolServer(Strict):
         """A password in the URL would be shown and stored; a token goes in a header instead."""
         try:
             return check_api_base(url)
-        except ValueError:
+        except ValueError as exc:
+            if str(exc) != CREDENTIALS_IN_URL:
+                raise
             raise ValueError(
                 "a user or password in the URL is not supported; send a token in 'headers' (Authorization: Bearer ${TOKEN})"
             ) from None
@@ -527,41 +526,26 @@ def parse_panel(text: str, file: str = "<panel>", default_name: str = "panel") -
 # Questions -------------------------------------------------------------------------------------
 
 
+QUESTION_FILE = TextFileRules(
+    limit=MAX_FILE_BYTES,
+    too_big="too big for a question",
+    binary="a question is text",
+    not_utf8="save it as UTF-8",
+    not_regular="put the question in a file",
+)
+
+
 def read_question_text(path: Path, *, file: str, line: int | None, base_dir: Path | None = None) -> str:
     """The text of a question file named at `file`, `line` (relative paths resolve against
-    `base_dir`, the panel file's folder). Only a regular file under the size limit is read:
-    a FIFO would block forever and /dev/zero never ends, so the kind is checked with stat
-    before opening, and again on the open file in case it was swapped in between."""
+    `base_dir`, the panel file's folder), refused as an attachment would be
+    (`panel_cli.local_files`)."""
     shown = str(path)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-
-    def refuse(problem: str) -> ConfigError:
-        return ConfigError(file, line, "question_file", f"{shown}: {problem}")
-
-    not_regular = "is not a regular file (a pipe, a device or a socket); put the question in a file"
     try:
-        kind = os.stat(path).st_mode
-        if stat.S_ISDIR(kind):
-            raise refuse("is a folder, not a file")
-        if not stat.S_ISREG(kind):
-            raise refuse(not_regular)
-        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as stream:
-            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
-                raise refuse(not_regular)
-            data = stream.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise refuse("no such file") from None
-    except OSError as exc:
-        raise refuse(f"cannot be read ({exc.strerror})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise refuse(f"is larger than {size_text(MAX_FILE_BYTES)}, too big for a question")
-    try:
-        return decode_utf8(data)
-    except UnicodeDecodeError as exc:
-        raise refuse(
-            f"line {bad_byte_line(data, exc)} is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8"
-        ) from None
+        return read_text_file(path, QUESTION_FILE)
+    except FileRefused as refused:
+        raise ConfigError(file, line, "question_file", f"{shown}: {refused}") from None
 
 
 def read_question_file(panel: Panel, base_dir: Path | None) -> str:

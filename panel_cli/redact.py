@@ -18,6 +18,22 @@ REDACTED = "[redacted]"
 
 # `_KEY` also covers `_API_KEY`.
 SECRET_NAME_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+# The variables litellm reads a provider's credentials from whose names the suffixes miss
+# (every `get_secret_str("…")` of its provider code, as of litellm 1.110). A list shipped
+# here rather than read from litellm's source at run time: commands that never load litellm
+# scrub their output too, and scanning its thousands of files would cost more than that import.
+# `tests/faults/test_secrets.py` reads the installed litellm and fails when it reads a new one.
+LITELLM_SECRET_NAMES = frozenset(
+    {
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "GIGACHAT_CREDENTIALS",
+        "SNOWFLAKE_JWT",
+        "VERTEXAI_CREDENTIALS",
+        "VERTEX_CREDENTIALS",
+        "WATSONX_APIKEY",
+        "WATSONX_ZENAPIKEY",
+    }
+)
 
 # Shorter values are too likely to be ordinary words or numbers that also appear in
 # the text we mean to keep.
@@ -27,25 +43,31 @@ MIN_SECRET_LENGTH = 8
 MIN_KNOWN_SECRET_LENGTH = 4
 
 
+def named_like_a_secret(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret."""
+    upper = name.upper()
+    return upper.endswith(SECRET_NAME_SUFFIXES) or upper in LITELLM_SECRET_NAMES
+
+
 def secret_values(extra_names: Iterable[str] = (), known: Iterable[str] = ()) -> list[str]:
-    """The values worth hiding: variables named like a secret (of a plausible length), plus,
-    however short, the variables named in `extra_names` (a panel's `api_key_env`) and the
-    `known` values (the keys members use, the `${VAR}` values a panel file expanded). A
-    known value that is a plain number is left alone: it is a setting, not a secret. Longest
-    first, so a key that contains another is replaced whole."""
-    extra = set(extra_names)
-    values = {
-        value
-        for name, value in os.environ.items()
-        if name.upper().endswith(SECRET_NAME_SUFFIXES) and len(value) >= MIN_SECRET_LENGTH
+    """The values worth hiding, longest first (so a key that contains another is replaced whole).
+
+    - A variable named like a secret, or named in `extra_names` (a panel's `api_key_env`),
+      holds a secret whatever it looks like, a number included (`DB_PASSWORD=31415926535897`),
+      once it is `MIN_SECRET_LENGTH` long.
+    - The variables in `extra_names` and the `known` values (the keys members use, the
+      `${VAR}` values a panel file expanded) are hidden down to `MIN_KNOWN_SECRET_LENGTH`,
+      unless they are a plain number. A number is left alone there because its name does
+      not call it a secret: a `${VAR}` that expands to a number is a setting (`max_tokens`,
+      a seed, a port), and scrubbing `1024` would take that number out of every answer; a
+      short number named in `extra_names` cannot be told from the numbers in the text."""
+    extra = {os.environ[name] for name in extra_names if name in os.environ}
+    named = {value for name, value in os.environ.items() if named_like_a_secret(name)} | extra
+    short_allowed = extra | set(known)
+    hidden = {value for value in named if len(value) >= MIN_SECRET_LENGTH} | {
+        value for value in short_allowed if len(value) >= MIN_KNOWN_SECRET_LENGTH and not _is_number(value)
     }
-    values |= {os.environ[name] for name in extra if name in os.environ}
-    values |= set(known)
-    return sorted(
-        (value for value in values if len(value) >= MIN_KNOWN_SECRET_LENGTH and not _is_number(value)),
-        key=len,
-        reverse=True,
-    )
+    return sorted(hidden, key=len, reverse=True)
 
 
 def _is_number(value: str) -> bool:

@@ -10,9 +10,9 @@ a broken user alias file only matters to a panel that uses a short name.
 from __future__ import annotations
 
 import os
-import re
 from functools import cache
 from pathlib import Path
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -23,14 +23,28 @@ SHIPPED_ALIASES = Path(__file__).with_name("aliases.yaml")
 CREDENTIALS_IN_URL = "a user or password in the URL is not supported; put the key in an environment variable and name it with api_key_env"
 
 
+def split_url(url: str) -> SplitResult:
+    """A URL's parts as the HTTP client reads them; one without a scheme (`localhost:11434`,
+    `//host/v1`) is read as starting with its host, not as a scheme called `localhost`."""
+    return urlsplit(url if "://" in url or url.startswith("//") else f"//{url}")
+
+
 def check_api_base(url: str | None) -> str | None:
-    """Refuse `http://user:pass@host`: the URL is shown, stored and sent in error reports,
-    so a password in it would leak. The message never repeats the URL."""
+    """Refuse a user or password in the URL (`http://user:pass@host`): the URL is shown,
+    stored and sent in error reports, so a password in it would leak. The URL is read as the
+    HTTP client will read it (the URL library), so a password cannot hide: a `/`, `?` or `#`
+    in it ends the authority early and leaves a port that is no number, and a URL without a
+    scheme (`//user:pass@host`, `user:pass@host`) is read as the authority it starts with.
+    The message never repeats the URL."""
     if url is None:
         return None
-    rest = url.split("://", 1)[1] if "://" in url else url
-    if "@" in re.split(r"[/?#]", rest, maxsplit=1)[0]:
+    parts = split_url(url)
+    if "@" in parts.netloc:
         raise ValueError(CREDENTIALS_IN_URL)
+    try:
+        parts.port  # noqa: B018  # urllib checks the port only when it is read
+    except ValueError:
+        raise ValueError(CREDENTIALS_IN_URL if "@" in url else "the port in the URL is not a number") from None
     return url
 
 

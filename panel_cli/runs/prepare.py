@@ -1,6 +1,7 @@
 """What a run checks and gathers before its first call, in the cheapest order: every missing key
-at once (before litellm has even loaded), the run's secrets, then, once litellm is in, that it
-can route every model; the spending cap; the earlier run a follow-up continues.
+at once (before litellm has even loaded), the run's secrets and the keys it sends to hosts not
+their provider's, then, once litellm is in, that it can route every model; the spending cap;
+the earlier run a follow-up continues.
 """
 
 from __future__ import annotations
@@ -100,14 +101,19 @@ def check_routable(litellm: ModuleType, panel: Panel) -> None:
 def ready_to_call(loader: GatewayLoader, panel: Panel, *, console: Console, show_progress: bool) -> list[str]:
     """The checks every run makes before its first call, in the cheapest order: every missing
     key, then, once litellm has loaded, that it can route every model and the keys of providers
-    our own table does not know. Returns the run's secrets (`run_secrets`). Once per panel. A
-    panel of demo personas alone needs no litellm, and skips its checks."""
+    our own table does not know. Says on stderr, before litellm loads, which keys go to a host
+    that is neither this machine nor their provider's (`key_notices`). Returns the run's
+    secrets (`run_secrets`). Once per panel. A panel of demo personas alone needs no litellm,
+    and skips its checks."""
     from panel_cli.llm.providers import missing_keys_litellm
     from panel_cli.llm.routes import needs_litellm
 
     loader.start(panel)
     check_keys(panel)
     secrets = run_secrets(panel)
+    notices = key_notices(panel)
+    if notices:
+        Console(stderr=True, markup=False, highlight=False, soft_wrap=True).print("\n".join(notices), style="yellow")
     if not needs_litellm(panel.callable_members()):
         return secrets
     litellm = loader.wait(console, show_progress=show_progress)
@@ -116,6 +122,23 @@ def ready_to_call(loader: GatewayLoader, panel: Panel, *, console: Console, show
     if missing:
         raise MissingKeyError(listed(missing, KEY_ADVICE))
     return secrets
+
+
+def key_notices(panel: Panel) -> list[str]:
+    """One line per key a run sends to a host that is neither this machine nor its provider's
+    (members sending one key to one host share a line); the variable is named, never its value."""
+    from panel_cli.llm.key_hosts import keys_sent_elsewhere
+
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for sent, line in keys_sent_elsewhere(panel):
+        if not sent.loopback:
+            where = f"line {line}: member '{sent.member}'" if line is not None else f"member '{sent.member}'"
+            grouped.setdefault((sent.variable, sent.host, sent.provider), []).append(where)
+    source = f"{panel.source_file}, " if panel.source_file else ""
+    return [
+        f"warning: {variable} is sent to {host}, not to {provider}'s own API ({source}{'; '.join(where)})."
+        for (variable, host, provider), where in grouped.items()
+    ]
 
 
 def run_secrets(panel: Panel) -> list[str]:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from panel_cli.errors import UserError
 from panel_cli.tasks import find_task, mark, render_labelled
 
 # A result longer than this is cut (and says so) before the model, the store or a view sees it.
@@ -71,6 +72,30 @@ class ToolSet:
     specs: list[dict[str, Any]] = field(default_factory=list)
     routes: dict[str, ToolRoute] = field(default_factory=dict)
 
+    def of_servers(self, servers: list[str]) -> ToolSet:
+        """Only the tools of these servers, under the names they have in the whole set."""
+        names = [name for name, route in self.routes.items() if route.server in servers]
+        specs = [spec for spec in self.specs if spec["function"]["name"] in names]
+        return ToolSet(specs=specs, routes={name: self.routes[name] for name in names})
+
+
+class ToolNameClash(UserError):
+    """Two tools would be offered under one name, so calls meant for one would reach the other."""
+
+    def __init__(self, name: str, first: ToolRoute, second: ToolRoute) -> None:
+        rule = "a tool's name must be unique in a run"
+        if first.server == second.server:
+            super().__init__(
+                f"Tool server '{first.server}' has two tools offered as '{name}' "
+                f"('{first.tool}', '{second.tool}'): {rule}, so it cannot be used."
+            )
+        else:
+            super().__init__(
+                f"Tool servers '{first.server}' and '{second.server}' both have a tool offered as '{name}' "
+                f"({first.server}'s '{first.tool}', {second.server}'s '{second.tool}'): {rule}; "
+                "rename one of the servers under 'tools:'."
+            )
+
 
 @dataclass(frozen=True)
 class RequestedCall:
@@ -88,7 +113,10 @@ def function_name(name: str) -> str:
 
 def tool_set(listings: dict[str, list[ToolSpec]]) -> ToolSet:
     """Every tool of the given servers (name -> its listing), each offered under its own name,
-    made safe for providers; a name two servers share is prefixed by the server's name."""
+    made safe for providers; a name two servers share is prefixed by the server's name. Raises
+    ToolNameClash when two tools still end with one name (a server's `fix_lookup` beside the
+    `lookup` of a server called `fix`; two names made alike by the provider-safe spelling):
+    silently keeping one would send the other's calls to it."""
     counts: dict[str, int] = {}
     for specs in listings.values():
         for spec in specs:
@@ -98,9 +126,10 @@ def tool_set(listings: dict[str, list[ToolSpec]]) -> ToolSet:
         for spec in specs:
             plain = function_name(spec.name)
             name = plain if counts[plain] == 1 else function_name(f"{server}_{spec.name}")
+            route = ToolRoute(server, spec.name)
             if name in offered.routes:
-                continue
-            offered.routes[name] = ToolRoute(server, spec.name)
+                raise ToolNameClash(name, offered.routes[name], route)
+            offered.routes[name] = route
             parameters = (
                 spec.parameters if spec.parameters.get("type") == "object" else {"type": "object", "properties": {}}
             )

@@ -38,13 +38,19 @@ def tool_findings(panel: Panel) -> list[Finding]:
             raise ConfigError(
                 panel.source_file, panel.line_of(("tools", name, "command")), f"tools.{name}.command", problem
             )
-    named = {name for member in panel.callable_members() for name in member.tools}
+    named = started(panel)
     findings: list[Finding] = [
         (("tools", name), "no member names it, so it is not started") for name in panel.tools if name not in named
     ]
     if named and panel.defaults.tool_budget == 0:
         findings.append((("defaults", "tool_budget"), "is 0, so no member gets tools"))
     return findings
+
+
+def started(panel: Panel) -> list[str]:
+    """The tool servers a run of the panel may start: those some member names."""
+    named = {name for member in panel.callable_members() for name in member.tools}
+    return [name for name in panel.tools if name in named]
 
 
 def tool_settings(panel: Panel) -> list[tuple[str, str]]:

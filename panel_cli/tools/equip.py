@@ -48,6 +48,9 @@ async def equipped(panel: Panel, gateway: Gateway, emit: Emit) -> AsyncIterator[
 
     toolbox = await Toolbox.start(servers)
     try:
+        # One name per tool in the whole run, whichever members are offered it; a clash stops
+        # the run before it says a server started.
+        every_tool = tool_set(toolbox.listings(list(servers)))
         for name, config in servers.items():
             tools = [spec.name for spec in toolbox.servers[name].tools]
             await emit(
@@ -56,7 +59,7 @@ async def equipped(panel: Panel, gateway: Gateway, emit: Emit) -> AsyncIterator[
                 )
             )
         offered = {
-            member.name: tool_set(toolbox.listings(member.tools))
+            member.name: every_tool.of_servers(member.tools)
             for member in panel.callable_members()
             if any(member.name in names for names in users.values())
         }

@@ -1,11 +1,13 @@
 """The MCP servers of one run, through the official MCP SDK (`mcp`).
 
 Each server runs in a task of its own that holds its SDK client open from start to stop, so
-the SDK's own shutdown (close stdin, wait, then end the server's whole process group) runs
-in the task that started it, whatever way the run ends: an answer, an error, Ctrl-C or
-SIGTERM. A started server is in a session of its own, so a Ctrl-C at the terminal reaches
-panel alone, and panel decides when the server stops. Its stderr goes to a temporary file
-(a server must not draw over the live view), whose last line explains a server that fails.
+the SDK's own shutdown (close stdin, wait, then end the server's process group) runs in the
+task that started it, whatever way the run ends: an answer, an error, Ctrl-C or SIGTERM. A
+started server is in a session of its own, so a Ctrl-C at the terminal reaches panel alone,
+and panel decides when the server stops. It runs under `group_leader`, which ends the server's
+children with it, and the whole group when panel dies, even by SIGKILL. Its stderr goes to a
+temporary file (a server must not draw over the live view), whose last line explains a server
+that fails.
 
 Importing this module imports the SDK (half a second): only a run with tools does.
 """
@@ -18,8 +20,10 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 import httpx2
@@ -42,6 +46,7 @@ LIST_PAGES = 20
 STOP_SECONDS = 7.0
 STDERR_TAIL = 4000
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+GROUP_LEADER = Path(__file__).with_name("group_leader.py")
 
 
 def _quiet_sdk_logs() -> None:
@@ -103,7 +108,7 @@ class RunningServer:
         """The SDK transport: the server's process over stdio, or its URL over HTTP."""
         config = self.config
         if config.command is not None:
-            command, *args = command_line(config)
+            command, *args = _led(command_line(config))
             params = StdioServerParameters(command=command, args=args, env=dict(config.env), cwd=config.cwd)
             yield stdio_client(params, errlog=self._log)  # type: ignore[arg-type]  # a file with a fileno, as the SDK needs
         else:
@@ -219,6 +224,15 @@ class Toolbox:
     async def aclose(self) -> None:
         """Stop every server at once (each stop is bounded by the SDK's own limits)."""
         await asyncio.gather(*(server.stop() for server in self.servers.values()), return_exceptions=True)
+
+
+def _led(command: list[str]) -> list[str]:
+    """The command as panel starts it: on POSIX under `group_leader`, which ends the server's
+    whole process group when the server ends, when the SDK stops it, or when panel dies (the
+    SDK's Windows job object already ends the whole tree there)."""
+    if os.name != "posix":
+        return command
+    return [sys.executable, "-I", "-S", str(GROUP_LEADER), str(os.getpid()), *command]
 
 
 async def _listing(client: Client) -> list[ToolSpec]:

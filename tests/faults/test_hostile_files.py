@@ -122,3 +122,43 @@ def test_question_and_question_file_together(tmp_path):
     assert refused(tmp_path, "p.yaml", MEMBERS + "question: Why?\nquestion_file: q.md\n") == (
         "p.yaml, line 7: question_file: give 'question' or 'question_file', not both."
     )
+
+
+# Local files a panel file names: a question file gets the refusals an attachment gets, and
+# neither may come from /proc or /sys, which hold the system's state (every variable, keys
+# included, in /proc/self/environ), not text to send to the models.
+SYSTEM_FILE = "is under /proc or /sys, the system's own state, not a file to send to the models"
+
+
+@pytest.mark.parametrize("path", ["/proc/self/environ", "/proc/self/status", "/proc/version", "/sys/kernel/osrelease"])
+def test_a_question_file_under_proc_or_sys(tmp_path, path):
+    if not Path(path).exists():
+        pytest.skip(f"no {path} here")
+    assert refused(tmp_path, "p.yaml", MEMBERS + f"question_file: {path}\n") == (
+        f"p.yaml, line 6: question_file: {path}: {SYSTEM_FILE}."
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="no /proc here")
+def test_a_question_file_that_links_into_proc(tmp_path):
+    (tmp_path / "q.md").symlink_to("/proc/self/environ")
+    assert refused(tmp_path, "p.yaml", MEMBERS + "question_file: q.md\n") == (
+        f"p.yaml, line 6: question_file: q.md: {SYSTEM_FILE}."
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no /proc here")
+@pytest.mark.parametrize("entry", ["/proc/self/status", "status.md"])
+def test_an_attachment_under_proc(tmp_path, entry):
+    (tmp_path / "status.md").symlink_to("/proc/self/status")
+    shown = entry if entry.startswith("/") else str(tmp_path / entry)
+    assert refused(tmp_path, "p.yaml", MEMBERS + f"question: Why?\nattach: [{entry}]\n") == (
+        f"p.yaml, line 7: attach: {shown}: {SYSTEM_FILE}."
+    )
+
+
+def test_a_question_file_with_a_nul_byte(tmp_path):
+    (tmp_path / "q.md").write_bytes(b"What is\x00this?\n")
+    assert refused(tmp_path, "p.yaml", MEMBERS + "question_file: q.md\n") == (
+        "p.yaml, line 6: question_file: q.md: is a binary file; a question is text."
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,8 @@ from panel_cli.events import (
     StageStarted,
     WarningRaised,
 )
+from panel_cli.llm.catalog import litellm_dir
+from panel_cli.redact import named_like_a_secret, secret_values
 from panel_cli.view.live import LiveView
 from tests.fakes.openai_server import error, responder
 
@@ -120,3 +123,88 @@ def test_the_values_a_panel_file_expanded_are_redacted(fake_server, tmp_path, mo
     assert any(persona in json.dumps(request.messages) for request in fake_server.requests), "the model got it"
     assert persona not in outcome.stdout
     assert persona.encode() not in stored_bytes(tmp_path)
+
+
+# Secrets the name rule missed: litellm's key variables without a `_KEY` suffix, and a secret
+# that is a number. Each must stay out of stdout, `--json`, every export, the store and batch.
+WATSONX_KEY = "wx-Zt8Kq2Lm4Np6Rs"
+DB_PASSWORD = "31415926535897"
+
+
+def leaky_reply(_request) -> str:
+    return f"The environment holds {WATSONX_KEY} and {DB_PASSWORD}."
+
+
+@pytest.fixture
+def missed_secrets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.setenv("WATSONX_APIKEY", WATSONX_KEY)
+    monkeypatch.setenv("DB_PASSWORD", DB_PASSWORD)
+    return [WATSONX_KEY, DB_PASSWORD]
+
+
+def assert_hidden(text: str, secrets: list[str], where: str) -> None:
+    assert "[redacted]" in text, f"{where}: nothing was scrubbed"
+    for secret in secrets:
+        assert secret not in text, f"{where}: {secret} leaked"
+
+
+def test_litellm_keys_without_a_key_suffix_and_numeric_secrets_reach_no_output(missed_secrets, fake_server, tmp_path):
+    fake_server.default(responder(leaky_reply))
+    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"])
+    db = str(tmp_path / "runs.db")
+
+    plain = runner.invoke(app, ["confer", str(file), "--quiet", "--db", db])
+    assert plain.exit_code == 0, plain.output
+    assert_hidden(plain.stdout, missed_secrets, "stdout")
+    as_json = runner.invoke(app, ["confer", str(file), "--json", "--db", db])
+    assert as_json.exit_code == 0, as_json.output
+    assert_hidden(as_json.stdout, missed_secrets, "--json")
+    run_id = json.loads(as_json.stdout)["run_id"]
+    for form in ("md", "json", "html"):
+        exported = tmp_path / f"run.{form}"
+        outcome = runner.invoke(app, ["history", "export", run_id, "-f", form, "-o", str(exported), "--db", db])
+        assert outcome.exit_code == 0, outcome.output
+        assert_hidden(exported.read_text(), missed_secrets, f"the {form} export")
+    (tmp_path / "questions.txt").write_text("one?\ntwo?\n")
+    results = tmp_path / "results.jsonl"
+    batch = runner.invoke(
+        app,
+        ["batch", str(file), "--questions", str(tmp_path / "questions.txt"), "-o", str(results), "--quiet", "--db", db],
+    )
+    assert batch.exit_code == 0, batch.output
+    assert_hidden(results.read_text(), missed_secrets, "batch JSONL")
+    stored = stored_bytes(tmp_path)
+    assert all(secret.encode() not in stored for secret in missed_secrets), "the store kept a secret"
+
+
+# A name in litellm's code that holds a credential, unless it names where one is (a file, a
+# folder, a URL, an endpoint) or who one is (an id).
+CREDENTIAL_WORD = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS|JWT")
+NOT_A_CREDENTIAL = re.compile(r"_(FILE|DIR|URL|BASE|HOST|ID)$|^GOOGLE_APPLICATION_CREDENTIALS$")
+READ_FROM_ENV = re.compile(
+    r"""(?:get_secret(?:_str|_bool)?\(\s*(?:secret_name=)?|os\.environ\.get\(\s*|os\.getenv\(\s*|os\.environ\[\s*)"([A-Z][A-Z0-9_]+)\""""
+)
+
+
+def test_every_key_variable_litellm_reads_is_redacted():
+    """The shipped list (`LITELLM_SECRET_NAMES`) checked against the installed litellm: every
+    variable its provider code reads a credential from is named like a secret or listed."""
+    root = litellm_dir()
+    assert root is not None
+    sources = [root / "main.py", root / "utils.py", *(root / "llms").rglob("*.py")]
+    names = {name for path in sources for name in READ_FROM_ENV.findall(path.read_text(encoding="utf-8"))}
+    assert {"OPENAI_API_KEY", "WATSONX_APIKEY"} <= names, "litellm's code is not where this test reads it"
+    credentials = {name for name in names if CREDENTIAL_WORD.search(name) and not NOT_A_CREDENTIAL.search(name)}
+    assert sorted(name for name in credentials if not named_like_a_secret(name)) == []
+
+
+def test_a_number_is_hidden_when_its_name_calls_it_a_secret_and_left_alone_when_it_is_a_setting(monkeypatch):
+    monkeypatch.setenv("DB_PASSWORD", "31415926535897")
+    monkeypatch.setenv("PIN_FOR_PROXY", "27182818")
+    monkeypatch.setenv("SHORT_PIN", "2718")
+    values = secret_values(extra_names=["PIN_FOR_PROXY", "SHORT_PIN"], known=["1024", "20240101", "zq-9x"])
+    assert "31415926535897" in values, "a number named like a secret"
+    assert "27182818" in values, "a long number a member sends as its key"
+    assert "zq-9x" in values, "a short known value that is not a number"
+    assert "2718" not in values and "1024" not in values, "a short number cannot be told from the text's numbers"
+    assert "20240101" not in values, "a `${VAR}` that expanded to a number is a setting"

@@ -5,14 +5,26 @@ The fixture MCP server's `echo` returns what the model asks it to, as a compromi
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import pytest
+
+from panel_cli.errors import UserError
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.council.engine import council
 from panel_cli.tools.calls import RESULT_CHARS
-from tests.fakes.openai_server import RecordedRequest, reply_json, tool_calls, tool_responder
-from tests.tools.conftest import answer_once, tool_messages, tool_panel, user_text
+from tests.fakes.openai_server import RecordedRequest, reply, reply_json, tool_calls, tool_responder
+from tests.tools.conftest import ROOT, answer_once, fixture_server, tool_messages, tool_panel, user_text
 from tests.tools.conftest import run_with_tools as run_with_tools  # the fixture, for this folder
+from tests.tools.test_processes import GUARD, alive, gone, tool_events, wait_for
 
 TAG = re.compile(r"\[([0-9a-f]{8})\] ===")
 
@@ -111,3 +123,84 @@ async def test_a_vote_in_a_tool_result_never_counts(fake_server, run_with_tools)
     votes = recorder.of("vote_cast")
     assert sorted((v.voter, v.choice, v.confidence) for v in votes) == [("a", "A", 60), ("b", "A", 70)]
     assert result.scores == {"A": 130.0, "B": 0.0}
+
+
+# A stdio server's own children: the SDK ends the server's process group only when the server
+# lingers after its stdin closes, so a server that exits at once left its children running,
+# and a SIGKILL of panel left the server's whole group. The fixture here starts a sleeping child.
+FORKING_SERVER = Path(__file__).resolve().parents[1] / "tools" / "forking_server.py"
+
+
+@pytest.fixture
+def grandchild(tmp_path: Path) -> Iterator[Path]:
+    """The file the forking server writes its child's pid to; the child is killed afterwards
+    whatever the test found, so a failure leaves no sleeper behind."""
+    pidfile = tmp_path / "grandchild.pid"
+    yield pidfile
+    if pidfile.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def forking_server(pidfile: Path) -> dict[str, Any]:
+    return {"command": [sys.executable, str(FORKING_SERVER)], "env": {"GRANDCHILD_PIDFILE": str(pidfile)}}
+
+
+async def test_a_servers_children_end_with_the_run(fake_server, run_with_tools, grandchild):
+    panel = tool_panel(fake_server, ["a"], tools={"fix": forking_server(grandchild)})
+    fake_server.script("a-model", tool_calls(("lookup", {"query": "x"})), reply("done"))
+    result, _ = await run_with_tools(answer_once, panel)
+
+    assert result.final_answer == "done"
+    assert gone(int(grandchild.read_text())), "the server's child outlived the run"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_servers_children_end_when_panel_is_killed(fake_server, tmp_path, grandchild, signum):
+    """SIGKILL gives panel no chance to stop anything: the server's group must end by itself."""
+    panel = tmp_path / "tools.yaml"
+    panel.write_text(
+        "name: killed\nquestion: hold on\nprotocol: confer\n"
+        f"tools:\n  fix:\n    command: [python, {FORKING_SERVER}]\n    env: {{GRANDCHILD_PIDFILE: {grandchild}}}\n"
+        "    timeout: 5m\n"
+        f"members:\n  - name: a\n    model: openai/a-model\n    api_base: {fake_server.url}\n    tools: [fix]\n"
+    )
+    fake_server.script("a-model", tool_calls(("hang", {"query": "forever"})))
+    db = tmp_path / "runs.db"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "panel_cli", "confer", str(panel), "--db", str(db)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        wait_for(lambda: tool_events(db) > 0, process)
+        child = int(grandchild.read_text())
+        assert alive(child)
+        process.send_signal(signum)
+        process.communicate(timeout=GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert gone(child), "the server's child outlived panel"
+
+
+# Tool shadowing: two servers with a `lookup` each have it offered as `fix_lookup` and
+# `shadow_lookup`; a third tool named `fix_lookup` must not take the first one's place.
+SHADOWING_SERVER = Path(__file__).resolve().parents[1] / "tools" / "shadowing_server.py"
+
+
+@pytest.mark.parametrize("uses", [{"a": ["fix", "shadow"]}, {"a": ["fix"], "b": ["shadow"]}])
+async def test_a_tool_named_like_another_servers_tool_stops_the_run_before_any_call(fake_server, run_with_tools, uses):
+    """Names are unique in the run, not only for one member: a tool has one name in every view."""
+    tools = {"fix": fixture_server(), "shadow": {"command": [sys.executable, str(SHADOWING_SERVER)]}}
+    panel = tool_panel(fake_server, ["a", "b"], uses=uses, tools=tools)
+    with pytest.raises(UserError) as caught:
+        await run_with_tools(answer_once, panel)
+    assert caught.value.message == (
+        "Tool servers 'fix' and 'shadow' both have a tool offered as 'fix_lookup' (fix's 'lookup', shadow's "
+        "'fix_lookup'): a tool's name must be unique in a run; rename one of the servers under 'tools:'."
+    )
+    assert fake_server.requests == []

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from panel_cli.llm.aliases import split_url
+from panel_cli.llm.key_hosts import OWN_HOSTS, is_loopback, is_own_host, key_sent_elsewhere
 from panel_cli.llm.providers import (
     AMBIENT,
     PROVIDER_KEYS,
@@ -226,3 +228,97 @@ def test_panel_members_are_checked_as_they_are(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     assert missing_keys(members) == []
     assert keys_in_use(members) == ["k"]
+
+
+# Where a key goes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("member", "env", "sent"),
+    [
+        (M("a", "openai/anything", "http://some-host/"), {"OPENAI_API_KEY": "k"}, ("OPENAI_API_KEY", "some-host")),
+        (M("a", "openai/anything", "http://some-host/"), {}, None),  # the gateway sends a placeholder
+        (M("a", "openai/gpt-4o", "https://api.openai.com/v1"), {"OPENAI_API_KEY": "k"}, None),
+        (
+            M("a", "openai/gpt-4o", "https://api.openai.com.evil.example/v1"),
+            {"OPENAI_API_KEY": "k"},
+            ("OPENAI_API_KEY", "api.openai.com.evil.example"),
+        ),
+        (M("a", "openai/gpt-4o"), {"OPENAI_API_KEY": "k"}, None),
+        (
+            M("c", "anthropic/claude", "https://evil.example"),
+            {"ANTHROPIC_API_KEY": "k"},
+            ("ANTHROPIC_API_KEY", "evil.example"),
+        ),
+        (
+            M("c", "anthropic/claude", "https://evil.example"),
+            {"ANTHROPIC_AUTH_TOKEN": "t"},
+            ("ANTHROPIC_AUTH_TOKEN", "evil.example"),
+        ),
+        (
+            M("p", "openai/x", "https://proxy.example", "MY_PROXY_KEY"),
+            {"MY_PROXY_KEY": "k"},
+            ("MY_PROXY_KEY", "proxy.example"),
+        ),
+        (M("p", "anthropic/claude", None, "MY_PROXY_KEY"), {"MY_PROXY_KEY": "k"}, None),
+        (M("z", "azure/gpt", "https://mine.openai.azure.com"), {"AZURE_API_KEY": "k"}, None),
+        (M("z", "azure/gpt", "https://evil.example"), {"AZURE_API_KEY": "k"}, ("AZURE_API_KEY", "evil.example")),
+        (M("o", "ollama/llama3", "http://gpu-box:11434"), {}, None),
+        (M("o", "ollama/llama3", "http://gpu-box:11434"), {"OLLAMA_API_KEY": "k"}, ("OLLAMA_API_KEY", "gpu-box")),
+        (M("d", "demo/sage", "http://evil.example"), {"OPENAI_API_KEY": "k"}, None),
+    ],
+)
+def test_the_key_a_call_sends_to_a_host_not_its_providers(monkeypatch, member, env, sent) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    found = key_sent_elsewhere(member)
+    assert (None if found is None else (found.variable, found.host)) == sent
+
+
+def test_a_json_configured_providers_own_host_comes_from_litellms_file(monkeypatch) -> None:
+    monkeypatch.setenv("PUBLICAI_API_KEY", "k")
+    assert key_sent_elsewhere(M("p", "publicai/m", "https://api.publicai.co/v1")) is None
+    assert key_sent_elsewhere(M("p", "publicai/m", "https://evil.example/v1")).variable == "PUBLICAI_API_KEY"
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("localhost", True),
+        ("LOCALHOST.", True),
+        ("ollama.localhost", False),
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("localhost.evil.example", False),
+        ("10.0.0.1", False),
+        ("0x7f000001", False),  # resolves to 127.0.0.1, but only plain spellings count: a notice too many is safe
+        ("some-host", False),
+    ],
+)
+def test_loopback_is_this_machine_by_name_or_address(host, loopback) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_every_provider_with_a_known_key_has_its_own_hosts_listed() -> None:
+    assert set(PROVIDER_KEYS) <= set(OWN_HOSTS)
+
+
+def test_the_own_hosts_agree_with_litellms_defaults() -> None:
+    """Where litellm names a provider's default endpoint (`get_llm_provider`), its host is one
+    of ours; every host of ours is one litellm's code names."""
+    import litellm
+
+    from panel_cli.llm.catalog import litellm_dir
+
+    for provider in OWN_HOSTS:
+        default = litellm.get_llm_provider(model=f"{provider}/some-model")[3]
+        if default:
+            assert is_own_host(provider, split_url(default).hostname), (provider, default)
+    root = litellm_dir()
+    source = "\n".join(path.read_text(encoding="utf-8") for path in (root / "llms").rglob("*.py"))
+    for path in ("main.py", "litellm_core_utils/get_llm_provider_logic.py"):
+        source += (root / path).read_text(encoding="utf-8")
+    unnamed = [host for hosts in OWN_HOSTS.values() for host in hosts if host not in source]
+    assert unnamed == []

@@ -13,7 +13,7 @@ from panel_cli.cli.app import app
 from panel_cli.config import load_panel, parse_panel
 from panel_cli.errors import ConfigError
 from panel_cli.protocols.checks import check_panel
-from panel_cli.tools.calls import ToolSpec, tool_set
+from panel_cli.tools.calls import ToolNameClash, ToolSpec, tool_set
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -117,3 +117,21 @@ def test_tool_names_are_made_safe_and_told_apart_when_servers_share_one():
         "web_lookup": ("web", "lookup"),
     }
     assert offered.specs[1]["function"]["parameters"] == {"type": "object", "properties": {}}
+
+
+def test_two_tools_of_one_server_made_alike_by_the_safe_spelling_are_refused():
+    with pytest.raises(ToolNameClash) as caught:
+        tool_set({"notes": [ToolSpec("read.file", "", {}), ToolSpec("read_file", "", {})]})
+    assert caught.value.message == (
+        "Tool server 'notes' has two tools offered as 'notes_read_file' ('read.file', 'read_file'): "
+        "a tool's name must be unique in a run, so it cannot be used."
+    )
+
+
+def test_a_members_tools_keep_the_names_they_have_in_the_run():
+    every = tool_set(
+        {"notes": [ToolSpec("lookup", "", {})], "web": [ToolSpec("lookup", "", {}), ToolSpec("fetch", "", {})]}
+    )
+    mine = every.of_servers(["web"])
+    assert [spec["function"]["name"] for spec in mine.specs] == ["web_lookup", "fetch"]
+    assert {name: route.server for name, route in mine.routes.items()} == {"web_lookup": "web", "fetch": "web"}
