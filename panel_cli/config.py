@@ -28,7 +28,7 @@ from pydantic import (
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.llm.aliases import check_api_base, resolve_model
 from panel_cli.llm.catalog import UnknownModel, qualify_model
-from panel_cli.llm.demo import PERSONAS, is_persona
+from panel_cli.llm.demo import PERSONAS, is_persona, oracle_problem
 from panel_cli.located_yaml import (
     MAX_FILE_BYTES,
     LocatedError,
@@ -189,6 +189,9 @@ class Member(Strict):
     @classmethod
     def _known_persona(cls, model: str) -> str:
         if model.startswith("demo/") and not is_persona(model[5:]):
+            problem = oracle_problem(model[5:])
+            if problem is not None:
+                raise ValueError(problem)
             raise ValueError(f"unknown demo persona '{model[5:]}'; choose one of {', '.join(PERSONAS)}")
         return model
 

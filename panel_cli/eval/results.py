@@ -13,7 +13,7 @@ from panel_cli.eval.datasets import EvalItem
 from panel_cli.eval.grading import Grade
 from panel_cli.eval.stats import ALPHA, mcnemar_exact, wilson_interval
 from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, theory
-from panel_cli.llm.demo import ORACLE_CONFIDENCE, oracle_accuracy
+from panel_cli.llm.demo import OracleSpec, oracle_spec
 from panel_cli.protocols.vote.engine import exact_option, tie_break_of
 from panel_cli.protocols.vote.tally import WEIGHTED_METHODS
 
@@ -201,31 +201,33 @@ NO_CLOSED_FORM = {
 def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) -> Theory | None:
     """The theory line of one system, when everyone it may call is a simulated voter (a real
     model has none); a line without a figure when its rule cannot be computed."""
-    accuracies = [_accuracy(member.model) for member in panel.callable_members()]
-    if not all(p is not None for p in accuracies):
+    specs = [simulated_spec(member.model) for member in panel.callable_members()]
+    if not all(spec is not None for spec in specs):
         return None
-    voters = [p for p in accuracies[: len(panel.members)] if p is not None]
-    rule = _rule(protocol, panel)
+    voters = [spec for spec in specs[: len(panel.members)] if spec is not None]
+    rule = _rule(protocol, panel, voters)
     if rule is None:
         why = NO_CLOSED_FORM.get(protocol, f"{protocol}'s answer is not a count of the voters' beliefs")
         return Theory(rule=protocol, accuracy=None, way="none", note=f"no closed form: {why}")
     if places is None:
         note = "no closed form: some questions have no options, so a wrong simulated answer is no option to count"
         return Theory(rule=rule.describe(), accuracy=None, way="none", note=note)
-    return theory(rule, voters, places)
+    return theory(rule, [spec.p for spec in voters], places)
 
 
-def _accuracy(model: str) -> float | None:
-    return oracle_accuracy(model.removeprefix("demo/")) if model.startswith("demo/") else None
+def simulated_spec(model: str) -> OracleSpec | None:
+    """What a `demo/oracle@p?knobs` member is; None for any other model."""
+    return oracle_spec(model.removeprefix("demo/")) if model.startswith("demo/") else None
 
 
-def _rule(protocol: str, panel: Panel) -> Rule | None:
+def _rule(protocol: str, panel: Panel, voters: Sequence[OracleSpec]) -> Rule | None:
     """The counting rule a protocol applies to simulated voters, as the panel configures it."""
     names = panel.member_names
     if protocol == "ensemble" and panel.mode == "race" and len(names) == 1:
         return Alone(0, names[0])
     if protocol == "confer":
-        return Confer(panel.tally, (float(ORACLE_CONFIDENCE),) * len(names))
+        noise = tuple(spec.noise for spec in voters)
+        return Confer(panel.tally, tuple(spec.reported() for spec in voters), noise if any(noise) else ())
     if protocol == "council":
         return Council(tuple(names), self_review=panel.self_review, shuffle=panel.shuffle, seed=panel.seed)
     if protocol in ("vote", "decide"):

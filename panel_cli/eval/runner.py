@@ -44,6 +44,9 @@ T = TypeVar("T")
 DEFAULT_PROTOCOLS: tuple[ProtocolName, ...] = ("confer", "council", "vote")
 # Protocols that vote on the question's options rather than answer it in words.
 VOTING = frozenset({"vote", "decide"})
+# Protocols told the question's options as the panel's `options`: the voting ones, and confer,
+# whose log-odds weigh a vote over K = the number of options.
+GIVEN_OPTIONS = VOTING | {"confer"}
 DEFAULT_CONCURRENCY = 4
 JUDGE_PREFIX = "judge:"
 
@@ -214,8 +217,8 @@ async def run_eval(
     async def one(system: System, engine: Engine, item: EvalItem) -> ItemResult:
         run_id = new_run_id()
         panel = system.panel
-        if system.protocol in VOTING:
-            panel = panel.model_copy(update={"options": item.options})
+        if system.protocol in GIVEN_OPTIONS:
+            panel = panel.model_copy(update={"options": item.options or []})
         totals = RunTotals()
 
         async def record(event: BaseEvent) -> None:
