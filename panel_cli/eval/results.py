@@ -169,7 +169,7 @@ class EvalSettings(BaseModel):
 
 class EvalResult(BaseModel):
     eval_id: str
-    status: Literal["running", "finished", "interrupted", "failed"] = "finished"
+    status: Literal["running", "stale", "finished", "interrupted", "failed"] = "finished"
     dataset: str
     dataset_sha256: str = ""
     questions: int
