@@ -164,6 +164,7 @@ class EvalSettings(BaseModel):
     limit: int | None = None
     split: float | None = None
     calibrate: str | None = None
+    grader: str | None = Field(default=None, description="--grader as given (None: auto)")
     panel_config: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -179,8 +180,8 @@ class EvalResult(BaseModel):
     seed: int
     concurrency: int
     settings: EvalSettings | None = None
-    systems: list[SystemScore]
-    comparisons: list[Comparison]
+    systems: list[SystemScore] = Field(default_factory=list)
+    comparisons: list[Comparison] = Field(default_factory=list)
     pairs: list[PairComparison] = Field(default_factory=list)
     theory: dict[str, Theory] = Field(
         default_factory=dict, description="system -> its theory line, for the systems whose voters are all simulated"

@@ -476,6 +476,7 @@ def eval_settings(
     *,
     limit: int | None = None,
     calibrate: str | None = None,
+    grader: str | None = None,
 ) -> EvalSettings:
     """What a reader needs to repeat the eval, as the plan says it."""
     panel = plan.panel
@@ -492,6 +493,7 @@ def eval_settings(
         limit=limit,
         split=plan.calibration.share if plan.calibration is not None else None,
         calibrate=calibrate,
+        grader=grader,
         panel_config=redact_obj(panel.model_dump(mode="json", exclude={"weights"}), secrets),
     )
 

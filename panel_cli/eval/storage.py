@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
+from panel_cli.errors import UserError
 from panel_cli.eval.results import EvalResult, ItemResult, summarize
 from panel_cli.store.evals import EvalWriter, StoredEval
 
@@ -37,6 +40,14 @@ class EvalRecording:
 
 
 def stored_result(stored: StoredEval) -> EvalResult:
-    """A stored eval as a result: its summary, questions and items, summarized again."""
+    """A stored eval as a result: its summary, questions and items, summarized again. One
+    this version cannot read (a newer panel's, a damaged row) is refused in one sentence."""
     fields = {**stored.summary, "status": stored.row.status, "asked": stored.questions, "items": stored.items}
-    return summarize(EvalResult.model_validate(fields))
+    try:
+        return summarize(EvalResult.model_validate(fields))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "eval"
+        raise UserError(
+            f"Eval {stored.row.id} cannot be read by this version of panel ({where}: {first['msg']})."
+        ) from None
