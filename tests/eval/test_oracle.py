@@ -367,3 +367,26 @@ async def test_persuadable_oracles_through_confer_reach_the_gold_whenever_one_ho
     }
     assert confer == held
     assert 0 < sum(held.values()) < 40
+
+
+async def test_herding_to_the_shown_plurality_never_changes_confers_answer():
+    """Herders join the most common answer shown, which confer's count already picks (in a tie,
+    the one shown first, which its tie rule picks): on the same questions and seed, confer's
+    grades are the same with and without herding. A cascade needs voters who answer after
+    seeing others' answers; confer's members answer at once."""
+    items = [
+        EvalItem(id=f"q{i}", question=f"Question {i}?", answer=OPTIONS[i % 4], options=list(OPTIONS)) for i in range(40)
+    ]
+
+    async def grades(knobs: str) -> list[bool]:
+        members = [{"name": f"v{i}", "model": f"demo/oracle@0.5{knobs}"} for i in range(1, 6)]
+        panel = Panel.model_validate({"name": "herd", "members": members})
+        plan = plan_eval(panel, Dataset(source="t", items=items), protocols="confer", baseline=None, grader=None)
+        result = await run_eval(plan, store=None, secrets=[], eval_id="herd", seed=9, concurrency=4)
+        return [
+            item.correct for item in sorted(result.items, key=lambda item: item.question_id) if item.system == "confer"
+        ]
+
+    independent = await grades("")
+    assert await grades("?herd=1") == independent
+    assert 0 < sum(independent) < 40
