@@ -28,8 +28,9 @@ from panel_cli.store.connection import connect, damaged_error, database_error, o
 from panel_cli.store.processes import process_alive, this_host
 from panel_cli.store.times import epoch, iso_time
 
+# The item's fields kept as they are, by column; its run id is `graded_run` (not `run_id`: the
+# rows are the eval's, and `history import` copies the tables keyed by a run).
 ITEM_COLUMNS = (
-    "run_id",
     "final_answer",
     "calls",
     "tokens",
@@ -145,15 +146,16 @@ class EvalWriter:
         now = iso_time(time.time())
         with self._transaction():
             self._db.execute(
-                "INSERT OR REPLACE INTO eval_items (eval_id, system, question_id, correct, grade_json, duration, ts, "
+                "INSERT OR REPLACE INTO eval_items (eval_id, system, question_id, graded_run, correct, grade_json, duration, ts, "
                 + ", ".join(ITEM_COLUMNS)
-                + ") VALUES (?, ?, ?, ?, ?, ?, ?, "
+                + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
                 + ", ".join("?" for _ in ITEM_COLUMNS)
                 + ")",
                 (
                     self.eval_id,
                     item["system"],
                     item["question_id"],
+                    item["run_id"],
                     int(bool(grade["correct"])),
                     _json(grade),
                     item["duration_s"],
@@ -318,6 +320,7 @@ def _row(row: sqlite3.Row) -> EvalRow:
 def _item(row: sqlite3.Row) -> dict[str, Any]:
     item: dict[str, Any] = {column: row[column] for column in ITEM_COLUMNS}
     item.update(
+        run_id=row["graded_run"],
         system=row["system"],
         question_id=row["question_id"],
         grade=json.loads(row["grade_json"]),

@@ -337,7 +337,7 @@ def m008_evals(db: sqlite3.Connection) -> None:
     """`panel eval` kept: `evals` has a row per eval, its plan, settings, theory lines and
     calibration as JSON (`summary_json`); `eval_questions` the questions it graded, with their
     gold answers; `eval_items` each question through each system, graded, with its run
-    (`run_id`, as in `runs.id`); `eval_judge_calls` each call a judge made to grade one."""
+    (`graded_run`, as in `runs.id`); `eval_judge_calls` each call a judge made to grade one."""
     db.execute(
         """
         CREATE TABLE evals (
@@ -377,7 +377,7 @@ def m008_evals(db: sqlite3.Connection) -> None:
             eval_id TEXT NOT NULL,
             system TEXT NOT NULL,
             question_id TEXT NOT NULL,
-            run_id TEXT,
+            graded_run TEXT,                     -- runs.id of the run graded
             final_answer TEXT,
             correct INTEGER,
             grade_json TEXT,                     -- how it was graded: method, what it was read as, why

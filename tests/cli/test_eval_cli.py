@@ -415,3 +415,11 @@ def test_an_html_report_names_what_was_measured_and_escapes_every_text(jury, tmp
         assert item["run_id"] in page
     delphi = next(system for system in result["systems"] if system["system"] == "delphi")
     assert delphi["not_measurable"].startswith("delphi's answer is its facilitator's summary")
+
+
+def test_the_root_help_says_what_the_eval_group_says():
+    """`panel --help` lists `eval` without importing it, from a copy of its help."""
+    from panel_cli.cli.app import EVAL_HELP as listed
+    from panel_cli.cli.eval import EVAL_HELP
+
+    assert listed == EVAL_HELP
