@@ -73,7 +73,9 @@ def facts(result: EvalResult) -> list[tuple[str, str]]:
     ]
     if result.dataset_sha256:
         found.append(("dataset sha256", result.dataset_sha256))
-    found += [("graded by", result.grader), ("baseline", f"{result.baseline} answering alone")]
+    found.append(("graded by", result.grader))
+    if any(plan.name == BASELINE for plan in result.plan) or not result.plan:
+        found.append(("baseline", f"{result.baseline} answering alone"))
     settings = result.settings
     if settings is not None:
         if settings.limit is not None:
