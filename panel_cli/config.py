@@ -24,10 +24,10 @@ from pydantic import (
     model_validator,
 )
 
-from panel_cli.errors import ConfigError, UserError
+from panel_cli.errors import ConfigError, ConfigProblem, UserError
 from panel_cli.llm.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
 from panel_cli.llm.catalog import UnknownModel, qualify_model
-from panel_cli.llm.demo import PERSONAS, is_persona
+from panel_cli.llm.demo import PERSONAS, is_persona, oracle_problem
 from panel_cli.local_files import FileRefused, TextFileRules, read_text_file
 from panel_cli.located_yaml import (
     MAX_FILE_BYTES,
@@ -188,6 +188,9 @@ class Member(Strict):
     @classmethod
     def _known_persona(cls, model: str) -> str:
         if model.startswith("demo/") and not is_persona(model[5:]):
+            problem = oracle_problem(model[5:])
+            if problem is not None:
+                raise ValueError(problem)
             raise ValueError(f"unknown demo persona '{model[5:]}'; choose one of {', '.join(PERSONAS)}")
         return model
 
@@ -276,6 +279,9 @@ class Panel(Strict):
     # MCP servers by name, and files whose text every member gets with the question.
     tools: dict[str, ToolServer] = Field(default_factory=dict)
     attach: list[str] = Field(default_factory=list)
+    # `from FILE`: every member's weight from a weights file (`panel eval --calibrate` writes
+    # one), read when the panel file is loaded (`load_panel`), relative to its folder.
+    weights: str | None = None
 
     # Filled by parse_panel; kept by model_copy. A panel built from --members has none.
     _source_file: str | None = PrivateAttr(default=None)
@@ -290,6 +296,13 @@ class Panel(Strict):
         if not is_protocol(name):
             raise ValueError(unknown_protocol(name))
         return name
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_from_a_file(cls, value: str | None) -> str | None:
+        if value is not None and not weights_file(value):
+            raise ValueError("write 'weights: from FILE', naming a weights file (panel eval --calibrate writes one)")
+        return value
 
     @model_validator(mode="after")
     def _check_names(self) -> Panel:
@@ -490,13 +503,65 @@ def load_panel(path: str | Path) -> Panel:
 def _anchored(panel: Panel, folder: Path) -> Panel:
     """Paths in a panel file are relative to the file's folder: attachments and a started
     server's working folder become absolute (a started server runs in that folder unless it
-    names another), so the run's config, and a run resumed from it, find them from anywhere."""
+    names another), so the run's config, and a run resumed from it, find them from anywhere.
+    A weights file is read from there too, its weights given to the members."""
     for server in panel.tools.values():
         if server.command is not None:
             server.cwd = str(folder / server.cwd) if server.cwd else str(folder)
     if panel.attach:
         panel.attach = [str(folder / entry) for entry in panel.attach]
+    if panel.weights is not None:
+        panel = with_weights_file(panel, folder)
     return panel
+
+
+def weights_file(value: str) -> str | None:
+    """The file `weights: from FILE` names; None when the value is not written that way."""
+    head, _, rest = value.strip().partition(" ")
+    return rest.strip() or None if head == "from" else None
+
+
+def with_weights_file(panel: Panel, folder: Path) -> Panel:
+    """The panel with each member's weight from its weights file. Every member needs one and
+    every name in the file must be a member; a member that sets its own `weight` is refused,
+    since two sources for one weight would leave the reader to guess which counts."""
+    from panel_cli.eval.calibration import read_weights
+
+    assert panel.weights is not None
+    named = weights_file(panel.weights) or ""
+    file = panel.source_file or panel.name
+    line = panel.line_of(("weights",))
+    path = Path(named) if Path(named).is_absolute() else folder / named
+    try:
+        weights = read_weights(path, named)
+    except UserError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(file, line, "weights", exc.message.rstrip(".")) from None
+    problems = [
+        ConfigProblem(file, panel.line_of(("members", index, "weight")), f"members[{index}].weight", problem)
+        for index, member in enumerate(panel.members)
+        if "weight" in member.model_fields_set
+        for problem in [f"the weights come from {named} (weights:); leave this one out"]
+    ]
+    missing = [name for name in panel.member_names if name not in weights]
+    strangers = [name for name in weights if name not in panel.member_names]
+    if missing:
+        listed = ", ".join(f"'{name}'" for name in missing)
+        problems.append(ConfigProblem(file, line, "weights", f"{named} gives no weight to {listed}"))
+    if strangers:
+        listed = ", ".join(f"'{name}'" for name in strangers)
+        problems.append(ConfigProblem(file, line, "weights", f"{named} gives a weight to {listed}, not of this panel"))
+    if problems:
+        raise ConfigError.listing(problems)
+    members = []
+    for member in panel.members:
+        weighted = member.model_copy(update={"weight": weights[member.name]})
+        # The panel's `weights` field is what the file set: a protocol that counts no weight
+        # warns about it once, not once per member.
+        weighted.__pydantic_fields_set__.discard("weight")
+        members.append(weighted)
+    return panel.model_copy(update={"members": members})
 
 
 def parse_panel(text: str, file: str = "<panel>", default_name: str = "panel") -> Panel:

@@ -28,7 +28,19 @@ from tests.store.protocol_runs import stored_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-STORE_TABLES = ("runs", "events", "calls", "texts", "tool_calls", "decisions", "retallies")
+STORE_TABLES = (
+    "runs",
+    "events",
+    "calls",
+    "texts",
+    "tool_calls",
+    "decisions",
+    "retallies",
+    "evals",
+    "eval_questions",
+    "eval_items",
+    "eval_judge_calls",
+)
 
 
 def section(text: str, heading: str) -> str:

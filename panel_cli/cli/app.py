@@ -26,7 +26,6 @@ from typer.models import DefaultPlaceholder
 
 from panel_cli.cli import batch as batch_command
 from panel_cli.cli import estimate as estimate_command
-from panel_cli.cli import eval as eval_command
 from panel_cli.cli import init as init_command
 from panel_cli.cli import inspect as inspect_commands
 from panel_cli.cli import resume as resume_command
@@ -35,9 +34,10 @@ from panel_cli.cli.commands import PanelCommand, PanelGroup
 from panel_cli.errors import PanelError
 from panel_cli.exit_status import ExitStatus
 
-# history_app's own help, repeated here so that `panel --help` need not import it;
-# tests/cli/test_app.py checks that the two agree.
+# history_app's and eval_app's own help, repeated here so that `panel --help` need not import
+# them; tests/cli/test_app.py checks that the two agree.
 HISTORY_HELP = "List and inspect the runs kept in the transcript store."
+EVAL_HELP = "Measure the panel against one member alone on questions with known answers, and keep every eval."
 
 
 def adopt(sub_app: typer.Typer) -> None:
@@ -143,6 +143,7 @@ class RootGroup(PanelGroup):
         self.commands = CommandsOnDemand(root_commands, names())
         self.commands.update(registered_on_app)
         self.add_command(LazyGroup("history", "panel_cli.cli.history:history_app", help=HISTORY_HELP))
+        self.add_command(LazyGroup("eval", "panel_cli.cli.eval:eval_app", help=EVAL_HELP))
 
 
 # The top-level commands. Registered here rather than on `app`, since Typer builds every
@@ -190,7 +191,6 @@ root_commands.command("run", cls=PanelCommand, context_settings=run_command.CONT
 root_commands.command("resume", cls=PanelCommand)(resume_command.resume)
 root_commands.command("init", cls=PanelCommand)(init_command.init)
 root_commands.command("batch", cls=PanelCommand)(batch_command.batch)
-root_commands.command("eval", cls=PanelCommand)(eval_command.eval_command)
 
 
 def _say(message: str) -> None:

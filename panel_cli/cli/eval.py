@@ -1,26 +1,55 @@
-"""`panel eval FILE --dataset PATH`: the panel's protocols and one member alone on the same
-questions with gold answers, graded, with accuracy, cost and a paired test of each protocol
-against the member alone. Every question of every system is a real run, stored and tagged."""
+"""`panel eval`: the panel's protocols and one member alone on the same questions with gold
+answers, graded, with accuracy, cost, a paired test of every pair of systems and each system's
+theory line; every eval kept in the store, listed, shown again and resumed.
+
+`panel eval` is a group whose default command is `run`: `panel eval FILE --dataset …` runs an
+eval as it always did (it is `panel eval run FILE --dataset …`), and `panel eval list` and
+`panel eval show ID` read the kept ones. A group with a default reads best: the eval's own
+commands sit under `eval`, and the command people type most keeps its short form (as
+`git stash` is `git stash push`). A panel file called `list`, `show` or `run` is written
+`./list`."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from panel_cli.cli import completion, options
+from panel_cli.cli.commands import PanelGroup
 
 if TYPE_CHECKING:
+    import click
     from rich.console import Console
 
     from panel_cli.eval.results import EvalResult, ItemResult
+    from panel_cli.eval.runner import EvalPlan
 
 # The runner's default too (`panel_cli.eval.runner`), not imported here: `panel --help` stays light.
 DEFAULT_CONCURRENCY = 4
+DEFAULT_COMMAND = "run"
+HELP_FLAGS = ("--help", "-h")
+EVAL_HELP = "Measure the panel against one member alone on questions with known answers, and keep every eval."
 
 
+class EvalGroup(PanelGroup):
+    """`eval`'s commands, `run` when the first word names none of them (`panel eval FILE …`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in HELP_FLAGS):
+            args = [DEFAULT_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(
+    cls=EvalGroup,
+    help=f"{EVAL_HELP} `panel eval FILE --dataset …` is `panel eval run FILE --dataset …`.",
+)
+
+
+@eval_app.command("run")
 def eval_command(
     panel_file: Path | None = options.panel_file_argument(required=False),
     dataset: str | None = typer.Option(
@@ -54,9 +83,30 @@ def eval_command(
     limit: int | None = typer.Option(
         None, "--limit", min=1, metavar="N", help="Only the first N questions of the dataset."
     ),
-    seed: int = typer.Option(0, "--seed", metavar="N", help="Seed of the simulated demo/oracle@p members."),
+    seed: int = typer.Option(
+        0, "--seed", metavar="N", help="Seed of the simulated demo/oracle@p members and of --split."
+    ),
+    calibrate: str | None = typer.Option(
+        None,
+        "--calibrate",
+        metavar="PATH",
+        help="Measure each member alone and write its weight log((K-1)p/(1-p)) to PATH (- prints the YAML), for weights: from PATH.",
+    ),
+    split: float | None = typer.Option(
+        None,
+        "--split",
+        metavar="SHARE",
+        help="With --calibrate: calibrate on this share of the questions (e.g. 0.5), and grade the protocols on the rest.",
+    ),
+    resume: str | None = typer.Option(
+        None, "--resume", metavar="EVAL_ID", help="Go on with a stopped eval: only its questions without a grade run."
+    ),
     report: Path | None = typer.Option(
-        None, "--report", metavar="PATH", help="Also write a Markdown report there.", dir_okay=False
+        None,
+        "--report",
+        metavar="PATH",
+        help="Also write a report there: an HTML page for .html, else Markdown.",
+        dir_okay=False,
     ),
     json_mode: bool = options.JSON,
     db: Path | None = options.DB,
@@ -71,51 +121,194 @@ def eval_command(
     from panel_cli.cli.signals import on_sigterm_exit
     from panel_cli.errors import UserError
 
-    if panel_file is None:
-        raise UserError("Give a panel file: panel eval FILE --dataset builtin:general.")
-    if dataset is None:
-        raise UserError(
-            "--dataset is needed: a JSONL file of questions with answers, or builtin:general (panel eval --list-datasets)."
-        )
+    if resume is not None:
+        given = [
+            name
+            for name, value in _fixed_by_the_eval(
+                panel_file, dataset, baseline, protocols, grader, limit, seed, calibrate, split
+            )
+            if value
+        ]
+        if given:
+            raise UserError(f"--resume goes on with the eval as it was; leave out {', '.join(given)}.")
+    else:
+        if panel_file is None:
+            raise UserError("Give a panel file: panel eval FILE --dataset builtin:general.")
+        if dataset is None:
+            raise UserError(
+                "--dataset is needed: a JSONL file of questions with answers, or builtin:general (panel eval --list-datasets)."
+            )
+    if calibrate == "-" and json_mode:
+        raise UserError("--calibrate - prints the weights on stdout, and so does --json; write the weights to a file.")
+    if report is not None and not report.parent.is_dir():
+        raise UserError(f"--report: the folder {report.parent} does not exist.")
     on_sigterm_exit()
-    import asyncio
-    import json
     import secrets as random_ids
 
-    from panel_cli.cli.signals import run_until_signal
+    from panel_cli.store.paths import resolve_db_path
+
+    db_path = resolve_db_path(db)
+    if resume is not None:
+        plan, eval_id, seed, done, calibration, settings = _resumed(db_path, resume)
+        calibrate = settings.calibrate
+    else:
+        plan, eval_id, settings = _planned(
+            panel_file, dataset, baseline, protocols, grader, limit, seed, calibrate, split, random_ids.token_hex(5)
+        )
+        done, calibration = [], None
+    result = _run(plan, eval_id, seed, concurrency, done, calibration, settings, db_path, json_mode, calibrate == "-")
+    _deliver(result, json_mode=json_mode, report=report, weights_to=calibrate)
+
+
+def _fixed_by_the_eval(*values: Any) -> list[tuple[str, Any]]:
+    names = (
+        "FILE",
+        "--dataset",
+        "--baseline",
+        "--protocols",
+        "--grader",
+        "--limit",
+        "--seed",
+        "--calibrate",
+        "--split",
+    )
+    return [(name, value if name != "--seed" else value != 0) for name, value in zip(names, values, strict=True)]
+
+
+def _planned(
+    panel_file: Path | None,
+    dataset: str | None,
+    baseline: str | None,
+    protocols: str | None,
+    grader: str | None,
+    limit: int | None,
+    seed: int,
+    calibrate: str | None,
+    split: float | None,
+    token: str,
+) -> tuple[EvalPlan, str, Any]:
     from panel_cli.config import load_panel
     from panel_cli.eval.datasets import load_dataset
-    from panel_cli.eval.report import markdown, render
-    from panel_cli.eval.runner import plan_eval, run_eval
-    from panel_cli.redact import redact_obj
-    from panel_cli.runs.loader import GatewayLoader
-    from panel_cli.runs.prepare import ready_to_call, run_budget
-    from panel_cli.store.paths import resolve_db_path
-    from panel_cli.store.subscriber import TranscriptStore
+    from panel_cli.eval.runner import plan_eval
 
+    assert panel_file is not None and dataset is not None
     panel = load_panel(panel_file)
-    loader = GatewayLoader()
     data = load_dataset(dataset)
     if limit is not None:
         data = data.model_copy(update={"items": data.items[:limit]})
-    plan = plan_eval(panel, data, protocols=protocols, baseline=baseline, grader=grader)
-    if report is not None and not report.parent.is_dir():
-        raise UserError(f"--report: the folder {report.parent} does not exist.")
-    console = Console()
-    progress_console = Console(stderr=True) if json_mode else console
+    plan = plan_eval(
+        panel,
+        data,
+        protocols=protocols,
+        baseline=baseline,
+        grader=grader,
+        calibrate=calibrate is not None,
+        split=split,
+        seed=seed,
+    )
+    eval_id = "e" + token
+    return plan, eval_id, _settings(plan, limit=limit, calibrate=calibrate, grader=grader)
+
+
+def _settings(plan: EvalPlan, *, limit: int | None, calibrate: str | None, grader: str | None) -> Any:
+    from panel_cli.eval.runner import eval_settings
+    from panel_cli.redact import secret_values
+
+    secrets = [*secret_values(), *plan.panel.expanded_values]
+    return eval_settings(plan, secrets, limit=limit, calibrate=calibrate, grader=grader)
+
+
+def _resumed(db_path: Path, prefix: str) -> tuple[EvalPlan, str, int, list[ItemResult], Any, Any]:
+    """The stored eval's plan, rebuilt from what it kept, and the items it already has (an
+    item whose run failed outright is run again)."""
+    import json
+
+    from pydantic import ValidationError
+
+    from panel_cli.config import Panel
+    from panel_cli.errors import UserError
+    from panel_cli.eval.datasets import Dataset
+    from panel_cli.eval.runner import plan_eval
+    from panel_cli.eval.storage import stored_result
+    from panel_cli.redact import REDACTED
+    from panel_cli.store.evals import EvalReader
+
+    with EvalReader.open(db_path) as reader:
+        stored = reader.get(prefix)
+    result = stored_result(stored)
+    eval_id = result.eval_id
+    if result.status == "finished":
+        raise UserError(f"Eval {eval_id} is finished; panel eval show {eval_id} shows it.")
+    if result.status == "running":
+        raise UserError(f"Eval {eval_id} is still running in another panel process; resume it once that has stopped.")
+    settings = result.settings
+    if settings is None or REDACTED in json.dumps(settings.panel_config, ensure_ascii=False):
+        raise UserError(
+            f"Eval {eval_id} cannot be resumed: its panel held a secret the store keeps only as {REDACTED}; run it again."
+        )
+    try:
+        panel = Panel.model_validate(settings.panel_config)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(
+            f"Eval {eval_id} cannot be resumed: its stored panel is not valid for this version of panel "
+            f"({'.'.join(str(part) for part in first['loc'])}: {first['msg']}); run it again."
+        ) from None
+    data = Dataset(source=result.dataset, items=result.asked, sha256=result.dataset_sha256)
+    plan = plan_eval(
+        panel,
+        data,
+        protocols=",".join(settings.protocols) if settings.protocols else None,
+        baseline=result.baseline,
+        grader=settings.grader,
+        calibrate=settings.calibrate is not None,
+        split=settings.split,
+        seed=result.seed,
+    )
+    done = [item for item in result.items if item.error is None]
+    _say(f"eval {eval_id}: resuming; {len(done)} graded item{'s' if len(done) != 1 else ''} kept.")
+    return plan, eval_id, result.seed, done, result.calibration, settings
+
+
+def _run(
+    plan: EvalPlan,
+    eval_id: str,
+    seed: int,
+    concurrency: int,
+    done: list[ItemResult],
+    calibration: Any,
+    settings: Any,
+    db_path: Path,
+    json_mode: bool,
+    weights_on_stdout: bool,
+) -> EvalResult:
+    import asyncio
+
+    from rich.console import Console
+
+    from panel_cli.cli.signals import run_until_signal
+    from panel_cli.eval.runner import run_eval
+    from panel_cli.eval.storage import EvalRecording
+    from panel_cli.runs.loader import GatewayLoader
+    from panel_cli.runs.prepare import ready_to_call, run_budget
+    from panel_cli.store.evals import EvalWriter
+    from panel_cli.store.subscriber import TranscriptStore
+
+    loader = GatewayLoader()
+    progress_console = Console(stderr=True) if json_mode or weights_on_stdout else Console()
     secrets = ready_to_call(loader, plan.called, console=progress_console, show_progress=progress_console.is_terminal)
-    run_budget(
-        plan.called, allow_flag=False
-    )  # a cost cap over a member of unknown price stops the eval here, not each run
-    db_path = resolve_db_path(db)
-    eval_id = "e" + random_ids.token_hex(5)
+    # A cost cap over a member of unknown price stops the eval here, not each run.
+    run_budget(plan.called, allow_flag=False)
     progress = EvalBar(progress_console) if progress_console.is_terminal else PlainProgress()
+    systems = [*(plan.calibration.systems if plan.calibration is not None else []), *plan.systems]
     _say(
-        f"eval {eval_id}: {len(data.items)} questions × {len(plan.systems)} systems ({', '.join(s.name for s in plan.systems)}), {concurrency} at a time."
+        f"eval {eval_id}: {len(plan.dataset.items)} questions × {len(systems)} systems "
+        f"({', '.join(system.name for system in systems)}), {concurrency} at a time."
     )
 
     async def run() -> EvalResult:
         store = await TranscriptStore.open(db_path)
+        writer = EvalWriter.open(db_path, eval_id)
         try:
             return await run_eval(
                 plan,
@@ -125,29 +318,153 @@ def eval_command(
                 seed=seed,
                 concurrency=concurrency,
                 progress=progress,
+                recorder=EvalRecording(writer),
+                done=done,
+                calibration=calibration,
+                settings=settings,
             )
         except asyncio.CancelledError:
             progress.close()
-            _say(f"eval {eval_id} stopped; the runs that finished are stored, tagged eval {eval_id}.")
+            _say(f"eval {eval_id} stopped; what was graded is kept: panel eval --resume {eval_id} goes on.")
             raise
         finally:
             progress.close()
+            writer.close()
             await store.close()
 
-    result = run_until_signal(run, "")
-    if report is not None:
+    return run_until_signal(run, "")
+
+
+def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weights_to: str | None) -> None:
+    """The weights file, the report file, then the table (or JSON) on stdout."""
+    import json
+
+    from rich.console import Console
+
+    from panel_cli.errors import UserError
+    from panel_cli.eval.calibration import weights_yaml
+    from panel_cli.eval.report import render
+    from panel_cli.redact import redact_obj, secret_values
+
+    weights_text = weights_yaml(result.calibration) if result.calibration is not None else None
+    if weights_to is not None and weights_to != "-" and weights_text is not None:
         try:
-            report.write_text(markdown(result), encoding="utf-8")
+            Path(weights_to).write_text(weights_text, encoding="utf-8")
         except OSError as exc:
-            raise UserError(f"--report: {report}: cannot be written ({exc.strerror}).") from None
+            raise UserError(f"--calibrate: {weights_to}: cannot be written ({exc.strerror}).") from None
+    if report is not None:
+        _write_report(result, report)
     if json_mode:
         sys.stdout.write(
-            json.dumps(redact_obj(result.model_dump(mode="json"), secrets), indent=2, ensure_ascii=False) + "\n"
+            json.dumps(redact_obj(result.model_dump(mode="json"), secret_values()), indent=2, ensure_ascii=False) + "\n"
         )
+    elif weights_to == "-":
+        Console(stderr=True).print(render(result))
+        if weights_text is not None:
+            sys.stdout.write(weights_text)
     else:
-        console.print(render(result))
+        Console().print(render(result))
+    if weights_to is not None and weights_to != "-" and weights_text is not None:
+        _say(f"weights written to {weights_to}; name it in a panel with weights: from {weights_to}.")
     if report is not None:
         _say(f"report written to {report}.")
+
+
+def _write_report(result: EvalResult, report: Path) -> None:
+    from panel_cli.errors import UserError
+    from panel_cli.eval.report import markdown
+
+    if report.suffix.lower() in (".html", ".htm"):
+        from panel_cli.export.eval_page import render_eval_html
+
+        text = render_eval_html(result)
+    else:
+        text = markdown(result)
+    try:
+        report.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"--report: {report}: cannot be written ({exc.strerror}).") from None
+
+
+@eval_app.command("list")
+def list_command(
+    limit: int = typer.Option(20, "--limit", "-n", min=1, metavar="N", help="How many evals, the latest first."),
+    json_mode: bool = typer.Option(False, "--json", help="Print JSON on stdout instead of a table."),
+    db: Path | None = options.DB,
+) -> None:
+    """List the kept evals, the latest first: status, dataset, questions graded and accuracy so far."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from panel_cli.store.evals import EvalReader
+    from panel_cli.store.paths import resolve_db_path
+
+    with EvalReader.open(resolve_db_path(db)) as reader:
+        rows = reader.list_evals(limit)
+    if json_mode:
+        sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2, ensure_ascii=False) + "\n")
+        return
+    console = Console()
+    if not rows:
+        console.print("No evals yet: panel eval FILE --dataset builtin:general runs one.")
+        return
+    table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+    for column, right in (
+        ("eval", False),
+        ("status", False),
+        ("started", False),
+        ("panel", False),
+        ("dataset", False),
+        ("graded", True),
+        ("right", True),
+    ):
+        table.add_column(column, justify="right" if right else "left", no_wrap=column != "dataset")
+    for row in rows:
+        table.add_row(
+            Text(row.id),
+            Text(row.status),
+            Text(_when(row.started_at)),
+            Text(row.panel),
+            Text(row.dataset),
+            Text(f"{row.items:,}"),
+            Text(f"{row.correct / row.items * 100:.1f}%" if row.items else "–"),
+        )
+    console.print(table)
+
+
+def _when(epoch: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
+
+
+@eval_app.command("show")
+def show_command(
+    eval_id: str = typer.Argument(..., metavar="ID", help="An eval id, or any unique beginning of one."),
+    json_mode: bool = options.JSON,
+    report: Path | None = typer.Option(
+        None,
+        "--report",
+        metavar="PATH",
+        help="Also write a report there: an HTML page for .html, else Markdown.",
+        dir_okay=False,
+    ),
+    db: Path | None = options.DB,
+) -> None:
+    """Show a kept eval as it was reported (an unfinished one as far as it got)."""
+    from panel_cli.errors import UserError
+    from panel_cli.eval.storage import stored_result
+    from panel_cli.store.evals import EvalReader
+    from panel_cli.store.paths import resolve_db_path
+
+    if report is not None and not report.parent.is_dir():
+        raise UserError(f"--report: the folder {report.parent} does not exist.")
+    with EvalReader.open(resolve_db_path(db)) as reader:
+        result = stored_result(reader.get(eval_id))
+    _deliver(result, json_mode=json_mode, report=report, weights_to=None)
 
 
 class EvalBar:

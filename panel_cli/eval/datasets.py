@@ -11,6 +11,7 @@ Built-in datasets live in `panel_cli/datasets/*.jsonl` (package data, so an inst
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -47,10 +48,12 @@ class EvalItem(BaseModel):
 
 
 class Dataset(BaseModel):
-    """A dataset as loaded: where it came from (`builtin:general` or a path) and its rows."""
+    """A dataset as loaded: where it came from (`builtin:general` or a path), the SHA-256 of
+    its text (so a report names exactly which file it was graded on), and its rows."""
 
     source: str
     items: list[EvalItem]
+    sha256: str = ""
 
     @property
     def multiple_choice(self) -> bool:
@@ -98,8 +101,13 @@ def load_dataset(spec: str) -> Dataset:
                 f"--dataset: there is no built-in dataset '{name}'; the built-ins are {', '.join(builtin_names())} (panel eval --list-datasets)."
             )
         text = (_builtin_dir() / f"{name}.jsonl").read_text(encoding="utf-8")
-        return Dataset(source=spec, items=parse_dataset(text, spec))
-    return Dataset(source=spec, items=parse_dataset(_read(Path(spec)), spec))
+    else:
+        text = _read(Path(spec))
+    return Dataset(source=spec, items=parse_dataset(text, spec), sha256=text_sha256(text))
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _read(path: Path) -> str:

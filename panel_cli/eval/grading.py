@@ -248,12 +248,29 @@ def read_verdict(parsed: dict[str, Any] | None, problem: str | None) -> Grade:
     return Grade(correct=correct, method="judge", predicted=parsed["verdict"], reason=reason)
 
 
+class JudgeRecord(BaseModel):
+    """The judge's call as an eval stores it: who judged, what it was asked and what it
+    replied, what it cost; `error` when the call failed."""
+
+    member: str
+    model: str
+    prompt: str
+    reply: str
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    latency: float = 0.0
+    error: str | None = None
+
+
 class JudgeCall(BaseModel):
-    """A judge's grade and what the call cost, kept apart from the protocol it graded."""
+    """A judge's grade and what the call cost, kept apart from the protocol it graded;
+    `record` is the call itself (None when no call was made)."""
 
     grade: Grade
     tokens: int | None = None
     cost: float | None = None
+    record: JudgeRecord | None = None
 
 
 async def judge_answer(
@@ -284,7 +301,19 @@ async def judge_answer(
         if reply.tokens_in is None and reply.tokens_out is None
         else (reply.tokens_in or 0) + (reply.tokens_out or 0)
     )
+    record = JudgeRecord(
+        member=judge.name,
+        model=reply.model or judge.model,
+        prompt=messages[0]["content"],
+        reply=reply.text,
+        tokens_in=reply.tokens_in,
+        tokens_out=reply.tokens_out,
+        cost=reply.cost,
+        latency=reply.latency,
+        error=None if reply.ok else failure_reason(reply.error_kind, reply.error),
+    )
     if not reply.ok:
-        reason = f"the judge's call failed ({failure_reason(reply.error_kind, reply.error)}); graded wrong"
-        return JudgeCall(grade=Grade(correct=False, method="judge", reason=reason), tokens=tokens, cost=reply.cost)
-    return JudgeCall(grade=read_verdict(reply.parsed, reply.parse_error), tokens=tokens, cost=reply.cost)
+        reason = f"the judge's call failed ({record.error}); graded wrong"
+        grade = Grade(correct=False, method="judge", reason=reason)
+        return JudgeCall(grade=grade, tokens=tokens, cost=reply.cost, record=record)
+    return JudgeCall(grade=read_verdict(reply.parsed, reply.parse_error), tokens=tokens, cost=reply.cost, record=record)

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.eval.grading import first_line
-from panel_cli.eval.results import BASELINE, EvalResult, SystemScore
+from panel_cli.eval.results import BASELINE, Departure, EvalResult, ItemResult, SystemScore
 from panel_cli.eval.theory import VOTER_MODEL, Theory
 from panel_cli.export.markdown import cell, table
 from panel_cli.view import fmt
@@ -61,6 +61,64 @@ def cost(score: SystemScore, simulated: str = SIMULATED_COST) -> str:
 
 
 THEORY_INTRO = f"Theory for simulated voters ({VOTER_MODEL}), │ on the bars:"
+NOT_MEASURABLE = "not measurable with simulated voters"
+
+
+def facts(result: EvalResult) -> list[tuple[str, str]]:
+    """What a reader needs to cite the eval, as (name, value): the dataset and its hash, the
+    grader, the method, tally and weights, every model, the versions, the seed."""
+    found = [
+        ("eval", f"{result.eval_id} ({result.status})"),
+        ("dataset", f"{result.dataset}, {result.questions} questions"),
+    ]
+    if result.dataset_sha256:
+        found.append(("dataset sha256", result.dataset_sha256))
+    found.append(("graded by", result.grader))
+    if any(plan.name == BASELINE for plan in result.plan) or not result.plan:
+        found.append(("baseline", f"{result.baseline} answering alone"))
+    settings = result.settings
+    if settings is not None:
+        if settings.limit is not None:
+            found.append(("questions", f"the first {settings.limit} of the dataset (--limit)"))
+        voting = [name for name in settings.protocols if name in ("vote", "decide")]
+        if voting:
+            tie = f", tie_break {settings.tie_break}" if settings.tie_break else ""
+            found.append(("method", f"{settings.method}{tie} ({', '.join(voting)})"))
+        if "confer" in settings.protocols:
+            found.append(("confer tally", settings.tally))
+        if settings.weights and len(set(settings.weights.values())) > 1 or settings.weights_from:
+            weights = ", ".join(f"{name} {weight:.4g}" for name, weight in settings.weights.items())
+            source = f" (from {settings.weights_from})" if settings.weights_from else ""
+            found.append(("weights", weights + source))
+        found.append(("models", ", ".join(f"{name}: {model}" for name, model in settings.models.items())))
+        found.append(("versions", f"panel {settings.panel_version}, litellm {settings.litellm_version}"))
+        if settings.split is not None:
+            found.append(
+                ("split", f"{settings.split:g} of the questions calibrated on, the rest graded (seed {result.seed})")
+            )
+    if result.calibration is not None:
+        calibration = result.calibration
+        weights = ", ".join(f"{entry.member} {entry.weight:.4g}" for entry in calibration.members)
+        found.append(
+            (
+                "calibration",
+                f"{calibration.questions} questions of {calibration.options} options, {calibration.prior}: {weights}",
+            )
+        )
+    found.append(("seed", f"{result.seed} (simulated members), {result.concurrency} questions at a time"))
+    return found
+
+
+def per_correct(score: SystemScore) -> str:
+    """`4.0 calls, $0.002` per correct answer; `–` with none right."""
+    if score.calls_per_correct is None:
+        return "–"
+    money = "simulated" if score.simulated and score.cost is None else fmt.cost(score.cost_per_correct)
+    return f"{score.calls_per_correct:.1f} calls, {money}"
+
+
+def departure_of(result: EvalResult, system: str) -> Departure | None:
+    return next((found for found in result.departures if found.system == system), None)
 
 
 def theory_sentence(label: str, theory: Theory) -> str:
@@ -106,28 +164,44 @@ def render(result: EvalResult) -> RenderableType:
     grid.add_column("calls", justify="right", no_wrap=True)
     grid.add_column("tokens", justify="right", no_wrap=True)
     grid.add_column("cost", justify="right", no_wrap=True)
+    grid.add_column("calls/right", justify="right", no_wrap=True)
     grid.add_column("time", justify="right", no_wrap=True)
     for score in result.systems:
-        accuracy = bar(score, theory_of(result, score))
-        accuracy.append(f" {percent(score.accuracy):>6}")
+        if score.not_measurable is not None:
+            accuracy = Text(NOT_MEASURABLE, style="yellow")
+            interval_cell = Text("")
+        else:
+            accuracy = bar(score, theory_of(result, score))
+            accuracy.append(f" {percent(score.accuracy):>6}")
+            interval_cell = Text(f"{score.ci_low * 100:.0f}–{score.ci_high * 100:.0f}%")
         grid.add_row(
             Text(system_label(result, score)),
             accuracy,
-            Text(f"{score.ci_low * 100:.0f}–{score.ci_high * 100:.0f}%"),
+            interval_cell,
             Text(f"{score.calls:,}"),
             Text(compact_tokens(score.tokens)),
             Text(cost(score, SIMULATED_CELL)),
+            Text(f"{score.calls_per_correct:.1f}" if score.calls_per_correct is not None else "–"),
             Text(fmt.seconds(score.wall_time_s)),
         )
     simulated = any(score.simulated and score.cost is None for score in result.systems)
     lines: list[RenderableType] = [grid, Text(LEGEND + (SIMULATED_LEGEND if simulated else ""), style="dim"), Text("")]
+    if result.status != "finished":
+        lines.append(
+            Text(f"This eval is {result.status}: the figures are for the questions graded so far.", style="yellow")
+        )
+    for score in result.systems:
+        if score.not_measurable is not None:
+            lines.append(Text(f"{score.system}: {NOT_MEASURABLE}, not scored: {score.not_measurable}.", style="yellow"))
     if result.theory:
         lines.append(Text(THEORY_INTRO))
-        lines += [
-            Text(f"  {theory_sentence(system_label(result, score), result.theory[score.system])}")
-            for score in result.systems
-            if score.system in result.theory
-        ]
+        for score in result.systems:
+            if score.system not in result.theory:
+                continue
+            lines.append(Text(f"  {theory_sentence(system_label(result, score), result.theory[score.system])}"))
+            found = departure_of(result, score.system)
+            if found is not None:
+                lines.append(Text(f"    {found.verdict}", style="bold yellow" if found.departs else "dim"))
     for comparison in result.comparisons:
         line = Text(f"{comparison.system}: ", style="bold")
         line.append(
@@ -135,6 +209,9 @@ def render(result: EvalResult) -> RenderableType:
             style="green" if comparison.significant and comparison.only_system > comparison.only_baseline else "",
         )
         lines.append(line)
+    if len(result.pairs) > 1:
+        lines.append(Text("Every pair (McNemar's exact test, Holm-adjusted; 95% CI of the difference, Newcombe):"))
+        lines += [Text(f"  {pair.verdict}", style="green" if pair.significant else "") for pair in result.pairs]
     for score in result.systems:
         unanswered = score.questions - score.answered
         if unanswered:
@@ -154,36 +231,59 @@ def render(result: EvalResult) -> RenderableType:
                 f"Grading by {result.grader}: {tokens:,} tokens, {fmt.cost(sum(known) if known else None)} (not counted above)."
             )
         )
-    lines.append(Text(f"Every run is stored, tagged eval {result.eval_id}.", style="dim"))
+    if result.calibration is not None:
+        weights = ", ".join(f"{entry.member} {entry.weight:.3g}" for entry in result.calibration.members)
+        lines.append(
+            Text(f"Calibrated on {result.calibration.questions} questions ({result.calibration.prior}): {weights}.")
+        )
+    lines.append(
+        Text(
+            f"Every run is stored, tagged eval {result.eval_id}; panel eval show {result.eval_id} shows this again.",
+            style="dim",
+        )
+    )
     return Group(*lines)
 
 
+def answer_read(item: ItemResult) -> str:
+    """What a system answered, as the grade read it."""
+    read = first_line(item.final_answer or "") if item.grade.method == "judge" else item.grade.predicted
+    return read or ("failed" if item.error else "no answer" if item.final_answer is None else "unreadable")
+
+
 def markdown(result: EvalResult) -> str:
-    """The report: the settings, the scores, the comparisons, the theory line, then each
-    question's grade per system (and the judge's reasons, when a judge graded)."""
+    """The report: what was measured and how (to cite it), the scores with each system's
+    theory line, the comparisons and every pair, then each question with its gold answer and
+    every system's answer and run (and the judge's reasons, when a judge graded)."""
     systems = [score.system for score in result.systems]
     parts = [
         f"# Eval of {cell(result.panel)} on {cell(result.dataset)}",
-        "\n".join(
-            [
-                f"- Eval: `{result.eval_id}` ({result.questions} questions; every run is stored, tagged with this id)",
-                f"- Graded by: {cell(result.grader)}",
-                f"- Baseline: {cell(result.baseline)} answering alone",
-                f"- Seed of simulated members: {result.seed}; {result.concurrency} questions at a time",
-            ]
-        ),
+        "\n".join(f"- {name.capitalize()}: {cell(value, 600)}" for name, value in facts(result)),
         "## Scores",
         table(
-            ["system", "accuracy", "95% interval", "answered", "calls", "tokens", "cost", "wall time"],
+            [
+                "system",
+                "accuracy",
+                "95% interval",
+                "theory",
+                "answered",
+                "calls",
+                "tokens",
+                "cost",
+                "per correct",
+                "wall time",
+            ],
             [
                 [
                     cell(system_label(result, score)),
-                    percent(score.accuracy),
-                    interval(score),
+                    NOT_MEASURABLE if score.not_measurable is not None else percent(score.accuracy),
+                    "" if score.not_measurable is not None else interval(score),
+                    theory_cell(result, score),
                     f"{score.answered}/{score.questions}",
                     f"{score.calls:,}",
                     fmt.tokens(score.tokens),
                     cost(score),
+                    per_correct(score),
                     fmt.seconds(score.wall_time_s),
                 ]
                 for score in result.systems
@@ -191,6 +291,14 @@ def markdown(result: EvalResult) -> str:
             numeric={1, 2, 3, 4, 5, 6, 7},
         ),
     ]
+    unscored = [score for score in result.systems if score.not_measurable is not None]
+    if unscored:
+        parts.append(
+            "\n".join(
+                f"- **{cell(score.system)}**: {NOT_MEASURABLE}: {cell(score.not_measurable or '', 400)}."
+                for score in unscored
+            )
+        )
     if result.comparisons:
         parts += ["## Against the baseline (McNemar's exact test, paired by question)"]
         parts += [
@@ -198,31 +306,42 @@ def markdown(result: EvalResult) -> str:
                 f"- **{cell(comparison.system)}**: {cell(comparison.verdict, 400)}" for comparison in result.comparisons
             )
         ]
-    if result.theory:
+    if result.pairs:
         parts += [
-            "## Theory",
-            f"For simulated voters: {VOTER_MODEL}.",
-            "\n".join(
-                f"- {cell(theory_sentence(system_label(result, score), result.theory[score.system]), 600)}"
-                for score in result.systems
-                if score.system in result.theory
+            "## Every pair",
+            "McNemar's exact test on the questions only one of the two got right, its p-value adjusted for every "
+            "pair (Holm); the difference of accuracies with its 95% interval (Newcombe's, for paired data).",
+            table(
+                ["first", "second", "difference", "95% interval", "only first", "only second", "p", "p (Holm)"],
+                [
+                    [
+                        cell(pair.first),
+                        cell(pair.second),
+                        f"{pair.difference * 100:+.1f} pts",
+                        f"{pair.ci_low * 100:+.1f} to {pair.ci_high * 100:+.1f}",
+                        str(pair.only_first),
+                        str(pair.only_second),
+                        f"{pair.p_value:.3g}",
+                        f"{pair.p_holm:.3g}{' *' if pair.significant else ''}",
+                    ]
+                    for pair in result.pairs
+                ],
+                numeric={2, 3, 4, 5, 6, 7},
             ),
         ]
-    by_key = {(item.system, item.question_id): item for item in result.items}
-    questions = list(dict.fromkeys(item.question_id for item in result.items))
-    rows = []
-    for question in questions:
-        row = [cell(question)]
-        for system in systems:
-            item = by_key.get((system, question))
-            if item is None:
-                row.append("")
+    if result.theory:
+        parts += ["## Theory", f"For simulated voters: {VOTER_MODEL}."]
+        lines = []
+        for score in result.systems:
+            if score.system not in result.theory:
                 continue
-            read = first_line(item.final_answer or "") if item.grade.method == "judge" else item.grade.predicted
-            shown = read or ("failed" if item.error else "no answer" if item.final_answer is None else "unreadable")
-            row.append(f"{'✓' if item.correct else '✗'} {cell(shown, 40)}")
-        rows.append(row)
-    parts += ["## Per question", table(["question", *systems], rows)]
+            lines.append(f"- {cell(theory_sentence(system_label(result, score), result.theory[score.system]), 600)}")
+            found = departure_of(result, score.system)
+            if found is not None:
+                mark = "**departs**: " if found.departs else ""
+                lines.append(f"  - {mark}{cell(found.verdict, 600)}")
+        parts.append("\n".join(lines))
+    parts += ["## Per question", per_question(result, systems)]
     judged = [item for item in result.items if item.grade.method == "judge"]
     if judged:
         parts += [
@@ -241,3 +360,30 @@ def markdown(result: EvalResult) -> str:
             ),
         ]
     return "\n\n".join(parts) + "\n"
+
+
+def theory_cell(result: EvalResult, score: SystemScore) -> str:
+    """`91.0%, −3.2 SE`: the system's theory line and how far the measure stands from it."""
+    line = result.theory.get(score.system)
+    if line is None or line.accuracy is None:
+        return ""
+    found = departure_of(result, score.system)
+    apart = f", {found.standard_errors:+.1f} SE{' !' if found.departs else ''}" if found is not None else ""
+    return f"{percent(line.accuracy)}{apart}"
+
+
+def per_question(result: EvalResult, systems: list[str]) -> str:
+    """A row per question: its id, the question, the gold answer, and each system's answer
+    (✓ or ✗) with its run id."""
+    by_key = {(item.system, item.question_id): item for item in result.items}
+    asked = result.asked or []
+    rows = []
+    for question in asked:
+        row = [cell(question.id), cell(question.question, 80), cell(question.answer, 40)]
+        for system in systems:
+            item = by_key.get((system, question.id))
+            row.append(
+                "" if item is None else f"{'✓' if item.correct else '✗'} {cell(answer_read(item), 40)} `{item.run_id}`"
+            )
+        rows.append(row)
+    return table(["id", "question", "gold", *systems], rows)

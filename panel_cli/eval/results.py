@@ -5,15 +5,24 @@ system's theory line when its voters are simulated. Pure: tested by hand, no run
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from panel_cli.config import Panel
+from panel_cli.eval.calibration import Calibration
 from panel_cli.eval.datasets import EvalItem
-from panel_cli.eval.grading import Grade
-from panel_cli.eval.stats import ALPHA, mcnemar_exact, wilson_interval
+from panel_cli.eval.grading import Grade, JudgeRecord
+from panel_cli.eval.stats import (
+    ALPHA,
+    holm,
+    mcnemar_exact,
+    paired_difference_interval,
+    standard_errors_apart,
+    wilson_interval,
+)
 from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, theory
-from panel_cli.llm.demo import ORACLE_CONFIDENCE, oracle_accuracy
+from panel_cli.llm.demo import OracleSpec, oracle_spec
 from panel_cli.protocols.vote.engine import exact_option, tie_break_of
 from panel_cli.protocols.vote.tally import WEIGHTED_METHODS
 
@@ -36,6 +45,7 @@ class ItemResult(BaseModel):
     error: str | None = None
     judge_tokens: int | None = None
     judge_cost: float | None = None
+    judge_call: JudgeRecord | None = None
 
     @property
     def correct(self) -> bool:
@@ -65,6 +75,29 @@ class SystemScore(BaseModel):
     simulated: bool = False
     judge_tokens: int | None = None
     judge_cost: float | None = None
+    calls_per_correct: float | None = Field(
+        default=None, description="calls over correct answers; None with none right"
+    )
+    cost_per_correct: float | None = Field(default=None, description="cost over correct answers; None when unknown")
+    not_measurable: str | None = Field(
+        default=None, description="why simulated voters cannot produce this system's answer: then it is not scored"
+    )
+
+
+class SystemPlan(BaseModel):
+    """A system as planned, before any call: what it is and what its score may mean.
+    `models` is every member it may call, by name; `simulated`: all of them are demo
+    personas; `not_measurable`: why simulated voters cannot produce its answer (it is then
+    run and stored but not scored); `deliberation`: the oracle knobs in play (herd, persuade)."""
+
+    name: str
+    protocol: str
+    members: list[str]
+    models: dict[str, str]
+    simulated: bool = False
+    not_measurable: str | None = None
+    deliberation: str | None = None
+    part: Literal["check", "calibration"] = "check"
 
 
 class Comparison(BaseModel):
@@ -80,21 +113,131 @@ class Comparison(BaseModel):
     verdict: str
 
 
+class PairComparison(BaseModel):
+    """Two systems on the questions both answered: the paired counts, the difference of
+    their accuracies (first − second) with Newcombe's 95% interval, McNemar's exact p-value,
+    and that p-value adjusted for every pair of the eval (Holm), which `significant` reads."""
+
+    first: str
+    second: str
+    questions: int
+    both: int
+    only_first: int
+    only_second: int
+    neither: int
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    p_holm: float
+    significant: bool
+    verdict: str
+
+
+class Departure(BaseModel):
+    """A measured accuracy against its system's theory line: how many standard errors apart
+    (negative: below), whether that is more than `DEPARTS`, and why it may be."""
+
+    system: str
+    theory: float
+    measured: float
+    standard_errors: float
+    departs: bool
+    verdict: str
+
+
+class EvalSettings(BaseModel):
+    """What a reader needs to repeat the eval: the vote method and tie rule, confer's tally,
+    every member's model and weight (and where the weights came from), the versions, and how
+    the questions were chosen (`limit`, `split`). `panel_config` is the panel as it ran
+    (secrets redacted), from which `--resume` rebuilds it."""
+
+    protocols: list[str]
+    method: str
+    tie_break: str | None = None
+    tally: str
+    weights: dict[str, float] = Field(default_factory=dict)
+    weights_from: str | None = None
+    models: dict[str, str] = Field(default_factory=dict)
+    panel_version: str
+    litellm_version: str
+    limit: int | None = None
+    split: float | None = None
+    calibrate: str | None = None
+    grader: str | None = Field(default=None, description="--grader as given (None: auto)")
+    panel_config: dict[str, Any] = Field(default_factory=dict)
+
+
 class EvalResult(BaseModel):
     eval_id: str
+    status: Literal["running", "stale", "finished", "interrupted", "failed"] = "finished"
     dataset: str
+    dataset_sha256: str = ""
     questions: int
     panel: str
     baseline: str
     grader: str
     seed: int
     concurrency: int
-    systems: list[SystemScore]
-    comparisons: list[Comparison]
+    settings: EvalSettings | None = None
+    systems: list[SystemScore] = Field(default_factory=list)
+    comparisons: list[Comparison] = Field(default_factory=list)
+    pairs: list[PairComparison] = Field(default_factory=list)
     theory: dict[str, Theory] = Field(
         default_factory=dict, description="system -> its theory line, for the systems whose voters are all simulated"
     )
+    departures: list[Departure] = Field(default_factory=list)
+    calibration: Calibration | None = None
+    plan: list[SystemPlan] = Field(default_factory=list, description="every system as planned, in order")
+    wall_times: dict[str, float] = Field(default_factory=dict, description="system -> seconds its questions took")
+    asked: list[EvalItem] = Field(default_factory=list, description="the questions graded, with their gold answers")
     items: list[ItemResult]
+
+    def scored(self) -> list[SystemScore]:
+        """The systems that are scored: those whose answer their voters can produce."""
+        return [score for score in self.systems if score.not_measurable is None]
+
+
+def summarize(result: EvalResult) -> EvalResult:
+    """Everything an eval's items decide, computed again from them and its plan: each system's
+    score, the comparisons with the baseline, every pair, and the departures from theory. An
+    interrupted eval summarizes what it has. The pairs are the checked systems' (the members
+    alone, when the eval only calibrated), the systems that are not measurable left out."""
+    by_system: dict[str, list[ItemResult]] = {plan.name: [] for plan in result.plan}
+    for item in result.items:
+        by_system.setdefault(item.system, []).append(item)
+    scores = []
+    for plan in result.plan:
+        score = score_system(
+            plan.name,
+            plan.protocol,
+            plan.members,
+            by_system[plan.name],
+            result.wall_times.get(plan.name, 0.0),
+            simulated=plan.simulated,
+        )
+        scores.append(score.model_copy(update={"not_measurable": plan.not_measurable}))
+    measured = {plan.name for plan in result.plan if plan.not_measurable is None}
+    checked = [plan.name for plan in result.plan if plan.part == "check" and plan.name in measured]
+    paired = checked or [plan.name for plan in result.plan if plan.name in measured]
+    baseline = by_system.get(BASELINE)
+    comparisons = [compare(name, by_system[name], baseline) for name in checked if name != BASELINE] if baseline else []
+    knobs = {plan.name: plan.deliberation for plan in result.plan}
+    departures = [
+        found
+        for score in scores
+        if score.system in result.theory
+        for found in [departure(score, result.theory[score.system], knobs.get(score.system))]
+        if found is not None
+    ]
+    return result.model_copy(
+        update={
+            "systems": scores,
+            "comparisons": comparisons,
+            "pairs": pair_comparisons({name: by_system[name] for name in paired}),
+            "departures": departures,
+        }
+    )
 
 
 def _total(values: Sequence[int | None]) -> int | None:
@@ -118,6 +261,8 @@ def score_system(
 ) -> SystemScore:
     correct = sum(result.correct for result in results)
     low, high = wilson_interval(correct, len(results))
+    cost = _money([result.cost for result in results])
+    calls = sum(result.calls for result in results)
     return SystemScore(
         system=system,
         protocol=protocol,
@@ -129,13 +274,15 @@ def score_system(
         ci_high=high,
         answered=sum(result.final_answer is not None for result in results),
         failed=sum(result.error is not None for result in results),
-        calls=sum(result.calls for result in results),
+        calls=calls,
         tokens=_total([result.tokens for result in results]),
-        cost=_money([result.cost for result in results]),
+        cost=cost,
         wall_time_s=round(wall_time_s, 3),
         simulated=simulated,
         judge_tokens=_total([result.judge_tokens for result in results]),
         judge_cost=_money([result.judge_cost for result in results]),
+        calls_per_correct=calls / correct if correct else None,
+        cost_per_correct=cost / correct if correct and cost is not None else None,
     )
 
 
@@ -201,31 +348,33 @@ NO_CLOSED_FORM = {
 def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) -> Theory | None:
     """The theory line of one system, when everyone it may call is a simulated voter (a real
     model has none); a line without a figure when its rule cannot be computed."""
-    accuracies = [_accuracy(member.model) for member in panel.callable_members()]
-    if not all(p is not None for p in accuracies):
+    specs = [simulated_spec(member.model) for member in panel.callable_members()]
+    if not all(spec is not None for spec in specs):
         return None
-    voters = [p for p in accuracies[: len(panel.members)] if p is not None]
-    rule = _rule(protocol, panel)
+    voters = [spec for spec in specs[: len(panel.members)] if spec is not None]
+    rule = _rule(protocol, panel, voters)
     if rule is None:
         why = NO_CLOSED_FORM.get(protocol, f"{protocol}'s answer is not a count of the voters' beliefs")
         return Theory(rule=protocol, accuracy=None, way="none", note=f"no closed form: {why}")
     if places is None:
         note = "no closed form: some questions have no options, so a wrong simulated answer is no option to count"
         return Theory(rule=rule.describe(), accuracy=None, way="none", note=note)
-    return theory(rule, voters, places)
+    return theory(rule, [spec.p for spec in voters], places)
 
 
-def _accuracy(model: str) -> float | None:
-    return oracle_accuracy(model.removeprefix("demo/")) if model.startswith("demo/") else None
+def simulated_spec(model: str) -> OracleSpec | None:
+    """What a `demo/oracle@p?knobs` member is; None for any other model."""
+    return oracle_spec(model.removeprefix("demo/")) if model.startswith("demo/") else None
 
 
-def _rule(protocol: str, panel: Panel) -> Rule | None:
+def _rule(protocol: str, panel: Panel, voters: Sequence[OracleSpec]) -> Rule | None:
     """The counting rule a protocol applies to simulated voters, as the panel configures it."""
     names = panel.member_names
     if protocol == "ensemble" and panel.mode == "race" and len(names) == 1:
         return Alone(0, names[0])
     if protocol == "confer":
-        return Confer(panel.tally, (float(ORACLE_CONFIDENCE),) * len(names))
+        noise = tuple(spec.noise for spec in voters)
+        return Confer(panel.tally, tuple(spec.reported() for spec in voters), noise if any(noise) else ())
     if protocol == "council":
         return Council(tuple(names), self_review=panel.self_review, shuffle=panel.shuffle, seed=panel.seed)
     if protocol in ("vote", "decide"):
@@ -240,3 +389,145 @@ def _rule(protocol: str, panel: Panel) -> Rule | None:
             leader_name=panel.leader or "",
         )
     return None
+
+
+# Every pair of systems ----------------------------------------------------------------------------
+
+
+def paired_counts(first: Sequence[ItemResult], second: Sequence[ItemResult]) -> tuple[int, int, int, int]:
+    """(both right, only the first, only the second, neither) on the questions both answered."""
+    theirs = {result.question_id: result.correct for result in second}
+    pairs = [(result.correct, theirs[result.question_id]) for result in first if result.question_id in theirs]
+    return (
+        sum(mine and other for mine, other in pairs),
+        sum(mine and not other for mine, other in pairs),
+        sum(other and not mine for mine, other in pairs),
+        sum(not mine and not other for mine, other in pairs),
+    )
+
+
+def pair_comparisons(by_system: dict[str, Sequence[ItemResult]]) -> list[PairComparison]:
+    """Every pair of the systems given (in their order), with Holm's adjustment over all of them."""
+    names = list(by_system)
+    pairs = [(first, second) for index, first in enumerate(names) for second in names[index + 1 :]]
+    counts = [paired_counts(by_system[first], by_system[second]) for first, second in pairs]
+    p_values = [mcnemar_exact(only_first, only_second) for _, only_first, only_second, _ in counts]
+    adjusted = holm(p_values)
+    compared = []
+    for (first, second), (both, only_first, only_second, neither), p, p_holm in zip(
+        pairs, counts, p_values, adjusted, strict=True
+    ):
+        n = both + only_first + only_second + neither
+        low, high = paired_difference_interval(both, only_first, only_second, neither)
+        difference = (only_first - only_second) / n if n else 0.0
+        compared.append(
+            PairComparison(
+                first=first,
+                second=second,
+                questions=n,
+                both=both,
+                only_first=only_first,
+                only_second=only_second,
+                neither=neither,
+                difference=difference,
+                ci_low=low,
+                ci_high=high,
+                p_value=p,
+                p_holm=p_holm,
+                significant=p_holm < ALPHA,
+                verdict=pair_verdict(first, second, difference, (low, high), p_holm, only_first + only_second),
+            )
+        )
+    return compared
+
+
+def pair_verdict(
+    first: str, second: str, difference: float, interval: tuple[float, float], p_holm: float, discordant: int
+) -> str:
+    spread = f"{difference * 100:+.1f} points (95% CI {interval[0] * 100:+.1f} to {interval[1] * 100:+.1f})"
+    if discordant == 0:
+        return f"{first} and {second} were right on exactly the same questions."
+    if p_holm < ALPHA:
+        better, worse = (first, second) if difference > 0 else (second, first)
+        return f"{better} beats {worse}: {first} − {second} = {spread}, significant after Holm ({describe_p(p_holm)})."
+    return f"{first} − {second} = {spread}: could be chance after Holm ({describe_p(p_holm)})."
+
+
+# A measured accuracy against its theory line ---------------------------------------------------------
+
+# How many standard errors from its theory line a measured accuracy may fall before the report
+# says so: by chance alone, about one system in twenty goes past 2.
+DEPARTS = 2.0
+
+
+def departure(score: SystemScore, line: Theory, deliberation: str | None) -> Departure | None:
+    """Where a scored system stands against its own theory line; None without a figure."""
+    if line.accuracy is None or score.questions == 0 or score.not_measurable is not None:
+        return None
+    apart = standard_errors_apart(score.accuracy, line.accuracy, score.questions, line.standard_error)
+    departs = abs(apart) > DEPARTS
+    where = f"{abs(apart):.1f} standard errors {'below' if apart < 0 else 'above'}"
+    figures = f"measured {score.accuracy * 100:.1f}%, theory {line.accuracy * 100:.1f}% for independent voters"
+    if not departs:
+        verdict = f"within {DEPARTS:g} standard errors of its theory line ({figures})."
+    elif deliberation and apart < 0 and "herd" in deliberation:
+        verdict = (
+            f"{where} its theory line ({figures}): its voters herd ({deliberation}), following the answers "
+            "they are shown instead of their own evidence — the cascade."
+        )
+    elif deliberation and apart > 0 and "persuade" in deliberation:
+        verdict = (
+            f"{where} its theory line ({figures}): its voters are persuaded by a right answer when they see "
+            f"one ({deliberation}), which independent voters never are."
+        )
+    elif deliberation:
+        verdict = f"{where} its theory line ({figures}): its voters deliberate ({deliberation})."
+    else:
+        verdict = (
+            f"{where} its theory line ({figures}): independent voters should land within {DEPARTS:g} "
+            "nineteen times in twenty."
+        )
+    return Departure(
+        system=score.system,
+        theory=line.accuracy,
+        measured=score.accuracy,
+        standard_errors=apart,
+        departs=departs,
+        verdict=verdict,
+    )
+
+
+# What simulated voters cannot play ----------------------------------------------------------------
+
+NOT_MEASURABLE = {
+    "delphi": "delphi's answer is its facilitator's summary of the last round; a simulated facilitator could "
+    "only restate one voter's belief, so the figure would measure the simulation, not delphi",
+    "ensemble": "ensemble's answer is a merge or a pick of whole answers (fanout joins them all), not one answer "
+    "the simulated voters give",
+    "supervise": "supervise's answer is a worker's deliverable revised under a critic; simulated voters play "
+    "no worker or critic",
+    "orchestrate": "orchestrate's answer is put together from sub-tasks; simulated voters write no plan or sub-task",
+}
+
+
+def not_measurable(protocol: str, panel: Panel) -> str | None:
+    """Why this system's answer cannot come from its simulated voters (`demo/oracle@p`), or
+    None: it can (confer, council, vote, decide, one member alone), or no member is simulated."""
+    if not any(simulated_spec(member.model) is not None for member in panel.callable_members()):
+        return None
+    if protocol == "ensemble" and panel.mode == "race" and len(panel.members) == 1:
+        return None
+    return NOT_MEASURABLE.get(protocol)
+
+
+def deliberation(panel: Panel) -> str | None:
+    """The deliberation knobs of the panel's simulated members, `herd=0.5 (v1, v2)`; None without."""
+    knobs: dict[str, list[str]] = {}
+    for member in panel.members:
+        spec = simulated_spec(member.model)
+        if spec is not None and spec.deliberates:
+            shown = "&".join(part for part in spec.knobs().split("&") if part.startswith(("herd", "persuade")))
+            knobs.setdefault(shown, []).append(member.name)
+    if not knobs:
+        return None
+    return "; ".join(f"{shown} ({', '.join(names)})" for shown, names in knobs.items())

@@ -18,16 +18,29 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, field, replace
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from panel_cli.config import Member, Panel, ProtocolName
+from panel_cli.config import Member, Panel, ProtocolName, weights_file
 from panel_cli.errors import UserError
+from panel_cli.eval.calibration import Calibration, calibrate, dataset_options, split_items
 from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.eval.grading import JudgeCall, grade, judge_answer
-from panel_cli.eval.results import BASELINE, EvalResult, ItemResult, compare, gold_places, score_system, system_theory
+from panel_cli.eval.results import (
+    BASELINE,
+    EvalResult,
+    EvalSettings,
+    ItemResult,
+    SystemPlan,
+    deliberation,
+    gold_places,
+    not_measurable,
+    summarize,
+    system_theory,
+)
 from panel_cli.eval.theory import Theory
 from panel_cli.events import BaseEvent, Subscriber
 from panel_cli.llm.brief import SimulatedVoter, simulated_voters
@@ -37,13 +50,24 @@ from panel_cli.protocols import registry
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.checks import check_panel
 from panel_cli.protocols.vote.engine import options_block
-from panel_cli.redact import redact
+from panel_cli.redact import redact, redact_obj
 from panel_cli.totals import RunTotals
+
+if TYPE_CHECKING:
+    from panel_cli.llm.gateway import Gateway
+    from panel_cli.runs.execute import SharedCalls
 
 T = TypeVar("T")
 DEFAULT_PROTOCOLS: tuple[ProtocolName, ...] = ("confer", "council", "vote")
 # Protocols that vote on the question's options rather than answer it in words.
 VOTING = frozenset({"vote", "decide"})
+# Protocols told the question's options as the panel's `options`: the voting ones, and confer,
+# whose log-odds weigh a vote over K = the number of options.
+GIVEN_OPTIONS = VOTING | {"confer"}
+# Protocols whose rounds show members the others' answers: where simulated voters deliberate.
+DELIBERATING = frozenset({"confer", "council", "delphi"})
+# A member alone on the calibration questions is the system `alone:NAME`.
+ALONE = "alone:"
 DEFAULT_CONCURRENCY = 4
 JUDGE_PREFIX = "judge:"
 
@@ -53,17 +77,32 @@ SHORT_ANSWER = "Give the answer alone on the first line: a word, a number or a s
 
 @dataclass(frozen=True)
 class System:
-    """What answers the questions: a protocol on the panel, or the baseline member alone."""
+    """What answers the questions: a protocol on the panel, or one member alone (the baseline,
+    or `alone:NAME` measured for calibration). `part`: the questions it answers, the checked
+    ones or those calibrated on."""
 
     name: str
     protocol: ProtocolName
     panel: Panel
+    part: Literal["check", "calibration"] = "check"
+
+
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """`--calibrate`: every member alone on `items`, its weight over `options` options from its
+    count; `held_out` are the questions `--split` keeps for the check (none without it)."""
+
+    items: list[EvalItem]
+    held_out: list[EvalItem]
+    options: int
+    share: float | None
+    systems: list[System]
 
 
 @dataclass(frozen=True)
 class EvalPlan:
     """Everything checked before the first call: the systems (the baseline first), the judge
-    if any, and how the grader is described."""
+    if any, how the grader is described, and the calibration if one is asked for."""
 
     panel: Panel
     dataset: Dataset
@@ -71,6 +110,8 @@ class EvalPlan:
     baseline: Member
     judge: Member | None
     grader: str
+    protocols: list[ProtocolName] = field(default_factory=list)
+    calibration: CalibrationPlan | None = None
 
     @property
     def called(self) -> Panel:
@@ -79,6 +120,18 @@ class EvalPlan:
         if self.judge is None or self.judge in self.panel.members:
             return self.panel
         return self.panel.model_copy(update={"members": [*self.panel.members, self.judge]})
+
+    @property
+    def checked(self) -> list[EvalItem]:
+        """The questions the systems are graded on: all of them, or those held out."""
+        return self.calibration.held_out if self.calibration is not None else self.dataset.items
+
+    def weighted(self, weights: dict[str, float]) -> EvalPlan:
+        """The plan with each member's calibrated weight, for the held-out questions."""
+        members = [member.model_copy(update={"weight": weights[member.name]}) for member in self.panel.members]
+        panel = self.panel.model_copy(update={"members": members})
+        alone = panel.member(self.baseline.name)
+        return replace(self, panel=panel, baseline=alone, systems=check_systems(panel, alone, self.protocols))
 
 
 class EvalProgress(Protocol):
@@ -147,22 +200,60 @@ def baseline_panel(panel: Panel, member: Member) -> Panel:
     return panel.model_copy(update={"members": [member], "protocol": "ensemble", "mode": "race", **roles})
 
 
+def check_systems(panel: Panel, alone: Member, protocols: Sequence[ProtocolName]) -> list[System]:
+    systems = [System(BASELINE, "ensemble", baseline_panel(panel, alone))]
+    systems += [System(protocol, protocol, panel.model_copy(update={"protocol": protocol})) for protocol in protocols]
+    return systems
+
+
 def plan_eval(
-    panel: Panel, dataset: Dataset, *, protocols: str | None, baseline: str | None, grader: str | None
+    panel: Panel,
+    dataset: Dataset,
+    *,
+    protocols: str | None,
+    baseline: str | None,
+    grader: str | None,
+    calibrate: bool = False,
+    split: float | None = None,
+    seed: int = 0,
 ) -> EvalPlan:
-    """Check the whole eval before any call: protocols, baseline, grader, and each protocol's
-    own checks on this panel (a one-member council stops here, not 60 runs later)."""
-    chosen = parse_protocols(protocols, dataset)
+    """Check the whole eval before any call: protocols, baseline, grader, the calibration, and
+    each protocol's own checks on this panel (a one-member council stops here, not 60 runs later)."""
+    if split is not None and not calibrate:
+        raise UserError("--split holds out questions from --calibrate; give --calibrate too.")
+    if calibrate and split is None and protocols is not None:
+        raise UserError(
+            "--calibrate without --split measures the members alone and runs no protocol, so nothing is graded "
+            "on what it was calibrated on; add --split 0.5 to check the weights on held-out questions."
+        )
+    chosen = parse_protocols(protocols, dataset) if not calibrate or split is not None else []
     alone = panel.member(baseline, role="baseline") if baseline else panel.members[0]
     judge, described = parse_grader(grader, panel, dataset)
-    systems = [System(BASELINE, "ensemble", baseline_panel(panel, alone))]
-    for protocol in chosen:
-        runs = panel.model_copy(update={"protocol": protocol})
-        checked = runs.model_copy(update={"options": dataset.items[0].options}) if protocol in VOTING else runs
-        check_panel(checked, protocol)
-        systems.append(System(protocol, protocol, runs))
-    check_panel(systems[0].panel, "ensemble")
-    return EvalPlan(panel=panel, dataset=dataset, systems=systems, baseline=alone, judge=judge, grader=described)
+    systems = check_systems(panel, alone, chosen) if not calibrate or split is not None else []
+    for system in systems:
+        checked = system.panel
+        if system.protocol in VOTING:
+            checked = checked.model_copy(update={"options": dataset.items[0].options})
+        check_panel(checked, system.protocol)
+    calibration = None
+    if calibrate:
+        options = dataset_options(dataset, dataset.source)
+        on, held_out = split_items(dataset.items, split, seed) if split is not None else (dataset.items, [])
+        members = [
+            System(f"{ALONE}{member.name}", "ensemble", baseline_panel(panel, member), part="calibration")
+            for member in panel.members
+        ]
+        calibration = CalibrationPlan(items=on, held_out=held_out, options=options, share=split, systems=members)
+    return EvalPlan(
+        panel=panel,
+        dataset=dataset,
+        systems=systems,
+        baseline=alone,
+        judge=judge,
+        grader=described,
+        protocols=chosen,
+        calibration=calibration,
+    )
 
 
 def question_text(item: EvalItem, protocol: ProtocolName) -> str:
@@ -190,6 +281,20 @@ def voters_for(panel: Panel, item: EvalItem, key: str) -> dict[str, SimulatedVot
     }
 
 
+class EvalRecorder(Protocol):
+    """Where an eval is kept as it runs (`panel_cli.store.evals.EvalWriter`): its plan and
+    settings first, each graded item as it is graded, the plan again when it changes (after
+    calibrating, as each system finishes), and how it ended."""
+
+    def begin(self, result: EvalResult) -> None: ...
+
+    def update(self, result: EvalResult) -> None: ...
+
+    def item(self, item: ItemResult) -> None: ...
+
+    def end(self, status: str) -> None: ...
+
+
 async def run_eval(
     plan: EvalPlan,
     *,
@@ -199,124 +304,290 @@ async def run_eval(
     seed: int = 0,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: EvalProgress | None = None,
+    recorder: EvalRecorder | None = None,
+    done: Sequence[ItemResult] = (),
+    calibration: Calibration | None = None,
+    settings: EvalSettings | None = None,
 ) -> EvalResult:
-    """Run every system on every question, grade, and score. A run that fails outright is
+    """Run every system on its questions, grade, and score: the members alone first when
+    calibrating, then the systems with the calibrated weights. A run that fails outright is
     graded wrong and the eval goes on; Ctrl-C cancels every run in flight (each is stored as
-    interrupted) and ends the eval."""
+    interrupted) and ends the eval, recorded as interrupted. `done` are the items a resumed
+    eval already has (they are kept, not run again), `calibration` its weights if it had them."""
     from panel_cli.protocols.registry import engine_of
-    from panel_cli.runs.execute import SharedCalls, new_run_id, run_panel
-    from panel_cli.runs.prepare import PreparedRun, run_budget
+    from panel_cli.runs.execute import SharedCalls
 
     shared = SharedCalls()
     judge_gateway = shared.gateway(_discard, plan.panel, None) if plan.judge is not None else None
-    items = plan.dataset.items
+    kept = {(item.system, item.question_id): item for item in done}
+    result = skeleton(plan, eval_id=eval_id, seed=seed, concurrency=concurrency, settings=settings)
+    result = result.model_copy(update={"items": list(kept.values())})
 
-    async def one(system: System, engine: Engine, item: EvalItem) -> ItemResult:
-        run_id = new_run_id()
-        panel = system.panel
-        if system.protocol in VOTING:
-            panel = panel.model_copy(update={"options": item.options})
-        totals = RunTotals()
-
-        async def record(event: BaseEvent) -> None:
-            totals.update(event)
-            if store is not None:
-                await store(event)
-
-        tags = {"eval": eval_id, "eval_system": system.name, "eval_question": item.id}
-        started = time.perf_counter()
-        answer: str | None = None
-        error: str | None = None
-        try:
-            prepared = PreparedRun(
-                engine=engine,
-                panel=panel,
-                question=question_text(item, system.protocol),
-                warnings=(),
-                secrets=secrets,
-                budget=run_budget(panel, allow_flag=False),
-            )
-            with simulated_voters(voters_for(panel, item, f"{seed}:{item.id}")):
-                outcome = await run_panel(prepared, store=record, shared=shared, tags=tags, run_id=run_id)
-            answer = None if outcome.result.final_answer is None else redact(outcome.result.final_answer, secrets)
-        except Exception as exc:  # the run is stored as failed; one broken question does not end the eval
-            error = redact(f"{type(exc).__name__}: {exc}", secrets)
-        duration = time.perf_counter() - started
-        judged: JudgeCall | None = None
-        if plan.judge is not None and judge_gateway is not None:
-            judged = await judge_answer(judge_gateway, plan.judge, item, answer, about=f"{system.name} {item.id}")
-        result = ItemResult(
-            system=system.name,
-            question_id=item.id,
-            run_id=run_id,
-            final_answer=answer,
-            grade=judged.grade if judged is not None else grade(answer, item),
-            calls=totals.calls,
-            tokens=totals.tokens,
-            cost=totals.cost,
-            duration_s=round(duration, 3),
-            error=error,
-            judge_tokens=judged.tokens if judged else None,
-            judge_cost=judged.cost if judged else None,
-        )
+    def keep(item: ItemResult) -> None:
+        result.items.append(item)
+        if recorder is not None:
+            recorder.item(item)
         if progress is not None:
-            progress.advance(result)
-        return result
+            progress.advance(item)
 
-    scores = []
-    by_system: dict[str, list[ItemResult]] = {}
-    try:
-        for system in plan.systems:
-            engine = engine_of(system.protocol)
+    async def run_systems(systems: Sequence[System], items: Sequence[EvalItem]) -> None:
+        nonlocal result
+        for system in systems:
+            todo = [item for item in items if (system.name, item.id) not in kept]
             if progress is not None:
-                progress.start(system.name, len(items))
+                progress.start(system.name, len(todo))
+            engine = engine_of(system.protocol)
             started = time.perf_counter()
-            results = await _bounded([functools.partial(one, system, engine, item) for item in items], concurrency)
-            wall = time.perf_counter() - started
-            by_system[system.name] = results
-            simulated = all(member.model.startswith("demo/") for member in system.panel.callable_members())
-            scores.append(
-                score_system(
-                    system.name, system.protocol, system.panel.member_names, results, wall, simulated=simulated
+            jobs = [
+                functools.partial(
+                    run_item, plan, system, engine, item, store, shared, judge_gateway, secrets, eval_id, seed
                 )
-            )
+                for item in todo
+            ]
+            await _bounded(jobs, concurrency, keep)
+            walls = dict(result.wall_times)
+            walls[system.name] = round(walls.get(system.name, 0.0) + time.perf_counter() - started, 3)
+            result = result.model_copy(update={"wall_times": walls})
+            if recorder is not None:
+                recorder.update(result)
+
+    status = "interrupted"
+    if recorder is not None:
+        recorder.begin(result)
+    try:
+        if plan.calibration is not None:
+            if calibration is None:
+                await run_systems(plan.calibration.systems, plan.calibration.items)
+                calibration = measured_calibration(plan, result.items, eval_id)
+            weighted = plan.weighted(calibration.weights()) if plan.systems else plan
+            result = skeleton(
+                weighted,
+                eval_id=eval_id,
+                seed=seed,
+                concurrency=concurrency,
+                settings=settings,
+                calibration=calibration,
+            ).model_copy(update={"items": result.items, "wall_times": result.wall_times})
+            if recorder is not None:
+                recorder.update(result)
+            plan = weighted
+        await run_systems(plan.systems, plan.checked)
+        status = "finished"
+    except Exception:
+        status = "failed"
+        raise
     finally:
         await shared.aclose()
-    baseline = by_system[BASELINE]
-    comparisons = [compare(name, results, baseline) for name, results in by_system.items() if name != BASELINE]
-    return EvalResult(
+        if recorder is not None:
+            recorder.end(status)
+    return summarize(result.model_copy(update={"status": status}))
+
+
+async def run_item(
+    plan: EvalPlan,
+    system: System,
+    engine: Engine,
+    item: EvalItem,
+    store: Subscriber | None,
+    shared: SharedCalls,
+    judge_gateway: Gateway | None,
+    secrets: Sequence[str],
+    eval_id: str,
+    seed: int,
+) -> ItemResult:
+    """One question through one system: a real run, stored and tagged, then graded."""
+    from panel_cli.runs.execute import new_run_id, run_panel
+    from panel_cli.runs.prepare import PreparedRun, run_budget
+
+    run_id = new_run_id()
+    panel = system.panel
+    if system.protocol in GIVEN_OPTIONS:
+        panel = panel.model_copy(update={"options": item.options or []})
+    totals = RunTotals()
+
+    async def record(event: BaseEvent) -> None:
+        totals.update(event)
+        if store is not None:
+            await store(event)
+
+    tags = {"eval": eval_id, "eval_system": system.name, "eval_question": item.id}
+    started = time.perf_counter()
+    answer: str | None = None
+    error: str | None = None
+    try:
+        prepared = PreparedRun(
+            engine=engine,
+            panel=panel,
+            question=question_text(item, system.protocol),
+            warnings=(),
+            secrets=secrets,
+            budget=run_budget(panel, allow_flag=False),
+        )
+        with simulated_voters(voters_for(panel, item, f"{seed}:{item.id}")):
+            outcome = await run_panel(prepared, store=record, shared=shared, tags=tags, run_id=run_id)
+        answer = None if outcome.result.final_answer is None else redact(outcome.result.final_answer, secrets)
+    except Exception as exc:  # the run is stored as failed; one broken question does not end the eval
+        error = redact(f"{type(exc).__name__}: {exc}", secrets)
+    duration = time.perf_counter() - started
+    judged: JudgeCall | None = None
+    if plan.judge is not None and judge_gateway is not None:
+        judged = await judge_answer(judge_gateway, plan.judge, item, answer, about=f"{system.name} {item.id}")
+    call = judged.record if judged is not None else None
+    if call is not None:
+        call = call.model_copy(update={"prompt": redact(call.prompt, secrets), "reply": redact(call.reply, secrets)})
+    return ItemResult(
+        system=system.name,
+        question_id=item.id,
+        run_id=run_id,
+        final_answer=answer,
+        grade=judged.grade if judged is not None else grade(answer, item),
+        calls=totals.calls,
+        tokens=totals.tokens,
+        cost=totals.cost,
+        duration_s=round(duration, 3),
+        error=error,
+        judge_tokens=judged.tokens if judged else None,
+        judge_cost=judged.cost if judged else None,
+        judge_call=call,
+    )
+
+
+def measured_calibration(plan: EvalPlan, items: Sequence[ItemResult], eval_id: str) -> Calibration:
+    """Each member's weight from its answers alone on the calibration questions."""
+    assert plan.calibration is not None
+    asked = {item.id for item in plan.calibration.items}
+    counts = {}
+    for member in plan.panel.members:
+        graded = [item for item in items if item.system == f"{ALONE}{member.name}" and item.question_id in asked]
+        counts[member.name] = (member.model, sum(item.correct for item in graded), len(graded))
+    return calibrate(
+        counts,
+        options=plan.calibration.options,
         eval_id=eval_id,
         dataset=plan.dataset.source,
-        questions=len(items),
+        dataset_sha256=plan.dataset.sha256,
+        questions=len(plan.calibration.items),
+    )
+
+
+def eval_settings(
+    plan: EvalPlan,
+    secrets: Sequence[str],
+    *,
+    limit: int | None = None,
+    calibrate: str | None = None,
+    grader: str | None = None,
+) -> EvalSettings:
+    """What a reader needs to repeat the eval, as the plan says it."""
+    panel = plan.panel
+    return EvalSettings(
+        protocols=list(plan.protocols),
+        method=panel.method,
+        tie_break=panel.tie_break,
+        tally=panel.tally,
+        weights={member.name: member.weight for member in panel.members},
+        weights_from=weights_file(panel.weights) if panel.weights else None,
+        models={member.name: member.model for member in plan.called.callable_members()},
+        panel_version=package_version("panel-cli"),
+        litellm_version=package_version("litellm"),
+        limit=limit,
+        split=plan.calibration.share if plan.calibration is not None else None,
+        calibrate=calibrate,
+        grader=grader,
+        panel_config=redact_obj(panel.model_dump(mode="json", exclude={"weights"}), secrets),
+    )
+
+
+def package_version(name: str) -> str:
+    """An installed package's version, read from its metadata (litellm is not imported for it)."""
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def skeleton(
+    plan: EvalPlan,
+    *,
+    eval_id: str,
+    seed: int,
+    concurrency: int,
+    settings: EvalSettings | None,
+    calibration: Calibration | None = None,
+) -> EvalResult:
+    """The eval before its items: what runs, on what, and each system's theory line."""
+    systems = [*(plan.calibration.systems if plan.calibration is not None else []), *plan.systems]
+    if settings is not None and calibration is not None:
+        settings = settings.model_copy(update={"weights": calibration.weights()})
+    return EvalResult(
+        eval_id=eval_id,
+        status="running",
+        dataset=plan.dataset.source,
+        dataset_sha256=plan.dataset.sha256,
+        questions=len(plan.dataset.items),
         panel=plan.panel.name,
         baseline=plan.baseline.name,
         grader=plan.grader,
         seed=seed,
         concurrency=concurrency,
-        systems=scores,
-        comparisons=comparisons,
+        settings=settings,
+        systems=[],
+        comparisons=[],
         theory=eval_theory(plan),
-        items=[result for results in by_system.values() for result in results],
+        calibration=calibration,
+        plan=[system_plan(system) for system in systems],
+        asked=list(plan.dataset.items),
+        items=[],
+    )
+
+
+def system_plan(system: System) -> SystemPlan:
+    members = system.panel.callable_members()
+    return SystemPlan(
+        name=system.name,
+        protocol=system.protocol,
+        members=system.panel.member_names,
+        models={member.name: member.model for member in members},
+        simulated=all(member.model.startswith("demo/") for member in members),
+        not_measurable=not_measurable(system.protocol, system.panel),
+        deliberation=deliberation(system.panel) if system.protocol in DELIBERATING else None,
+        part=system.part,
     )
 
 
 def eval_theory(plan: EvalPlan) -> dict[str, Theory]:
-    """Each system's theory line, for the systems whose voters are all simulated."""
-    places = gold_places(plan.dataset.items)
-    lines = {system.name: system_theory(system.protocol, system.panel, places) for system in plan.systems}
-    return {name: line for name, line in lines.items() if line is not None}
+    """Each system's theory line, for the systems whose voters are all simulated, on the
+    questions it answers."""
+    lines: dict[str, Theory] = {}
+    parts = [(plan.systems, plan.checked)]
+    if plan.calibration is not None:
+        parts.insert(0, (plan.calibration.systems, plan.calibration.items))
+    for systems, items in parts:
+        places = gold_places(items)
+        for system in systems:
+            if not_measurable(system.protocol, system.panel) is not None:
+                continue
+            line = system_theory(system.protocol, system.panel, places)
+            if line is not None:
+                lines[system.name] = line
+    return lines
 
 
-async def _bounded(jobs: Sequence[Callable[[], Awaitable[T]]], at_once: int) -> list[T]:
-    """Every job, at most `at_once` at a time, results in order. Cancelled, it cancels the jobs
-    and waits until each has finished cleaning up (its run recorded as interrupted) before it
-    returns, so the store is not closed under a run still writing (a TaskGroup waits; a
-    gather returns at the first cancelled job)."""
+async def _bounded(
+    jobs: Sequence[Callable[[], Awaitable[T]]], at_once: int, each: Callable[[T], None] | None = None
+) -> list[T]:
+    """Every job, at most `at_once` at a time, results in order; `each` is handed every result
+    as it comes. Cancelled, it cancels the jobs and waits until each has finished cleaning up
+    (its run recorded as interrupted) before it returns, so the store is not closed under a
+    run still writing (a TaskGroup waits; a gather returns at the first cancelled job)."""
     slots = asyncio.Semaphore(at_once)
 
     async def in_turn(job: Callable[[], Awaitable[T]]) -> T:
         async with slots:
-            return await job()
+            found = await job()
+        if each is not None:
+            each(found)
+        return found
 
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(in_turn(job)) for job in jobs]

@@ -34,6 +34,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from panel_cli.llm.demo import noisy_reading
 from panel_cli.protocols.base import labels_for
 from panel_cli.protocols.confer.engine import Vote
 from panel_cli.protocols.confer.engine import tally as confer_tally
@@ -101,8 +102,8 @@ class Rule(Protocol):
 
     def describe(self) -> str: ...
 
-    def unsupported(self, accuracies: Sequence[float]) -> str | None:
-        """Why the rule has no figure for these voters, or None."""
+    def unsupported(self, accuracies: Sequence[float], places: Mapping[Place, int]) -> str | None:
+        """Why the rule has no figure for these voters on these questions, or None."""
         ...
 
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
@@ -137,7 +138,7 @@ class Alone:
     def describe(self) -> str:
         return f"{self.name} alone"
 
-    def unsupported(self, accuracies: Sequence[float]) -> str | None:
+    def unsupported(self, accuracies: Sequence[float], places: Mapping[Place, int]) -> str | None:
         return None if 0 <= self.voter < len(accuracies) else f"{self.name} is not one of the voters"
 
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
@@ -198,7 +199,7 @@ class Count:
             words += f"; with no winner, the leader {self.leader_name} chooses its own belief"
         return f"{self.method.replace('_', ' ')}: {words}"
 
-    def unsupported(self, accuracies: Sequence[float]) -> str | None:
+    def unsupported(self, accuracies: Sequence[float], places: Mapping[Place, int]) -> str | None:
         if len(self.weights) != len(accuracies):
             return "every voter needs a weight"
         return None
@@ -246,28 +247,37 @@ class Count:
 class Confer:
     """confer with simulated voters: each answers its belief, then votes for the first answer
     (in label order, which is member order) that gives its belief, at its confidence, and keeps
-    its answer, so every round counts the same: confer's `tally` of those votes, a tie to the
-    lowest label, which is the answer of the earliest member holding it. With one confidence
-    for all (the demo oracle's 80) both tallies are a plurality of beliefs."""
+    its answer, so every round counts the same: confer's `tally` of those votes over K = the
+    question's options, a tie to the lowest label, which is the answer of the earliest member
+    holding it. With one confidence for all (the demo oracle's 80) both tallies are a plurality
+    of beliefs. `noise`: each reported confidence is read with a normal error of this standard
+    deviation, drawn per question (`demo.noisy_reading`): that can only be simulated."""
 
     tally: ConferTally
     confidences: tuple[float, ...]
+    noise: tuple[float, ...] = ()
     listing_matters: bool = False
-    chance: bool = False
+
+    @property
+    def chance(self) -> bool:
+        return any(self.noise)
 
     def describe(self) -> str:
-        how = "summed confidence" if self.tally == "confidence" else "summed log-odds log((K−1)c/(1−c))"
+        how = "summed confidence" if self.tally == "confidence" else "summed log-odds log((K−1)c/(1−c)), K the options"
         same = set(self.confidences)
         at = f"every vote at confidence {same.pop():g}" if len(same) == 1 else "each voter at its own confidence"
+        if self.chance:
+            at += f", read with normal errors of {', '.join(f'{noise:g}' for noise in self.noise)}"
         return (
             f"confer ({self.tally}): the answer with the most {how}, {at}; a tie goes to the lowest label, "
             "the answer of the earliest member holding it"
         )
 
-    def unsupported(self, accuracies: Sequence[float]) -> str | None:
-        if len(self.confidences) != len(accuracies):
+    def unsupported(self, accuracies: Sequence[float], places: Mapping[Place, int]) -> str | None:
+        if len(self.confidences) != len(accuracies) or len(self.noise) not in (0, len(accuracies)):
             return "every voter needs a confidence"
-        if any(vote_weight(c, len(accuracies), self.tally) <= 0 for c in self.confidences):
+        kinds = {options for options, _ in places}
+        if not self.chance and any(vote_weight(c, k, self.tally) <= 0 for c in self.confidences for k in kinds):
             return "no closed form: a vote at or below chance counts against its answer, and the answers no one voted for then compete"
         return None
 
@@ -275,16 +285,20 @@ class Confer:
         return beliefs(p, options, gold)
 
     def start(self) -> State:
-        return ((), ())
+        return () if self.chance else ((), ())
 
     def step(self, state: State, voter: int, outcome: Hashable) -> State:
         assert isinstance(state, tuple)
+        if self.chance:
+            return (*state, outcome)
         votes, first = state
         held = first if outcome in first else (*first, outcome)
         return tuple(sorted((*votes, (self.confidences[voter], outcome)))), held
 
     def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
         assert isinstance(state, tuple)
+        if self.chance:
+            return self._right_with_noise(state, options, gold, rng or random.Random(0))
         votes, first = state
         # One answer per member; the first holder of each belief gets every vote for it. The
         # other answers (later holders of a belief) get none, and weigh 0 below the voted ones.
@@ -294,9 +308,25 @@ class Confer:
             Vote(voter="voter", chosen_label=label_of[belief], confidence=confidence, revised_answer="")
             for confidence, belief in votes
         ]
-        _, won = confer_tally(cast, labels, self.tally)
+        _, won = confer_tally(cast, labels, self.tally, options)
         place = labels.index(won) if won is not None else len(first)
         return place < len(first) and first[place] == gold
+
+    def _right_with_noise(self, held: tuple[Hashable, ...], options: int, gold: int, rng: random.Random) -> bool:
+        """The whole profile, each member's confidence drawn as the oracle draws it; a label no
+        one voted for can win here (every vote below chance), and it is its member's belief."""
+        labels = labels_for(len(held))
+        cast = [
+            Vote(
+                voter="voter",
+                chosen_label=labels[held.index(belief)],
+                confidence=noisy_reading(confidence, noise, rng) if noise else confidence,
+                revised_answer="",
+            )
+            for confidence, noise, belief in zip(self.confidences, self.noise, held, strict=True)
+        ]
+        _, won = confer_tally(cast, labels, self.tally, options)
+        return won is not None and held[labels.index(won)] == gold
 
 
 @functools.lru_cache(maxsize=64)
@@ -347,7 +377,7 @@ class Council:
             f"first (shown {shown}{own}); a tie goes to the earlier label"
         )
 
-    def unsupported(self, accuracies: Sequence[float]) -> str | None:
+    def unsupported(self, accuracies: Sequence[float], places: Mapping[Place, int]) -> str | None:
         return None if len(self.names) == len(accuracies) >= 2 else "a council needs at least 2 named members"
 
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
@@ -423,7 +453,7 @@ def _problem(rule: Rule, accuracies: Sequence[float], places: Mapping[Place, int
         return "there are no questions"
     if any(options < 2 or not 0 <= gold < options for options, gold in places):
         return "a question needs at least two options, the gold one among them"
-    return rule.unsupported(accuracies)
+    return rule.unsupported(accuracies, places)
 
 
 def _collapse(rule: Rule, places: Mapping[Place, int]) -> dict[Place, int]:

@@ -80,7 +80,7 @@ def render_html(report: Report) -> str:
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n'
-        f'<meta name="generator" content="panel {esc(_version())}">\n'
+        f'<meta name="generator" content="panel {esc(panel_version())}">\n'
         f"<title>{esc(fmt.one_line(run.question, 80))} · panel {esc(run.protocol)}</title>\n"
         f"<style>\n{stylesheet()}</style>\n</head>\n"
         f'<body>\n<main class="report protocol-{esc(run.protocol)}">\n{body}\n</main>\n</body>\n</html>\n'
@@ -91,7 +91,7 @@ def stylesheet() -> str:
     return files("panel_cli.export").joinpath("report.css").read_text(encoding="utf-8")
 
 
-def _version() -> str:
+def panel_version() -> str:
     try:
         return version("panel-cli")
     except PackageNotFoundError:
@@ -547,6 +547,6 @@ def _footer(report: Report) -> str:
         f" {plural(report.unknown_events, 'event')} from a newer panel were left out." if report.unknown_events else ""
     )
     return (
-        f"<footer>Exported by panel {esc(_version())} from run <code>{esc(report.run.id)}</code>. "
+        f"<footer>Exported by panel {esc(panel_version())} from run <code>{esc(report.run.id)}</code>. "
         f"One self-contained file: nothing in it is fetched and no script runs.{esc(skipped)}</footer>"
     )

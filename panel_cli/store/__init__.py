@@ -12,6 +12,9 @@ What the rest of panel uses of it, and all it may use (`tests/store/test_surface
   `records` (and of `stats`), which say what each field means.
 - Changing what is stored outside a run: `maintenance.record_retally`, `delete_run`,
   `purge_runs` (and `refuse_running`, to refuse before asking); `merge.import_runs`.
+- Evals (`panel eval`): `evals.EvalWriter` keeps one as it runs (`open(path, eval_id)`, then
+  `begin`, `item`, `update`, `end`), `evals.EvalReader` reads them back (`list_evals`, `get`),
+  as plain values (`EvalRow`, `StoredEval`) that `panel_cli.eval` validates into its models.
 - Where the file is: `paths.resolve_db_path` and `paths.default_db_path`.
 - `times.epoch`, for shell completion, which reads the `run_texts` view itself to stay fast.
   (The keys of a run's config the store reads are `panel_cli.run_keys`'s.)

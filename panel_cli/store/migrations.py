@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 Migration = Callable[[sqlite3.Connection], None]
 
-SCHEMA_VERSION = 7  # the number of the last migration, the version every file is brought to
+SCHEMA_VERSION = 8  # the number of the last migration, the version every file is brought to
 TEXTS_VERSION = 4  # the version whose migration moved every text to `texts`
 
 
@@ -333,6 +333,88 @@ def m007_follow_ups(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX runs_parent_id ON runs(parent_id) WHERE parent_id IS NOT NULL")
 
 
+def m008_evals(db: sqlite3.Connection) -> None:
+    """`panel eval` kept: `evals` has a row per eval, its plan, settings, theory lines and
+    calibration as JSON (`summary_json`); `eval_questions` the questions it graded, with their
+    gold answers; `eval_items` each question through each system, graded, with its run
+    (`graded_run`, as in `runs.id`); `eval_judge_calls` each call a judge made to grade one."""
+    db.execute(
+        """
+        CREATE TABLE evals (
+            id TEXT PRIMARY KEY,
+            status TEXT,                         -- running | finished | interrupted | failed
+            started_at TEXT,                     -- ISO-8601 UTC
+            finished_at TEXT,
+            panel TEXT,
+            dataset TEXT,                        -- builtin:NAME or the path given
+            dataset_sha256 TEXT,
+            questions INTEGER,
+            seed INTEGER,
+            pid INTEGER,
+            host TEXT,
+            summary_json TEXT                    -- the eval without its questions and items
+        )
+        """
+    )
+    db.execute("CREATE INDEX evals_started_at ON evals(started_at)")
+    db.execute(
+        """
+        CREATE TABLE eval_questions (
+            eval_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            question_id TEXT NOT NULL,
+            question TEXT,
+            answer TEXT,                         -- the gold answer
+            options_json TEXT,                   -- NULL for a short-answer question
+            about TEXT,
+            PRIMARY KEY (eval_id, position)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE eval_items (
+            eval_id TEXT NOT NULL,
+            system TEXT NOT NULL,
+            question_id TEXT NOT NULL,
+            graded_run TEXT,                     -- runs.id of the run graded
+            final_answer TEXT,
+            correct INTEGER,
+            grade_json TEXT,                     -- how it was graded: method, what it was read as, why
+            calls INTEGER,
+            tokens INTEGER,
+            cost REAL,
+            duration REAL,
+            error TEXT,                          -- why its run failed outright (graded wrong)
+            judge_tokens INTEGER,
+            judge_cost REAL,
+            ts TEXT,
+            PRIMARY KEY (eval_id, system, question_id)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE eval_judge_calls (
+            eval_id TEXT NOT NULL,
+            system TEXT NOT NULL,
+            question_id TEXT NOT NULL,
+            member TEXT,
+            model TEXT,
+            prompt TEXT,
+            reply TEXT,
+            tokens_in INTEGER,
+            tokens_out INTEGER,
+            cost REAL,
+            latency REAL,
+            error TEXT,
+            ts TEXT,
+            PRIMARY KEY (eval_id, system, question_id)
+        ) WITHOUT ROWID
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_call_detail_and_truncation,
@@ -341,6 +423,7 @@ MIGRATIONS: list[Migration] = [
     m005_batch_ids,
     m006_tool_calls,
     m007_follow_ups,
+    m008_evals,
 ]
 
 

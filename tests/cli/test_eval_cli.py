@@ -186,3 +186,240 @@ def test_a_cost_cap_over_an_unknown_price_stops_the_eval_before_any_run(tmp_path
         in err
     )
     assert fake_server.requests == []
+
+
+# Kept evals: list, show, resume; calibration; the HTML report ---------------------------------
+
+
+def run_json(args: list[str], capsys, monkeypatch) -> dict:
+    code, out, err = panel([*args, "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_the_eval_group_keeps_the_short_form_and_lists_its_commands(jury, tmp_path, capsys, monkeypatch):
+    code, out, _ = panel(["eval", "--help"], capsys, monkeypatch)
+    assert code == 0
+    for command in ("run", "list", "show"):
+        assert command in out
+    db = str(tmp_path / "runs.db")
+    short = run_json(
+        ["eval", str(jury), "--dataset", "builtin:general", "--limit", "3", "--protocols", "vote", "--db", db],
+        capsys,
+        monkeypatch,
+    )
+    long = run_json(
+        ["eval", "run", str(jury), "--dataset", "builtin:general", "--limit", "3", "--protocols", "vote", "--db", db],
+        capsys,
+        monkeypatch,
+    )
+    assert [item["grade"]["correct"] for item in short["items"]] == [item["grade"]["correct"] for item in long["items"]]
+
+
+def test_list_and_show_read_the_kept_evals(jury, tmp_path, capsys, monkeypatch):
+    db = str(tmp_path / "runs.db")
+    result = run_json(
+        ["eval", str(jury), "--dataset", "builtin:general", "--limit", "4", "--protocols", "vote,confer", "--db", db],
+        capsys,
+        monkeypatch,
+    )
+    listed = run_json(["eval", "list", "--db", db], capsys, monkeypatch)
+    assert [(row["id"], row["status"], row["questions"], row["items"]) for row in listed] == [
+        (result["eval_id"], "finished", 4, 12)
+    ]
+    shown = run_json(["eval", "show", result["eval_id"][:4], "--db", db], capsys, monkeypatch)
+    for key in ("systems", "pairs", "comparisons", "theory", "settings", "dataset_sha256", "asked"):
+        assert shown[key] == result[key], key
+    assert [pair["first"] + "/" + pair["second"] for pair in shown["pairs"]] == [
+        "baseline/vote",
+        "baseline/confer",
+        "vote/confer",
+    ]
+    code, out, _ = panel(["eval", "list", "--db", db], capsys, monkeypatch)
+    assert code == 0 and result["eval_id"] in out and "finished" in out
+    code, out, err = panel(["eval", "show", "nope", "--db", db], capsys, monkeypatch)
+    assert (code, out) == (2, "")
+    assert err == f"panel: No eval 'nope' in {db} (panel eval list shows them).\n"
+
+
+def test_resume_runs_only_what_the_eval_lacks(jury, tmp_path, capsys, monkeypatch):
+    """An eval cut short (its status and some items taken away, as a kill would leave it):
+    `--resume` runs only the missing items, and the eval ends finished with them all."""
+    import sqlite3
+
+    db = tmp_path / "runs.db"
+    result = run_json(
+        ["eval", str(jury), "--dataset", "builtin:general", "--limit", "5", "--protocols", "vote", "--db", str(db)],
+        capsys,
+        monkeypatch,
+    )
+    eval_id = result["eval_id"]
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE evals SET status = 'interrupted' WHERE id = ?", (eval_id,))
+        lost = [item["question_id"] for item in result["items"] if item["system"] == "vote"][:2]
+        connection.execute(
+            "DELETE FROM eval_items WHERE eval_id = ? AND system = 'vote' AND question_id IN (?, ?)", (eval_id, *lost)
+        )
+    connection.close()
+    with TranscriptReader.open(db) as reader:
+        before = len(reader.list_runs(limit=-1))
+    resumed = run_json(["eval", "--resume", eval_id, "--db", str(db)], capsys, monkeypatch)
+    with TranscriptReader.open(db) as reader:
+        assert len(reader.list_runs(limit=-1)) - before == 2
+    assert resumed["status"] == "finished" and len(resumed["items"]) == 10
+    assert sorted((i["system"], i["question_id"], i["grade"]["correct"]) for i in resumed["items"]) == sorted(
+        (i["system"], i["question_id"], i["grade"]["correct"]) for i in result["items"]
+    )
+    code, _, err = panel(["eval", "--resume", eval_id, "--db", str(db)], capsys, monkeypatch)
+    assert code == 2 and err == f"panel: Eval {eval_id} is finished; panel eval show {eval_id} shows it.\n"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["eval", "JURY", "--resume", "e1"], "panel: --resume goes on with the eval as it was; leave out FILE.\n"),
+        (
+            ["eval", "JURY", "--dataset", "builtin:general", "--split", "0.5"],
+            "panel: --split holds out questions from --calibrate; give --calibrate too.\n",
+        ),
+        (
+            ["eval", "JURY", "--dataset", "builtin:general", "--calibrate", "-", "--json"],
+            "panel: --calibrate - prints the weights on stdout, and so does --json; write the weights to a file.\n",
+        ),
+        (
+            ["eval", "JURY", "--dataset", "builtin:general", "--calibrate", "w.yaml", "--protocols", "vote"],
+            "panel: --calibrate without --split measures the members alone and runs no protocol, so nothing is graded "
+            "on what it was calibrated on; add --split 0.5 to check the weights on held-out questions.\n",
+        ),
+    ],
+)
+def test_eval_option_errors(args, message, jury, tmp_path, capsys, monkeypatch):
+    args = [str(jury) if arg == "JURY" else arg for arg in args]
+    code, out, err = panel([*args, "--db", str(tmp_path / "r.db")], capsys, monkeypatch)
+    assert (code, out, err) == (2, "", message)
+
+
+MIXED = "name: mixed\nprotocol: vote\nmethod: weighted_plurality\nmembers:\n" + "".join(
+    f"  - {{name: v{i}, model: demo/oracle@{p}}}\n" for i, p in enumerate((0.9, 0.6, 0.6, 0.6, 0.6), start=1)
+)
+
+
+def test_calibrate_on_half_writes_weights_a_panel_can_name(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED, encoding="utf-8")
+    weights = tmp_path / "weights.yaml"
+    db = str(tmp_path / "r.db")
+    result = run_json(
+        [
+            "eval",
+            str(path),
+            "--dataset",
+            "builtin:general",
+            "--calibrate",
+            str(weights),
+            "--split",
+            "0.5",
+            "--protocols",
+            "vote",
+            "--db",
+            db,
+        ],
+        capsys,
+        monkeypatch,
+    )
+    calibration = result["calibration"]
+    assert calibration["questions"] == 36 and calibration["options"] == 4
+    assert [entry["member"] for entry in calibration["members"]] == ["v1", "v2", "v3", "v4", "v5"]
+    # The members alone on the calibration half; the systems on the other half.
+    parts = {system["name"]: system["part"] for system in result["plan"]}
+    assert parts == {
+        "alone:v1": "calibration",
+        "alone:v2": "calibration",
+        "alone:v3": "calibration",
+        "alone:v4": "calibration",
+        "alone:v5": "calibration",
+        "baseline": "check",
+        "vote": "check",
+    }
+    asked = {item["question_id"] for item in result["items"] if item["system"] == "alone:v1"}
+    checked = {item["question_id"] for item in result["items"] if item["system"] == "vote"}
+    assert len(asked) == 36 and len(checked) == 37 and asked.isdisjoint(checked)
+    assert result["settings"]["weights"] == {entry["member"]: entry["weight"] for entry in calibration["members"]}
+    assert "weighted plurality" in result["theory"]["vote"]["rule"]
+    # The file is what a panel names.
+    path.write_text(MIXED.replace("members:", f"weights: from {weights.name}\nmembers:"), encoding="utf-8")
+    from panel_cli.config import load_panel
+
+    assert [member.weight for member in load_panel(path).members] == [
+        entry["weight"] for entry in calibration["members"]
+    ]
+    # `-`: the weights as YAML on stdout, the table on stderr.
+    code, out, err = panel(
+        [
+            "eval",
+            str(path),
+            "--dataset",
+            "builtin:general",
+            "--limit",
+            "8",
+            "--calibrate",
+            "-",
+            "--db",
+            db,
+        ],
+        capsys,
+        monkeypatch,
+    )
+    assert code == 0, err
+    assert out.startswith("# Weights calibrated by panel eval") and "\nweights:\n  v1: " in out
+    assert "alone:v1" in err
+
+
+def test_an_html_report_names_what_was_measured_and_escapes_every_text(jury, tmp_path, capsys, monkeypatch):
+    data = tmp_path / "d.jsonl"
+    rows = [
+        {"id": "x1", "question": "<script>alert(1)</script> Which?", "answer": "a&b", "options": ["a&b", "c"]},
+        {"id": "x2", "question": "Second?", "answer": "c", "options": ["a&b", "c"]},
+    ]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    report = tmp_path / "report.html"
+    result = run_json(
+        [
+            "eval",
+            str(jury),
+            "--dataset",
+            str(data),
+            "--protocols",
+            "vote,delphi",
+            "--report",
+            str(report),
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+        capsys,
+        monkeypatch,
+    )
+    page = report.read_text(encoding="utf-8")
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    for fact in (
+        result["dataset_sha256"],
+        "demo/oracle@0.7",
+        "panel ",
+        "litellm ",
+        "not measurable with simulated voters",
+        "a&amp;b",
+    ):
+        assert fact in page, fact
+    for item in result["items"]:
+        assert item["run_id"] in page
+    delphi = next(system for system in result["systems"] if system["system"] == "delphi")
+    assert delphi["not_measurable"].startswith("delphi's answer is its facilitator's summary")
+
+
+def test_the_root_help_says_what_the_eval_group_says():
+    """`panel --help` lists `eval` without importing it, from a copy of its help."""
+    from panel_cli.cli.app import EVAL_HELP as listed
+    from panel_cli.cli.eval import EVAL_HELP
+
+    assert listed == EVAL_HELP

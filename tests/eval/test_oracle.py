@@ -8,11 +8,12 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from panel_cli.config import Member, Panel
+from panel_cli.config import Member, Panel, parse_panel
+from panel_cli.errors import ConfigError
 from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.eval.runner import plan_eval, run_eval
 from panel_cli.llm.brief import RequestBrief, SimulatedVoter, quote, simulated_voters, with_voter
-from panel_cli.llm.demo import demo_reply, is_persona, oracle_accuracy
+from panel_cli.llm.demo import OracleSpec, demo_reply, is_persona, oracle_accuracy, parse_oracle
 from panel_cli.protocols.vote import engine as vote
 from panel_cli.tasks import Task
 
@@ -57,7 +58,7 @@ def test_not_oracle_names(name):
 
 def test_a_member_may_be_an_oracle_and_not_an_impossible_one():
     assert Member(name="v", model="demo/oracle@0.7").model == "demo/oracle@0.7"
-    with pytest.raises(ValidationError, match="unknown demo persona 'oracle@2'"):
+    with pytest.raises(ValidationError, match=r"demo/oracle@2: an oracle's accuracy \(oracle@p\) is a probability"):
         Member(name="v", model="demo/oracle@2")
 
 
@@ -202,3 +203,190 @@ async def test_certain_oracles_are_right_through_every_protocols_engine():
         "council": 1.0,
         "vote": 1.0,
     }
+
+
+# Knobs: calibrated confidence, herding, persuasion ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, spec",
+    [
+        ("oracle@0.6", OracleSpec(p=0.6)),
+        ("oracle@0.6?herd=0.3&persuade=0.2", OracleSpec(p=0.6, herd=0.3, persuade=0.2)),
+        ("oracle@0.9?confidence=p", OracleSpec(p=0.9, confidence=None)),
+        ("oracle@0.9?confidence=65&noise=0.1", OracleSpec(p=0.9, confidence=65, noise=0.1)),
+    ],
+)
+def test_oracle_knobs_are_read(name, spec):
+    assert parse_oracle(name) == spec
+    assert oracle_accuracy(name) == spec.p and is_persona(name)
+
+
+@pytest.mark.parametrize(
+    "model, problem",
+    [
+        ("demo/oracle@0.6?herd=2", "demo/oracle@0.6?herd=2: herd is a probability from 0 to 1, not '2'"),
+        ("demo/oracle@0.6?persuade=x", "demo/oracle@0.6?persuade=x: persuade is a probability from 0 to 1, not 'x'"),
+        (
+            "demo/oracle@0.6?hurd=0.2",
+            "demo/oracle@0.6?hurd=0.2: 'hurd' is not an oracle knob; the knobs are herd, persuade, confidence, noise",
+        ),
+        ("demo/oracle@0.6?herd", "demo/oracle@0.6?herd: the knob herd needs a value, like herd=0.3"),
+        ("demo/oracle@0.6?herd=0.1&herd=0.2", "demo/oracle@0.6?herd=0.1&herd=0.2: the knob herd is given twice"),
+        ("demo/oracle@0.6?", "demo/oracle@0.6?: nothing follows '?'; give knobs like herd=0.3&persuade=0.2"),
+        (
+            "demo/oracle@0.6?confidence=high",
+            "demo/oracle@0.6?confidence=high: confidence is p (the oracle's own accuracy) or a number from 0 to 100, not 'high'",
+        ),
+        (
+            "demo/oracle@1.5?herd=0.2",
+            "demo/oracle@1.5?herd=0.2: an oracle's accuracy (oracle@p) is a probability from 0 to 1, not '1.5'",
+        ),
+    ],
+)
+def test_a_bad_knob_is_a_located_error(model, problem):
+    text = f'members:\n  - name: a\n    model: "demo/oracle@0.7"\n  - name: b\n    model: "{model}"\n'
+    with pytest.raises(ConfigError) as caught:
+        parse_panel(text, "jury.yaml")
+    assert caught.value.message == f"jury.yaml, line 5: members[1].model: {problem}."
+    assert oracle_accuracy(model.removeprefix("demo/")) is None and not is_persona(model.removeprefix("demo/"))
+
+
+def vote_brief(block: dict[str, str], own: str, **voter: str) -> RequestBrief:
+    return told(RequestBrief(task=Task.CONFER_VOTE, question=QUESTION, quoted=quote(block), own=own), **voter)
+
+
+def voted(persona: str, brief: RequestBrief) -> tuple[str, str, float]:
+    reply = json.loads(demo_reply(persona, brief))
+    return reply["chosen_label"], first_line(reply["revised_answer"]), reply["confidence"]
+
+
+# Four answers shown: Rome twice, Paris (gold) once, London once.
+SHOWN = {"A": "Rome\n\n…", "B": "London\n\n…", "C": "Rome\n\n…", "D": "Paris\n\n…"}
+
+
+def test_confidence_is_the_fixed_80_or_the_oracles_own_p():
+    assert voted("oracle@0.6", vote_brief(SHOWN, "B"))[2] == 80
+    assert voted("oracle@0.6?confidence=p", vote_brief(SHOWN, "B"))[2] == 60
+    assert voted("oracle@0.6?confidence=55", vote_brief(SHOWN, "B"))[2] == 55
+    ballot = RequestBrief(task=Task.BALLOT, question="Capital?", options=OPTIONS)
+    assert json.loads(demo_reply("oracle@0.9?confidence=p", told(ballot)))["confidence"] == 90
+
+
+def test_a_noisy_reading_is_drawn_once_per_question_and_centred_on_p():
+    readings = [
+        voted("oracle@0.6?confidence=p&noise=0.1", vote_brief(SHOWN, "B", key=f"0:q{i}"))[2] for i in range(400)
+    ]
+    assert len(set(readings)) > 100 and all(0 <= reading <= 100 for reading in readings)
+    mean = sum(readings) / len(readings)
+    assert abs(mean - 60) < 4 * 10 / 400**0.5
+    # The same question, voter and key: the same reading, whatever the round shows.
+    again = voted("oracle@0.6?confidence=p&noise=0.1", vote_brief({"A": "Paris"}, "A", key="0:q3"))[2]
+    assert again == readings[3]
+
+
+def test_without_knobs_an_oracle_keeps_its_own_answer():
+    assert voted("oracle@0", vote_brief(SHOWN, "B")) == ("B", "London", 80)
+
+
+def test_a_herding_oracle_moves_to_the_most_common_answer_shown():
+    assert voted("oracle@0?herd=1", vote_brief(SHOWN, "B")) == ("A", "Rome", 80)
+
+
+def test_a_herding_oracle_keeps_its_own_answer_when_it_is_among_the_most_common():
+    tied = {"A": "Rome", "B": "London", "C": "Rome", "D": "London"}
+    assert voted("oracle@0?herd=1", vote_brief(tied, "B")) == ("B", "London", 80)
+    # Its own not among them: the one shown first.
+    tied = {"A": "Rome", "B": "Berlin", "C": "London", "D": "Rome", "E": "London"}
+    assert voted("oracle@0?herd=1", vote_brief(tied, "B")) == ("A", "Rome", 80)
+
+
+def test_a_persuadable_oracle_moves_to_the_right_answer_when_it_is_shown():
+    assert voted("oracle@0?persuade=1", vote_brief(SHOWN, "B")) == ("D", "Paris", 80)
+    # No answer shown is right: nothing to be persuaded by, and it keeps its own.
+    wrong = {"A": "Rome", "B": "London", "C": "Rome"}
+    assert voted("oracle@0?persuade=1", vote_brief(wrong, "B")) == ("B", "London", 80)
+    # Persuasion is drawn first: sure to be persuaded, it never herds.
+    assert voted("oracle@0?persuade=1&herd=1", vote_brief(SHOWN, "B")) == ("D", "Paris", 80)
+
+
+def test_herding_and_persuasion_happen_with_their_probability_seeded_per_question():
+    def moves(persona: str) -> list[bool]:
+        return [voted(persona, vote_brief(SHOWN, "B", key=f"3:q{i}"))[1] != "London" for i in range(1000)]
+
+    herded = moves("oracle@0?herd=0.3")
+    assert abs(sum(herded) / 1000 - 0.3) <= 4 * (0.3 * 0.7 / 1000) ** 0.5
+    assert herded == moves("oracle@0?herd=0.3")
+    persuaded = [
+        voted("oracle@0?persuade=0.2", vote_brief(SHOWN, "B", key=f"3:q{i}"))[1] == "Paris" for i in range(1000)
+    ]
+    assert abs(sum(persuaded) / 1000 - 0.2) <= 4 * (0.2 * 0.8 / 1000) ** 0.5
+
+
+def test_an_oracle_holds_its_revised_answer_in_the_next_round():
+    """Its answer in a round is what it revised to (its own shown answer), not its first belief."""
+    assert voted("oracle@1", vote_brief({"A": "Rome", "B": "London"}, "B")) == ("B", "London", 80)
+
+
+def test_a_herding_reviewer_ranks_the_most_common_answer_first():
+    shown = {"A": "Rome", "B": "Paris", "C": "Rome", "D": "London"}
+    brief = told(RequestBrief(task=Task.COUNCIL_REVIEW, question=QUESTION, quoted=quote(shown)), gold="London")
+    ranking = demo_reply("oracle@1?herd=1", brief).split("FINAL RANKING:\n", 1)[1].splitlines()
+    assert ranking == ["1. Model A", "2. Model C", "3. Model B", "4. Model D"]
+    persuaded = demo_reply("oracle@0?persuade=1", brief).split("FINAL RANKING:\n", 1)[1].splitlines()
+    assert persuaded[0] == "1. Model D"
+
+
+def test_a_delphi_revision_says_whether_the_oracle_moved():
+    shown = {"A": "Rome", "B": "London", "C": "Rome"}
+    brief = told(RequestBrief(task=Task.DELPHI_CONTRIBUTION, question=QUESTION, quoted=quote(shown), own="B"))
+    moved = json.loads(demo_reply("oracle@0?herd=1", brief))
+    assert (first_line(moved["analysis"]), moved["changed"]) == ("Rome", True)
+    kept = json.loads(demo_reply("oracle@0", brief))
+    assert (first_line(kept["analysis"]), kept["changed"]) == ("London", False)
+
+
+async def test_persuadable_oracles_through_confer_reach_the_gold_whenever_one_holds_it():
+    """Through the engine: five voters right half the time, sure to be persuaded by a right
+    answer shown: confer is right exactly when some member first held the gold answer."""
+    items = [
+        EvalItem(id=f"q{i}", question=f"Question {i}?", answer=OPTIONS[i % 4], options=list(OPTIONS)) for i in range(40)
+    ]
+    members = [{"name": f"v{i}", "model": "demo/oracle@0.5?persuade=1"} for i in range(1, 6)]
+    panel = Panel.model_validate({"name": "open", "members": members})
+    plan = plan_eval(panel, Dataset(source="t", items=items), protocols="confer", baseline=None, grader=None)
+    result = await run_eval(plan, store=None, secrets=[], eval_id="open", seed=4, concurrency=4)
+    confer = {item.question_id: item.correct for item in result.items if item.system == "confer"}
+    held = {
+        item.id: any(
+            first_line(demo_reply("oracle@0.5", told(answer(), voter=f"v{i}", key=f"4:{item.id}", gold=item.answer)))
+            == item.answer
+            for i in range(1, 6)
+        )
+        for item in items
+    }
+    assert confer == held
+    assert 0 < sum(held.values()) < 40
+
+
+async def test_herding_to_the_shown_plurality_never_changes_confers_answer():
+    """Herders join the most common answer shown, which confer's count already picks (in a tie,
+    the one shown first, which its tie rule picks): on the same questions and seed, confer's
+    grades are the same with and without herding. A cascade needs voters who answer after
+    seeing others' answers; confer's members answer at once."""
+    items = [
+        EvalItem(id=f"q{i}", question=f"Question {i}?", answer=OPTIONS[i % 4], options=list(OPTIONS)) for i in range(40)
+    ]
+
+    async def grades(knobs: str) -> list[bool]:
+        members = [{"name": f"v{i}", "model": f"demo/oracle@0.5{knobs}"} for i in range(1, 6)]
+        panel = Panel.model_validate({"name": "herd", "members": members})
+        plan = plan_eval(panel, Dataset(source="t", items=items), protocols="confer", baseline=None, grader=None)
+        result = await run_eval(plan, store=None, secrets=[], eval_id="herd", seed=9, concurrency=4)
+        return [
+            item.correct for item in sorted(result.items, key=lambda item: item.question_id) if item.system == "confer"
+        ]
+
+    independent = await grades("")
+    assert await grades("?herd=1") == independent
+    assert 0 < sum(independent) < 40

@@ -9,8 +9,19 @@ import pytest
 from panel_cli.config import Panel
 from panel_cli.eval.datasets import EvalItem
 from panel_cli.eval.grading import Grade
-from panel_cli.eval.results import ItemResult, compare, gold_places, score_system, system_theory
-from panel_cli.eval.theory import uniform_places
+from panel_cli.eval.results import (
+    ItemResult,
+    compare,
+    deliberation,
+    departure,
+    gold_places,
+    not_measurable,
+    pair_comparisons,
+    score_system,
+    system_theory,
+)
+from panel_cli.eval.stats import holm, mcnemar_exact, paired_difference_interval
+from panel_cli.eval.theory import Theory, uniform_places
 
 
 def results(
@@ -162,3 +173,78 @@ def test_gold_places_count_where_each_question_puts_its_answer():
     assert gold_places(items) == {(2, 0): 1, (2, 1): 2, (3, 2): 1}
     assert gold_places([*items, EvalItem(id="e", question="?", answer="45")]) is None
     assert gold_places([]) is None
+
+
+# Every pair, departures from theory, what simulated voters cannot play --------------------------
+
+
+def test_every_pair_is_compared_with_holms_adjustment():
+    a = results("a", [True] * 20 + [False] * 10)
+    b = results("b", [False] * 12 + [True] * 8 + [False] * 10)
+    c = results("c", [True] * 30)
+    pairs = pair_comparisons({"a": a, "b": b, "c": c})
+    assert [(pair.first, pair.second) for pair in pairs] == [("a", "b"), ("a", "c"), ("b", "c")]
+    ab, ac, bc = pairs
+    assert (ab.both, ab.only_first, ab.only_second, ab.neither) == (8, 12, 0, 10)
+    assert ab.p_value == mcnemar_exact(12, 0) and ac.p_value == mcnemar_exact(0, 10)
+    assert [pair.p_holm for pair in pairs] == pytest.approx(holm([ab.p_value, ac.p_value, bc.p_value]))
+    assert ab.difference == pytest.approx(12 / 30)
+    assert (ab.ci_low, ab.ci_high) == pytest.approx(paired_difference_interval(8, 12, 0, 10))
+    assert ab.significant and "a beats b" in ab.verdict and "significant after Holm" in ab.verdict
+    assert bc.significant and bc.verdict.startswith("c beats b")
+
+
+def test_a_pair_right_on_the_same_questions_says_so():
+    (pair,) = pair_comparisons({"a": results("a", [True, False]), "b": results("b", [True, False])})
+    assert (pair.p_holm, pair.significant) == (1.0, False)
+    assert pair.verdict == "a and b were right on exactly the same questions."
+
+
+def line(accuracy: float) -> Theory:
+    return Theory(rule="r", accuracy=accuracy, way="exact")
+
+
+def test_a_departure_below_the_line_of_herding_voters_is_the_cascade():
+    scored = score_system("confer", "confer", ["a"], results("confer", [True] * 850 + [False] * 150), 1.0)
+    found = departure(scored, line(0.91), "herd=0.5 (v1, v2)")
+    assert found is not None and found.departs
+    assert found.standard_errors == pytest.approx((0.85 - 0.91) / math.sqrt(0.91 * 0.09 / 1000))
+    assert "its voters herd (herd=0.5 (v1, v2))" in found.verdict and "the cascade" in found.verdict
+    close = departure(
+        score_system("confer", "confer", ["a"], results("confer", [True] * 905 + [False] * 95), 1.0), line(0.91), None
+    )
+    assert close is not None and not close.departs and close.verdict.startswith("within 2 standard errors")
+    above = departure(
+        score_system("confer", "confer", ["a"], results("confer", [True] * 970 + [False] * 30), 1.0),
+        line(0.91),
+        "persuade=0.3 (v1)",
+    )
+    assert above is not None and above.departs and "persuaded by a right answer" in above.verdict
+
+
+def test_what_simulated_voters_cannot_play():
+    oracles = Panel.model_validate({"members": [{"name": f"v{i}", "model": "demo/oracle@0.7"} for i in range(3)]})
+    assert not_measurable("delphi", oracles).startswith("delphi's answer is its facilitator's summary")
+    assert not_measurable("ensemble", oracles) is not None
+    assert not_measurable("orchestrate", oracles) is not None and not_measurable("supervise", oracles) is not None
+    for protocol in ("confer", "council", "vote", "decide"):
+        assert not_measurable(protocol, oracles) is None
+    alone = oracles.model_copy(update={"members": oracles.members[:1], "mode": "race"})
+    assert not_measurable("ensemble", alone) is None
+    real = Panel.model_validate({"members": [{"name": "g", "model": "openai/gpt-4o"}]})
+    assert not_measurable("delphi", real) is None
+
+
+def test_deliberation_names_the_knobs_and_who_has_them():
+    panel = Panel.model_validate(
+        {
+            "members": [
+                {"name": "a", "model": "demo/oracle@0.7?herd=0.5&confidence=p"},
+                {"name": "b", "model": "demo/oracle@0.7?herd=0.5"},
+                {"name": "c", "model": "demo/oracle@0.7?persuade=0.2"},
+                {"name": "d", "model": "demo/oracle@0.7"},
+            ]
+        }
+    )
+    assert deliberation(panel) == "herd=0.5 (a, b); persuade=0.2 (c)"
+    assert deliberation(panel.model_copy(update={"members": panel.members[3:]})) is None

@@ -177,14 +177,16 @@ async def test_every_member_failing_reaches_no_answer(fake_server, run_protocol)
 
 async def test_tally_log_odds_lets_one_sure_voter_win_where_summed_confidence_would_not(fake_server, run_protocol):
     """ann votes its own A at 95; bob and cy vote B at 55. Summed confidence: B 110 beats A 95.
-    Log-odds over three answers: log(2 · 0.95 / 0.05) ≈ 3.64 beats 2 · log(2 · 0.55 / 0.45) ≈ 1.79."""
+    Log-odds over the three options the panel declares: log(2 · 0.95 / 0.05) ≈ 3.64 beats
+    2 · log(2 · 0.55 / 0.45) ≈ 1.79."""
     fake_server.script("ann-model", always("A", 95, "ann revised"))
     for name in ("bob", "cy"):
         fake_server.script(f"{name}-model", always("B", 55, f"{name} revised"))
     names = ["ann", "bob", "cy"]
     by_confidence, _ = await run_protocol(confer, make_panel(fake_server, names, max_rounds=1))
     assert (by_confidence.tally, by_confidence.winner, by_confidence.scores["B"]) == ("confidence", "bob", 110.0)
-    by_odds, events = await run_protocol(confer, make_panel(fake_server, names, max_rounds=1, tally="Log_Odds"))
+    panel = make_panel(fake_server, names, max_rounds=1, tally="Log_Odds", options=["x", "y", "z"])
+    by_odds, events = await run_protocol(confer, panel)
     assert (by_odds.tally, by_odds.winner, by_odds.final_answer) == ("log_odds", "ann", "ann revised")
     assert by_odds.scores["A"] == pytest.approx(math.log(38)) and by_odds.scores["C"] == 0.0
     assert by_odds.scores["B"] == pytest.approx(2 * math.log(1.1 / 0.45))

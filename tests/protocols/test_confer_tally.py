@@ -7,6 +7,7 @@ import pytest
 from panel_cli.protocols.confer.engine import (
     Vote,
     assign_labels,
+    choices_of,
     clamp_confidence,
     confidence_score,
     has_converged,
@@ -162,12 +163,31 @@ def test_log_odds_lets_one_sure_voter_outweigh_two_unsure_ones():
     assert scores == pytest.approx({"A": math.log(27), "B": 2 * math.log(4.5), "C": 0.0, "D": math.log(4.5)})
 
 
-def test_log_odds_uses_the_number_of_answers_in_the_block():
-    """K is the block's size: the same confidence weighs more among more answers."""
+def test_log_odds_uses_the_number_of_choices():
+    """K is the number of choices: the same confidence weighs more among more of them, and
+    with K given, the number of labels (members) does not change a weight."""
     scores, _ = tally([vote("ann", "A", 80)], ["A", "B"], "log_odds")
     assert scores["A"] == pytest.approx(math.log(4))
     scores, _ = tally([vote("ann", "A", 80)], ["A", "B", "C", "D", "E"], "log_odds")
     assert scores["A"] == pytest.approx(math.log(16))
+    scores, _ = tally([vote("ann", "A", 80)], ["A", "B", "C", "D", "E"], "log_odds", choices=4)
+    assert scores["A"] == pytest.approx(math.log(12))
+
+
+def test_k_is_the_options_when_declared_else_the_distinct_answers_shown():
+    block = {"A": "Paris", "B": " paris ", "C": "Rome", "D": "Paris", "E": "Berlin"}
+    assert choices_of(["London", "Paris", "Rome", "Berlin"], block) == 4
+    assert choices_of([], block) == 3
+
+
+def test_with_four_options_one_sure_vote_beats_two_unsure_ones_among_five_members():
+    """Issue 20: with K the five labels, 2 × 0.6 tied 1 × 0.9 exactly (2 log 6 = log 36) and
+    the lowest label took it, so member order decided; with K = 4 options the sure vote wins
+    (log 27 > 2 log 4.5) whichever label it holds."""
+    labels = ["A", "B", "C", "D", "E"]
+    for sure, unsure in (("A", "B"), ("B", "A")):
+        votes = [vote("ann", sure, 90), vote("bob", unsure, 60), vote("cy", unsure, 60)]
+        assert tally(votes, labels, "log_odds", choices=4)[1] == sure
 
 
 def test_log_odds_ties_go_to_the_lowest_label_and_below_chance_counts_against():

@@ -362,3 +362,22 @@ async def test_a_migrated_file_is_searchable_and_takes_new_runs(tmp_path: Path) 
     assert [run.id for run in audit] == ["fresh", "3a5045f3257f"]
     assert (crashed.status, crashed.pid, crashed.host) == ("running", None, None)  # no process to ask about
     assert [run.outcome for run in confer] == ["skeptic"]
+
+
+def test_migration_8_adds_the_eval_tables_and_leaves_runs_alone(tmp_path):
+    """A version-7 file with a run gains the four eval tables, empty; its run is as it was."""
+    path = tmp_path / "seven.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    for migration in MIGRATIONS[:7]:
+        migration(db)
+    db.execute("PRAGMA user_version = 7")
+    db.execute("INSERT INTO runs (id, protocol, status) VALUES ('r1', 'confer', 'finished')")
+    db.close()
+    connect(path).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 8
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"evals", "eval_questions", "eval_items", "eval_judge_calls"} <= tables
+        assert db.execute("SELECT count(*) FROM evals").fetchone()[0] == 0
+        assert db.execute("SELECT id, protocol, status FROM runs").fetchall() == [("r1", "confer", "finished")]
+    db.close()

@@ -23,6 +23,7 @@ SURFACE: dict[str, frozenset[str] | None] = {
     "panel_cli.store.merge": frozenset({"import_runs"}),
     "panel_cli.store.paths": frozenset({"resolve_db_path", "default_db_path"}),
     "panel_cli.store.times": frozenset({"epoch"}),
+    "panel_cli.store.evals": frozenset({"EvalWriter", "EvalReader", "EvalRow", "StoredEval"}),
 }
 
 

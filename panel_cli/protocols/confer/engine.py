@@ -30,12 +30,13 @@ from panel_cli.tasks import Task, mark, render_labelled
 
 FALLBACK_CONFIDENCE = 50.0
 RULES = ProtocolRules(
-    fields=frozenset({"max_rounds", "until_convergence", "tally"}),
+    fields=frozenset({"max_rounds", "until_convergence", "tally", "options"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
     settings=lambda panel: [
         ("max_rounds", str(panel.max_rounds)),
         ("until_convergence", yes_no(panel.until_convergence)),
         ("tally", panel.tally),
+        *([("options", f"{len(panel.options)}, the K of log-odds")] if panel.options else []),
     ],
 )
 
@@ -142,21 +143,32 @@ def normalize_vote(
 
 
 def tally(
-    votes: list[Vote], labels: list[str], rule: ConferTally = "confidence"
+    votes: list[Vote], labels: list[str], rule: ConferTally = "confidence", choices: int | None = None
 ) -> tuple[dict[str, float], str | None]:
     """Each label's score: the summed confidence of its votes, or under `log_odds` their summed
-    log-odds, with K the number of answers in the block (`labels`). The highest wins; a tie
-    (scores equal but for rounding: 2 log 6 ties log 36) goes to the lowest label. Sums are
-    exact (fsum), so the votes' order never matters."""
+    log-odds over K = `choices` (`choices_of`; by default each label counts as its own answer).
+    The highest wins; a tie (scores equal but for rounding: 2 log 6 ties log 36) goes to the
+    lowest label. Sums are exact (fsum), so the votes' order never matters."""
     weights: dict[str, list[float]] = {label: [] for label in labels}
+    count = len(labels) if choices is None else choices
     for vote in votes:
-        weights.setdefault(vote.chosen_label, []).append(vote_weight(vote.confidence, len(labels), rule))
+        weights.setdefault(vote.chosen_label, []).append(vote_weight(vote.confidence, count, rule))
     scores = {label: math.fsum(found) for label, found in weights.items()}
     if not votes:
         return scores, None
     top = max(scores.values())
     leaders = [label for label in scores if ties(scores[label], top)]
     return scores, min(leaders, key=lambda label: (len(label), label))
+
+
+def choices_of(options: list[str], block: dict[str, str]) -> int:
+    """K for log-odds: the question's number of options when the panel declares them
+    (`options:`, as an eval does from its dataset), else the number of distinct answers shown
+    (whitespace and case aside). Not the number of labels: five members giving two answers
+    choose between two, and the weights must not depend on how many members there are."""
+    if options:
+        return len(options)
+    return len({" ".join(text.split()).casefold() for text in block.values()})
 
 
 def confidence_score(votes: list[Vote], winner_label: str | None) -> float:
@@ -287,7 +299,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         if stopped := await out_of_budget(gateway, emit, ending):
             break
         votes = [vote for vote, _ in outcomes if vote is not None]
-        scores, winner_label = tally(votes, list(block), panel.tally)
+        scores, winner_label = tally(votes, list(block), panel.tally, choices_of(panel.options, block))
         winner = authors[winner_label] if winner_label else None
         revised = {vote.voter: vote.revised_answer for vote in votes}
         winner_answer = revised.get(winner, block[winner_label]) if winner and winner_label else None

@@ -30,7 +30,8 @@ def probability(confidence: float) -> float:
 
 
 def log_odds_weight(confidence: float, answers: int) -> float:
-    """log((K − 1)c / (1 − c)) for K `answers` in the round's block and confidence c.
+    """log((K − 1)c / (1 − c)) for K `answers` to choose from (the question's options, or the
+    distinct answers shown: `engine.choices_of`) and confidence c.
 
     Positive when c is above chance (1/K), zero at chance, negative below it: a vote cast with
     less confidence than a guess counts against the answer it names, as the odds say. With

@@ -430,7 +430,7 @@ def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[s
     return settings
 
 
-VOTE_FIELDS = frozenset({"method", "tie_break", "threshold", "quorum", "options", "no_match", "max_voters"})
+VOTE_FIELDS = frozenset({"method", "tie_break", "threshold", "quorum", "options", "no_match", "max_voters", "weights"})
 RULES = ProtocolRules(
     fields=VOTE_FIELDS,
     timeouts={"vote": DEFAULT_TIMEOUT},

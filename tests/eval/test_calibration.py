@@ -1,0 +1,201 @@
+"""Calibrated weights: the arithmetic by hand, the split, the weights file a panel names, and
+every problem with it located."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from panel_cli.config import load_panel
+from panel_cli.errors import ConfigError, UserError
+from panel_cli.eval.calibration import (
+    calibrate,
+    calibrated_accuracy,
+    dataset_options,
+    optimal_weight,
+    read_weights,
+    split_items,
+    weights_yaml,
+)
+from panel_cli.eval.datasets import EvalItem
+from panel_cli.protocols.checks import check_panel
+
+
+def items(n: int, options: int = 4) -> list[EvalItem]:
+    listed = [f"o{index}" for index in range(options)]
+    return [EvalItem(id=f"q{i}", question=f"Q{i}?", answer="o0", options=listed) for i in range(n)]
+
+
+def test_add_one_accuracy_by_hand():
+    assert calibrated_accuracy(9, 10) == 10 / 12
+    assert calibrated_accuracy(0, 0) == 0.5
+    assert calibrated_accuracy(10, 10) == 11 / 12, "right every time is not certain"
+    with pytest.raises(ValueError):
+        calibrated_accuracy(11, 10)
+
+
+def test_optimal_weight_by_hand():
+    assert optimal_weight(0.9, 4) == pytest.approx(math.log(27))
+    assert optimal_weight(0.6, 4) == pytest.approx(math.log(4.5))
+    assert optimal_weight(0.25, 4) == 0.0, "chance among four is worth nothing"
+    assert optimal_weight(0.1, 4) == 0.0, "below chance is held at 0, never negative"
+    assert optimal_weight(0.75, 2) == pytest.approx(math.log(3))
+
+
+def test_calibrate_counts_into_weights():
+    found = calibrate(
+        {"v1": ("demo/oracle@0.9", 44, 50), "v2": ("demo/oracle@0.6", 30, 50)},
+        options=4,
+        eval_id="e1",
+        dataset="d.jsonl",
+        dataset_sha256="ab",
+        questions=50,
+    )
+    v1, v2 = found.members
+    assert (v1.right, v1.questions, v1.accuracy) == (44, 50, round(45 / 52, 6))
+    assert v1.weight == round(math.log(3 * (45 / 52) / (7 / 52)), 6)
+    assert v2.weight == round(math.log(3 * (31 / 52) / (21 / 52)), 6)
+    assert found.weights() == {"v1": v1.weight, "v2": v2.weight}
+
+
+def test_k_comes_from_the_dataset_and_must_be_one_number():
+    assert dataset_options(items(3)) == 4
+    with pytest.raises(UserError, match="have 3, 4 options"):
+        dataset_options([*items(2), *items(2, options=3)], "mixed.jsonl")
+    short = [EvalItem(id="s", question="2+2?", answer="4")]
+    with pytest.raises(UserError, match="every question needs options"):
+        dataset_options(short)
+
+
+def test_split_is_seeded_disjoint_and_keeps_the_order():
+    listed = items(100)
+    first, held = split_items(listed, 0.5, seed=1)
+    assert len(first) == len(held) == 50
+    assert {item.id for item in first}.isdisjoint(item.id for item in held)
+    assert [item.id for item in first] == sorted((item.id for item in first), key=lambda name: int(name[1:]))
+    assert split_items(listed, 0.5, seed=1) == (first, held)
+    assert split_items(listed, 0.5, seed=2)[0] != first
+    # Not the first half: a dataset sorted by topic splits evenly.
+    assert first != listed[:50]
+
+
+@pytest.mark.parametrize(
+    "share, n, message",
+    [
+        (1.0, 10, "--split takes the share of questions to calibrate on, between 0 and 1 (like 0.5), not 1."),
+        (
+            0.01,
+            10,
+            "--split 0.01 of 10 questions leaves nothing to calibrate on; give more questions or another share.",
+        ),
+        (0.99, 10, "--split 0.99 of 10 questions leaves nothing held out; give more questions or another share."),
+    ],
+)
+def test_a_split_that_leaves_nothing_is_refused(share, n, message):
+    with pytest.raises(UserError) as caught:
+        split_items(items(n), share, seed=0)
+    assert caught.value.message == message
+
+
+def calibration_file(tmp_path: Path) -> Path:
+    found = calibrate(
+        {"v1": ("demo/oracle@0.9", 45, 50), "v2": ("demo/oracle@0.6", 30, 50)},
+        options=4,
+        eval_id="e1",
+        dataset="d.jsonl",
+        dataset_sha256="ab",
+        questions=50,
+    )
+    path = tmp_path / "weights.yaml"
+    path.write_text(weights_yaml(found), encoding="utf-8")
+    return path
+
+
+def test_the_file_written_is_the_file_read(tmp_path):
+    path = calibration_file(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# Weights calibrated by panel eval e1 on d.jsonl")
+    assert "add-one (Laplace): p = (right + 1) / (questions + 2)" in text
+    assert read_weights(path, "weights.yaml") == {
+        "v1": round(math.log(3 * (46 / 52) / (6 / 52)), 6),
+        "v2": round(math.log(3 * (31 / 52) / (21 / 52)), 6),
+    }
+
+
+PANEL = """\
+name: mixed
+protocol: vote
+method: weighted_plurality
+options: [a, b, c, d]
+weights: from weights.yaml
+members:
+  - {name: v1, model: demo/oracle@0.9}
+  - {name: v2, model: demo/oracle@0.6}
+"""
+
+
+def test_a_panel_takes_its_weights_from_the_file(tmp_path):
+    calibration_file(tmp_path)
+    (tmp_path / "panel.yaml").write_text(PANEL, encoding="utf-8")
+    panel = load_panel(tmp_path / "panel.yaml")
+    assert [member.weight for member in panel.members] == list(read_weights(tmp_path / "weights.yaml", "w").values())
+    assert check_panel(panel, "vote") == []
+    # A protocol that counts no weight says so once, at the field the file set, not per member.
+    warnings = check_panel(panel, "council")
+    assert [warning for warning in warnings if "weight:" in warning or "weights:" in warning] == [
+        f"{tmp_path / 'panel.yaml'}, line 5: weights: not used by council."
+    ]
+
+
+@pytest.mark.parametrize(
+    "weights, panel_edit, problems",
+    [
+        ("weights: {v1: 2}\n", None, ["panel.yaml, line 5: weights: weights.yaml gives no weight to 'v2'."]),
+        (
+            "weights: {v1: 2, v2: 1, zed: 3}\n",
+            None,
+            ["panel.yaml, line 5: weights: weights.yaml gives a weight to 'zed', not of this panel."],
+        ),
+        (
+            "weights: {v1: -1, v2: .inf}\nnotes: 1\n",
+            None,
+            [
+                "weights.yaml, line 2: notes: not a field of a weights file (weights, calibration).",
+                "weights.yaml, line 1: weights.v1: a weight is a number of 0 or more, not '-1'.",
+                "weights.yaml, line 1: weights.v2: a weight is a number of 0 or more, not 'inf'.",
+            ],
+        ),
+        (
+            "- just a list\n",
+            None,
+            ["weights.yaml, line 1: a weights file has 'weights:', a mapping of member names to weights."],
+        ),
+        (None, None, ["panel.yaml, line 5: weights: weights.yaml: no such file."]),
+        (
+            "weights: {v1: 2, v2: 1}\n",
+            ("  - {name: v1, model: demo/oracle@0.9}", "  - {name: v1, model: demo/oracle@0.9, weight: 2}"),
+            [
+                "panel.yaml, line 7: members[0].weight: the weights come from weights.yaml (weights:); leave this one out."
+            ],
+        ),
+        (
+            "weights: {v1: 2, v2: 1}\n",
+            ("weights: from weights.yaml", "weights: weights.yaml"),
+            [
+                "panel.yaml, line 5: weights: write 'weights: from FILE', naming a weights file "
+                "(panel eval --calibrate writes one)."
+            ],
+        ),
+    ],
+)
+def test_every_problem_with_the_weights_is_located(tmp_path, monkeypatch, weights, panel_edit, problems):
+    monkeypatch.chdir(tmp_path)
+    if weights is not None:
+        (tmp_path / "weights.yaml").write_text(weights, encoding="utf-8")
+    text = PANEL if panel_edit is None else PANEL.replace(*panel_edit)
+    (tmp_path / "panel.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_panel("panel.yaml")
+    assert caught.value.message.splitlines() == problems

@@ -1,0 +1,144 @@
+"""Evals kept in the store: written as they run, read back the same, an interrupted one kept
+as far as it got and resumed without running again what it had; the judge's calls kept."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from panel_cli.config import Panel
+from panel_cli.errors import UserError
+from panel_cli.eval.datasets import Dataset, EvalItem
+from panel_cli.eval.results import EvalResult
+from panel_cli.eval.runner import eval_settings, plan_eval, run_eval
+from panel_cli.eval.storage import EvalRecording, stored_result
+from panel_cli.store.evals import EvalReader, EvalWriter
+from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.subscriber import TranscriptStore
+
+OPTIONS = ["red", "green", "blue", "grey"]
+
+
+def data(n: int) -> Dataset:
+    items = [EvalItem(id=f"q{i}", question=f"Colour {i}?", answer=OPTIONS[i % 4], options=OPTIONS) for i in range(n)]
+    return Dataset(source="colours.jsonl", items=items, sha256="abc123")
+
+
+def jury(p: float = 0.7, n: int = 3) -> Panel:
+    return Panel.model_validate(
+        {"name": "jury", "members": [{"name": f"v{i}", "model": f"demo/oracle@{p}"} for i in range(1, n + 1)]}
+    )
+
+
+async def kept_eval(db: Path, plan: Any, eval_id: str, **options: Any) -> EvalResult:
+    store = await TranscriptStore.open(db)
+    try:
+        with EvalWriter.open(db, eval_id) as writer:
+            return await run_eval(
+                plan,
+                store=store,
+                secrets=[],
+                eval_id=eval_id,
+                seed=3,
+                recorder=EvalRecording(writer),
+                settings=eval_settings(plan, []),
+                **options,
+            )
+    finally:
+        await store.close()
+
+
+def comparable(result: EvalResult) -> dict[str, Any]:
+    """Everything but the order items were graded in, which the store keeps by time."""
+    dumped = result.model_dump(mode="json")
+    dumped["items"] = sorted(dumped["items"], key=lambda item: (item["system"], item["question_id"]))
+    return dumped
+
+
+async def test_an_eval_reads_back_as_it_was_reported(tmp_path):
+    db = tmp_path / "runs.db"
+    plan = plan_eval(jury(), data(6), protocols="confer,vote", baseline=None, grader="judge:v2")
+    result = await kept_eval(db, plan, "e1")
+    with EvalReader.open(db) as reader:
+        (row,) = reader.list_evals()
+        stored = reader.get("e")
+    assert (row.id, row.status, row.questions, row.items, row.dataset_sha256) == ("e1", "finished", 6, 18, "abc123")
+    assert row.correct == sum(item.correct for item in result.items)
+    assert comparable(stored_result(stored)) == comparable(result)
+    # The judge's every call is kept with what it was asked and answered (an item without a
+    # final answer is graded wrong without asking).
+    with sqlite3.connect(db) as connection:
+        calls = connection.execute("SELECT member, prompt, reply FROM eval_judge_calls").fetchall()
+    connection.close()
+    answered = [item for item in stored_result(stored).items if item.final_answer is not None]
+    assert len(calls) == len(answered) > 0
+    assert all(
+        member == "v2" and "Reference answer:" in prompt and "verdict" in reply for member, prompt, reply in calls
+    )
+    assert all(item.judge_call is not None for item in answered)
+
+
+async def test_an_interrupted_eval_keeps_its_grades_and_resumes_only_the_rest(tmp_path):
+    """Cancelled after a few items: kept as interrupted with those items; resumed, it runs the
+    others only (counted by runs in the store) and ends with the same grades as one that was
+    never stopped, since each question's beliefs are drawn from the seed and its id."""
+    db = tmp_path / "runs.db"
+    plan = plan_eval(jury(), data(12), protocols="vote", baseline=None, grader=None)
+    graded: list[str] = []
+    stop = asyncio.Event()
+
+    class Watch:
+        def start(self, system: str, total: int) -> None: ...
+
+        def advance(self, result: Any) -> None:
+            graded.append(result.question_id)
+            if len(graded) == 5:
+                stop.set()
+
+    task = asyncio.create_task(kept_eval(db, plan, "e2", progress=Watch(), concurrency=1))
+    await stop.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with EvalReader.open(db) as reader:
+        stored = reader.get("e2")
+    assert stored.row.status == "interrupted"
+    kept = stored_result(stored)
+    assert len(kept.items) == 5
+    with TranscriptReader.open(db) as reader:
+        runs_before = len(reader.list_runs(limit=-1))
+
+    resumed = await kept_eval(db, plan, "e2", done=kept.items)
+    with TranscriptReader.open(db) as reader:
+        runs_after = len(reader.list_runs(limit=-1))
+    assert runs_after - runs_before == 24 - 5
+    whole = await run_eval(plan, store=None, secrets=[], eval_id="e3", seed=3)
+    assert sorted((i.system, i.question_id, i.correct) for i in resumed.items) == sorted(
+        (i.system, i.question_id, i.correct) for i in whole.items
+    )
+    with EvalReader.open(db) as reader:
+        assert reader.get("e2").row.status == "finished"
+
+
+def test_an_unknown_or_ambiguous_id_is_one_sentence(tmp_path):
+    db = tmp_path / "runs.db"
+    for eval_id in ("eab1", "eab2"):
+        with EvalWriter.open(db, eval_id) as writer:
+            writer.begin({"panel": "p", "dataset": "d", "seed": 0}, [])
+            writer.end("finished")
+    with EvalReader.open(db) as reader:
+        with pytest.raises(UserError, match="No eval 'zz'"):
+            reader.get("zz")
+        with pytest.raises(UserError, match="'eab' begins more than one eval's id; give more of it."):
+            reader.get("eab")
+        assert reader.get("eab2").row.id == "eab2"
+
+
+def test_reading_a_missing_file_finds_no_eval_and_creates_nothing(tmp_path):
+    with EvalReader.open(tmp_path / "none.db") as reader:
+        assert reader.list_evals() == []
+    assert not (tmp_path / "none.db").exists()
