@@ -37,6 +37,7 @@ from panel_cli.cli import resume as resume_command
 from panel_cli.cli import run as run_command
 from panel_cli.cli import supervise as supervise_command
 from panel_cli.cli import vote as vote_command
+from panel_cli.cli.signals import KeepsSignalHandlers
 from panel_cli.errors import PanelError
 
 # history_app's own help, repeated here so that `panel --help` need not import it;
@@ -58,8 +59,9 @@ class PlainFlags:
         return params
 
 
-class PanelCommand(PlainFlags, TyperCommand):
-    """A command of `panel`: Typer's, with plain flags in its help."""
+class PanelCommand(PlainFlags, KeepsSignalHandlers, TyperCommand):
+    """A command of `panel`: Typer's, with plain flags in its help, leaving the process's signal
+    handlers as it found them."""
 
 
 class PanelGroup(PlainFlags, TyperGroup):

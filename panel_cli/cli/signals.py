@@ -4,20 +4,26 @@
 than once. The first signal cancels the run: in-flight calls are recorded as cancelled and
 the run as interrupted. Later signals are ignored while that clean-up runs, so it cannot be
 interrupted half way, and the clean-up is bounded, so the process always exits.
+
+A command changes the process's signal handlers only for as long as it runs
+(`KeepsSignalHandlers`): run in process (tests, a program that embeds panel) it hands them back
+as it found them, so a SIGTERM that reaches the host afterwards is the host's again.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from panel_cli.errors import PanelError
+
+if TYPE_CHECKING:  # asyncio is imported by the runs themselves: `panel --help` does without it
+    import asyncio
 
 T = TypeVar("T")
 
@@ -44,14 +50,53 @@ def _raise_interrupted(signum: int, frame: object) -> None:
 
 def on_sigterm_exit() -> None:
     """Before the run's event loop exists, SIGTERM stops the command as Ctrl-C does (an
-    exception, exit 143) instead of killing it outright."""
+    exception, exit 143) instead of killing it outright. Until the command ends: the command
+    (`KeepsSignalHandlers`) puts back the handler this replaces."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupted)
 
 
+@contextlib.contextmanager
+def handlers_kept() -> Iterator[None]:
+    """Put SIGINT's and SIGTERM's handlers back as they were on entry, whatever the body
+    installed. Except after a signal stopped the body (`Interrupted`): the process is then on
+    its way out, and both stay ignored, so that a late Ctrl-C cannot cut its exit short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    found = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    try:
+        yield
+    except Interrupted:
+        _ignore_signals()
+        raise
+    except BaseException:
+        _restore(found)
+        raise
+    _restore(found)
+
+
+class KeepsSignalHandlers:
+    """A Click command that leaves the process's signal handlers as it found them (a mixin,
+    before the command class: `class PanelCommand(KeepsSignalHandlers, TyperCommand)`)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with handlers_kept():
+            return super().invoke(ctx)  # type: ignore[misc]
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    for signum, handler in handlers.items():
+        if handler is not None:  # None: set outside Python, which cannot be put back from here
+            signal.signal(signum, handler)
+
+
 def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
     """Run `main()` on a fresh event loop. The first SIGINT or SIGTERM cancels it, and it gets
-    CLEANUP_SECONDS to finish cancelling; later signals are ignored. Raises Interrupted."""
+    CLEANUP_SECONDS to finish cancelling; later signals are ignored. Raises Interrupted. When no
+    signal came, the handlers in place before are put back (the loop's own replace them)."""
+    import asyncio
+
     loop = asyncio.new_event_loop()
     task = loop.create_task(_as_coroutine(main))
     received: list[int] = []
@@ -64,6 +109,7 @@ def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
         loop.call_later(CLEANUP_SECONDS, loop.stop)
 
     watching = threading.current_thread() is threading.main_thread()
+    found = {signum: signal.getsignal(signum) for signum in SIGNALS}
     if watching:
         for signum in SIGNALS:
             loop.add_signal_handler(signum, on_signal, signum)
@@ -80,7 +126,7 @@ def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
             _ignore_signals()
             _exit_if_threads_linger(Interrupted(received[0], run_id))
         elif watching:
-            on_sigterm_exit()
+            _restore(found)
 
 
 async def _as_coroutine(main: Callable[[], Awaitable[T]]) -> T:
@@ -89,6 +135,8 @@ async def _as_coroutine(main: Callable[[], Awaitable[T]]) -> T:
 
 def _shutdown(loop: asyncio.AbstractEventLoop, watching: bool) -> None:
     """Cancel what is left, then give litellm's worker threads a moment; never wait forever."""
+    import asyncio
+
     pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
     for task in pending:
         task.cancel()

@@ -1,0 +1,79 @@
+"""A command run in process hands the process's signal handlers back as it found them.
+
+A protocol command makes SIGTERM raise `Interrupted` while it runs (so `panel` exits 143 with
+the run kept: tests/faults/test_signals.py); left installed in the host, pytest here, a later
+SIGTERM would surface as an exception in whatever test happened to be running."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from panel_cli.cli.signals import Interrupted, handlers_kept, on_sigterm_exit
+from panel_cli.errors import UserError
+from tests.helpers import cli, cli_json
+
+
+def marker(signum: int, frame: object) -> None:
+    """The host's own handler, told apart from anything panel installs."""
+
+
+@pytest.fixture
+def host_handlers() -> Iterator[None]:
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, marker)
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["confer", "configs/demo.yaml", "--max-rounds", "1", "--json"],
+        ["vote", "configs/demo.yaml", "-q", "Tea or coffee?", "--options", "tea", "coffee", "--json"],
+    ],
+)
+def test_a_command_in_process_leaves_sigterm_and_sigint_as_it_found_them(
+    host_handlers: None, args: list[str], tmp_path: Path
+) -> None:
+    sigint = signal.getsignal(signal.SIGINT)
+    ran = cli(*args, "--db", str(tmp_path / "runs.db"))
+    assert ran.exit_code == 0, ran.output
+    assert signal.getsignal(signal.SIGTERM) is marker
+    assert signal.getsignal(signal.SIGINT) is sigint
+
+
+def test_a_replay_in_process_leaves_sigterm_as_it_found_it(host_handlers: None, tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    run_id = cli_json("confer", "configs/demo.yaml", "--max-rounds", "1", "--db", db)["run_id"]
+    ran = cli("history", "replay", run_id, "--speed", "max", "--plain", "--db", db)
+    assert ran.exit_code == 0 and "Replay of run" in ran.output, ran.output
+    assert signal.getsignal(signal.SIGTERM) is marker
+
+
+def test_a_command_refused_after_it_armed_sigterm_still_puts_the_handler_back(host_handlers: None) -> None:
+    ran = cli("confer", "configs/demo.yaml", "--agents", "nobody")
+    assert isinstance(ran.exception, UserError) and "'nobody' is not a member" in ran.exception.message
+    assert signal.getsignal(signal.SIGTERM) is marker
+
+
+def test_while_the_command_runs_sigterm_raises_interrupted(host_handlers: None) -> None:
+    with handlers_kept():
+        on_sigterm_exit()
+        with pytest.raises(Interrupted) as caught:
+            signal.raise_signal(signal.SIGTERM)
+        assert caught.value.exit_code == 143
+    assert signal.getsignal(signal.SIGTERM) is marker
+
+
+def test_after_a_signal_stopped_the_command_both_signals_stay_ignored_while_it_exits(host_handlers: None) -> None:
+    with pytest.raises(Interrupted), handlers_kept():
+        raise Interrupted(signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
