@@ -4,9 +4,11 @@ of a clock, and read back what a terminal shows once the writing stops."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -172,6 +174,32 @@ def wait_until(
         time.sleep(0.02)
 
 
+def stored_count(db: Path, sql: str, *params: Any) -> int:
+    """`select count(*) …` on a store another process is writing; 0 before the file exists.
+    Read-only, so polling never creates the file or takes a write lock."""
+    if not db.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            return int(con.execute(sql, params).fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+
+
+def blocked_reading_stdin(pid: int) -> bool:
+    """Whether the process's main thread is blocked in read(2) on its standard input (Linux:
+    /proc/PID/syscall names the system call a sleeping thread is in, then its arguments)."""
+    try:
+        number, fd, *_ = Path(f"/proc/{pid}/syscall").read_text().split()
+    except (OSError, ValueError):
+        return False
+    return number == str(READ_SYSCALL) and fd == "0x0"
+
+
+# read(2)'s number where the syscall table is not the generic one (x86-64); 63 elsewhere (arm64).
+READ_SYSCALL = {"x86_64": 0}.get(os.uname().machine, 63)
+
+
 # -- what a terminal shows --------------------------------------------------------------------
 
 _CONTROL = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|\r|\n")
@@ -210,7 +238,13 @@ def terminal_screen(written: str) -> list[str]:
         elif command == "G":
             column = int(params or 1) - 1
         elif command == "K":
-            lines[row] = "" if params == "2" else lines[row][:column] if params in ("", "0") else " " * column + lines[row][column:]
+            lines[row] = (
+                ""
+                if params == "2"
+                else lines[row][:column]
+                if params in ("", "0")
+                else " " * column + lines[row][column:]
+            )
     put(written[start:])
     shown = [line.rstrip() for line in lines]
     while shown and not shown[-1]:
