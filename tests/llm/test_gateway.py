@@ -123,7 +123,7 @@ async def test_500_is_retried_up_to_the_limit(fake_server, gateway):
 
 async def test_retry_never_waits_past_the_stage_deadline(fake_server, gateway):
     fake_server.script("m", error(429, "later", retry_after=30))
-    deadline = asyncio.get_running_loop().time() + 1.0
+    deadline = asyncio.get_running_loop().time() + 10.0  # room for the one request on a loaded machine
     result = await call(gateway, member(fake_server), deadline=deadline)
     assert result.error_kind == "rate_limited" and result.attempts == 1
     assert result.error == "rate limited; the provider asked to wait 30s, longer than this call may take"
