@@ -4,6 +4,7 @@ of a clock, and read back what a terminal shows once the writing stops."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -172,6 +173,14 @@ def wait_until(
             raise AssertionError(f"the process ended (exit {process.returncode}) before {what}")
         assert time.monotonic() < deadline, f"still waiting, after {guard:.0f}s, for {what}"
         time.sleep(0.02)
+
+
+async def eventually(condition: Callable[[], object], what: str, *, guard: float = HANG_GUARD) -> None:
+    """`wait_until` for a test on an event loop: poll without blocking the loop."""
+    deadline = time.monotonic() + guard
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting, after {guard:.0f}s, for {what}"
+        await asyncio.sleep(0.01)
 
 
 def stored_count(db: Path, sql: str, *params: Any) -> int:

@@ -15,6 +15,7 @@ from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.stream import TextGrowth
 from panel_cli.tools.calls import ToolSet
 from tests.fakes.openai_server import error, hang, reply, reply_json, reset_mid_body
+from tests.helpers import eventually
 
 LONG = "The quick brown fox jumps over the lazy dog, then naps in the sun for an hour."
 
@@ -135,10 +136,7 @@ async def test_the_deadline_holds_mid_stream(fake_server):
     stream = fake_server.streams[0]
     assert stream.first_token_at is not None and not stream.finished
     # The gateway hung up: the server sees it at its next piece.
-    for _ in range(100):
-        if fake_server.closed_early:
-            break
-        await asyncio.sleep(0.05)
+    await eventually(lambda: fake_server.closed_early, "the server to see the hang-up")
     assert fake_server.closed_early == ["m"]
 
 
@@ -271,15 +269,11 @@ async def test_a_call_cancelled_mid_stream_reports_it_and_hangs_up(fake_server):
     recorder = Recorder()
     gateway = make_gateway(recorder)
     task = asyncio.create_task(call(gateway, member(fake_server)))
-    while not grew(recorder.events):
-        await asyncio.sleep(0.01)
+    await eventually(lambda: grew(recorder.events), "the first words")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     await gateway.aclose()
     assert recorder.events[-1].type == "call_failed" and recorder.events[-1].kind == "cancelled"
-    for _ in range(100):
-        if fake_server.closed_early:
-            break
-        await asyncio.sleep(0.05)
+    await eventually(lambda: fake_server.closed_early, "the server to see the hang-up")
     assert fake_server.closed_early == ["m"]

@@ -70,7 +70,7 @@ def contributions_of(server, round_index: int) -> list[RecordedRequest]:
 async def test_a_failed_expert_is_skipped_and_the_round_goes_on(fake_server, run_protocol, fault, kind):
     script_experts(fake_server)
     fake_server.script("zoltan-model", fault, expert("gamma"))
-    panel = make_panel(fake_server, NAMES, max_rounds=2, timeouts={"answer": "1s"})
+    panel = make_panel(fake_server, NAMES, max_rounds=2, timeouts={"answer": "3s"})
     result, events = await run_protocol(delphi, panel)
 
     first, second = result.rounds

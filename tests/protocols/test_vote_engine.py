@@ -122,14 +122,14 @@ async def test_a_late_ballot_is_recorded_as_late_and_not_counted(fake_server, ru
     fake_server.default(reply(ballot("MySQL")))
     fake_server.script("cy-model", reply(ballot("SQLite"), latency=30))
     fake_server.script("dee-model", hang())
-    panel = vote_panel(fake_server, ["ann", "bob", "cy", "dee"], timeouts={"vote": "0.5s"}, quorum=3)
+    panel = vote_panel(fake_server, ["ann", "bob", "cy", "dee"], timeouts={"vote": "3s"}, quorum=3)
     result, events = await run_protocol(vote, panel)
 
     assert result.late == ["cy", "dee"] and result.failed == []
     late = [b for b in result.ballots if b.late]
     assert [(b.voter, b.choice, b.reason) for b in late] == [
-        ("cy", None, "no ballot before collection closed (0.5s)"),
-        ("dee", None, "no ballot before collection closed (0.5s)"),
+        ("cy", None, "no ballot before collection closed (3s)"),
+        ("dee", None, "no ballot before collection closed (3s)"),
     ]
     assert result.vote_counts == {"PostgreSQL": 0, "MySQL": 2, "SQLite": 0} and result.ballots_cast == 2
     assert result.winner is None and result.failure_reason == "quorum not met: 2 ballots arrived, 3 needed"
@@ -140,7 +140,7 @@ async def test_a_late_ballot_is_recorded_as_late_and_not_counted(fake_server, ru
         ("cy", True),
         ("dee", True),
     }
-    assert "cast no ballot before collection closed (0.5s); recorded as late, not counted" in [
+    assert "cast no ballot before collection closed (3s); recorded as late, not counted" in [
         w.message for w in events.of("warning") if w.member == "cy"
     ]
 

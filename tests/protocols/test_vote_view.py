@@ -135,10 +135,10 @@ async def test_plain_lines_for_late_ballots_and_decisions(fake_server, run_proto
     fake_server.script("lead-model", leader_reply("SQLite"))
     fake_server.script("bob-model", reply(ballot("MySQL")))
     fake_server.script("cy-model", reply(ballot("SQLite"), latency=30))
-    _, recorder = await run_protocol(decide, decide_panel(fake_server, timeouts={"vote": "0.5s"}))
+    _, recorder = await run_protocol(decide, decide_panel(fake_server, timeouts={"vote": "3s"}))
     stream = StringIO()
     await play(PlainView(stream), recorder.events)
     lines = stream.getvalue().splitlines()
-    assert "ballot  cy  late, not counted: no ballot before collection closed (0.5s)" in lines
+    assert "ballot  cy  late, not counted: no ballot before collection closed (3s)" in lines
     assert "leader lead chose SQLite — the leader's choice decides (leader override)" in lines
     assert "decision recorded: SQLite (leader override)" in lines
