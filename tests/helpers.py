@@ -26,7 +26,7 @@ from tests.fakes.openai_server import FakeOpenAIServer
 ROOT = Path(__file__).resolve().parents[1]
 # A bound on waiting for something that must happen: it only turns a hang into a failure,
 # so it is generous enough for a loaded machine and is never what a test measures.
-HANG_GUARD = 90.0
+HANG_GUARD = 120.0
 
 
 # -- panels on the fake server ---------------------------------------------------------------
@@ -37,7 +37,7 @@ def member(server: FakeOpenAIServer, name: str = "m", **fields: Any) -> Member:
     return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
 
 
-def fake_panel(
+def make_panel(
     server: FakeOpenAIServer, names: Iterable[str], *, model: str = "openai/{name}-model", **fields: Any
 ) -> Panel:
     """A panel `t` of members on the fake server, with no retries unless `defaults` says so.
@@ -87,9 +87,15 @@ def cli(
     return runner.invoke(app, list(args), input=input, catch_exceptions=catch_exceptions)
 
 
-def cli_json(*args: str, code: int = 0, input: str | None = None, env: Mapping[str, str] | None = None) -> Any:
+def cli_json(
+    *args: str,
+    code: int = 0,
+    input: str | None = None,
+    env: Mapping[str, str] | None = None,
+    columns: int | None = 200,
+) -> Any:
     """`panel ARGS --json` in process, which must exit `code`; its JSON on stdout."""
-    outcome = cli(*args, "--json", input=input, env=env)
+    outcome = cli(*args, "--json", input=input, env=env, columns=columns)
     assert outcome.exit_code == code, (outcome.output, outcome.exception)
     return json.loads(outcome.stdout)
 

@@ -242,7 +242,7 @@ def test_stop_ends_a_hanging_request() -> None:
     worker.start()
     wait_until(lambda: server.requests, "the request to reach the server")
     server.stop()
-    worker.join(timeout=5)
+    worker.join(timeout=60)
 
     assert not worker.is_alive()
     assert isinstance(failures[0], httpx.RemoteProtocolError)

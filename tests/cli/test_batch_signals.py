@@ -14,20 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
-from tests.batch.panels import answer, write_panel, write_questions
+from tests.batch.panels import answer, batch_panel, write_questions
 from tests.fakes.openai_server import hang, responder
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-runner = CliRunner()
 
 
 @pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server, tmp_path, signum, code, name):
     fake_server.script("m0", responder(answer), responder(answer), hang(), responder(answer))
-    panel = write_panel(tmp_path / "panel.yaml", fake_server)
+    panel = batch_panel(tmp_path / "panel.yaml", fake_server)
     questions = write_questions(tmp_path / "q.jsonl", range(1, 6))
     out, db = tmp_path / "out.jsonl", tmp_path / "runs.db"
     process = subprocess.Popen(
@@ -58,7 +56,7 @@ def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server,
             time.sleep(0.05)
         assert len(fake_server.requests) == 3, "the batch never reached its third question"
         process.send_signal(signum)
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
@@ -77,7 +75,7 @@ def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server,
     )
     assert dict(statuses.fetchall()) == {"finished": 2, "interrupted": 1}
 
-    outcome = runner.invoke(app, [*shlex.split(command)[1:], "--json"])
+    outcome = cli(*shlex.split(command)[1:], "--json", columns=None)
     assert outcome.exit_code == 0, outcome.output
     assert sorted(answer(request) for request in fake_server.requests[3:]) == ["A3", "A4", "A5"]
     assert [json.loads(line)["final_answer"] for line in out.read_text().splitlines()] == ["A1", "A2", "A3", "A4", "A5"]

@@ -26,6 +26,7 @@ from panel_cli.llm.errors import (
 )
 from panel_cli.llm.gateway import Gateway, load_litellm
 from tests.fakes.openai_server import error, hang, malformed, malformed_json, reply, reply_json
+from tests.helpers import member
 
 
 class Recorder:
@@ -34,10 +35,6 @@ class Recorder:
 
     async def __call__(self, event) -> None:
         self.events.append(event)
-
-
-def member(server, name: str = "m", **fields) -> Member:
-    return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
 
 
 async def call(gateway: Gateway, who: Member, **kwargs):

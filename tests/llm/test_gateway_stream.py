@@ -15,7 +15,7 @@ from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.stream import TextGrowth
 from panel_cli.tools.calls import ToolSet
 from tests.fakes.openai_server import error, hang, reply, reply_json, reset_mid_body
-from tests.helpers import eventually
+from tests.helpers import eventually, member
 
 LONG = "The quick brown fox jumps over the lazy dog, then naps in the sun for an hour."
 
@@ -32,10 +32,6 @@ class Follower(Recorder):
     """A subscriber that draws text as it grows, as the live view does."""
 
     follows_text = True
-
-
-def member(server, name: str = "m", **fields) -> Member:
-    return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
 
 
 async def call(gateway: Gateway, who: Member, **kwargs):

@@ -13,7 +13,8 @@ from panel_cli.config import Panel
 from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import RunEnvelope, run_engine
-from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
+from tests.fakes.openai_server import RecordedRequest
+from tests.helpers import make_panel  # noqa: F401  (the protocol and fault tests import it from here)
 
 
 def prompt_of(request: RecordedRequest) -> str:
@@ -40,12 +41,6 @@ def vote_json(label: str, confidence: float, revised: str, rationale: str = "bec
     return json.dumps(
         {"chosen_label": label, "revised_answer": revised, "confidence": confidence, "rationale": rationale}
     )
-
-
-def make_panel(server: FakeOpenAIServer, names: list[str], **fields: Any) -> Panel:
-    members = [{"name": name, "model": f"openai/{name}-model", "api_base": server.url} for name in names]
-    fields.setdefault("defaults", {"retries": 0})
-    return Panel.model_validate({"name": "t", "members": members, **fields})
 
 
 class Recorder:
