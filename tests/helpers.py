@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # A bound on waiting for something that must happen: it only turns a hang into a failure,
 # so it is generous enough for a loaded machine and is never what a test measures.
 HANG_GUARD = 120.0
+# read(2)'s number in /proc/PID/syscall: x86-64 has its own table; arm64 and most others, 63.
+READ_SYSCALL = {"x86_64": 0}.get(os.uname().machine, 63)
 
 
 # -- panels on the fake server ---------------------------------------------------------------
@@ -37,13 +39,10 @@ def member(server: FakeOpenAIServer, name: str = "m", **fields: Any) -> Member:
     return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
 
 
-def make_panel(
-    server: FakeOpenAIServer, names: Iterable[str], *, model: str = "openai/{name}-model", **fields: Any
-) -> Panel:
-    """A panel `t` of members on the fake server, with no retries unless `defaults` says so.
-    `model` is formatted with each member's name; a `members` field adds to every member."""
-    extra = fields.pop("members", {})
-    members = [{"name": name, "model": model.format(name=name), "api_base": server.url, **extra} for name in names]
+def make_panel(server: FakeOpenAIServer, names: Iterable[str], **fields: Any) -> Panel:
+    """A panel `t` of members NAME with model `openai/NAME-model` on the fake server, and no
+    retries unless `defaults` says so; `fields`: the panel's other fields."""
+    members = [{"name": name, "model": f"openai/{name}-model", "api_base": server.url} for name in names]
     fields.setdefault("defaults", {"retries": 0})
     return Panel.model_validate({"name": "t", "members": members, **fields})
 
@@ -115,30 +114,28 @@ def panel_process(
     stdin: str = "",
     env: Mapping[str, str] | None = None,
     timeout: float = 120,
-    python: Iterable[str] = (),
-    cwd: Path = ROOT,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m panel_cli ARGS` to its end; `python`: interpreter options (`-X importtime`)."""
+    """`python -m panel_cli ARGS` to its end, `stdin` its whole input, `env` added to ours."""
     return subprocess.run(
-        [sys.executable, *python, "-m", "panel_cli", *args],
+        [sys.executable, "-m", "panel_cli", *args],
         input=stdin,
         capture_output=True,
         text=True,
-        cwd=cwd,
+        cwd=ROOT,
         env={**os.environ, **(env or {})},
         timeout=timeout,
         check=False,
     )
 
 
-def start_panel(*args: str, stdin: int | None = subprocess.DEVNULL, text: bool = True) -> subprocess.Popen[Any]:
+def start_panel(*args: str, stdin: int = subprocess.DEVNULL) -> subprocess.Popen[str]:
     """`python -m panel_cli ARGS` started, its stdout and stderr piped, for a test that signals it."""
     return subprocess.Popen(
         [sys.executable, "-m", "panel_cli", *args],
         stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=text,
+        text=True,
         cwd=ROOT,
     )
 
@@ -211,10 +208,6 @@ def blocked_reading_stdin(pid: int) -> bool:
     return number == str(READ_SYSCALL) and fd == "0x0"
 
 
-# read(2)'s number where the syscall table is not the generic one (x86-64); 63 elsewhere (arm64).
-READ_SYSCALL = {"x86_64": 0}.get(os.uname().machine, 63)
-
-
 # -- what a terminal shows --------------------------------------------------------------------
 
 _CONTROL = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|\r|\n")
@@ -252,14 +245,12 @@ def terminal_screen(written: str) -> list[str]:
             lines.extend("" for _ in range(row + 1 - len(lines)))
         elif command == "G":
             column = int(params or 1) - 1
-        elif command == "K":
-            lines[row] = (
-                ""
-                if params == "2"
-                else lines[row][:column]
-                if params in ("", "0")
-                else " " * column + lines[row][column:]
-            )
+        elif command == "K" and params == "2":  # the whole line
+            lines[row] = ""
+        elif command == "K" and params in ("", "0"):  # from the cursor to the end
+            lines[row] = lines[row][:column]
+        elif command == "K":  # from the start to the cursor
+            lines[row] = " " * column + lines[row][column:]
     put(written[start:])
     shown = [line.rstrip() for line in lines]
     while shown and not shown[-1]:
