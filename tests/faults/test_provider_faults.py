@@ -17,6 +17,7 @@ from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.confer.engine import confer
 from tests.fakes.openai_server import (
     Step,
+    after,
     error,
     hang,
     invalid_utf8,
@@ -353,7 +354,7 @@ async def test_a_refused_member_is_skipped_afterwards(gateway, recorder):
 
 
 async def test_concurrent_failures_warn_once(fake_server, gateway, recorder):
-    fake_server.script("m", error(401, "bad key", latency=0.05))
+    fake_server.script("m", after(lambda: fake_server.max_in_flight >= 3, error(401, "bad key")))  # all three at once
     await asyncio.gather(*(ask(gateway, member(fake_server)) for _ in range(3)))
     assert len(recorder.of("call_failed")) == 3
     assert len(recorder.of("warning")) == 1 and list(gateway.excluded) == ["m"]

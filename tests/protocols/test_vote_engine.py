@@ -12,7 +12,7 @@ from panel_cli.protocols.base import run_engine
 from panel_cli.protocols.vote.engine import decide, vote
 from panel_cli.protocols.vote.tally import retally, stored_vote
 from panel_cli.store.db import TranscriptReader, TranscriptStore
-from tests.fakes.openai_server import FakeOpenAIServer, error, hang, reply, responder
+from tests.fakes.openai_server import FakeOpenAIServer, after, error, hang, reply, responder
 from tests.protocols.conftest import prompt_of, task_of
 
 DB = ["PostgreSQL", "MySQL", "SQLite"]
@@ -155,7 +155,8 @@ async def test_a_failing_voter_casts_no_ballot(fake_server, run_protocol):
 
 
 async def test_no_more_voters_than_max_voters_are_asked_at_once(fake_server, run_protocol):
-    fake_server.default(responder(lambda _request: ballot("MySQL"), latency=0.2))
+    # Replies wait until two voters have been asked at once; a third would show too.
+    fake_server.default(after(lambda: fake_server.max_in_flight >= 2, responder(lambda _request: ballot("MySQL"))))
     result, _ = await run_protocol(vote, vote_panel(fake_server, ["a", "b", "c", "d", "e"], max_voters=2))
     assert result.total_votes == 5 and fake_server.max_in_flight == 2
 
