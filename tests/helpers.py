@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -137,7 +138,16 @@ def start_panel(*args: str, stdin: int = subprocess.DEVNULL) -> subprocess.Popen
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        preexec_fn=hear_ctrl_c,
     )
+
+
+def hear_ctrl_c() -> None:
+    """Run in a child before it starts panel: SIGINT back to its default. A shell without job
+    control starts a background command with SIGINT ignored, a child inherits an ignored
+    signal, and Python then leaves it ignored: a suite started that way (`pytest &` in a
+    script) would signal children that cannot hear Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_python(code: str, *, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -56,11 +56,25 @@ def on_sigterm_exit() -> None:
         signal.signal(signal.SIGTERM, _raise_interrupted)
 
 
+class _Process:
+    """Whether a command is the whole life of this process (`panel` itself, through `main`)
+    rather than a call in someone else's (a test's CliRunner, a program embedding panel)."""
+
+    owned = False
+
+
+def command_owns_process() -> None:
+    """Said by `main`: when a signal stops the command, the process exits right after."""
+    _Process.owned = True
+
+
 @contextlib.contextmanager
 def handlers_kept() -> Iterator[None]:
     """Put SIGINT's and SIGTERM's handlers back as they were on entry, whatever the body
-    installed. Except after a signal stopped the body (`Interrupted`): the process is then on
-    its way out, and both stay ignored, so that a late Ctrl-C cannot cut its exit short."""
+    installed. A child process inherits an ignored signal, so handlers left ignored in a test
+    run would make every later subprocess deaf to Ctrl-C. Only when a signal stopped the
+    command (`Interrupted`) of a process that ends with it, both stay ignored: a late Ctrl-C
+    must not cut the exit message short."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -68,7 +82,10 @@ def handlers_kept() -> Iterator[None]:
     try:
         yield
     except Interrupted:
-        _ignore_signals()
+        if _Process.owned:
+            _ignore_signals()
+        else:
+            _restore(found)
         raise
     except BaseException:
         _restore(found)

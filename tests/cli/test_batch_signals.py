@@ -8,18 +8,13 @@ import json
 import shlex
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.batch.panels import answer, batch_panel, write_questions
 from tests.fakes.openai_server import hang, responder
-from tests.helpers import cli
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import cli, start_panel
 
 
 @pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
@@ -28,27 +23,8 @@ def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server,
     panel = batch_panel(tmp_path / "panel.yaml", fake_server)
     questions = write_questions(tmp_path / "q.jsonl", range(1, 6))
     out, db = tmp_path / "out.jsonl", tmp_path / "runs.db"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "panel_cli",
-            "batch",
-            str(panel),
-            "--questions",
-            str(questions),
-            "--concurrency",
-            "1",
-            "--output",
-            str(out),
-            "--db",
-            str(db),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
+    process = start_panel(
+        "batch", str(panel), "--questions", str(questions), "--concurrency", "1", "--output", str(out), "--db", str(db)
     )
     try:
         deadline = time.monotonic() + 90  # a hang guard, not a measurement

@@ -21,7 +21,7 @@ from panel_cli.events import BaseEvent, RunFinished, RunStarted, StageStarted
 from panel_cli.view import replay
 from panel_cli.view.replay import pauses, play, stored_events
 from tests.cli.test_history import keep_at
-from tests.helpers import HANG_GUARD, cli
+from tests.helpers import HANG_GUARD, cli, hear_ctrl_c
 from tests.store.sample_runs import answer_calls, confer_run, run_started, vote_round
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,6 +167,7 @@ def start_replay(db: Path, *extra: str, env: dict[str, str] | None = None) -> su
         stderr=subprocess.PIPE,
         cwd=ROOT,
         env={**os.environ, **(env or {})},
+        preexec_fn=hear_ctrl_c,
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from panel_cli.cli import signals
 from panel_cli.cli.signals import Interrupted, handlers_kept, on_sigterm_exit
 from panel_cli.errors import UserError
 from tests.helpers import cli, cli_json
@@ -72,7 +73,37 @@ def test_while_the_command_runs_sigterm_raises_interrupted(host_handlers: None) 
     assert signal.getsignal(signal.SIGTERM) is marker
 
 
-def test_after_a_signal_stopped_the_command_both_signals_stay_ignored_while_it_exits(host_handlers: None) -> None:
+def test_a_command_stopped_by_a_signal_in_process_still_hands_the_handlers_back(host_handlers: None) -> None:
+    """Left ignored, SIGINT would be ignored by every subprocess a later test starts."""
+    sigint = signal.getsignal(signal.SIGINT)
+    with pytest.raises(Interrupted), handlers_kept():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise Interrupted(signal.SIGINT)
+    assert signal.getsignal(signal.SIGTERM) is marker
+    assert signal.getsignal(signal.SIGINT) is sigint
+
+
+def test_a_replay_stopped_by_ctrl_c_in_process_hands_the_handlers_back(
+    host_handlers: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from panel_cli.view import replay
+
+    async def stopped(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    db = str(tmp_path / "runs.db")
+    run_id = cli_json("confer", "configs/demo.yaml", "--max-rounds", "1", "--db", db)["run_id"]
+    monkeypatch.setattr(replay, "play", stopped)
+    ran = cli("history", "replay", run_id, "--plain", "--db", db)
+    assert isinstance(ran.exception, Interrupted) and ran.exception.exit_code == 130
+    assert signal.getsignal(signal.SIGTERM) is marker
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+
+
+def test_when_panel_is_the_process_a_signal_leaves_both_ignored_until_it_exits(
+    host_handlers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(signals._Process, "owned", True)
     with pytest.raises(Interrupted), handlers_kept():
         raise Interrupted(signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
