@@ -37,7 +37,7 @@ from panel_cli.cli import resume as resume_command
 from panel_cli.cli import run as run_command
 from panel_cli.cli import supervise as supervise_command
 from panel_cli.cli import vote as vote_command
-from panel_cli.cli.signals import KeepsSignalHandlers, command_owns_process
+from panel_cli.cli.signals import KeepsSignalHandlers, owning_the_process
 from panel_cli.errors import PanelError
 
 # history_app's own help, repeated here so that `panel --help` need not import it;
@@ -241,9 +241,9 @@ def main() -> None:
 
     The program name is fixed so that `python -m panel_cli` prints the same usage lines
     and answers the same completion variable (`_PANEL_COMPLETE`) as the `panel` script."""
-    command_owns_process()
     try:
-        code = app(prog_name="panel", standalone_mode=False)
+        with owning_the_process():
+            code = app(prog_name="panel", standalone_mode=False)
     except (KeyboardInterrupt, typer.Abort):
         _say("interrupted.")
         code = 130

@@ -57,15 +57,20 @@ def on_sigterm_exit() -> None:
 
 
 class _Process:
-    """Whether a command is the whole life of this process (`panel` itself, through `main`)
-    rather than a call in someone else's (a test's CliRunner, a program embedding panel)."""
+    """Whether the command running is the whole life of this process (`panel` itself, through
+    `main`) rather than a call in someone else's (a test's CliRunner, a program embedding panel)."""
 
     owned = False
 
 
-def command_owns_process() -> None:
-    """Said by `main`: when a signal stops the command, the process exits right after."""
+@contextlib.contextmanager
+def owning_the_process() -> Iterator[None]:
+    """Around `main`'s command: when a signal stops it, the process exits right after."""
     _Process.owned = True
+    try:
+        yield
+    finally:
+        _Process.owned = False
 
 
 @contextlib.contextmanager
