@@ -24,7 +24,10 @@ def marker(signum: int, frame: object) -> None:
 
 @pytest.fixture
 def host_handlers() -> Iterator[None]:
+    """The host's own handlers, for SIGINT and SIGTERM both: what pytest has may already be
+    SIG_IGN (started in the background by a shell), which would hide a command leaving it so."""
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, marker)
     signal.signal(signal.SIGTERM, marker)
     try:
         yield
@@ -43,11 +46,10 @@ def host_handlers() -> Iterator[None]:
 def test_a_command_in_process_leaves_sigterm_and_sigint_as_it_found_them(
     host_handlers: None, args: list[str], tmp_path: Path
 ) -> None:
-    sigint = signal.getsignal(signal.SIGINT)
     ran = cli(*args, "--db", str(tmp_path / "runs.db"))
     assert ran.exit_code == 0, ran.output
     assert signal.getsignal(signal.SIGTERM) is marker
-    assert signal.getsignal(signal.SIGINT) is sigint
+    assert signal.getsignal(signal.SIGINT) is marker
 
 
 def test_a_replay_in_process_leaves_sigterm_as_it_found_it(host_handlers: None, tmp_path: Path) -> None:
@@ -75,12 +77,11 @@ def test_while_the_command_runs_sigterm_raises_interrupted(host_handlers: None) 
 
 def test_a_command_stopped_by_a_signal_in_process_still_hands_the_handlers_back(host_handlers: None) -> None:
     """Left ignored, SIGINT would be ignored by every subprocess a later test starts."""
-    sigint = signal.getsignal(signal.SIGINT)
     with pytest.raises(Interrupted), handlers_kept():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise Interrupted(signal.SIGINT)
     assert signal.getsignal(signal.SIGTERM) is marker
-    assert signal.getsignal(signal.SIGINT) is sigint
+    assert signal.getsignal(signal.SIGINT) is marker
 
 
 def test_a_replay_stopped_by_ctrl_c_in_process_hands_the_handlers_back(
@@ -97,7 +98,7 @@ def test_a_replay_stopped_by_ctrl_c_in_process_hands_the_handlers_back(
     ran = cli("history", "replay", run_id, "--plain", "--db", db)
     assert isinstance(ran.exception, Interrupted) and ran.exception.exit_code == 130
     assert signal.getsignal(signal.SIGTERM) is marker
-    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is marker
 
 
 def test_when_panel_is_the_process_a_signal_leaves_both_ignored_until_it_exits(
