@@ -115,7 +115,7 @@ async def test_a_voter_timing_out_on_its_own_limit_casts_no_ballot(fake_server, 
     assert [(f.voter, f.kind) for f in result.failed] == [("cy", "timeout")]
     assert [b.voter for b in result.ballots] == ["ann", "bob"] and result.late == []
     assert result.winner == "MySQL" and result.ballots_cast == 2
-    assert [e.voter for e in events.of("vote_received")] == ["ann", "bob"]
+    assert sorted(e.voter for e in events.of("vote_received")) == ["ann", "bob"]  # in the order replies came
 
 
 async def test_a_late_ballot_is_recorded_as_late_and_not_counted(fake_server, run_protocol):
