@@ -10,13 +10,11 @@ import shlex
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.protocols.registry import names
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def header_lines() -> list[str]:
@@ -51,7 +49,7 @@ def test_the_examples_are_found() -> None:
 def test_an_example_runs_to_its_end_with_no_warning(line: str, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     words = shlex.split(line)[1:]
-    outcome = runner.invoke(app, [*words, *([] if "--json" in words else ["--json"]), "--db", str(tmp_path / "r.db")])
+    outcome = cli(*words, *([] if "--json" in words else ["--json"]), "--db", str(tmp_path / "r.db"))
     result = json.loads(outcome.stdout)
     assert outcome.exit_code == (0 if result["reached_answer"] else 1), outcome.output
     assert result["warnings"] == []

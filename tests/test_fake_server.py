@@ -29,7 +29,6 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -55,6 +54,7 @@ from tests.fakes.openai_server import (  # noqa: E402
     reset_mid_body,
     responder,
 )
+from tests.helpers import eventually, wait_until  # noqa: E402
 
 litellm.suppress_debug_info = True
 
@@ -69,14 +69,6 @@ def _chat(server: FakeOpenAIServer, model: str, **extra: Any) -> httpx.Response:
         headers={"Authorization": "Bearer test-key"},
         timeout=10,
     )
-
-
-async def _wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll until ``predicate()`` holds; the server records events on its own thread."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 def test_reply_has_completion_shape_and_usage(fake_server: FakeOpenAIServer) -> None:
@@ -231,7 +223,7 @@ async def test_hang_is_seen_as_closed_early_when_the_client_gives_up(
         with pytest.raises(httpx.ReadTimeout):
             await client.post("/chat/completions", json={"model": "stuck", "messages": USER})
 
-    await _wait_for(lambda: fake_server.closed_early == ["stuck"])
+    await eventually(lambda: fake_server.closed_early == ["stuck"], "the server to record it")
     assert fake_server.in_flight == 0
 
 
@@ -248,10 +240,9 @@ def test_stop_ends_a_hanging_request() -> None:
 
     worker = threading.Thread(target=call)
     worker.start()
-    while not server.requests:
-        time.sleep(0.01)
+    wait_until(lambda: server.requests, "the request to reach the server")
     server.stop()
-    worker.join(timeout=5)
+    worker.join(timeout=60)
 
     assert not worker.is_alive()
     assert isinstance(failures[0], httpx.RemoteProtocolError)
@@ -325,4 +316,4 @@ async def test_litellm_error_classes(
     if status == 429:
         assert caught.value.response.headers["retry-after"] == "2"  # type: ignore[attr-defined]
     if status == 408:
-        await _wait_for(lambda: fake_server.closed_early == ["gpt"])
+        await eventually(lambda: fake_server.closed_early == ["gpt"], "the server to record it")

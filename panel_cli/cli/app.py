@@ -31,6 +31,7 @@ from panel_cli.cli import inspect as inspect_commands
 from panel_cli.cli import resume as resume_command
 from panel_cli.cli import run as run_command
 from panel_cli.cli.commands import PanelCommand, PanelGroup
+from panel_cli.cli.signals import owning_the_process
 from panel_cli.errors import PanelError
 from panel_cli.exit_status import ExitStatus
 
@@ -213,7 +214,8 @@ def main() -> None:
     The program name is fixed so that `python -m panel_cli` prints the same usage lines
     and answers the same completion variable (`_PANEL_COMPLETE`) as the `panel` script."""
     try:
-        code = app(prog_name="panel", standalone_mode=False)
+        with owning_the_process():
+            code = app(prog_name="panel", standalone_mode=False)
     except (KeyboardInterrupt, typer.Abort):
         _say("interrupted.")
         code = ExitStatus.SIGINT

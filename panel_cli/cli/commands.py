@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from panel_cli.cli.signals import KeepsSignalHandlers
+
 if TYPE_CHECKING:
     import click
 
@@ -25,8 +27,9 @@ class PlainFlags:
         return params
 
 
-class PanelCommand(PlainFlags, TyperCommand):
-    """A command of `panel`: Typer's, with plain flags in its help."""
+class PanelCommand(PlainFlags, KeepsSignalHandlers, TyperCommand):
+    """A command of `panel`: Typer's, with plain flags in its help, leaving the process's signal
+    handlers as it found them."""
 
 
 class PanelGroup(PlainFlags, TyperGroup):

@@ -4,21 +4,27 @@
 than once. The first signal cancels the run: in-flight calls are recorded as cancelled and
 the run as interrupted. Later signals are ignored while that clean-up runs, so it cannot be
 interrupted half way, and the clean-up is bounded, so the process always exits.
+
+A command changes the process's signal handlers only for as long as it runs
+(`KeepsSignalHandlers`): run in process (tests, a program that embeds panel) it hands them back
+as it found them, so a SIGTERM that reaches the host afterwards is the host's again.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from panel_cli.errors import PanelError
 from panel_cli.exit_status import ExitStatus
+
+if TYPE_CHECKING:  # asyncio is imported by the runs themselves: `panel --help` does without it
+    import asyncio
 
 T = TypeVar("T")
 
@@ -45,14 +51,75 @@ def _raise_interrupted(signum: int, frame: object) -> None:
 
 def on_sigterm_exit() -> None:
     """Before the run's event loop exists, SIGTERM stops the command as Ctrl-C does (an
-    exception, exit 143) instead of killing it outright."""
+    exception, exit 143) instead of killing it outright. Until the command ends: the command
+    (`KeepsSignalHandlers`) puts back the handler this replaces."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupted)
 
 
+class _Process:
+    """Whether the command running is the whole life of this process (`panel` itself, through
+    `main`) rather than a call in someone else's (a test's CliRunner, a program embedding panel)."""
+
+    owned = False
+
+
+@contextlib.contextmanager
+def owning_the_process() -> Iterator[None]:
+    """Around `main`'s command: when a signal stops it, the process exits right after."""
+    _Process.owned = True
+    try:
+        yield
+    finally:
+        _Process.owned = False
+
+
+@contextlib.contextmanager
+def handlers_kept() -> Iterator[None]:
+    """Put SIGINT's and SIGTERM's handlers back as they were on entry, whatever the body
+    installed. A child process inherits an ignored signal, so handlers left ignored in a test
+    run would make every later subprocess deaf to Ctrl-C. Only when a signal stopped the
+    command (`Interrupted`) of a process that ends with it, both stay ignored: a late Ctrl-C
+    must not cut the exit message short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    found = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    try:
+        yield
+    except Interrupted:
+        if _Process.owned:
+            _ignore_signals()
+        else:
+            _restore(found)
+        raise
+    except BaseException:
+        _restore(found)
+        raise
+    _restore(found)
+
+
+class KeepsSignalHandlers:
+    """A Click command that leaves the process's signal handlers as it found them (a mixin,
+    before the command class: `class PanelCommand(KeepsSignalHandlers, TyperCommand)`)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with handlers_kept():
+            return super().invoke(ctx)  # type: ignore[misc]
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    for signum, handler in handlers.items():
+        if handler is not None:  # None: set outside Python, which cannot be put back from here
+            signal.signal(signum, handler)
+
+
 def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
     """Run `main()` on a fresh event loop. The first SIGINT or SIGTERM cancels it, and it gets
-    CLEANUP_SECONDS to finish cancelling; later signals are ignored. Raises Interrupted."""
+    CLEANUP_SECONDS to finish cancelling; later signals are ignored. Raises Interrupted. When no
+    signal came, the handlers in place before are put back (the loop's own replace them)."""
+    import asyncio
+
     loop = asyncio.new_event_loop()
     task = loop.create_task(_as_coroutine(main))
     received: list[int] = []
@@ -65,6 +132,7 @@ def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
         loop.call_later(CLEANUP_SECONDS, loop.stop)
 
     watching = threading.current_thread() is threading.main_thread()
+    found = {signum: signal.getsignal(signum) for signum in SIGNALS}
     if watching:
         for signum in SIGNALS:
             loop.add_signal_handler(signum, on_signal, signum)
@@ -81,7 +149,7 @@ def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
             _ignore_signals()
             _exit_if_threads_linger(Interrupted(received[0], run_id))
         elif watching:
-            on_sigterm_exit()
+            _restore(found)
 
 
 async def _as_coroutine(main: Callable[[], Awaitable[T]]) -> T:
@@ -90,6 +158,8 @@ async def _as_coroutine(main: Callable[[], Awaitable[T]]) -> T:
 
 def _shutdown(loop: asyncio.AbstractEventLoop, watching: bool) -> None:
     """Cancel what is left, then give litellm's worker threads a moment; never wait forever."""
+    import asyncio
+
     pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
     for task in pending:
         task.cancel()

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
+from tests.helpers import write_panel
 
 
 def answer(request: RecordedRequest) -> str:
@@ -15,7 +16,7 @@ def answer(request: RecordedRequest) -> str:
     return f"A{found[-1]}" if found else "no question number"
 
 
-def write_panel(
+def batch_panel(
     path: Path,
     server: FakeOpenAIServer,
     *,
@@ -24,10 +25,10 @@ def write_panel(
     extra: str = "",
     defaults: str = "{retries: 0}",
 ) -> Path:
-    entries = "".join(f"  - name: m{n}\n    model: openai/m{n}\n    api_base: {server.url}\n" for n in range(members))
-    mode = "mode: race\n" if protocol == "ensemble" else ""
-    path.write_text(f"name: batch\nprotocol: {protocol}\n{mode}defaults: {defaults}\n{extra}members:\n{entries}")
-    return path
+    """A panel file `batch` of members m0, m1, … (an ensemble races); `extra`: more top-level lines."""
+    mode = "mode: race" if protocol == "ensemble" else ""
+    fields = [f"protocol: {protocol}", mode, f"defaults: {defaults}", extra]
+    return write_panel(path, server, [f"m{n}" for n in range(members)], *fields, name="batch")
 
 
 def write_questions(path: Path, numbers: range | list[int]) -> Path:

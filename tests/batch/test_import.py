@@ -9,9 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.errors import UserError
 from panel_cli.store.connection import connect
 from panel_cli.store.maintenance import record_retally
@@ -19,10 +17,10 @@ from panel_cli.store.merge import RUN_TABLES, import_runs
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.records import RetallyRecord
 from panel_cli.store.texts import collect_garbage
+from tests.helpers import cli
 from tests.store.protocol_runs import ENGINES, stored_run
 from tests.store.sample_runs import confer_run, record, run_started
 
-runner = CliRunner()
 SHARED_QUESTION = "Which queue should the billing service use?"
 
 
@@ -126,13 +124,13 @@ def test_every_table_holding_runs_is_copied(tmp_path):
 
 
 def test_history_import_says_what_it_did(source, target):
-    outcome = runner.invoke(app, ["history", "import", str(source), "--db", str(target)])
+    outcome = cli("history", "import", str(source), "--db", str(target), columns=None)
     assert outcome.exit_code == 0, outcome.output
     assert outcome.stdout.replace("\n", "") == (
         f"Imported {len(ENGINES)} runs from {source} into {target}; skipped 1 run already there;"
         " left 1 run still running on this host (import again once it ends)."
     )
-    outcome = runner.invoke(app, ["history", "import", str(source), "--db", str(target), "--json"])
+    outcome = cli("history", "import", str(source), "--db", str(target), "--json", columns=None)
     data = json.loads(outcome.stdout)
     assert data["imported"] == [] and len(data["skipped"]) == len(ENGINES) + 1 and data["running"] == ["live"]
 
@@ -145,7 +143,7 @@ def test_a_missing_file_or_the_file_itself_is_refused(tmp_path, target):
     with pytest.raises(UserError, match=r"is the database runs are imported into; give another file to import from\.$"):
         import_runs(target, target)
     (tmp_path / "junk.db").write_text("not a database at all, just text " * 100)
-    outcome = runner.invoke(app, ["history", "import", str(tmp_path / "junk.db"), "--db", str(target)])
+    outcome = cli("history", "import", str(tmp_path / "junk.db"), "--db", str(target), columns=None)
     assert isinstance(outcome.exception, UserError)
     assert (
         outcome.exception.message

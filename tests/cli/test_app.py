@@ -254,7 +254,7 @@ def test_bash_completion_end_to_end(words: str, expected: list[str]) -> None:
         "COMP_CWORD": str(len(words.split(" ")) - 1),
     }
     result = subprocess.run(
-        [sys.executable, "-m", "panel_cli"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+        [sys.executable, "-m", "panel_cli"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
     )
     assert result.returncode == 0, result.stderr
     offered = result.stdout.split()

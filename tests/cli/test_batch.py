@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import Result
 
-from panel_cli.cli.app import app
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
 from panel_cli.llm.gateway import load_litellm
@@ -24,21 +23,19 @@ from panel_cli.runs.execute import run_panel
 from panel_cli.runs.prepare import PreparedRun
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
-from tests.batch.panels import answer, write_panel, write_questions
-from tests.fakes.openai_server import FakeOpenAIServer, hang, responder
+from tests.batch.panels import answer, batch_panel, write_questions
+from tests.fakes.openai_server import FakeOpenAIServer, after, hang, responder
+from tests.helpers import cli, cli_json
 
-runner = CliRunner()
-HANG_GUARD = 60.0  # seconds: a stuck test fails instead of hanging; never a measurement
+HANG_GUARD = 120.0  # seconds: a stuck test fails instead of hanging; never a measurement
 
 
-def batch(*args: str) -> object:
-    return runner.invoke(app, ["batch", *args])
+def batch(*args: str) -> Result:
+    return cli("batch", *args, columns=None)
 
 
 def run_json(*args: str, code: int = 0) -> dict:
-    outcome = batch(*args, "--json")
-    assert outcome.exit_code == code, (outcome.output, outcome.exception)
-    return json.loads(outcome.stdout)
+    return cli_json("batch", *args, code=code, columns=None)
 
 
 def results(path: Path) -> list[dict]:
@@ -49,7 +46,7 @@ def results(path: Path) -> list[dict]:
 def files(tmp_path: Path, fake_server: FakeOpenAIServer) -> dict[str, Path]:
     fake_server.default(responder(answer))
     return {
-        "panel": write_panel(tmp_path / "panel.yaml", fake_server),
+        "panel": batch_panel(tmp_path / "panel.yaml", fake_server),
         "questions": write_questions(tmp_path / "q.jsonl", range(1, 6)),
         "db": tmp_path / "runs.db",
         "out": tmp_path / "out.jsonl",
@@ -131,8 +128,11 @@ def test_progress_is_plain_lines_on_stderr_and_quiet_prints_nothing(files):
 )
 def test_the_server_never_sees_more_runs_at_once_than_allowed(tmp_path, fake_server, concurrency, defaults, seen):
     """--concurrency caps the runs in flight; the panel's per-endpoint limit holds across them all."""
-    fake_server.default(responder(answer, latency=0.2))
-    panel = write_panel(tmp_path / "panel.yaml", fake_server, defaults=defaults)
+    # The first request is held until as many as may be are in flight, so they overlap for sure.
+    fake_server.script(
+        "m0", after(lambda: fake_server.in_flight >= seen, responder(answer)), responder(answer, latency=0.2)
+    )
+    panel = batch_panel(tmp_path / "panel.yaml", fake_server, defaults=defaults)
     questions = write_questions(tmp_path / "q.jsonl", range(8))
     run_json(
         str(panel), "--questions", str(questions), "--concurrency", concurrency, "--output", str(tmp_path / "out.jsonl")
@@ -223,8 +223,8 @@ def test_shards_split_a_batch_and_import_brings_it_together(files, fake_server, 
     assert len(fake_server.requests) == 7
 
     for index in (2, 3):
-        outcome = runner.invoke(
-            app, ["history", "import", str(tmp_path / f"shard{index}.db"), "--db", str(tmp_path / "shard1.db")]
+        outcome = cli(
+            "history", "import", str(tmp_path / f"shard{index}.db"), "--db", str(tmp_path / "shard1.db"), columns=None
         )
         assert outcome.exit_code == 0, outcome.output
     (batch_id,) = ids
@@ -256,7 +256,7 @@ def test_a_slice_started_again_says_to_resume_it(files):
 
 def test_each_question_votes_on_its_own_options(tmp_path, fake_server):
     fake_server.default(responder(lambda request: "Coffee"))
-    panel = write_panel(
+    panel = batch_panel(
         tmp_path / "vote.yaml", fake_server, members=3, protocol="vote", extra="options: [Coffee, Water]\n"
     )
     questions = tmp_path / "q.jsonl"
@@ -298,7 +298,7 @@ def test_each_question_votes_on_its_own_options(tmp_path, fake_server):
 def test_options_where_they_cannot_go_are_refused_before_any_call(
     tmp_path, fake_server, protocol, extra, text, message
 ):
-    panel = write_panel(tmp_path / "panel.yaml", fake_server, protocol=protocol, extra=extra)
+    panel = batch_panel(tmp_path / "panel.yaml", fake_server, protocol=protocol, extra=extra)
     (tmp_path / "q.jsonl").write_text(text)
     outcome = batch(str(panel), "--questions", str(tmp_path / "q.jsonl"), "--output", str(tmp_path / "out.jsonl"))
     assert isinstance(outcome.exception, UserError)
@@ -319,7 +319,7 @@ def test_resuming_a_batch_that_is_not_there_is_one_sentence(files, fake_server):
 def test_a_cost_cap_over_an_unknown_price_stops_the_batch_before_any_run(tmp_path, fake_server):
     """The file's `defaults.max_cost` holds in a batch as in one run: over a model of unknown
     price it stops the batch at once, in one sentence, not each run."""
-    panel = write_panel(tmp_path / "panel.yaml", fake_server, defaults="{retries: 0, max_cost: 1}")
+    panel = batch_panel(tmp_path / "panel.yaml", fake_server, defaults="{retries: 0, max_cost: 1}")
     questions = write_questions(tmp_path / "q.jsonl", range(1, 4))
     outcome = batch(
         str(panel),
@@ -354,7 +354,7 @@ def test_the_files_cost_cap_holds_for_every_run_of_a_batch(tmp_path, fake_server
     )
     try:
         fake_server.default(responder(answer))
-        panel = write_panel(
+        panel = batch_panel(
             tmp_path / "panel.yaml", fake_server, defaults="{retries: 0, max_tokens: 100, max_cost: 0.05}"
         )
         questions = write_questions(tmp_path / "q.jsonl", range(1, 4))

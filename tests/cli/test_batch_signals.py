@@ -8,49 +8,23 @@ import json
 import shlex
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
-from tests.batch.panels import answer, write_panel, write_questions
+from tests.batch.panels import answer, batch_panel, write_questions
 from tests.fakes.openai_server import hang, responder
-
-ROOT = Path(__file__).resolve().parents[2]
-runner = CliRunner()
+from tests.helpers import cli, start_panel
 
 
 @pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server, tmp_path, signum, code, name):
     fake_server.script("m0", responder(answer), responder(answer), hang(), responder(answer))
-    panel = write_panel(tmp_path / "panel.yaml", fake_server)
+    panel = batch_panel(tmp_path / "panel.yaml", fake_server)
     questions = write_questions(tmp_path / "q.jsonl", range(1, 6))
     out, db = tmp_path / "out.jsonl", tmp_path / "runs.db"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "panel_cli",
-            "batch",
-            str(panel),
-            "--questions",
-            str(questions),
-            "--concurrency",
-            "1",
-            "--output",
-            str(out),
-            "--db",
-            str(db),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
+    process = start_panel(
+        "batch", str(panel), "--questions", str(questions), "--concurrency", "1", "--output", str(out), "--db", str(db)
     )
     try:
         deadline = time.monotonic() + 90  # a hang guard, not a measurement
@@ -58,7 +32,7 @@ def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server,
             time.sleep(0.05)
         assert len(fake_server.requests) == 3, "the batch never reached its third question"
         process.send_signal(signum)
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
@@ -77,7 +51,7 @@ def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server,
     )
     assert dict(statuses.fetchall()) == {"finished": 2, "interrupted": 1}
 
-    outcome = runner.invoke(app, [*shlex.split(command)[1:], "--json"])
+    outcome = cli(*shlex.split(command)[1:], "--json", columns=None)
     assert outcome.exit_code == 0, outcome.output
     assert sorted(answer(request) for request in fake_server.requests[3:]) == ["A3", "A4", "A5"]
     assert [json.loads(line)["final_answer"] for line in out.read_text().splitlines()] == ["A1", "A2", "A3", "A4", "A5"]

@@ -5,40 +5,15 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from tests.fakes.openai_server import hang, responder
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def panel(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "panel_cli", *args],
-        input=stdin if stdin is not None else "",
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
-
-
-def write_panel(path: Path, server_url: str, names: list[str], **extra: str) -> Path:
-    lines = ["name: fake", "members:"]
-    for name in names:
-        lines += [f"  - name: {name}", f"    model: openai/{name}", f"    api_base: {server_url}"]
-    lines += [f"{key}: {value}" for key, value in extra.items()]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+from tests.helpers import panel_process, run_python, start_panel, stored_count, wait_until, write_panel
 
 
 def test_demo_json_is_the_only_thing_on_stdout(tmp_path):
-    result = panel("confer", "configs/demo.yaml", "--json", "--db", str(tmp_path / "runs.db"))
+    result = panel_process("confer", "configs/demo.yaml", "--json", "--db", str(tmp_path / "runs.db"))
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["final_answer"].startswith("[simulated]")
@@ -49,7 +24,7 @@ def test_demo_json_is_the_only_thing_on_stdout(tmp_path):
 
 
 def test_dash_q_dash_reads_the_question_from_stdin_and_agents_subset(tmp_path):
-    result = panel(
+    result = panel_process(
         "confer",
         "configs/demo.yaml",
         "--agents",
@@ -76,7 +51,7 @@ def test_dash_q_dash_reads_the_question_from_stdin_and_agents_subset(tmp_path):
     ],
 )
 def test_user_errors_exit_2_with_one_sentence(args, message):
-    result = panel(*args)
+    result = panel_process(*args)
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -85,7 +60,7 @@ def test_user_errors_exit_2_with_one_sentence(args, message):
 def test_bad_panel_file_names_file_line_and_field(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("members:\n  - name: a\n    model: demo/sage\n    temprature: 0.2\n")
-    result = panel("validate", str(bad))
+    result = panel_process("validate", str(bad))
     assert result.returncode == 2
     assert (
         result.stderr.strip()
@@ -102,7 +77,7 @@ def test_every_missing_key_is_listed_at_once_before_any_call(tmp_path, monkeypat
         "  - name: gpt\n    model: openai/gpt-4o\n"
         "  - name: proxy\n    model: openai/x\n    api_base: http://127.0.0.1:9\n    api_key_env: MY_PROXY_KEY\n"
     )
-    result = panel("confer", str(file), "--db", str(tmp_path / "runs.db"))
+    result = panel_process("confer", str(file), "--db", str(tmp_path / "runs.db"))
     assert result.returncode == 2
     lines = result.stderr.splitlines()
     assert lines == [
@@ -118,8 +93,8 @@ def test_no_answer_exits_1(tmp_path, fake_server):
     from tests.fakes.openai_server import error
 
     fake_server.default(error(400, "refused"))
-    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"], question="hi")
-    result = panel("confer", str(file), "--json", "--db", str(tmp_path / "runs.db"))
+    file = write_panel(tmp_path / "p.yaml", fake_server, ["a", "b"], "question: hi")
+    result = panel_process("confer", str(file), "--json", "--db", str(tmp_path / "runs.db"))
     assert result.returncode == 1
     assert json.loads(result.stdout)["final_answer"] is None
     status = sqlite3.connect(tmp_path / "runs.db").execute("select status from runs").fetchone()
@@ -127,7 +102,7 @@ def test_no_answer_exits_1(tmp_path, fake_server):
 
 
 def test_plain_progress_goes_to_stderr_and_the_answer_to_stdout(tmp_path):
-    result = panel("confer", "configs/demo.yaml", "--max-rounds", "1", "--db", str(tmp_path / "r.db"))
+    result = panel_process("confer", "configs/demo.yaml", "--max-rounds", "1", "--db", str(tmp_path / "r.db"))
     assert result.returncode == 0
     assert result.stdout.startswith("[simulated]") and result.stdout.count("\n") == 1
     assert "round 1 tallied" in result.stderr
@@ -142,7 +117,7 @@ def test_fast_commands_do_not_import_litellm(args, tmp_path):
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('LITELLM' if 'litellm' in sys.modules else 'NO-LITELLM')\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = run_python(code)
     assert result.stdout.strip().endswith("NO-LITELLM"), result.stdout + result.stderr
 
 
@@ -152,26 +127,15 @@ def test_ctrl_c_mid_round_keeps_the_run_as_interrupted(tmp_path, fake_server):
 
     fake_server.script("a", responder(answer_then_hang), hang())
     fake_server.script("b", responder(answer_then_hang), hang())
-    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"], question="hi")
+    file = write_panel(tmp_path / "p.yaml", fake_server, ["a", "b"], "question: hi")
     db = tmp_path / "runs.db"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", "confer", str(file), "--db", str(db)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    process = start_panel("confer", str(file), "--db", str(db))
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if len(fake_server.requests) >= 4:
-                break
-            time.sleep(0.1)
-        assert len(fake_server.requests) >= 4, "the vote round never started"
-        time.sleep(0.3)
+        wait_until(lambda: len(fake_server.requests) >= 4, "the vote round to start", process=process)
+        started = "select count(*) from events where type = 'call_started'"
+        wait_until(lambda: stored_count(db, started) == 4, "the votes to be in the store", process=process)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
@@ -196,9 +160,9 @@ def test_no_key_reaches_the_database(tmp_path, fake_server, monkeypatch):
 
     fake_server.script("a", responder(leak))
     fake_server.script("b", responder(leak))
-    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"], question=f"is {secret} safe?", max_rounds="1")
+    file = write_panel(tmp_path / "p.yaml", fake_server, ["a", "b"], f"question: is {secret} safe?", "max_rounds: 1")
     db = tmp_path / "runs.db"
-    result = panel("confer", str(file), "--db", str(db), "--json")
+    result = panel_process("confer", str(file), "--db", str(db), "--json")
     assert result.returncode == 0, result.stderr
     assert any(secret in str(r.headers) for r in fake_server.requests), "the key was really used"
     for path in tmp_path.glob("runs.db*"):

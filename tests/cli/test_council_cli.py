@@ -9,10 +9,7 @@ error into exit code 2.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,21 +22,7 @@ from tests.fakes.openai_server import (
     error,
     responder,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def panel_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "panel_cli", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+from tests.helpers import ROOT, cli, panel_process
 
 
 def council_member(request: RecordedRequest) -> str:
@@ -57,7 +40,7 @@ def council_member(request: RecordedRequest) -> str:
 def test_members_form_without_a_file_end_to_end(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.default(responder(council_member))
     db = tmp_path / "runs.db"
-    done = panel_cli(
+    done = panel_process(
         "council",
         "--members",
         "openai/a,openai/b",
@@ -83,9 +66,13 @@ def test_members_form_without_a_file_end_to_end(fake_server: FakeOpenAIServer, t
 
 
 def test_the_question_on_stdin_and_the_answer_on_stdout(tmp_path: Path) -> None:
-    outcome = runner.invoke(
-        app,
-        ["council", "--members", "demo/sage,demo/skeptic,demo/sage", "--quiet", "--db", str(tmp_path / "r.db")],
+    outcome = cli(
+        "council",
+        "--members",
+        "demo/sage,demo/skeptic,demo/sage",
+        "--quiet",
+        "--db",
+        str(tmp_path / "r.db"),
         input="Which queue should we use?\n",
     )
     assert outcome.exit_code == 0, outcome.output
@@ -107,18 +94,15 @@ def test_a_council_with_no_answers_exits_1(fake_server: FakeOpenAIServer, tmp_pa
 
 def test_the_demo_council_file_with_its_options(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    outcome = runner.invoke(
-        app,
-        [
-            "council",
-            str(ROOT / "configs" / "council.yaml"),
-            "--no-anonymize",
-            "--timeout",
-            "1m",
-            "--json",
-            "--db",
-            str(db),
-        ],
+    outcome = cli(
+        "council",
+        str(ROOT / "configs" / "council.yaml"),
+        "--no-anonymize",
+        "--timeout",
+        "1m",
+        "--json",
+        "--db",
+        str(db),
     )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
@@ -143,7 +127,7 @@ def test_the_demo_council_file_with_its_options(tmp_path: Path) -> None:
 )
 def test_ensemble_modes_on_the_demo_file(args: list[str], message: str, tmp_path: Path) -> None:
     file = str(ROOT / args[1])
-    outcome = runner.invoke(app, [args[0], file, *args[2:], "--json", "--db", str(tmp_path / "r.db")])
+    outcome = cli(args[0], file, *args[2:], "--json", "--db", str(tmp_path / "r.db"))
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
     assert result["mode"] == (args[3] if args[2] == "--mode" else "consensus")
@@ -180,7 +164,7 @@ def test_ensemble_modes_on_the_demo_file(args: list[str], message: str, tmp_path
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2(args: list[str], message: str) -> None:
-    done = panel_cli(*args)
+    done = panel_process(*args)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1

@@ -8,41 +8,19 @@ a subprocess, since only `main` turns a user error into one sentence and exit co
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
+from tests.helpers import ROOT, cli, cli_json, panel_process
 
-ROOT = Path(__file__).resolve().parents[2]
 DELPHI = str(ROOT / "configs" / "delphi.yaml")
 SUPERVISE = str(ROOT / "configs" / "supervise.yaml")
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def run_json(*args: str, input: str | None = None) -> dict:
-    outcome = runner.invoke(app, list(args) + ["--json"], input=input)
-    assert outcome.exit_code == 0, outcome.output
-    return json.loads(outcome.stdout)
-
-
-def panel_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "panel_cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ),
-        check=False,
-    )
 
 
 def test_the_demo_delphi_file(tmp_path):
-    result = run_json("delphi", DELPHI, "--db", str(tmp_path / "r.db"))
+    result = cli_json("delphi", DELPHI, "--db", str(tmp_path / "r.db"))
     assert (result["protocol"], result["reached_answer"], result["warnings"]) == ("delphi", True, [])
     assert [len(r["contributions"]) for r in result["rounds"]] == [4, 4, 4]
     assert (result["converged"], result["stopped_early"], result["max_rounds"]) == (True, True, 4)
@@ -52,14 +30,14 @@ def test_the_demo_delphi_file(tmp_path):
 
 
 def test_delphi_options_override_the_file(tmp_path):
-    result = run_json(
+    result = cli_json(
         "delphi", DELPHI, "--max-rounds", "2", "--no-convergence", "--timeout", "1m", "--db", str(tmp_path / "r.db")
     )
     assert len(result["rounds"]) == 2 and result["max_rounds"] == 2 and not result["stopped_early"]
 
 
 def test_delphi_with_members_and_no_file(tmp_path):
-    result = run_json(
+    result = cli_json(
         "delphi",
         "--members",
         "demo/sage,demo/skeptic,demo/engineer",
@@ -77,9 +55,13 @@ def test_delphi_with_members_and_no_file(tmp_path):
 
 
 def test_delphi_reads_the_question_on_stdin(tmp_path):
-    outcome = runner.invoke(
-        app,
-        ["delphi", "--members", "demo/sage,demo/historian", "--quiet", "--db", str(tmp_path / "r.db")],
+    outcome = cli(
+        "delphi",
+        "--members",
+        "demo/sage,demo/historian",
+        "--quiet",
+        "--db",
+        str(tmp_path / "r.db"),
         input="Which queue should we use?\n",
     )
     assert outcome.exit_code == 0, outcome.output
@@ -87,7 +69,7 @@ def test_delphi_reads_the_question_on_stdin(tmp_path):
 
 
 def test_the_demo_supervise_file(tmp_path):
-    result = run_json("supervise", SUPERVISE, "--db", str(tmp_path / "r.db"))
+    result = cli_json("supervise", SUPERVISE, "--db", str(tmp_path / "r.db"))
     assert (result["protocol"], result["warnings"], result["loop_end"], result["approved"]) == (
         "supervise",
         [],
@@ -106,19 +88,16 @@ def test_the_demo_supervise_file(tmp_path):
 
 
 def test_supervise_options(tmp_path):
-    outcome = runner.invoke(
-        app,
-        [
-            "supervise",
-            SUPERVISE,
-            "--max-rounds",
-            "1",
-            "-q",
-            "Plan a team offsite.",
-            "--quiet",
-            "--db",
-            str(tmp_path / "r.db"),
-        ],
+    outcome = cli(
+        "supervise",
+        SUPERVISE,
+        "--max-rounds",
+        "1",
+        "-q",
+        "Plan a team offsite.",
+        "--quiet",
+        "--db",
+        str(tmp_path / "r.db"),
     )
     assert outcome.exit_code == 0, outcome.output
     assert outcome.stdout.startswith("[simulated] Consolidated by the pragmatist from 3 deliverables.")
@@ -141,11 +120,11 @@ def test_demo_replaces_every_model_the_critic_included(tmp_path):
 
 @pytest.mark.parametrize(("file", "protocol"), [(DELPHI, "delphi"), (SUPERVISE, "supervise")])
 def test_run_dispatches_on_the_files_protocol(tmp_path, file, protocol):
-    assert run_json("run", file, "--db", str(tmp_path / "r.db"))["protocol"] == protocol
+    assert cli_json("run", file, "--db", str(tmp_path / "r.db"))["protocol"] == protocol
 
 
 def test_validate_accepts_both_demo_files_without_a_warning():
-    outcome = runner.invoke(app, ["validate", DELPHI, SUPERVISE])
+    outcome = cli("validate", DELPHI, SUPERVISE)
     assert outcome.exit_code == 0, outcome.output
     assert outcome.stderr == ""
     for line in (
@@ -165,31 +144,31 @@ def test_validate_accepts_both_demo_files_without_a_warning():
 
 def test_history_shows_both_protocols(tmp_path):
     db = str(tmp_path / "r.db")
-    delphi_id = run_json("delphi", DELPHI, "--db", db)["run_id"]
-    supervise_id = run_json("supervise", SUPERVISE, "--db", db)["run_id"]
+    delphi_id = cli_json("delphi", DELPHI, "--db", db)["run_id"]
+    supervise_id = cli_json("supervise", SUPERVISE, "--db", db)["run_id"]
 
-    listed = runner.invoke(app, ["history", "list", "--db", db])
+    listed = cli("history", "list", "--db", db)
     assert listed.exit_code == 0 and "delphi" in listed.stdout and "supervise" in listed.stdout
     for run_id, stages in (
         (delphi_id, ("contribution", "synthesis")),
         (supervise_id, ("work", "critique", "correction", "synthesis")),
     ):
-        shown = runner.invoke(app, ["history", "show", run_id, "--db", db])
+        shown = cli("history", "show", run_id, "--db", db)
         assert shown.exit_code == 0, shown.output
         assert "╭─ answer" in shown.stdout and all(stage in shown.stdout for stage in stages)
-    stored = json.loads(runner.invoke(app, ["history", "show", supervise_id, "--json", "--db", db]).stdout)
+    stored = json.loads(cli("history", "show", supervise_id, "--json", "--db", db).stdout)
     assert stored["protocol"] == "supervise" and stored["result"]["approved"] is True
     assert [e["type"] for e in stored["events"]].count("supervise_verdict") == 2
-    stored = json.loads(runner.invoke(app, ["history", "show", delphi_id, "--json", "--db", db]).stdout)
+    stored = json.loads(cli("history", "show", delphi_id, "--json", "--db", db).stdout)
     assert [e["type"] for e in stored["events"]].count("delphi_contribution") == 12
 
 
 def test_supervise_is_file_only_and_says_so():
-    helped = runner.invoke(app, ["supervise", "--help"])
+    helped = cli("supervise", "--help")
     assert helped.exit_code == 0 and "Needs a panel file" in helped.stdout
     assert "(no --members)" in helped.stdout and helped.stdout.count("--members") == 1, "said, and no such option"
-    assert "--members" in runner.invoke(app, ["delphi", "--help"]).stdout
-    refused = runner.invoke(app, ["supervise", SUPERVISE, "--members", "planner"])
+    assert "--members" in cli("delphi", "--help").stdout
+    refused = cli("supervise", SUPERVISE, "--members", "planner")
     assert refused.exit_code == 2 and "No such option: --members" in refused.output
 
 
@@ -219,7 +198,7 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, args, text, message):
         file = tmp_path / "team.yaml"
         file.write_text(text)
         args = [*args, str(file)]
-    done = panel_cli(*args)
+    done = panel_process(*args)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1

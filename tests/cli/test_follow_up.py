@@ -9,31 +9,20 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.errors import UserError
 from panel_cli.runs import followup
 from panel_cli.runs.followup import MAX_THREAD_CHARS, prior_turns
 from panel_cli.store.maintenance import delete_run
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.records import RunRecord
-from tests.cli.test_resume import ROOT, on_fake_server, resume
+from tests.cli.test_resume import on_fake_server, resume
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
-
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def ask(*args: str) -> dict[str, Any]:
-    outcome = runner.invoke(app, [*args, "--json"])
-    assert outcome.exit_code == 0, outcome.output
-    return json.loads(outcome.stdout)
+from tests.helpers import cli, cli_json, panel_process
 
 
 def conversation(request: RecordedRequest | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -55,7 +44,7 @@ def turns(*runs: dict[str, Any]) -> list[dict[str, Any]]:
 
 def refusal(*args: str) -> str:
     """The one sentence a refused `--continue` gives (CliRunner hands back the UserError)."""
-    outcome = runner.invoke(app, list(args))
+    outcome = cli(*args)
     assert isinstance(outcome.exception, UserError), outcome.output
     return outcome.exception.message
 
@@ -63,10 +52,10 @@ def refusal(*args: str) -> str:
 def test_every_request_of_a_follow_up_carries_the_earlier_turn(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("council", fake_server, tmp_path)
     db = str(tmp_path / "runs.db")
-    first = ask("council", str(panel_file), "--db", db, "-q", "Should we split the monolith?")
+    first = cli_json("council", str(panel_file), "--db", db, "-q", "Should we split the monolith?")
     before = len(fake_server.requests)
 
-    follow = ask(
+    follow = cli_json(
         "council", str(panel_file), "--db", db, "-q", "Which service goes first?", "--continue", first["run_id"][:8]
     )
 
@@ -82,7 +71,7 @@ def test_every_request_of_a_follow_up_carries_the_earlier_turn(fake_server: Fake
         calls = reader.run_calls(follow["run_id"])
     assert record.parent_id == first["run_id"] and record.config["parent_id"] == first["run_id"]
     assert len(calls) == len(new) and all(conversation(call.messages)[:2] == turns(first) for call in calls)
-    listed = json.loads(runner.invoke(app, ["history", "list", "--json", "--db", db]).stdout)
+    listed = json.loads(cli("history", "list", "--json", "--db", db).stdout)
     assert [(run["run_id"], run["parent_id"]) for run in listed] == [
         (follow["run_id"], first["run_id"]),
         (first["run_id"], None),
@@ -96,10 +85,12 @@ def test_the_attachments_go_to_the_new_question_not_the_earlier_turn(
     notes = tmp_path / "notes.txt"
     notes.write_text("The budget is 40k.\n")
     db = str(tmp_path / "runs.db")
-    first = ask("ensemble", str(panel_file), "--db", db, "-q", "Rent or buy the servers?")
+    first = cli_json("ensemble", str(panel_file), "--db", db, "-q", "Rent or buy the servers?")
     before = len(fake_server.requests)
 
-    ask("ensemble", str(panel_file), "--db", db, "-q", "And the racks?", "--continue", "last", "--attach", str(notes))
+    cli_json(
+        "ensemble", str(panel_file), "--db", db, "-q", "And the racks?", "--continue", "last", "--attach", str(notes)
+    )
 
     for request in fake_server.requests[before:]:
         messages = conversation(request)
@@ -111,11 +102,11 @@ def test_the_attachments_go_to_the_new_question_not_the_earlier_turn(
 def test_continue_last_takes_the_latest_run(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     db = str(tmp_path / "runs.db")
-    ask("vote", str(panel_file), "--db", db, "-q", "Tabs or spaces?")
-    latest = ask("vote", str(panel_file), "--db", db, "-q", "Vim or Emacs?")
+    cli_json("vote", str(panel_file), "--db", db, "-q", "Tabs or spaces?")
+    latest = cli_json("vote", str(panel_file), "--db", db, "-q", "Vim or Emacs?")
     before = len(fake_server.requests)
 
-    follow = ask("vote", str(panel_file), "--db", db, "-q", "Light or dark theme?", "--continue", "last")
+    follow = cli_json("vote", str(panel_file), "--db", db, "-q", "Light or dark theme?", "--continue", "last")
 
     assert follow["parent_id"] == latest["run_id"]
     assert all(conversation(request)[:2] == turns(latest) for request in fake_server.requests[before:])
@@ -124,11 +115,13 @@ def test_continue_last_takes_the_latest_run(fake_server: FakeOpenAIServer, tmp_p
 def test_a_chain_of_three_carries_the_whole_thread_oldest_first(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("confer", fake_server, tmp_path)
     db = str(tmp_path / "runs.db")
-    first = ask("confer", str(panel_file), "--db", db, "-q", "Which queue for the audit events?")
-    second = ask("confer", str(panel_file), "--db", db, "-q", "How many partitions?", "--continue", first["run_id"])
+    first = cli_json("confer", str(panel_file), "--db", db, "-q", "Which queue for the audit events?")
+    second = cli_json(
+        "confer", str(panel_file), "--db", db, "-q", "How many partitions?", "--continue", first["run_id"]
+    )
     before = len(fake_server.requests)
 
-    third = ask("confer", str(panel_file), "--db", db, "-q", "And the retention?", "--continue", second["run_id"])
+    third = cli_json("confer", str(panel_file), "--db", db, "-q", "And the retention?", "--continue", second["run_id"])
 
     assert (second["parent_id"], third["parent_id"]) == (first["run_id"], second["run_id"])
     for request in fake_server.requests[before:]:
@@ -136,7 +129,7 @@ def test_a_chain_of_three_carries_the_whole_thread_oldest_first(fake_server: Fak
         assert messages[:4] == turns(first, second)
         assert messages[4]["role"] == "user"
 
-    shown = runner.invoke(app, ["history", "show", second["run_id"], "--db", db])
+    shown = cli("history", "show", second["run_id"], "--db", db)
     assert shown.exit_code == 0, shown.output
     lines = shown.stdout.splitlines()
     start = next(index for index, line in enumerate(lines) if line.rstrip() == "Thread")
@@ -146,7 +139,7 @@ def test_a_chain_of_three_carries_the_whole_thread_oldest_first(fake_server: Fak
     assert thread[2].startswith(f"  ↳ {third['run_id'][:8]}") and "And the retention?" in thread[2]
     assert "→ " + " ".join(third["final_answer"].split())[:20] in thread[2]
 
-    detail = json.loads(runner.invoke(app, ["history", "show", second["run_id"], "--db", db, "--json"]).stdout)
+    detail = json.loads(cli("history", "show", second["run_id"], "--db", db, "--json").stdout)
     assert detail["parent_id"] == first["run_id"]
     assert [(run["run_id"], run["depth"]) for run in detail["thread"]["ancestors"]] == [(first["run_id"], 1)]
     assert [(run["run_id"], run["parent_id"], run["depth"]) for run in detail["thread"]["follow_ups"]] == [
@@ -158,14 +151,7 @@ def test_a_chain_of_three_carries_the_whole_thread_oldest_first(fake_server: Fak
 def test_an_unknown_id_is_one_sentence_and_exit_2(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     db = tmp_path / "runs.db"
-    done = subprocess.run(
-        [sys.executable, "-m", "panel_cli", "vote", str(panel_file), "--db", str(db), "--continue", "abc123"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    done = panel_process("vote", str(panel_file), "--db", str(db), "--continue", "abc123")
     assert done.returncode == 2
     assert done.stderr == "panel: No run has the id 'abc123'; `panel history list` shows the stored runs.\n"
     assert fake_server.requests == [] and not db.exists()
@@ -178,8 +164,8 @@ def test_an_unknown_id_is_one_sentence_and_exit_2(fake_server: FakeOpenAIServer,
 def test_an_ambiguous_id_is_refused(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     db = tmp_path / "runs.db"
-    first = ask("vote", str(panel_file), "--db", str(db))
-    second = ask("vote", str(panel_file), "--db", str(db))
+    first = cli_json("vote", str(panel_file), "--db", str(db))
+    second = cli_json("vote", str(panel_file), "--db", str(db))
     with contextlib.closing(sqlite3.connect(db)) as con, con:
         con.execute("UPDATE runs SET id = 'aa' || id WHERE id IN (?, ?)", (first["run_id"], second["run_id"]))
     before = len(fake_server.requests)
@@ -193,7 +179,7 @@ def test_an_ambiguous_id_is_refused(fake_server: FakeOpenAIServer, tmp_path: Pat
 def test_a_run_with_no_final_answer_cannot_be_continued(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     db = tmp_path / "runs.db"
-    first = ask("vote", str(panel_file), "--db", str(db))
+    first = cli_json("vote", str(panel_file), "--db", str(db))
     with contextlib.closing(sqlite3.connect(db)) as con, con:
         con.execute("UPDATE runs SET status = 'no_answer', final_answer_text = NULL WHERE id = ?", (first["run_id"],))
     before = len(fake_server.requests)
@@ -213,8 +199,8 @@ def test_resuming_a_follow_up_keeps_its_earlier_turn_and_reuses_every_call(
     """Its turns are read again from the store, so every request hashes as before: no request at all."""
     panel_file = on_fake_server("council", fake_server, tmp_path)
     db = tmp_path / "runs.db"
-    first = ask("council", str(panel_file), "--db", str(db), "-q", "Should we split the monolith?")
-    follow = ask(
+    first = cli_json("council", str(panel_file), "--db", str(db), "-q", "Should we split the monolith?")
+    follow = cli_json(
         "council", str(panel_file), "--db", str(db), "-q", "Which service goes first?", "--continue", first["run_id"]
     )
     with contextlib.closing(sqlite3.connect(db)) as con, con:
@@ -234,8 +220,8 @@ def test_resuming_a_follow_up_keeps_its_earlier_turn_and_reuses_every_call(
 def test_a_follow_up_whose_parent_was_deleted_is_not_resumed(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     db = tmp_path / "runs.db"
-    first = ask("vote", str(panel_file), "--db", str(db))
-    follow = ask("vote", str(panel_file), "--db", str(db), "--continue", first["run_id"])
+    first = cli_json("vote", str(panel_file), "--db", str(db))
+    follow = cli_json("vote", str(panel_file), "--db", str(db), "--continue", first["run_id"])
     with contextlib.closing(sqlite3.connect(db)) as con, con:
         con.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (follow["run_id"],))
     delete_run(db, first["run_id"])
@@ -246,7 +232,7 @@ def test_a_follow_up_whose_parent_was_deleted_is_not_resumed(fake_server: FakeOp
         f"Run {follow['run_id'][:8]} cannot be resumed: the run it follows up ({first['run_id']}) is no longer in the store;"
         " ask the follow-up again with --continue."
     )
-    shown = runner.invoke(app, ["history", "show", follow["run_id"], "--db", str(db)])
+    shown = cli("history", "show", follow["run_id"], "--db", str(db))
     assert f"follows up {first['run_id']}, no longer stored" in shown.stdout
 
 
@@ -256,11 +242,11 @@ def test_a_thread_longer_than_max_turns_keeps_the_nearest_runs(
     monkeypatch.setattr(followup, "MAX_TURNS", 1)
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     db = str(tmp_path / "runs.db")
-    first = ask("vote", str(panel_file), "--db", db, "-q", "Tabs or spaces?")
-    second = ask("vote", str(panel_file), "--db", db, "-q", "Vim or Emacs?", "--continue", first["run_id"])
+    first = cli_json("vote", str(panel_file), "--db", db, "-q", "Tabs or spaces?")
+    second = cli_json("vote", str(panel_file), "--db", db, "-q", "Vim or Emacs?", "--continue", first["run_id"])
     before = len(fake_server.requests)
 
-    ask("vote", str(panel_file), "--db", db, "-q", "Light or dark theme?", "--continue", second["run_id"])
+    cli_json("vote", str(panel_file), "--db", db, "-q", "Light or dark theme?", "--continue", second["run_id"])
 
     for request in fake_server.requests[before:]:
         messages = conversation(request)

@@ -2,21 +2,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from panel_cli.cli.history import history_app
 from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent, CallFailed, MemberInfo, RunFailed, RunFinished
 from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.view.fmt import cost as format_cost
+from tests.helpers import cli, cli_ok, run_python
 from tests.store.sample_runs import (
     ANSWER,
     ENDINGS,
@@ -28,14 +26,12 @@ from tests.store.sample_runs import (
     vote_round,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 RAW = '{"error": {"message": "context_length_exceeded", "type": "invalid_request_error"}}'
 
 app = typer.Typer()
 app.add_typer(history_app, name="history")
 
 # Wide enough that Rich never truncates an id or a column header.
-runner = CliRunner(env={"COLUMNS": "200"})
 DAY = 86400.0
 
 
@@ -73,9 +69,7 @@ async def db(tmp_path: Path) -> Path:
 
 
 def invoke(*args: str) -> str:
-    result = runner.invoke(app, ["history", *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
+    return cli_ok("history", *args)
 
 
 def test_list_shows_each_run(db: Path) -> None:
@@ -142,7 +136,7 @@ def test_list_since_a_span_or_a_date(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["yesterday", "7 days", "-3d", "2025-13-01", "", "1000000000w"])
 def test_a_since_that_is_no_time_is_one_sentence(db: Path, value: str) -> None:
     with pytest.raises(UserError) as raised:
-        runner.invoke(app, ["history", "list", "--since", value, "--db", str(db)], catch_exceptions=False)
+        cli("history", "list", "--since", value, "--db", str(db), catch_exceptions=False)
     assert (
         raised.value.message
         == f"--since takes a span such as 7d, 24h or 30m, or a date such as 2025-01-31, not '{value}'."
@@ -339,16 +333,16 @@ def test_markup_in_data_prints_as_written(tmp_path: Path) -> None:
 
 def test_show_unknown_or_ambiguous_id(db: Path) -> None:
     with pytest.raises(UserError, match="No run has the id 'nope'"):
-        runner.invoke(app, ["history", "show", "nope", "--db", str(db)], catch_exceptions=False)
+        cli("history", "show", "nope", "--db", str(db), catch_exceptions=False)
     with pytest.raises(UserError, match="matches several runs"):
-        runner.invoke(app, ["history", "show", "run-", "--db", str(db)], catch_exceptions=False)
+        cli("history", "show", "run-", "--db", str(db), catch_exceptions=False)
     with pytest.raises(UserError, match="No run has the id 'nope'"):
-        runner.invoke(app, ["history", "replay", "nope", "--db", str(db)], catch_exceptions=False)
+        cli("history", "replay", "nope", "--db", str(db), catch_exceptions=False)
 
 
 def test_db_option_help_reads_the_same_everywhere() -> None:
     for command in ("list", "show", "replay", "delete", "purge", "stats", "decisions", "retally"):
-        result = runner.invoke(app, ["history", command, "--help"], env={"COLUMNS": "300"})
+        result = cli("history", command, "--help", env={"COLUMNS": "300"})
         assert "Transcript database (default: $PANEL_DB, else panel.db in the user data folder)." in result.output
 
 
@@ -356,7 +350,7 @@ def test_show_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("not a database " * 200)
     with pytest.raises(UserError, match="not an SQLite file"):
-        runner.invoke(app, ["history", "list", "--db", str(path)], catch_exceptions=False)
+        cli("history", "list", "--db", str(path), catch_exceptions=False)
 
 
 def test_format_cost() -> None:
@@ -377,7 +371,7 @@ def imported_by(db: Path, command: list[str], heavy: tuple[str, ...]) -> list[st
         f"heavy = {heavy!r}\n"
         "print(' '.join(sorted({h for h in heavy for m in sys.modules if m == h or m.startswith(h + '.')})))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = run_python(code)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()[-1].split()
 
@@ -401,12 +395,8 @@ def test_show_and_replay_call_no_model(db: Path, command: list[str]) -> None:
 
 def test_show_says_a_run_of_demo_personas_is_simulated_and_free(tmp_path: Path) -> None:
     """A demo run has no price; show says what the live view said, not an unknown cost."""
-    from panel_cli.cli.app import app as panel_app
-
     path = tmp_path / "runs.db"
-    ran = runner.invoke(
-        panel_app, ["confer", "configs/demo.yaml", "--json", "--db", str(path)], env={"PANEL_DEMO_DELAY": "0"}
-    )
+    ran = cli("confer", "configs/demo.yaml", "--json", "--db", str(path), env={"PANEL_DEMO_DELAY": "0"})
     assert ran.exit_code == 0, ran.output
     run_id = json.loads(ran.stdout)["run_id"]
     output = invoke("show", run_id, "--db", str(path))

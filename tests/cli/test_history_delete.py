@@ -5,30 +5,25 @@ go, a run still being written cannot."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import typer
 from click.testing import Result
-from typer.testing import CliRunner
 
 from panel_cli.cli.history import history_app
 from panel_cli.errors import UserError
 from tests.cli.test_history import DAY, days_ago, keep, keep_at
+from tests.helpers import ROOT, cli, run_python
 from tests.store.sample_runs import ENDINGS, answer_calls, confer_run, run_started
-
-ROOT = Path(__file__).resolve().parents[2]
 
 app = typer.Typer()
 app.add_typer(history_app, name="history")
-runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def history(*args: str, input: str | None = None) -> Result:
-    return runner.invoke(app, ["history", *args], input=input, catch_exceptions=False)
+    return cli("history", *args, input=input, catch_exceptions=False)
 
 
 def stored(path: Path) -> dict[str, tuple[str, int, int]]:
@@ -119,7 +114,7 @@ def crash_a_run(path: Path, run_id: str) -> None:
         "from tests.store.sample_runs import record, run_started, answer_calls\n"
         f"asyncio.run(record(Path({str(path)!r}), {run_id!r}, [run_started(), *answer_calls({run_id!r})]))\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+    run_python(code).check_returncode()
 
 
 def test_a_stale_run_is_listed_shown_and_deleted(tmp_path: Path) -> None:
@@ -143,7 +138,7 @@ def test_a_stale_run_is_listed_shown_and_deleted(tmp_path: Path) -> None:
 
 
 def test_purge_needs_older_than(db: Path) -> None:
-    result = runner.invoke(app, ["history", "purge", "--yes", "--db", str(db)])
+    result = cli("history", "purge", "--yes", "--db", str(db))
     assert result.exit_code == 2 and "Missing option '--older-than'" in result.output
 
 

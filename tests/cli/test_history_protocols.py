@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import typer
 from rich.console import Console
-from typer.testing import CliRunner
 
 from panel_cli.cli.history import history_app
 from panel_cli.config import Panel, load_panel
@@ -37,6 +36,7 @@ from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView
 from tests.fakes.openai_server import FakeOpenAIServer, error, responder
+from tests.helpers import cli_ok
 from tests.protocols.conftest import task_of, vote_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,6 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 app = typer.Typer()
 app.add_typer(history_app, name="history")
-runner = CliRunner(env={"COLUMNS": str(WIDTH)})
 
 DEMO_RUNS: dict[str, tuple[str, Engine]] = {
     "confer": ("demo.yaml", confer),
@@ -155,9 +154,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
 
 
 def history(*args: str, env: dict[str, str] | None = None) -> str:
-    result = runner.invoke(app, ["history", *args], env=env, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
+    return cli_ok("history", *args, env=env, columns=WIDTH)
 
 
 @pytest.mark.parametrize("protocol", [*DEMO_RUNS, "fake"])

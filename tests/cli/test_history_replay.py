@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from panel_cli.cli.history import history_app
 from panel_cli.errors import UserError
@@ -22,13 +21,13 @@ from panel_cli.events import BaseEvent, RunFinished, RunStarted, StageStarted
 from panel_cli.view import replay
 from panel_cli.view.replay import pauses, play, stored_events
 from tests.cli.test_history import keep_at
+from tests.helpers import HANG_GUARD, cli, hear_ctrl_c
 from tests.store.sample_runs import answer_calls, confer_run, run_started, vote_round
 
 ROOT = Path(__file__).resolve().parents[2]
 
 app = typer.Typer()
 app.add_typer(history_app, name="history")
-runner = CliRunner(env={"COLUMNS": "160"})
 
 
 def at(*times: float) -> list[BaseEvent]:
@@ -133,7 +132,7 @@ def test_the_speed_is_said_first_and_paces_the_events(
 
     monkeypatch.setattr(replay, "pauses", paced)
     args = ["history", "replay", "slo", "--db", str(db)] + (["--speed", speed] if speed else [])
-    result = runner.invoke(app, args, catch_exceptions=False)
+    result = cli(*args, catch_exceptions=False, columns=160)
     assert result.exit_code == 0, result.output
     first = result.stdout.splitlines()[0]
     assert first.startswith("Replay of run slow from ") and first.endswith(f", {pace}; no model is called.")
@@ -143,7 +142,7 @@ def test_the_speed_is_said_first_and_paces_the_events(
 @pytest.mark.parametrize("speed", ["fast", "-1", "nan", "", "10x"])
 def test_a_speed_that_is_no_number_is_one_sentence(db: Path, speed: str) -> None:
     with pytest.raises(UserError) as raised:
-        runner.invoke(app, ["history", "replay", "slow", "--speed", speed, "--db", str(db)], catch_exceptions=False)
+        cli("history", "replay", "slow", "--speed", speed, "--db", str(db), catch_exceptions=False, columns=160)
     assert raised.value.message == (
         f"--speed takes a number of times faster than the run (10, 1, 0.5), or 0 or max for no waiting, not '{speed}'."
     )
@@ -158,7 +157,7 @@ def test_a_run_with_no_events_has_nothing_to_replay(tmp_path: Path) -> None:
     with sqlite3.connect(path) as connection:
         connection.execute("DELETE FROM events")
     with pytest.raises(UserError, match="^Run bare has no stored events to replay.$"):
-        runner.invoke(app, ["history", "replay", "bare", "--db", str(path)], catch_exceptions=False)
+        cli("history", "replay", "bare", "--db", str(path), catch_exceptions=False, columns=160)
 
 
 def start_replay(db: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -168,10 +167,11 @@ def start_replay(db: Path, *extra: str, env: dict[str, str] | None = None) -> su
         stderr=subprocess.PIPE,
         cwd=ROOT,
         env={**os.environ, **(env or {})},
+        preexec_fn=hear_ctrl_c,
     )
 
 
-def read_until(process: subprocess.Popen[bytes], marker: bytes, limit: float = 30.0) -> bytes:
+def read_until(process: subprocess.Popen[bytes], marker: bytes, limit: float = HANG_GUARD) -> bytes:
     """What the process wrote on stdout up to `marker`; the replay then sits in a minute's pause."""
     assert process.stdout is not None
     seen = b""
@@ -194,7 +194,7 @@ def test_a_signal_stops_a_plain_replay_cleanly(db: Path, signum: int, code: int,
     process = start_replay(db, "--plain")
     read_until(process, b"[round 0] answer started")
     process.send_signal(signum)
-    out, err = process.communicate(timeout=30)
+    out, err = process.communicate(timeout=HANG_GUARD)
     assert process.returncode == code
     assert err.decode() == f"panel: {said}\n"
     assert b"call started" not in out, "stopped in the first pause"
@@ -206,7 +206,7 @@ def test_ctrl_c_in_the_live_view_gives_the_terminal_back(db: Path) -> None:
     process = start_replay(db, env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
     seen = read_until(process, b"\x1b[?25l")
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
+    out, err = process.communicate(timeout=HANG_GUARD)
     assert process.returncode == 130 and err.decode() == "panel: interrupted by SIGINT.\n"
     shown = seen + out
     assert shown.rindex(b"\x1b[?25h") > shown.index(b"\x1b[?25l")
@@ -216,9 +216,7 @@ def test_ctrl_c_in_the_live_view_gives_the_terminal_back(db: Path) -> None:
 
 def test_replay_leaves_the_store_as_it_was(db: Path) -> None:
     before = db.read_bytes()
-    result = runner.invoke(
-        app, ["history", "replay", "slow", "--speed", "max", "--db", str(db)], catch_exceptions=False
-    )
+    result = cli("history", "replay", "slow", "--speed", "max", "--db", str(db), catch_exceptions=False, columns=160)
     assert result.exit_code == 0
     assert db.read_bytes() == before
     assert sorted(path.name for path in db.parent.iterdir() if path.name.startswith("runs")) == ["runs.db"]
@@ -229,8 +227,8 @@ def test_answer_calls_and_vote_round_replay_in_plain_lines(tmp_path: Path) -> No
     path = tmp_path / "runs.db"
     events = [run_started(), *answer_calls("r1"), *vote_round("r1")]
     keep_at(path, "r1", events, [1_700_000_000 + index for index in range(len(events))])
-    lines = runner.invoke(
-        app, ["history", "replay", "r1", "--plain", "--speed", "max", "--db", str(path)]
+    lines = cli(
+        "history", "replay", "r1", "--plain", "--speed", "max", "--db", str(path), columns=160
     ).stdout.splitlines()
     assert lines[1] == "run started  confer  db-choice  members: gpt, claude  run r1"
     assert "[round 1] call failed  claude  timeout: timed out after 300s" in lines

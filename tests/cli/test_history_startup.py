@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,9 +19,9 @@ from typer.testing import CliRunner
 from panel_cli.cli import app as app_module
 from panel_cli.events import RunFinished
 from panel_cli.view.final import Paragraphs, answer_body, render_final
+from tests.helpers import run_python
 from tests.store.sample_runs import ANSWER, confer_run, record
 
-ROOT = Path(__file__).resolve().parents[2]
 PLAIN_ANSWER = "[simulated] Start with PostgreSQL.\nMeasure it on your real workload.\n\nThen decide."
 # Modules a plain-answer `show` does without, and those `history list` does without.
 MARKDOWN = ("markdown_it", "rich.markdown", "pygments")
@@ -47,7 +45,7 @@ def loaded_after(*args: str) -> set[str]:
         "try:\n    main()\nexcept SystemExit as done:\n    assert not done.code, done.code\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = run_python(code)
     assert result.returncode == 0, result.stderr
     return set(json.loads(result.stdout.splitlines()[-1]))
 

@@ -9,22 +9,19 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from panel_cli.cli.history import history_app
 from panel_cli.events import CallFinished, MemberInfo, RunFinished
 from tests.cli.test_history import days_ago, keep, keep_at
+from tests.helpers import cli_ok
 from tests.store.sample_runs import confer_run, run_started
 
 app = typer.Typer()
 app.add_typer(history_app, name="history")
-runner = CliRunner(env={"COLUMNS": "120"})
 
 
 def history(*args: str) -> str:
-    result = runner.invoke(app, ["history", *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
+    return cli_ok("history", *args, columns=120)
 
 
 def month_of(seconds: float) -> str:

@@ -7,14 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.config import load_panel
 from panel_cli.llm.aliases import config_dir
 from panel_cli.protocols.registry import names
+from tests.helpers import cli, cli_ok
 
-runner = CliRunner(env={"COLUMNS": "200"})
 PROTOCOLS = list(names())
 PANEL_FILES = sorted(
     [f"{protocol}.demo.yaml" for protocol in PROTOCOLS] + [f"{protocol}.yaml" for protocol in PROTOCOLS]
@@ -22,9 +20,7 @@ PANEL_FILES = sorted(
 
 
 def init(*args: str) -> str:
-    outcome = runner.invoke(app, ["init", *args])
-    assert outcome.exit_code == 0, outcome.output
-    return outcome.output
+    return cli_ok("init", *args)
 
 
 def test_writes_a_demo_and_a_real_panel_per_protocol_and_the_default_panel(tmp_path: Path) -> None:
@@ -52,7 +48,7 @@ def test_dir_defaults_to_panels_in_the_current_folder(tmp_path: Path, monkeypatc
 def test_every_file_it_writes_validates_without_a_warning(tmp_path: Path) -> None:
     init(str(tmp_path))
     files = [str(tmp_path / name) for name in PANEL_FILES] + [str(config_dir() / "defaults.yaml")]
-    outcome = runner.invoke(app, ["validate", *files])
+    outcome = cli("validate", *files)
     assert outcome.exit_code == 0, outcome.output
     assert outcome.output.count(" is valid.") == len(files) == 17
     assert "warning" not in outcome.output
@@ -61,9 +57,7 @@ def test_every_file_it_writes_validates_without_a_warning(tmp_path: Path) -> Non
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_every_demo_variant_runs_offline(protocol: str, tmp_path: Path) -> None:
     init(str(tmp_path))
-    outcome = runner.invoke(
-        app, ["run", str(tmp_path / f"{protocol}.demo.yaml"), "--json", "--db", str(tmp_path / "runs.db")]
-    )
+    outcome = cli("run", str(tmp_path / f"{protocol}.demo.yaml"), "--json", "--db", str(tmp_path / "runs.db"))
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
     assert result["protocol"] == protocol and result["reached_answer"] and result["warnings"] == []
@@ -89,9 +83,7 @@ def test_an_existing_file_is_kept_and_named(tmp_path: Path) -> None:
 
 def test_the_default_panel_is_the_one_commands_use_without_a_file(tmp_path: Path) -> None:
     init(str(tmp_path))
-    outcome = runner.invoke(
-        app, ["council", "--demo", "-q", "Tabs or spaces?", "--json", "--db", str(tmp_path / "runs.db")]
-    )
+    outcome = cli("council", "--demo", "-q", "Tabs or spaces?", "--json", "--db", str(tmp_path / "runs.db"))
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
     assert [response["name"] for response in result["stage1_responses"]] == ["gpt", "claude", "gemini"]
@@ -100,7 +92,7 @@ def test_the_default_panel_is_the_one_commands_use_without_a_file(tmp_path: Path
 def test_a_file_where_the_folder_should_be_is_one_sentence(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("")
-    outcome = runner.invoke(app, ["init", str(blocker / "panels")])
+    outcome = cli("init", str(blocker / "panels"))
     assert outcome.exit_code != 0
     assert outcome.exception is not None and getattr(outcome.exception, "message", "").startswith(
         f"Cannot create the folder {blocker / 'panels'}:"

@@ -9,24 +9,18 @@ checked in a subprocess.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.errors import UserError
 from panel_cli.events import parse_event
 from panel_cli.protocols.orchestrate.engine import DEFAULT_WORKERS
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
+from tests.helpers import ROOT, cli, cli_json, panel_process
 
-ROOT = Path(__file__).resolve().parents[2]
 DEMO_FILE = str(ROOT / "configs" / "orchestrate.yaml")
-runner = CliRunner(env={"COLUMNS": "200"})
 CYCLE = {
     "subtasks": [
         {"task_id": "t1", "worker": "research", "title": "a", "description": "a", "depends_on": ["t2"]},
@@ -36,26 +30,8 @@ CYCLE = {
 CYCLE_ERROR = "the dependencies form a cycle: t1 -> t2 -> t1 (each waits for the next)"
 
 
-def panel_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "panel_cli", *args],
-        capture_output=True,
-        text=True,
-        input="",
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-
-
-def run_json(*args: str) -> dict:
-    outcome = runner.invoke(app, [*args, "--json"])
-    assert outcome.exit_code == 0, outcome.output
-    return json.loads(outcome.stdout)
-
-
 def test_demo_with_no_file_runs_the_default_team_offline(tmp_path: Path) -> None:
-    result = run_json(
+    result = cli_json(
         "orchestrate", "--demo", "-q", "How should we pick an AI coding assistant?", "--db", str(tmp_path / "r.db")
     )
     assert result["protocol"] == "orchestrate" and result["success"] is True
@@ -74,11 +50,11 @@ def test_demo_with_no_file_runs_the_default_team_offline(tmp_path: Path) -> None
 
 
 def test_the_demo_file_runs_offline_and_validates_without_warnings(tmp_path: Path) -> None:
-    result = run_json("orchestrate", DEMO_FILE, "--db", str(tmp_path / "r.db"))
+    result = cli_json("orchestrate", DEMO_FILE, "--db", str(tmp_path / "r.db"))
     assert result["planner"] == "planner" and result["chairman"] == "editor"
     assert result["workers"] == ["research", "analysis", "writing"] and result["success"] is True
     assert result["warnings"] == []
-    checked = runner.invoke(app, ["validate", DEMO_FILE])
+    checked = cli("validate", DEMO_FILE)
     assert checked.exit_code == 0, checked.output
     assert "warning" not in checked.output
     assert "workers: research, analysis, writing" in checked.output
@@ -86,13 +62,13 @@ def test_the_demo_file_runs_offline_and_validates_without_warnings(tmp_path: Pat
 
 
 def test_panel_run_dispatches_to_orchestrate(tmp_path: Path) -> None:
-    outcome = runner.invoke(app, ["run", DEMO_FILE, "--quiet", "--db", str(tmp_path / "r.db")])
+    outcome = cli("run", DEMO_FILE, "--quiet", "--db", str(tmp_path / "r.db"))
     assert outcome.exit_code == 0, outcome.output
     assert outcome.stdout.startswith("[simulated] Synthesis by the skeptic")
 
 
 def test_members_keep_only_some_workers_of_the_file(tmp_path: Path) -> None:
-    result = run_json(
+    result = cli_json(
         "orchestrate",
         DEMO_FILE,
         "--members",
@@ -115,7 +91,7 @@ def test_a_planner_left_out_by_members_still_plans(tmp_path: Path) -> None:
         "protocol: orchestrate\nquestion: Q?\nplanner: boss\nchairman: boss\nmembers:\n"
         "  - {name: boss, model: demo/sage}\n  - {name: research, model: demo/historian}\n  - {name: writing, model: demo/engineer}\n"
     )
-    result = run_json("orchestrate", str(file), "--members", "writing", "--db", str(tmp_path / "r.db"))
+    result = cli_json("orchestrate", str(file), "--members", "writing", "--db", str(tmp_path / "r.db"))
     assert result["workers"] == ["writing"] and result["planner"] == "boss" and result["chairman"] == "boss"
 
 
@@ -139,7 +115,7 @@ def test_members_without_a_file_are_the_models_of_the_default_workers(
     fake_server.default(responder(respond))
     monkeypatch.setenv("OPENAI_API_BASE", fake_server.url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    result = run_json(
+    result = cli_json(
         "orchestrate",
         "--members",
         "openai/a,openai/b",
@@ -169,7 +145,7 @@ def test_no_valid_plan_exits_1_with_the_error(fake_server: FakeOpenAIServer, tmp
     """The planner keeps sending a cycle: re-asked once with the error, then the run fails."""
     fake_server.default(responder(lambda request: json.dumps(CYCLE)))
     db = tmp_path / "r.db"
-    done = panel_cli(
+    done = panel_process(
         "orchestrate",
         "--members",
         "openai/a",
@@ -190,20 +166,20 @@ def test_no_valid_plan_exits_1_with_the_error(fake_server: FakeOpenAIServer, tmp
     assert len(fake_server.requests) == 2
     assert f"That plan cannot be used: {CYCLE_ERROR}." in str(fake_server.requests[1].messages[-1]["content"])
 
-    shown = runner.invoke(app, ["history", "show", result["run_id"], "--db", str(db)])
+    shown = cli("history", "show", result["run_id"], "--db", str(db))
     assert shown.exit_code == 0, shown.output
     assert "orchestrate" in shown.stdout and "no_answer" in shown.stdout
 
 
 def test_history_reads_an_orchestrate_run_back(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    result = run_json("orchestrate", "--demo", "-q", "Q?", "--db", str(db))
-    listed = runner.invoke(app, ["history", "list", "--json", "--db", str(db)])
+    result = cli_json("orchestrate", "--demo", "-q", "Q?", "--db", str(db))
+    listed = cli("history", "list", "--json", "--db", str(db))
     assert json.loads(listed.stdout)[0]["protocol"] == "orchestrate"
-    shown = runner.invoke(app, ["history", "show", result["run_id"], "--db", str(db)])
+    shown = cli("history", "show", result["run_id"], "--db", str(db))
     assert shown.exit_code == 0, shown.output
     assert "subtasks" in shown.stdout and "Synthesis by the" in shown.stdout
-    detail = json.loads(runner.invoke(app, ["history", "show", result["run_id"], "--json", "--db", str(db)]).stdout)
+    detail = json.loads(cli("history", "show", result["run_id"], "--json", "--db", str(db)).stdout)
     assert detail["result"]["plan"] == result["plan"] and detail["result"]["succeeded"] == 4
     events = [parse_event(payload) for payload in detail["events"]]
     types = [event.type for event in events]
@@ -226,13 +202,13 @@ def test_history_reads_an_orchestrate_run_back(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_one_sentence(args: list[str], message: str) -> None:
-    outcome = runner.invoke(app, args)
+    outcome = cli(*args)
     assert isinstance(outcome.exception, UserError), outcome.output
     assert message in outcome.exception.message
 
 
 def test_bad_input_exits_2_from_a_real_process() -> None:
-    done = panel_cli("orchestrate", DEMO_FILE, "--planner", "nobody")
+    done = panel_process("orchestrate", DEMO_FILE, "--planner", "nobody")
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("panel: The planner 'nobody' is not a member of panel 'orchestrate-demo'")
     assert "Traceback" not in done.stderr and done.stdout == ""

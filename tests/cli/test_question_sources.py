@@ -10,13 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from panel_cli.cli.app import app
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "configs" / "demo.yaml")
-runner = CliRunner()
 
 
 def test_a_pipe_that_never_closes_is_not_read_when_the_file_has_a_question(tmp_path):
@@ -49,18 +46,34 @@ def test_a_pipe_that_never_closes_is_not_read_when_the_file_has_a_question(tmp_p
 
 
 def test_the_files_question_wins_over_a_loops_input(tmp_path):
-    outcome = runner.invoke(
-        app, ["confer", DEMO, "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")], input="next-file.yaml\n"
+    outcome = cli(
+        "confer",
+        DEMO,
+        "--max-rounds",
+        "1",
+        "--json",
+        "--db",
+        str(tmp_path / "r.db"),
+        input="next-file.yaml\n",
+        columns=None,
     )
     assert outcome.exit_code == 0, outcome.output
     assert json.loads(outcome.stdout)["question"].startswith("Should a five-person startup")
 
 
 def test_dash_reads_stdin_even_when_the_file_has_a_question(tmp_path):
-    outcome = runner.invoke(
-        app,
-        ["confer", DEMO, "--max-rounds", "1", "--json", "-q", "-", "--db", str(tmp_path / "r.db")],
+    outcome = cli(
+        "confer",
+        DEMO,
+        "--max-rounds",
+        "1",
+        "--json",
+        "-q",
+        "-",
+        "--db",
+        str(tmp_path / "r.db"),
         input="Tea or coffee?\n",
+        columns=None,
     )
     assert outcome.exit_code == 0, outcome.output
     assert json.loads(outcome.stdout)["question"] == "Tea or coffee?"
@@ -69,18 +82,24 @@ def test_dash_reads_stdin_even_when_the_file_has_a_question(tmp_path):
 def test_stdin_is_the_last_source(tmp_path):
     file = tmp_path / "p.yaml"
     file.write_text("members:\n  - name: a\n    model: demo/sage\n")
-    outcome = runner.invoke(
-        app,
-        ["confer", str(file), "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")],
+    outcome = cli(
+        "confer",
+        str(file),
+        "--max-rounds",
+        "1",
+        "--json",
+        "--db",
+        str(tmp_path / "r.db"),
         input="From the pipe?\n",
+        columns=None,
     )
     assert outcome.exit_code == 0, outcome.output
     assert json.loads(outcome.stdout)["question"] == "From the pipe?"
 
 
 def test_plain_progress_says_the_question(tmp_path):
-    outcome = runner.invoke(
-        app, ["confer", DEMO, "--max-rounds", "1", "-q", "Which queue?", "--db", str(tmp_path / "r.db")]
+    outcome = cli(
+        "confer", DEMO, "--max-rounds", "1", "-q", "Which queue?", "--db", str(tmp_path / "r.db"), columns=None
     )
     assert outcome.exit_code == 0, outcome.output
     assert "Which queue?" in outcome.stderr.splitlines()[0] + outcome.stderr.splitlines()[1]

@@ -17,8 +17,6 @@ import contextlib
 import json
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 import typing
 from collections.abc import Callable
@@ -27,9 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent, EventBus
@@ -43,9 +39,9 @@ from panel_cli.runs.resume import stored_panel
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, responder
+from tests.helpers import cli, cli_json, panel_process, start_panel
 
 ROOT = Path(__file__).resolve().parents[2]
-runner = CliRunner(env={"COLUMNS": "200"})
 
 
 class BriefRelay:
@@ -86,7 +82,7 @@ def relay_briefs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 PROTOCOLS = list(names())
-HANG_GUARD = 90.0  # seconds: a stuck test fails instead of hanging; never a measurement
+HANG_GUARD = 120.0  # seconds: a stuck test fails instead of hanging; never a measurement
 
 
 def on_fake_server(protocol: str, server: FakeOpenAIServer, folder: Path) -> Path:
@@ -117,15 +113,7 @@ def answered_calls(db: Path, run_id: str) -> int:
 
 
 def resume(db: Path, run_id: str) -> dict:
-    outcome = runner.invoke(app, ["resume", run_id, "--json", "--db", str(db)])
-    assert outcome.exit_code == 0, outcome.output
-    return json.loads(outcome.stdout)
-
-
-def run_json(*args: str) -> dict:
-    outcome = runner.invoke(app, [*args, "--json"])
-    assert outcome.exit_code == 0, outcome.output
-    return json.loads(outcome.stdout)
+    return cli_json("resume", run_id, "--db", str(db))
 
 
 class Finished:
@@ -193,14 +181,7 @@ def confer_stopped_by(signum: int, fake_server: FakeOpenAIServer, tmp_path: Path
     panel_file = on_fake_server("confer", fake_server, tmp_path)
     fake_server.script("engineer", PERSONA, hang())  # answers round 0, hangs on its round-1 vote
     db = tmp_path / "runs.db"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", "confer", str(panel_file), "--db", str(db)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    process = start_panel("confer", str(panel_file), "--db", str(db))
     try:
         deadline = time.monotonic() + HANG_GUARD
         while len(fake_server.requests) < 8 or not db.exists() or answered_calls_any(db) < 7:
@@ -208,7 +189,7 @@ def confer_stopped_by(signum: int, fake_server: FakeOpenAIServer, tmp_path: Path
             assert time.monotonic() < deadline, "the run never reached its round-1 votes"
             time.sleep(0.05)
         process.send_signal(signum)
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=HANG_GUARD)
     finally:
         if process.poll() is None:
             process.kill()
@@ -232,7 +213,7 @@ def test_confer_interrupted_by_sigint_resumes_without_paying_twice(
 
     check_resumed(db, old.id, result, fake_server, before, hung)
     assert answered_calls(db, old.id) == 7 and result["reached_answer"]
-    shown = runner.invoke(app, ["history", "show", result["run_id"], "--db", str(db)])
+    shown = cli("history", "show", result["run_id"], "--db", str(db))
     assert shown.exit_code == 0, shown.output
 
 
@@ -332,7 +313,7 @@ def test_every_protocol_replays_its_prompts_byte_for_byte(
     every prompt of every protocol (fence tags and drawn seeds included) comes out as before."""
     panel_file = on_fake_server(protocol, fake_server, tmp_path)
     db = tmp_path / "runs.db"
-    first = run_json("run", str(panel_file), "--db", str(db))
+    first = cli_json("run", str(panel_file), "--db", str(db))
     before = len(fake_server.requests)
     with contextlib.closing(sqlite3.connect(db)) as con, con:
         con.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (first["run_id"],))
@@ -346,15 +327,8 @@ def test_every_protocol_replays_its_prompts_byte_for_byte(
 
 def test_a_finished_run_cannot_be_resumed(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    first = run_json("run", str(on_fake_server("vote", fake_server, tmp_path)), "--db", str(db))
-    done = subprocess.run(
-        [sys.executable, "-m", "panel_cli", "resume", first["run_id"][:8], "--db", str(db)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    first = cli_json("run", str(on_fake_server("vote", fake_server, tmp_path)), "--db", str(db))
+    done = panel_process("resume", first["run_id"][:8], "--db", str(db))
     assert done.returncode == 2
     assert (
         done.stderr
@@ -379,7 +353,7 @@ def test_a_run_still_running_is_not_resumed(fake_server: FakeOpenAIServer, tmp_p
             while len(fake_server.requests) < len(panel.members):
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.01)
-            refused.append(runner.invoke(app, ["resume", "stillrunning", "--db", str(db)]).exception)
+            refused.append(cli("resume", "stillrunning", "--db", str(db)).exception)
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -405,11 +379,11 @@ def test_a_run_whose_panel_held_a_secret_is_refused(
     data["members"][0]["system"] = "Remember ${PANEL_TEST_PERSONA_NOTE}."
     panel_file.write_text(yaml.safe_dump(data, sort_keys=False))
     db = tmp_path / "runs.db"
-    first = run_json("run", str(panel_file), "--db", str(db))
+    first = cli_json("run", str(panel_file), "--db", str(db))
     with contextlib.closing(sqlite3.connect(db)) as con, con:
         con.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (first["run_id"],))
 
-    outcome = runner.invoke(app, ["resume", first["run_id"], "--db", str(db)])
+    outcome = cli("resume", first["run_id"], "--db", str(db))
     assert isinstance(outcome.exception, UserError)
     assert outcome.exception.message == (
         f"Run {first['run_id'][:8]} cannot be resumed: its panel or question held a secret the store keeps only as"
@@ -426,7 +400,7 @@ def test_the_panel_a_run_stores_is_the_panel_it_ran(tmp_path: Path) -> None:
     panel_file = tmp_path / "supervise.yaml"
     panel_file.write_text(yaml.safe_dump(data, sort_keys=False))
     db = tmp_path / "runs.db"
-    first = run_json("run", str(panel_file), "--db", str(db))
+    first = cli_json("run", str(panel_file), "--db", str(db))
     with TranscriptReader.open(db) as reader:
         record = reader.get_run(first["run_id"])
 

@@ -7,11 +7,10 @@ import json
 import subprocess
 import sys
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT, run_python
 
 HEAVY = ("litellm", "pydantic", "panel_cli.store", "panel_cli.config", "panel_cli.events")
 
@@ -27,7 +26,7 @@ def imported_after(*args: str) -> tuple[set[str], subprocess.CompletedProcess[st
         f"heavy = {HEAVY!r}\n"
         "print(json.dumps(sorted({h for h in heavy for m in sys.modules if m == h or m.startswith(h + '.')})))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = run_python(code)
     return set(json.loads(result.stdout.splitlines()[-1])), result
 
 
@@ -58,7 +57,7 @@ def test_importtime_of_help_names_no_heavy_module() -> None:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=60,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     modules = {

@@ -9,13 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.errors import UserError
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-runner = CliRunner(env={"COLUMNS": "200"})
 TWO = "members:\n  - name: a\n    model: demo/sage\n  - name: b\n    model: demo/skeptic\n"
 
 
@@ -26,7 +24,7 @@ def write(path: Path, text: str) -> Path:
 
 def test_several_files_each_with_its_protocols_settings():
     files = [str(ROOT / "configs" / name) for name in ("demo.yaml", "council.yaml", "ensemble.yaml")]
-    outcome = runner.invoke(app, ["validate", *files])
+    outcome = cli("validate", *files)
     assert outcome.exit_code == 0, outcome.output
     for expected in (
         "demo: confer, 4 members",
@@ -45,7 +43,7 @@ def test_several_files_each_with_its_protocols_settings():
 
 def test_one_bad_file_among_several_fails_the_whole_check(tmp_path):
     bad = write(tmp_path / "bad.yaml", "members: []\n")
-    outcome = runner.invoke(app, ["validate", str(ROOT / "configs" / "demo.yaml"), str(bad)])
+    outcome = cli("validate", str(ROOT / "configs" / "demo.yaml"), str(bad))
     assert outcome.exit_code == 2
     assert "demo: confer" in outcome.stdout
     assert f"panel: {bad}, line 1: members:" in outcome.stderr and "1 of 2 files are not valid" in outcome.stderr
@@ -69,15 +67,15 @@ def test_one_bad_file_among_several_fails_the_whole_check(tmp_path):
 )
 def test_what_a_run_refuses_validate_refuses(tmp_path, text, command, message):
     file = write(tmp_path / "p.yaml", text)
-    checked = runner.invoke(app, ["validate", str(file)])
+    checked = cli("validate", str(file))
     assert checked.exit_code == 2 and message in checked.stderr
-    run = runner.invoke(app, [command, str(file), "--db", str(tmp_path / "r.db")])
+    run = cli(command, str(file), "--db", str(tmp_path / "r.db"))
     assert isinstance(run.exception, UserError) and message in run.exception.message
 
 
 def test_a_missing_question_file_fails_validate_at_its_line(tmp_path):
     file = write(tmp_path / "p.yaml", f"{TWO}question_file: nowhere.md\n")
-    outcome = runner.invoke(app, ["validate", str(file)])
+    outcome = cli("validate", str(file))
     assert outcome.exit_code == 2
     assert f"panel: {file}, line 6: question_file: nowhere.md: no such file." in outcome.stderr
 
@@ -85,7 +83,7 @@ def test_a_missing_question_file_fails_validate_at_its_line(tmp_path):
 def test_fields_the_protocol_ignores_are_warned_with_their_lines(tmp_path):
     text = f"question: q\nchairman: a\ntimeouts: {{review: 1m}}\n{TWO}    weight: 2\n"
     file = write(tmp_path / "p.yaml", text)
-    outcome = runner.invoke(app, ["validate", str(file)])
+    outcome = cli("validate", str(file))
     assert outcome.exit_code == 0, outcome.output
     warnings = [line for line in outcome.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == [
@@ -96,17 +94,8 @@ def test_fields_the_protocol_ignores_are_warned_with_their_lines(tmp_path):
 
 
 def test_a_file_for_another_protocol_is_run_with_one_warning(tmp_path):
-    outcome = runner.invoke(
-        app,
-        [
-            "confer",
-            str(ROOT / "configs" / "council.yaml"),
-            "--max-rounds",
-            "1",
-            "--json",
-            "--db",
-            str(tmp_path / "r.db"),
-        ],
+    outcome = cli(
+        "confer", str(ROOT / "configs" / "council.yaml"), "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")
     )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)

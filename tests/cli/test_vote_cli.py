@@ -16,35 +16,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.cli.commands import spread_words
 from panel_cli.store.reader import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
+from tests.helpers import ROOT, cli, panel_process, run_python
 
-ROOT = Path(__file__).resolve().parents[2]
 VOTE = str(ROOT / "configs" / "vote.yaml")
 DECIDE = str(ROOT / "configs" / "decide.yaml")
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def panel_cli(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "panel_cli", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        check=False,
-        timeout=120,
-    )
 
 
 def invoke(*args: str, input: str | None = None) -> dict:
     """A run in-process that must end, with a winner (exit 0) or without (exit 1); its --json result."""
-    outcome = runner.invoke(app, [*args, "--json"], input=input)
+    outcome = cli(*args, "--json", input=input)
     result = json.loads(outcome.stdout)
     assert outcome.exit_code == (0 if result["reached_answer"] else 1), outcome.output
     return result
@@ -75,7 +59,7 @@ def voter(request: RecordedRequest) -> str:
 
 def test_the_line_as_typed_end_to_end(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.default(responder(voter))
-    done = panel_cli(
+    done = panel_process(
         "vote",
         "--options",
         "A",
@@ -113,7 +97,7 @@ def test_the_line_as_typed_end_to_end(fake_server: FakeOpenAIServer, tmp_path: P
 
 
 def test_without_members_one_sentence_names_every_way(tmp_path: Path) -> None:
-    done = panel_cli("vote", "--options", "A", "B", "-q", "Which?", env={"PANEL_CONFIG_DIR": str(tmp_path)})
+    done = panel_process("vote", "--options", "A", "B", "-q", "Which?", env={"PANEL_CONFIG_DIR": str(tmp_path)})
     assert done.returncode == 2
     assert done.stderr == (
         'panel: Give a panel file or --members (e.g. panel vote --members gpt-4o,claude -q "Your question"), '
@@ -122,7 +106,7 @@ def test_without_members_one_sentence_names_every_way(tmp_path: Path) -> None:
 
 
 def test_the_question_on_stdin(tmp_path: Path) -> None:
-    done = panel_cli(
+    done = panel_process(
         "vote",
         "--options",
         "PostgreSQL",
@@ -140,7 +124,7 @@ def test_the_question_on_stdin(tmp_path: Path) -> None:
 
 
 def test_no_question_at_all_says_where_one_comes_from() -> None:
-    done = panel_cli("vote", "--options", "A", "B", "--demo")
+    done = panel_process("vote", "--options", "A", "B", "--demo")
     assert done.returncode == 2
     assert "No question: give one with -q" in done.stderr and "Traceback" not in done.stderr
 
@@ -189,7 +173,7 @@ def test_no_question_at_all_says_where_one_comes_from() -> None:
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2(args: list[str], message: str) -> None:
-    done = panel_cli(*args)
+    done = panel_process(*args)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
@@ -197,7 +181,7 @@ def test_bad_input_is_one_sentence_and_exit_2(args: list[str], message: str) -> 
 
 @pytest.mark.parametrize("args", [["--options", "--demo", "-q", "Q?"], ["-q", "Q?", "--options"]])
 def test_options_given_without_words_is_a_usage_error(args: list[str]) -> None:
-    outcome = runner.invoke(app, ["vote", *args])
+    outcome = cli("vote", *args)
     assert outcome.exit_code == 2
     assert "Invalid value for '--options': give the options after it, like --options PostgreSQL MySQL" in outcome.output
 
@@ -228,7 +212,7 @@ def test_a_broken_default_panel_is_located(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.mkdir()
     (config / "defaults.yaml").write_text("members:\n  - {name: mine, modle: demo/engineer}\n")
-    done = panel_cli("vote", "--options", "A", "B", "-q", "Q?", env={"PANEL_CONFIG_DIR": str(config)})
+    done = panel_process("vote", "--options", "A", "B", "-q", "Q?", env={"PANEL_CONFIG_DIR": str(config)})
     assert done.returncode == 2
     assert f"{config / 'defaults.yaml'}, line 2: members[0].modle: unknown field" in done.stderr
 
@@ -262,20 +246,20 @@ def test_run_dispatches_to_vote_and_decide_and_options_replace_the_files() -> No
 
 
 def test_validate_accepts_the_demo_files_with_no_warning() -> None:
-    outcome = runner.invoke(app, ["validate", VOTE, DECIDE])
+    outcome = cli("validate", VOTE, DECIDE)
     assert outcome.exit_code == 0, outcome.output
     assert "warning" not in outcome.stderr
     assert "method: ranked_choice" in outcome.stdout and "leader: sage" in outcome.stdout
 
 
 def test_quiet_prints_the_winning_option_alone() -> None:
-    outcome = runner.invoke(app, ["decide", DECIDE, "--quiet"])
+    outcome = cli("decide", DECIDE, "--quiet")
     assert outcome.exit_code == 0, outcome.output
     assert outcome.stdout.strip() in ("Release on Friday", "Postpone a week", "Do not release")
 
 
 def test_no_winner_exits_1_with_the_reason() -> None:
-    outcome = runner.invoke(app, ["vote", VOTE, "--method", "unanimous", "--quiet"])
+    outcome = cli("vote", VOTE, "--method", "unanimous", "--quiet")
     assert outcome.exit_code == 1 and outcome.stdout == ""
     assert "panel: the votes are split (" in outcome.stderr and "(run " in outcome.stderr
 
@@ -287,28 +271,26 @@ def test_history_decisions_by_topic(tmp_path: Path) -> None:
     db = str(tmp_path / "r.db")
     release = invoke("decide", DECIDE, "--db", db)
     invoke("decide", "--options", "Tea", "Coffee", "--demo", "-q", "Tea or coffee for the offsite?", "--db", db)
-    listed = json.loads(runner.invoke(app, ["history", "decisions", "--topic", "RELEASE", "--json", "--db", db]).stdout)
+    listed = json.loads(cli("history", "decisions", "--topic", "RELEASE", "--json", "--db", db).stdout)
     assert [d["run_id"] for d in listed] == [release["run_id"]]
     (decision,) = listed
     assert decision["topic"] == "Should we release version 2.0 on Friday?" and decision["method"] == "unanimous"
     assert (decision["winner"], decision["leader"], decision["leader_override"]) == (release["winner"], "sage", True)
     assert decision["vote_counts"] == release["vote_counts"] and decision["total_votes"] == release["total_votes"]
-    table = runner.invoke(app, ["history", "decisions", "--db", db])
+    table = cli("history", "decisions", "--db", db)
     assert table.exit_code == 0 and "sage (chose)" in table.stdout and "Tea or coffee" in table.stdout
-    empty = runner.invoke(app, ["history", "decisions", "--topic", "nothing like it", "--db", db])
+    empty = cli("history", "decisions", "--topic", "nothing like it", "--db", db)
     assert empty.stdout.startswith("No decisions about 'nothing like it' in ")
 
 
 def test_retally_recounts_prints_beside_the_stored_and_records(tmp_path: Path) -> None:
     db = str(tmp_path / "r.db")
     run = invoke("vote", VOTE, "--db", db)
-    outcome = runner.invoke(app, ["history", "retally", run["run_id"][:8], "--method", "majority", "--db", db])
+    outcome = cli("history", "retally", run["run_id"][:8], "--method", "majority", "--db", db)
     assert outcome.exit_code == 0, outcome.output
     assert "Re-tally of run" in outcome.stdout and "ranked_choice" in outcome.stdout and "majority" in outcome.stdout
     assert "no model was called" in outcome.stdout
-    recount = json.loads(
-        runner.invoke(app, ["history", "retally", run["run_id"], "--method", "majority", "--json", "--db", db]).stdout
-    )
+    recount = json.loads(cli("history", "retally", run["run_id"], "--method", "majority", "--json", "--db", db).stdout)
     assert recount["stored"]["winner"] == run["winner"] and recount["stored"]["method"] == "ranked_choice"
     assert recount["retally"]["method"] == "majority" and recount["retally"]["vote_counts"] == run["vote_counts"]
     assert recount["retally"]["rounds"] is None
@@ -339,21 +321,21 @@ def test_retally_by_plurality_and_weighted_plurality(tmp_path: Path) -> None:
                 "--db",
                 db,
             ]
-            outcome = runner.invoke(app, args)
+            outcome = cli(*args)
             assert outcome.exit_code == 0, outcome.output
             recount = json.loads(outcome.stdout)["retally"]
             assert recount["method"] == method.lower().replace("-", "_") and recount["tie_break"] == settle
             assert recount["vote_counts"] == counts
             expected = leaders[0] if len(leaders) == 1 or settle == "first" else None
             assert recount["winner"] == expected and recount["tied"] == (leaders if len(leaders) > 1 else [])
-    shown = runner.invoke(app, ["history", "retally", run["run_id"], "--method", "weighted_plurality", "--db", db])
+    shown = cli("history", "retally", run["run_id"], "--method", "weighted_plurality", "--db", db)
     assert "weighted_plurality, tie_break none" in shown.stdout and "(weight " in shown.stdout
 
 
 def test_retally_a_decision_keeps_the_leaders_choice(tmp_path: Path) -> None:
     db = str(tmp_path / "r.db")
     run = invoke("decide", DECIDE, "--db", db)
-    recount = json.loads(runner.invoke(app, ["history", "retally", run["run_id"], "--json", "--db", db]).stdout)
+    recount = json.loads(cli("history", "retally", run["run_id"], "--json", "--db", db).stdout)
     assert (recount["retally"]["winner"], recount["retally"]["leader_override"]) == (run["winner"], True)
 
 
@@ -380,7 +362,7 @@ def test_retally_refusals(tmp_path: Path) -> None:
     ]
     for args, message in cases:
         with pytest.raises(UserError) as caught:
-            runner.invoke(app, ["history", *args, "--db", db], catch_exceptions=False)
+            cli("history", *args, "--db", db, catch_exceptions=False)
         assert caught.value.message.startswith(message)
 
 
@@ -399,7 +381,7 @@ def test_retally_runs_without_a_model_and_without_loading_litellm(tmp_path: Path
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=60,
+        timeout=120,
         env={**os.environ, "OPENAI_API_BASE": "http://127.0.0.1:9"},
     )
     assert done.returncode == 0, done.stderr
@@ -424,10 +406,10 @@ async def test_retally_of_a_run_that_never_finished(tmp_path: Path) -> None:
     await bus.emit(RunInterrupted())
     await store.close()
 
-    outcome = runner.invoke(app, ["history", "retally", "cut-short-1", "--method", "ranked_choice", "--db", str(db)])
+    outcome = cli("history", "retally", "cut-short-1", "--method", "ranked_choice", "--db", str(db))
     assert outcome.exit_code == 0, outcome.output
     assert "The run did not finish (interrupted); there is no stored outcome to compare with." in outcome.stdout
-    recount = json.loads(runner.invoke(app, ["history", "retally", "cut-short-1", "--json", "--db", str(db)]).stdout)
+    recount = json.loads(cli("history", "retally", "cut-short-1", "--json", "--db", str(db)).stdout)
     assert recount["stored"] is None and recount["retally"]["vote_counts"] == {"X": 1, "Y": 1}
     assert recount["retally"]["reason"] == "X and Y tie with 1 vote each, so none has more than half"
 
@@ -441,6 +423,6 @@ def test_history_decisions_imports_no_model_code_nor_event_models(tmp_path: Path
         "heavy = ('litellm', 'panel_cli.llm', 'panel_cli.events', 'panel_cli.view.live', 'rich.live')\n"
         "print(sorted(h for h in heavy for m in sys.modules if m == h or m.startswith(h + '.')))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"

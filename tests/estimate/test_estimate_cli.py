@@ -7,35 +7,23 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.errors import UserError
 from tests.fakes.openai_server import FakeOpenAIServer, reply
-
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def write_panel(path: Path, server: FakeOpenAIServer, *extra: str, model: str = "openai/{name}") -> Path:
-    lines = ["name: fake", "question: Which database?", "members:"]
-    for name in ("ann", "bob"):
-        lines += [f"  - name: {name}", f"    model: {model.format(name=name)}", f"    api_base: {server.url}"]
-    path.write_text("\n".join([*lines, *extra]) + "\n")
-    return path
+from tests.helpers import cli, cli_ok, write_panel
 
 
-def invoke(*args: str) -> str:
-    result = runner.invoke(app, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
+def estimate_panel(path: Path, server: FakeOpenAIServer, *extra: str, model: str = "openai/{name}") -> Path:
+    """Members ann and bob on the fake server, asking which database."""
+    return write_panel(path, server, ["ann", "bob"], "question: Which database?", *extra, model=model)
 
 
 def test_estimate_json_calls_nothing_and_says_the_price_is_unknown(fake_server, tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     data = json.loads(
-        invoke(
+        cli_ok(
             "estimate",
-            str(write_panel(tmp_path / "p.yaml", fake_server, "protocol: confer", "max_rounds: 2")),
+            str(estimate_panel(tmp_path / "p.yaml", fake_server, "protocol: confer", "max_rounds: 2")),
             "--json",
         )
     )
@@ -49,8 +37,8 @@ def test_estimate_json_calls_nothing_and_says_the_price_is_unknown(fake_server, 
 
 
 def test_dry_run_on_a_protocol_command_prints_the_table_and_stores_nothing(fake_server, tmp_path):
-    panel = write_panel(tmp_path / "p.yaml", fake_server)
-    out = invoke("council", str(panel), "--dry-run", "-q", "Tea or coffee?")
+    panel = estimate_panel(tmp_path / "p.yaml", fake_server)
+    out = cli_ok("council", str(panel), "--dry-run", "-q", "Tea or coffee?")
     assert fake_server.requests == []
     assert not Path(tmp_path / "panel.db").exists()
     assert "Estimate: council, panel fake, 2 members (no model called)" in out
@@ -58,7 +46,7 @@ def test_dry_run_on_a_protocol_command_prints_the_table_and_stores_nothing(fake_
 
 
 def test_priced_models_add_up(fake_server, tmp_path):
-    panel = write_panel(
+    panel = estimate_panel(
         tmp_path / "p.yaml",
         fake_server,
         "protocol: vote",
@@ -66,7 +54,7 @@ def test_priced_models_add_up(fake_server, tmp_path):
         "defaults: {max_tokens: 100}",
         model="openai/gpt-4o-mini",
     )
-    data = json.loads(invoke("run", str(panel), "--dry-run", "--json"))
+    data = json.loads(cli_ok("run", str(panel), "--dry-run", "--json"))
     assert fake_server.requests == []
     assert data["complete"] is True and data["unpriced"] == []
     (vote,) = data["stages"]
@@ -90,16 +78,16 @@ def test_priced_models_add_up(fake_server, tmp_path):
 
 
 def test_demo_is_free(tmp_path):
-    out = invoke("estimate", "configs/council.yaml", "--demo", "-q", "Tea or coffee?")
+    out = cli_ok("estimate", "configs/council.yaml", "--demo", "-q", "Tea or coffee?")
     assert "free" in out and "at least" not in out and "Demo personas are simulated and cost nothing." in out
 
 
 def test_attachments_are_counted(fake_server, tmp_path):
-    panel = write_panel(tmp_path / "p.yaml", fake_server, "protocol: ensemble")
+    panel = estimate_panel(tmp_path / "p.yaml", fake_server, "protocol: ensemble")
     notes = tmp_path / "notes.txt"
     notes.write_text("word " * 500)
-    bare = json.loads(invoke("estimate", str(panel), "--json"))
-    attached = json.loads(invoke("estimate", str(panel), "--json", "--attach", str(notes)))
+    bare = json.loads(cli_ok("estimate", str(panel), "--json"))
+    attached = json.loads(cli_ok("estimate", str(panel), "--json", "--attach", str(notes)))
     grown = attached["stages"][0]["calls"][0]["prompt_tokens_low"] - bare["stages"][0]["calls"][0]["prompt_tokens_low"]
     assert 500 <= grown < 600
 
@@ -108,22 +96,22 @@ def test_a_follow_ups_dry_run_counts_the_earlier_turn(fake_server, tmp_path):
     """A follow-up sends the earlier question and answer with every call, so its estimate counts them."""
     earlier = "word " * 300
     fake_server.default(reply(earlier))
-    panel = write_panel(tmp_path / "p.yaml", fake_server, "protocol: ensemble")
+    panel = estimate_panel(tmp_path / "p.yaml", fake_server, "protocol: ensemble")
     db = str(tmp_path / "runs.db")
-    first = json.loads(invoke("ensemble", str(panel), "--json", "--db", db))
+    first = json.loads(cli_ok("ensemble", str(panel), "--json", "--db", db))
     words = first["final_answer"].count("word")  # every member's answer, as ensemble's default mode joins them
     assert words == 600
     requests = len(fake_server.requests)
-    bare = json.loads(invoke("ensemble", str(panel), "--dry-run", "--json", "--db", db))
-    follow = json.loads(invoke("ensemble", str(panel), "--dry-run", "--json", "--db", db, "--continue", "last"))
+    bare = json.loads(cli_ok("ensemble", str(panel), "--dry-run", "--json", "--db", db))
+    follow = json.loads(cli_ok("ensemble", str(panel), "--dry-run", "--json", "--db", db, "--continue", "last"))
     grown = follow["stages"][0]["calls"][0]["prompt_tokens_low"] - bare["stages"][0]["calls"][0]["prompt_tokens_low"]
     assert words <= grown < words + 50  # the earlier answer, its question and the turns' framing
     assert len(fake_server.requests) == requests
 
 
 def test_a_panel_error_stops_the_estimate_like_a_run(fake_server, tmp_path):
-    panel = write_panel(tmp_path / "p.yaml", fake_server, "protocol: vote", "options: [only]")
+    panel = estimate_panel(tmp_path / "p.yaml", fake_server, "protocol: vote", "options: [only]")
     with pytest.raises(UserError) as caught:
-        runner.invoke(app, ["estimate", str(panel)], catch_exceptions=False)
+        cli("estimate", str(panel), catch_exceptions=False)
     assert caught.value.exit_code == 2
     assert "needs at least two options" in caught.value.message

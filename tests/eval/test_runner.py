@@ -17,7 +17,8 @@ from panel_cli.eval.runner import MULTIPLE_CHOICE, SHORT_ANSWER, plan_eval, ques
 from panel_cli.llm.brief import SimulatedVoter
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
-from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, reply, responder
+from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, after, hang, reply, responder
+from tests.helpers import eventually
 from tests.protocols.conftest import block_labels, fenced_texts, prompt_of, task_of
 
 COLOURS = ["red", "green", "blue"]
@@ -220,7 +221,9 @@ async def test_a_judge_outside_the_panel_grades_short_answers(fake_server, tmp_p
 
 
 async def test_questions_run_at_most_concurrency_at_a_time(fake_server):
-    fake_server.script("slow-model", reply("red", latency=0.2))
+    # The first request is held until a second one is in flight, so two are at once for sure;
+    # meanwhile, and later, any third would show in max_in_flight.
+    fake_server.script("slow-model", after(lambda: fake_server.in_flight >= 2, reply("red")), reply("red", latency=0.2))
     panel = Panel.model_validate(
         {"name": "slow", "members": [{"name": "s", "model": "openai/slow-model", "api_base": fake_server.url}]}
     )
@@ -241,10 +244,7 @@ async def test_cancelling_an_eval_leaves_its_runs_in_flight_interrupted(fake_ser
     db = tmp_path / "cancel.db"
     store = await TranscriptStore.open(db)
     task = asyncio.create_task(run_eval(plan, store=store, secrets=[], eval_id="e6", concurrency=2))
-    for _ in range(2000):
-        if fake_server.in_flight == 2:
-            break
-        await asyncio.sleep(0.005)
+    await eventually(lambda: fake_server.in_flight == 2 or task.done(), "two runs to be in flight")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

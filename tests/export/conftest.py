@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, error, responder
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = {
@@ -32,8 +31,6 @@ CONFIGS = {
 }
 PROTOCOLS = list(CONFIGS)
 OFFLINE = {"PANEL_DEMO_DELAY": "0", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "True"}
-
-runner = CliRunner(env={"COLUMNS": "200"})
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRuns]:
         for name, value in {**OFFLINE, "PANEL_CONFIG_DIR": str(folder / "config"), "PANEL_DB": str(db)}.items():
             patch.setenv(name, value)
         for protocol, config in CONFIGS.items():
-            outcome = runner.invoke(app, ["run", str(ROOT / "configs" / config), "--json", "--db", str(db)])
+            outcome = cli("run", str(ROOT / "configs" / config), "--json", "--db", str(db))
             assert outcome.exit_code == 0, outcome.output
             ids[protocol] = json.loads(outcome.stdout)["run_id"]
     yield DemoRuns(db, ids)
@@ -61,13 +58,13 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRuns]:
 
 def export(db: Path, run_id: str, *args: str) -> str:
     """`panel history export` in-process; its stdout."""
-    outcome = runner.invoke(app, ["history", "export", run_id, "--db", str(db), *args], catch_exceptions=False)
+    outcome = cli("history", "export", run_id, "--db", str(db), *args, catch_exceptions=False)
     assert outcome.exit_code == 0, outcome.output
     return outcome.stdout
 
 
 def show_json(db: Path, run_id: str) -> dict[str, Any]:
-    outcome = runner.invoke(app, ["history", "show", run_id, "--db", str(db), "--json"], catch_exceptions=False)
+    outcome = cli("history", "show", run_id, "--db", str(db), "--json", catch_exceptions=False)
     assert outcome.exit_code == 0, outcome.output
     return json.loads(outcome.stdout)
 
@@ -178,25 +175,22 @@ def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileRu
         panel.write_text(
             f'name: "<i>panel</i> [/bold]"\nprotocol: council\nmembers:\n{members}chairman: "{HOSTILE_NAMES[2]}"\n'
         )
-        outcome = runner.invoke(app, ["council", str(panel), "-q", HOSTILE_QUESTION, "--json", "--db", str(db)])
+        outcome = cli("council", str(panel), "-q", HOSTILE_QUESTION, "--json", "--db", str(db))
         assert outcome.exit_code == 0, outcome.output
         assert any(KEY in str(request.headers) for request in server.requests), "the key was really sent"
         ids["council"] = json.loads(outcome.stdout)["run_id"]
-        outcome = runner.invoke(
-            app,
-            [
-                "vote",
-                "--options",
-                *HOSTILE_OPTIONS,
-                "--demo",
-                "--method",
-                "ranked_choice",
-                "-q",
-                HOSTILE_QUESTION,
-                "--json",
-                "--db",
-                str(db),
-            ],
+        outcome = cli(
+            "vote",
+            "--options",
+            *HOSTILE_OPTIONS,
+            "--demo",
+            "--method",
+            "ranked_choice",
+            "-q",
+            HOSTILE_QUESTION,
+            "--json",
+            "--db",
+            str(db),
         )
         assert outcome.exit_code == 0, outcome.output
         ids["vote"] = json.loads(outcome.stdout)["run_id"]
@@ -208,7 +202,7 @@ def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileRu
         )
         panel = folder / "confer.yaml"
         panel.write_text(f"name: fallbacks\nprotocol: confer\nmax_rounds: 1\nmembers:\n{members}")
-        outcome = runner.invoke(app, ["confer", str(panel), "-q", HOSTILE_QUESTION, "--json", "--db", str(db)])
+        outcome = cli("confer", str(panel), "-q", HOSTILE_QUESTION, "--json", "--db", str(db))
         assert outcome.exit_code == 0, outcome.output
         ids["confer"] = json.loads(outcome.stdout)["run_id"]
         assert not server.errors, server.errors

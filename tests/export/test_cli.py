@@ -10,17 +10,14 @@ import webbrowser
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.errors import UserError
 from tests.export.conftest import ROOT, DemoRuns, export
-
-runner = CliRunner()
+from tests.helpers import cli
 
 
 def invoke(demo_runs: DemoRuns, *args: str) -> tuple[str, str]:
-    outcome = runner.invoke(app, ["history", "export", *args, "--db", str(demo_runs.db)], catch_exceptions=False)
+    outcome = cli("history", "export", *args, "--db", str(demo_runs.db), catch_exceptions=False, columns=None)
     assert outcome.exit_code == 0, outcome.output
     return outcome.stdout, outcome.stderr
 
@@ -73,10 +70,17 @@ def test_open_hands_the_file_to_the_system_viewer(
 def test_open_needs_a_file(demo_runs: DemoRuns, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(webbrowser, "open", lambda url: pytest.fail("nothing to open"))
     with pytest.raises(UserError, match=r"^--open needs a file to open; give -o FILE instead of '-'\.$"):
-        runner.invoke(
-            app,
-            ["history", "export", demo_runs.ids["confer"], "-o", "-", "--open", "--db", str(demo_runs.db)],
+        cli(
+            "history",
+            "export",
+            demo_runs.ids["confer"],
+            "-o",
+            "-",
+            "--open",
+            "--db",
+            str(demo_runs.db),
             catch_exceptions=False,
+            columns=None,
         )
 
 
@@ -86,10 +90,17 @@ def test_a_viewer_that_cannot_start_is_said(
     monkeypatch.setattr(webbrowser, "open", lambda url: False)
     target = tmp_path / "r.html"
     with pytest.raises(UserError, match=r"^No viewer could be started for .*r\.html; open it yourself\.$"):
-        runner.invoke(
-            app,
-            ["history", "export", demo_runs.ids["confer"], "-o", str(target), "--open", "--db", str(demo_runs.db)],
+        cli(
+            "history",
+            "export",
+            demo_runs.ids["confer"],
+            "-o",
+            str(target),
+            "--open",
+            "--db",
+            str(demo_runs.db),
             catch_exceptions=False,
+            columns=None,
         )
     assert target.exists()
 

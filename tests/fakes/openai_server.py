@@ -33,6 +33,7 @@ from typing import Any
 __all__ = [
     "ErrorStep",
     "FakeOpenAIServer",
+    "GatedStep",
     "HangStep",
     "MalformedStep",
     "RecordedRequest",
@@ -41,6 +42,7 @@ __all__ = [
     "SentStream",
     "Step",
     "error",
+    "after",
     "hang",
     "invalid_utf8",
     "malformed",
@@ -172,7 +174,19 @@ class ToolCallStep:
     completion_tokens: int = 20
 
 
-Step = ReplyStep | ErrorStep | MalformedStep | HangStep | ResetStep | ToolCallStep
+@dataclass(frozen=True)
+class GatedStep:
+    """Hold the request until `until()` holds (polled on the server's loop), then answer with
+    `then`; after `guard` seconds, answer anyway, so a caller that never makes `until` true
+    fails its assertions instead of hanging. For a test that orders events by what the server
+    saw (a reply held until another request has arrived) rather than by a latency."""
+
+    until: Callable[[], object]
+    then: Step
+    guard: float = 30.0
+
+
+Step = ReplyStep | ErrorStep | MalformedStep | HangStep | ResetStep | ToolCallStep | GatedStep
 
 
 def reply(
@@ -256,6 +270,11 @@ def reset_mid_body(sent: int = 40) -> ResetStep:
 def malformed_json() -> MalformedStep:
     """Answer with valid JSON that lacks ``choices``."""
     return MalformedStep(json.dumps({"id": "chatcmpl-broken", "object": "chat.completion"}))
+
+
+def after(until: Callable[[], object], then: Step, *, guard: float = 30.0) -> GatedStep:
+    """Answer with `then` once `until()` is true (or `guard` seconds have passed)."""
+    return GatedStep(until, then, guard)
 
 
 def hang() -> HangStep:
@@ -568,6 +587,11 @@ class FakeOpenAIServer:
 
     async def _run_step(self, conn: _Connection, request: RecordedRequest, step: Step) -> _Answer:
         match step:
+            case GatedStep():
+                give_up = asyncio.get_running_loop().time() + step.guard
+                while not step.until() and asyncio.get_running_loop().time() < give_up:
+                    await conn.sleep_or_close(0.01)
+                return await self._run_step(conn, request, step.then)
             case HangStep():
                 await conn.wait_closed()
                 raise _ClientGone

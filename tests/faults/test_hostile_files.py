@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 MEMBERS = "members:\n  - name: a\n    model: demo/sage\n  - name: b\n    model: demo/skeptic\n"
-HANG_GUARD = 60
+HANG_GUARD = 120
 
 
 def refused(tmp_path: Path, name: str, content: str | bytes) -> str:

@@ -4,24 +4,16 @@ Real subprocesses of `panel validate`, which imports no model library, so each i
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import panel_process
+
 TWO = "members:\n  - name: a\n    model: demo/sage\n  - name: b\n    model: demo/skeptic\n"
 
 
 def validate(file: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "panel_cli", "validate", str(file)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    return panel_process("validate", str(file), env={"COLUMNS": "200"})
 
 
 def test_markup_in_names_and_questions_is_printed_as_written(tmp_path):

@@ -17,13 +17,11 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from tests.fakes.openai_server import responder
+from tests.helpers import cli
 
 KEY = "sk-live-Zx8Cv6Bn4Mq2Wr9Ty"
-runner = CliRunner()
 NOTICE = "warning: OPENAI_API_KEY is sent to some-host.example, not to openai's own API ("
 
 
@@ -65,7 +63,7 @@ def test_validate_lists_the_commands_a_file_starts_and_the_keys_it_sends_elsewhe
     (tmp_path / "notes.py").write_text("")
     (tmp_path / "idle.py").write_text("")
 
-    outcome = runner.invoke(app, ["validate", str(path)])
+    outcome = cli("validate", str(path))
 
     assert outcome.exit_code == 0, outcome.output
     section = outcome.stdout.split("beyond calling the providers:\n", 1)[1].splitlines()
@@ -82,14 +80,14 @@ def test_validate_lists_the_commands_a_file_starts_and_the_keys_it_sends_elsewhe
 def test_validate_says_nothing_more_for_a_panel_that_only_calls_its_providers(keyed, tmp_path):
     path = tmp_path / "plain.yaml"
     path.write_text("members:\n  - {name: a, model: openai/gpt-4o}\n  - {name: b, model: demo/sage}\n")
-    outcome = runner.invoke(app, ["validate", str(path)])
+    outcome = cli("validate", str(path))
     assert outcome.exit_code == 0, outcome.output
     assert "beyond calling the providers" not in outcome.stdout
 
 
 def test_a_run_names_each_key_sent_elsewhere_once_before_its_first_call(keyed, fake_server, tmp_path):
     path = council_panel(tmp_path, fake_server.url)
-    outcome = runner.invoke(app, ["council", str(path), "--json", "--db", str(tmp_path / "runs.db")])
+    outcome = cli("council", str(path), "--json", "--db", str(tmp_path / "runs.db"))
 
     assert outcome.exit_code == 0, outcome.output
     assert notices(outcome.stderr) == [f"{NOTICE}{path}, line 15: member 'backup')."], outcome.stderr
@@ -102,29 +100,15 @@ def test_a_batch_and_an_eval_say_it_once_too(keyed, fake_server, tmp_path):
     path = council_panel(tmp_path, fake_server.url)
     (tmp_path / "questions.txt").write_text("One?\nTwo?\nThree?\n")
     db = str(tmp_path / "runs.db")
-    batch = runner.invoke(
-        app,
-        [
-            "batch",
-            str(path),
-            "--questions",
-            str(tmp_path / "questions.txt"),
-            "-o",
-            str(tmp_path / "r.jsonl"),
-            "--quiet",
-            "--db",
-            db,
-        ],
-    )
+    questions = str(tmp_path / "questions.txt")
+    batch = cli("batch", str(path), "--questions", questions, "-o", str(tmp_path / "r.jsonl"), "--quiet", "--db", db)
     assert batch.exit_code == 0, batch.output
     assert len(notices(batch.stderr)) == 1, batch.stderr
 
     (tmp_path / "gold.jsonl").write_text(
         '{"question": "One?", "answer": "Yes"}\n{"question": "Two?", "answer": "Yes"}\n'
     )
-    evaluated = runner.invoke(
-        app, ["eval", str(path), "--dataset", str(tmp_path / "gold.jsonl"), "--protocols", "council", "--db", db]
-    )
+    evaluated = cli("eval", str(path), "--dataset", str(tmp_path / "gold.jsonl"), "--protocols", "council", "--db", db)
     assert evaluated.exit_code == 0, evaluated.output
     assert len(notices(evaluated.stderr)) == 1, evaluated.stderr
     assert KEY not in batch.output + evaluated.output
@@ -133,7 +117,7 @@ def test_a_batch_and_an_eval_say_it_once_too(keyed, fake_server, tmp_path):
 def test_a_key_sent_to_this_machine_or_the_providers_own_host_is_no_news(keyed, fake_server, tmp_path):
     path = council_panel(tmp_path, fake_server.url)
     path.write_text(path.read_text().replace("http://some-host.example/v1", "https://api.openai.com/v1"))
-    outcome = runner.invoke(app, ["council", str(path), "--quiet", "--db", str(tmp_path / "runs.db")])
+    outcome = cli("council", str(path), "--quiet", "--db", str(tmp_path / "runs.db"))
     assert outcome.exit_code == 0, outcome.output
     assert notices(outcome.stderr) == []
 
@@ -146,7 +130,7 @@ def test_validate_lists_the_headers_a_file_sends_to_a_tool_server(monkeypatch, t
         "members:\n  - {name: a, model: demo/sage, tools: [web]}\n"
         "tools:\n  web:\n    url: https://mcp.example/mcp\n    headers: {Authorization: 'Bearer ${GH_TOKEN}'}\n"
     )
-    outcome = runner.invoke(app, ["validate", str(path)])
+    outcome = cli("validate", str(path))
     assert outcome.exit_code == 0, outcome.output
     assert "  sends the headers Authorization to mcp.example (tools.web, line 4)\n" in outcome.stdout
     assert "ghp_" not in outcome.output

@@ -16,8 +16,8 @@ from panel_cli.events import BaseEvent
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.confer.engine import confer
 from tests.fakes.openai_server import (
-    FakeOpenAIServer,
     Step,
+    after,
     error,
     hang,
     invalid_utf8,
@@ -28,6 +28,7 @@ from tests.fakes.openai_server import (
     reset_mid_body,
     responder,
 )
+from tests.helpers import member
 from tests.protocols.conftest import make_panel, task_of, vote_json
 
 HELLO = [{"role": "user", "content": "hello"}]
@@ -53,10 +54,6 @@ class Recorder:
 
 async def ask(gateway: Gateway, who: Member, **kwargs: Any) -> CallResult:
     return await gateway.call(who, HELLO, stage="answer", **kwargs)
-
-
-def member(server: FakeOpenAIServer, name: str = "m", **fields: Any) -> Member:
-    return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
 
 
 @pytest.fixture
@@ -138,29 +135,47 @@ async def test_a_retry_after_beyond_the_cap_fails_now(fake_server, gateway, retr
 
 
 async def test_a_retry_after_beyond_the_call_budget_fails_now(fake_server, gateway):
-    # Per-call timeout 0.5 s and 2 retries: the call may take 1.5 s in all, so a wait of 5 s
-    # (under the 60 s cap) cannot fit.
-    fake_server.script("m", error(429, "slow down", retry_after=5), reply("too late"))
-    result = await ask(gateway, member(fake_server, timeout=0.5))
+    # Per-call timeout 5 s and 2 retries: the call may take 15 s in all, so a wait of 20 s
+    # (under the 60 s cap) cannot fit. (The timeout leaves the one request room on a loaded machine.)
+    fake_server.script("m", error(429, "slow down", retry_after=20), reply("too late"))
+    result = await ask(gateway, member(fake_server, timeout=5))
     assert (result.error_kind, result.attempts) == ("rate_limited", 1)
-    assert result.error == "rate limited; the provider asked to wait 5s, longer than this call may take"
+    assert result.error == "rate limited; the provider asked to wait 20s, longer than this call may take"
 
 
 async def test_the_huge_retry_after_with_a_short_timeout_fails_now(fake_server, gateway):
     fake_server.script("m", error(429, "slow down", retry_after=3600))
-    result = await ask(gateway, member(fake_server, timeout=0.5))
+    result = await ask(gateway, member(fake_server, timeout=5))
     assert (result.error_kind, result.attempts) == ("rate_limited", 1)
     assert result.error == "rate limited; the provider asked to wait 3600s, longer than this call may take"
 
 
 async def test_retries_stop_at_the_call_budget(fake_server, gateway):
-    # Per-call timeout 0.2 s and 5 retries: a budget of 1.2 s from the call's start. Waits
-    # of 0.5 s fit twice (ending near 0.5 s and 1.0 s); the third would end past 1.2 s.
-    fake_server.script("m", error(429, "slow down", retry_after=0.5))
-    result = await ask(gateway, member(fake_server, timeout=0.2, retries=5))
-    assert (result.error_kind, result.attempts) == ("rate_limited", 3)
-    assert len(fake_server.requests_for("m")) == 3
-    assert result.error == "rate limited; the provider asked to wait 0.5s, longer than this call may take"
+    # Per-call timeout 1.5 s and 3 retries: a budget of 6 s from the call's first request, and
+    # every reply asks for a wait of 2.5 s. Two waits fit when requests are quick (ending near
+    # 2.5 s and 5 s), fewer when a loaded machine makes them slow, a third never: the budget,
+    # not the retry count, ends the call. The rules are checked on the request times the fake
+    # server records (time.monotonic, the event loop's clock too), not on a count.
+    fake_server.script("m", error(429, "slow down", retry_after=2.5))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    result = await ask(gateway, member(fake_server, timeout=1.5, retries=3))
+    ended = loop.time()
+    sent = [request.received_at for request in fake_server.requests_for("m")]
+
+    assert len(sent) <= result.attempts < 4  # one more if the budget ran out before a request went
+    # Every retry waited as long as the provider asked,
+    assert all(later - earlier >= 2.5 for earlier, later in zip(sent, sent[1:], strict=False))
+    # and every wait taken ended inside the budget (a wait starts after its request arrived;
+    # the budget starts before the first request arrives).
+    assert all(arrived + 2.5 < sent[0] + 6.0 for arrived in sent[:-1])
+    # The call ends refusing a wait that would end outside the budget (refused by `ended`; the
+    # budget ends no sooner than `started` + 6), or, on a slow machine, with its last attempt
+    # timed out, cut to what was left of the budget.
+    assert result.error_kind in ("rate_limited", "timeout")
+    if result.error_kind == "rate_limited":
+        assert result.error == "rate limited; the provider asked to wait 2.5s, longer than this call may take"
+        assert ended + 2.5 >= started + 6.0
 
 
 # -- 3. a reply too large -------------------------------------------------------------------
@@ -339,7 +354,7 @@ async def test_a_refused_member_is_skipped_afterwards(gateway, recorder):
 
 
 async def test_concurrent_failures_warn_once(fake_server, gateway, recorder):
-    fake_server.script("m", error(401, "bad key", latency=0.05))
+    fake_server.script("m", after(lambda: fake_server.max_in_flight >= 3, error(401, "bad key")))  # all three at once
     await asyncio.gather(*(ask(gateway, member(fake_server)) for _ in range(3)))
     assert len(recorder.of("call_failed")) == 3
     assert len(recorder.of("warning")) == 1 and list(gateway.excluded) == ["m"]
@@ -355,7 +370,7 @@ async def test_a_passing_failure_does_not_exclude(fake_server, recorder, step: S
     gw = Gateway(recorder, defaults=Defaults(retries=0), rng=NoWait())
     try:
         first = await ask(gw, member(fake_server, **fields))
-        second = await ask(gw, member(fake_server, **fields))
+        second = await ask(gw, member(fake_server))  # the same member; its reply need not beat 0.2 s
     finally:
         await gw.aclose()
     assert not first.ok and second.ok and second.text == "back again"

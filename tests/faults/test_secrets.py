@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.events import (
     CallFinished,
     EventBus,
@@ -30,16 +28,16 @@ from panel_cli.events import (
 from panel_cli.llm.catalog import litellm_dir
 from panel_cli.redact import named_like_a_secret, secret_values
 from panel_cli.view.live import LiveView
-from tests.fakes.openai_server import error, responder
+from tests.fakes.openai_server import FakeOpenAIServer, error, responder
+from tests.helpers import cli, write_panel
 
 KEY = "sk-live-Qw3rTy7Ui9Op1As5Df"
-runner = CliRunner()
 
 
-def write_panel(path: Path, url: str, names: list[str], extra: str = "") -> Path:
-    members = "".join(f"  - name: {name}\n    model: openai/{name}\n    api_base: {url}\n{extra}" for name in names)
-    path.write_text(f"name: secrets\nquestion: is it safe?\nmax_rounds: 1\nmembers:\n{members}")
-    return path
+def secrets_panel(path: Path, server: FakeOpenAIServer, names: list[str], extra: str = "") -> Path:
+    """`extra`: lines under every member."""
+    fields = ("question: is it safe?", "max_rounds: 1")
+    return write_panel(path, server, names, *fields, name="secrets", member_lines=extra)
 
 
 def stored_bytes(folder: Path) -> bytes:
@@ -56,8 +54,8 @@ def test_a_key_in_a_provider_error_or_an_answer_never_reaches_plain_progress(fak
     fake_server.script("a", error(401, f"Incorrect API key provided: {KEY}."))
     fake_server.script("b", responder(echo_everything))
     fake_server.script("c", responder(echo_everything))
-    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b", "c"])
-    outcome = runner.invoke(app, ["confer", str(file), "--db", str(tmp_path / "runs.db")])
+    file = secrets_panel(tmp_path / "p.yaml", fake_server, ["a", "b", "c"])
+    outcome = cli("confer", str(file), "--db", str(tmp_path / "runs.db"), columns=None)
     assert outcome.exit_code == 0, outcome.output
     assert any(KEY in str(request.headers) for request in fake_server.requests), "the key was really sent"
     assert "[redacted]" in outcome.stderr, "the echoed key was scrubbed, not merely absent"
@@ -102,10 +100,8 @@ def test_a_short_key_a_member_uses_is_redacted(key, fake_server, tmp_path, monke
     """LiteLLM proxy's stock key is `sk-1234`: too short for the name rule, but a key in use."""
     monkeypatch.setenv("PROXY_TOKEN_FOR_PANEL", key)
     fake_server.default(responder(echo_everything))
-    file = write_panel(
-        tmp_path / "p.yaml", fake_server.url, ["a", "b"], extra="    api_key_env: PROXY_TOKEN_FOR_PANEL\n"
-    )
-    outcome = runner.invoke(app, ["confer", str(file), "--json", "--db", str(tmp_path / "runs.db")])
+    file = secrets_panel(tmp_path / "p.yaml", fake_server, ["a", "b"], extra="    api_key_env: PROXY_TOKEN_FOR_PANEL\n")
+    outcome = cli("confer", str(file), "--json", "--db", str(tmp_path / "runs.db"), columns=None)
     assert outcome.exit_code == 0, outcome.output
     assert all(request.headers.get("authorization") == f"Bearer {key}" for request in fake_server.requests)
     assert f"Bearer {key}" not in outcome.stdout and "Bearer [redacted]" in outcome.stdout
@@ -117,8 +113,8 @@ def test_the_values_a_panel_file_expanded_are_redacted(fake_server, tmp_path, mo
     persona = "You are agent Zorblax-7, clearance omega"
     monkeypatch.setenv("PANEL_PERSONA_TEXT", persona)
     fake_server.default(responder(echo_everything))
-    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"], extra="    system: ${PANEL_PERSONA_TEXT}\n")
-    outcome = runner.invoke(app, ["confer", str(file), "--json", "--db", str(tmp_path / "runs.db")])
+    file = secrets_panel(tmp_path / "p.yaml", fake_server, ["a", "b"], extra="    system: ${PANEL_PERSONA_TEXT}\n")
+    outcome = cli("confer", str(file), "--json", "--db", str(tmp_path / "runs.db"), columns=None)
     assert outcome.exit_code == 0, outcome.output
     assert any(persona in json.dumps(request.messages) for request in fake_server.requests), "the model got it"
     assert persona not in outcome.stdout
@@ -150,26 +146,25 @@ def assert_hidden(text: str, secrets: list[str], where: str) -> None:
 
 def test_litellm_keys_without_a_key_suffix_and_numeric_secrets_reach_no_output(missed_secrets, fake_server, tmp_path):
     fake_server.default(responder(leaky_reply))
-    file = write_panel(tmp_path / "p.yaml", fake_server.url, ["a", "b"])
+    file = secrets_panel(tmp_path / "p.yaml", fake_server, ["a", "b"])
     db = str(tmp_path / "runs.db")
 
-    plain = runner.invoke(app, ["confer", str(file), "--quiet", "--db", db])
+    plain = cli("confer", str(file), "--quiet", "--db", db)
     assert plain.exit_code == 0, plain.output
     assert_hidden(plain.stdout, missed_secrets, "stdout")
-    as_json = runner.invoke(app, ["confer", str(file), "--json", "--db", db])
+    as_json = cli("confer", str(file), "--json", "--db", db)
     assert as_json.exit_code == 0, as_json.output
     assert_hidden(as_json.stdout, missed_secrets, "--json")
     run_id = json.loads(as_json.stdout)["run_id"]
     for form in ("md", "json", "html"):
         exported = tmp_path / f"run.{form}"
-        outcome = runner.invoke(app, ["history", "export", run_id, "-f", form, "-o", str(exported), "--db", db])
+        outcome = cli("history", "export", run_id, "-f", form, "-o", str(exported), "--db", db)
         assert outcome.exit_code == 0, outcome.output
         assert_hidden(exported.read_text(), missed_secrets, f"the {form} export")
     (tmp_path / "questions.txt").write_text("one?\ntwo?\n")
     results = tmp_path / "results.jsonl"
-    batch = runner.invoke(
-        app,
-        ["batch", str(file), "--questions", str(tmp_path / "questions.txt"), "-o", str(results), "--quiet", "--db", db],
+    batch = cli(
+        "batch", str(file), "--questions", str(tmp_path / "questions.txt"), "-o", str(results), "--quiet", "--db", db
     )
     assert batch.exit_code == 0, batch.output
     assert_hidden(results.read_text(), missed_secrets, "batch JSONL")

@@ -8,38 +8,34 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from panel_cli.cli.history import history_app
 from panel_cli.errors import UserError
 from panel_cli.events import EventBus
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
+from tests.helpers import cli, panel_process
 from tests.store.sample_runs import confer_run, record, run_started
-
-ROOT = Path(__file__).resolve().parents[2]
 
 app = typer.Typer()
 app.add_typer(history_app, name="history")
-runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def history(*args: str) -> str:
-    result = runner.invoke(app, ["history", *args], catch_exceptions=False)
+    result = cli("history", *args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result.output
 
 
 def history_error(*args: str) -> str:
     with pytest.raises(UserError) as caught:
-        runner.invoke(app, ["history", *args], catch_exceptions=False)
+        cli("history", *args, catch_exceptions=False)
     assert caught.value.exit_code == 2
     return caught.value.message
 
@@ -115,13 +111,7 @@ async def test_a_truncated_database_is_damaged(tmp_path: Path) -> None:
 async def test_a_damaged_database_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
     path = await finished_store(tmp_path / "store")
     path.write_bytes(path.read_bytes()[:8192])
-    result = subprocess.run(
-        [sys.executable, "-m", "panel_cli", "history", "list", "--db", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    result = panel_process("history", "list", "--db", str(path))
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.startswith(f"panel: The transcript database {path} is damaged (")

@@ -25,7 +25,8 @@ from panel_cli.llm.errors import (
     retry_after_seconds,
 )
 from panel_cli.llm.gateway import Gateway, load_litellm
-from tests.fakes.openai_server import error, hang, malformed, malformed_json, reply, reply_json
+from tests.fakes.openai_server import after, error, hang, malformed, malformed_json, reply, reply_json
+from tests.helpers import member
 
 
 class Recorder:
@@ -34,10 +35,6 @@ class Recorder:
 
     async def __call__(self, event) -> None:
         self.events.append(event)
-
-
-def member(server, name: str = "m", **fields) -> Member:
-    return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
 
 
 async def call(gateway: Gateway, who: Member, **kwargs):
@@ -95,7 +92,7 @@ async def test_stage_deadline_bounds_the_call(fake_server, gateway):
 async def test_a_call_queued_past_the_stage_deadline_sends_nothing(fake_server):
     fake_server.default(hang())
     gw = Gateway(Recorder(), defaults=Defaults(concurrency=1))
-    deadline = asyncio.get_running_loop().time() + 0.3
+    deadline = asyncio.get_running_loop().time() + 3.0  # time for the first request to go out
     try:
         results = await asyncio.gather(*(call(gw, member(fake_server, name), deadline=deadline) for name in ("a", "b")))
     finally:
@@ -123,7 +120,7 @@ async def test_500_is_retried_up_to_the_limit(fake_server, gateway):
 
 async def test_retry_never_waits_past_the_stage_deadline(fake_server, gateway):
     fake_server.script("m", error(429, "later", retry_after=30))
-    deadline = asyncio.get_running_loop().time() + 1.0
+    deadline = asyncio.get_running_loop().time() + 10.0  # room for the one request on a loaded machine
     result = await call(gateway, member(fake_server), deadline=deadline)
     assert result.error_kind == "rate_limited" and result.attempts == 1
     assert result.error == "rate limited; the provider asked to wait 30s, longer than this call may take"
@@ -183,7 +180,8 @@ async def test_unparsable_structured_reply_is_ok_with_a_parse_error(fake_server,
 
 
 async def test_concurrency_is_limited_per_endpoint(fake_server):
-    fake_server.default(reply("ok", latency=0.1))
+    # Replies wait until three requests have been in flight at once; a fourth would show too.
+    fake_server.default(after(lambda: fake_server.max_in_flight >= 3, reply("ok")))
     gw = Gateway(Recorder(), defaults=Defaults(concurrency=3))
     try:
         results = await asyncio.gather(*(call(gw, member(fake_server, f"m{i}")) for i in range(10)))

@@ -15,6 +15,7 @@ from panel_cli.events import CallFinished
 from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.request_hash import request_hash
 from tests.fakes.openai_server import reply
+from tests.helpers import member
 
 BASE = {
     "model": "openai/gpt-4o",
@@ -100,10 +101,6 @@ class Stored:
 
     response: str | None
     truncated: bool = False
-
-
-def member(server, name: str = "m", **fields) -> Member:
-    return Member(name=name, model=f"openai/{name}", api_base=server.url, **fields)
 
 
 async def first_call(server, who: Member, schema: type[BaseModel] | None = None) -> CallFinished:

@@ -14,7 +14,8 @@ from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.gateway import Gateway
 from panel_cli.runs.execute import run_engine
 from panel_cli.runs.outcome import RunEnvelope
-from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
+from tests.fakes.openai_server import RecordedRequest
+from tests.helpers import make_panel  # noqa: F401  (the protocol and fault tests import it from here)
 
 
 def prompt_of(request: RecordedRequest) -> str:
@@ -41,12 +42,6 @@ def vote_json(label: str, confidence: float, revised: str, rationale: str = "bec
     return json.dumps(
         {"chosen_label": label, "revised_answer": revised, "confidence": confidence, "rationale": rationale}
     )
-
-
-def make_panel(server: FakeOpenAIServer, names: list[str], **fields: Any) -> Panel:
-    members = [{"name": name, "model": f"openai/{name}-model", "api_base": server.url} for name in names]
-    fields.setdefault("defaults", {"retries": 0})
-    return Panel.model_validate({"name": "t", "members": members, **fields})
 
 
 class Recorder:

@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.llm.budget import Budget
@@ -30,6 +28,7 @@ from panel_cli.protocols.supervise.engine import supervise
 from panel_cli.protocols.vote.engine import vote
 from panel_cli.store.reader import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, reply_json, responder
+from tests.helpers import cli
 from tests.protocols.conftest import Recorder, make_panel, run_recorded, task_of, vote_json
 
 OUTPUT_PRICE = 0.001
@@ -293,7 +292,6 @@ async def test_orchestrate_starts_no_further_subtask_and_keeps_what_succeeded(fa
 
 # The command line: the cap comes from --max-cost, --max-calls or defaults.max_cost ------------
 
-runner = CliRunner(env={"COLUMNS": "200"})
 ROOT = Path(__file__).resolve().parents[2]
 UNPRICED = (
     "--max-cost cannot bound this run: 2 members have no known price ('x' (openai/mystery-x), 'y' (openai/mystery-y)); "
@@ -315,9 +313,7 @@ def unpriced_file(tmp_path: Path, server: FakeOpenAIServer, extra: str = "") -> 
 )
 def test_a_cost_cap_over_an_unknown_price_refuses_to_start(fake_server, tmp_path, extra, args, cap):
     db = tmp_path / "runs.db"
-    outcome = runner.invoke(
-        app, ["confer", str(unpriced_file(tmp_path, fake_server, extra)), *args, "--json", "--db", str(db)]
-    )
+    outcome = cli("confer", str(unpriced_file(tmp_path, fake_server, extra)), *args, "--json", "--db", str(db))
     assert isinstance(outcome.exception, UserError) and outcome.exception.exit_code == 2
     assert outcome.exception.message == UNPRICED.replace("--max-cost", cap)
     assert fake_server.requests == [] and not db.exists()
@@ -326,20 +322,17 @@ def test_a_cost_cap_over_an_unknown_price_refuses_to_start(fake_server, tmp_path
 def test_allow_unknown_prices_runs_them_as_free_and_max_calls_still_holds(fake_server, tmp_path):
     fake_server.default(responder(lambda request: f"{request.model} answer"))
     file = unpriced_file(tmp_path, fake_server)
-    outcome = runner.invoke(
-        app,
-        [
-            "confer",
-            str(file),
-            "--max-cost",
-            "1",
-            "--allow-unknown-prices",
-            "--max-calls",
-            "2",
-            "--json",
-            "--db",
-            str(tmp_path / "r.db"),
-        ],
+    outcome = cli(
+        "confer",
+        str(file),
+        "--max-cost",
+        "1",
+        "--allow-unknown-prices",
+        "--max-calls",
+        "2",
+        "--json",
+        "--db",
+        str(tmp_path / "r.db"),
     )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
@@ -355,19 +348,16 @@ def test_allow_unknown_prices_runs_them_as_free_and_max_calls_still_holds(fake_s
 
 
 def test_demo_personas_are_free_so_a_zero_cap_holds_them_all(tmp_path):
-    outcome = runner.invoke(
-        app,
-        [
-            "confer",
-            str(ROOT / "configs" / "demo.yaml"),
-            "--max-cost",
-            "0",
-            "--max-rounds",
-            "1",
-            "--json",
-            "--db",
-            str(tmp_path / "r.db"),
-        ],
+    outcome = cli(
+        "confer",
+        str(ROOT / "configs" / "demo.yaml"),
+        "--max-cost",
+        "0",
+        "--max-rounds",
+        "1",
+        "--json",
+        "--db",
+        str(tmp_path / "r.db"),
     )
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
@@ -376,9 +366,8 @@ def test_demo_personas_are_free_so_a_zero_cap_holds_them_all(tmp_path):
 
 
 def test_a_run_without_a_cap_reports_no_budget(tmp_path):
-    outcome = runner.invoke(
-        app,
-        ["confer", str(ROOT / "configs" / "demo.yaml"), "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")],
+    outcome = cli(
+        "confer", str(ROOT / "configs" / "demo.yaml"), "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db")
     )
     result = json.loads(outcome.stdout)
     assert result["budget_exhausted"] is False and result["budget"] is None

@@ -144,7 +144,7 @@ async def test_member_failing_a_vote_casts_nothing_and_keeps_its_answer(fake_ser
 async def test_timed_out_member_is_recorded_and_the_round_goes_on(fake_server, run_protocol):
     fake_server.script("ann-model", always("A", 70, "ann revised"))
     fake_server.script("bob-model", hang())
-    panel = make_panel(fake_server, ["ann", "bob"], max_rounds=1, timeouts={"answer": "0.5s", "vote": "0.5s"})
+    panel = make_panel(fake_server, ["ann", "bob"], max_rounds=1, timeouts={"answer": "3s", "vote": "3s"})
     result, events = await run_protocol(confer, panel)
     assert result.final_answer == "ann revised"
     assert [f.kind for f in result.failures] == ["timeout", "timeout"]

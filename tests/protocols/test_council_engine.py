@@ -120,7 +120,7 @@ async def test_no_answers_skips_review_and_synthesis(fake_server, run_protocol):
 async def test_a_review_timeout_is_recorded_under_the_reviewers_real_name(fake_server, run_protocol):
     fake_server.script("ann-model", member("ann answer"))
     fake_server.script("bob-model", reply("bob answer"), hang())
-    panel = make_panel(fake_server, ["ann", "bob"], timeouts={"review": "0.5s"})
+    panel = make_panel(fake_server, ["ann", "bob"], timeouts={"review": "3s"})
     result, _ = await run_protocol(council, panel)
 
     bob = next(r for r in result.stage2_reviews if r.reviewer == "bob")

@@ -70,7 +70,7 @@ def contributions_of(server, round_index: int) -> list[RecordedRequest]:
 async def test_a_failed_expert_is_skipped_and_the_round_goes_on(fake_server, run_protocol, fault, kind):
     script_experts(fake_server)
     fake_server.script("zoltan-model", fault, expert("gamma"))
-    panel = make_panel(fake_server, NAMES, max_rounds=2, timeouts={"answer": "1s"})
+    panel = make_panel(fake_server, NAMES, max_rounds=2, timeouts={"answer": "3s"})
     result, events = await run_protocol(delphi, panel)
 
     first, second = result.rounds
@@ -165,7 +165,9 @@ async def test_a_reply_that_is_not_a_revision_still_counts_as_changed(fake_serve
     assert warning.message == (
         "gave no structured contribution in round 2 (no JSON object in the reply); its reply counts as its analysis, changed"
     )
-    assert [e.structured for e in events.of("delphi_contribution") if e.round == 2] == [True, False, True]
+    # Each contribution's event comes as its call ends, in whatever order the replies arrive.
+    structured = {e.expert: e.structured for e in events.of("delphi_contribution") if e.round == 2}
+    assert [structured[name] for name in NAMES] == [True, False, True]
 
 
 async def test_no_contribution_at_all_reaches_no_answer(fake_server, run_protocol):

@@ -3,7 +3,6 @@ choosing arithmetic by hand."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -19,6 +18,7 @@ from panel_cli.protocols.ensemble.engine import (
     resemblance_counts,
 )
 from tests.fakes.openai_server import RecordedRequest, error, hang, reply, responder
+from tests.helpers import eventually
 from tests.protocols.conftest import make_panel, prompt_of, task_of
 
 
@@ -29,10 +29,7 @@ def by_task(answer: str, **others: str):
 
 async def wait_for_closed(server, models: set[str]) -> None:
     """The server notices a closed connection on its own thread; give it the moment it needs."""
-    for _ in range(200):
-        if models <= set(server.closed_early):
-            return
-        await asyncio.sleep(0.05)
+    await eventually(lambda: models <= set(server.closed_early), f"the server to see {sorted(models)} hang up")
 
 
 def test_words_are_case_folded_and_distinct():
@@ -79,7 +76,7 @@ async def test_fanout_returns_every_result_failures_too(fake_server, run_protoco
     fake_server.script("ann-model", reply("ann says yes"))
     fake_server.script("bob-model", error(500, "boom"))
     fake_server.script("cy-model", hang())
-    panel = make_panel(fake_server, ["ann", "bob", "cy"], mode="fanout", timeouts={"answer": "0.5s"})
+    panel = make_panel(fake_server, ["ann", "bob", "cy"], mode="fanout", timeouts={"answer": "3s"})
     result, _ = await run_protocol(ensemble, panel)
 
     assert [(r.name, r.success, r.error_kind) for r in result.responses] == [

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from panel_cli.protocols.orchestrate.engine import DEFAULT_WORKERS, NOTHING_TO_SYNTHESISE, orchestrate, team_of
-from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, error, hang, reply, responder
+from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, after, error, hang, reply, responder
 from tests.protocols.conftest import fenced_texts, make_panel, prompt_of, task_of
 
 WORKERS = ["research", "analysis", "writing"]
 SLOW = 2.0
+GUARD = 60.0  # how long t2's reply waits for t3 at most: a hang guard, not a measurement
 
 
 def step(task_id: str, worker: str, *depends_on: str, **extra: Any) -> dict[str, Any]:
@@ -177,13 +178,17 @@ async def test_each_subtask_starts_as_soon_as_its_own_dependencies_are_done(fake
     plan = plan_of(step("t1", "research"), step("t2", "analysis"), step("t3", "writing", "t1"))
     fake_server.script("boss-model", coordinator(plan))
     fake_server.script("research-model", worker())
-    fake_server.script("analysis-model", worker(latency=SLOW))
+    # t2's reply waits for t3's request to reach the server, then SLOW more (t3's own reply
+    # is immediate); a scheduler that held t3 back would get it only after the gate's guard.
+    fake_server.script(
+        "analysis-model", after(lambda: fake_server.requests_for("writing-model"), worker(latency=SLOW), guard=GUARD)
+    )
     fake_server.script("writing-model", worker())
     result, events = await run_protocol(orchestrate, team_panel(fake_server))
 
     (t2,) = fake_server.requests_for("analysis-model")
     (t3,) = fake_server.requests_for("writing-model")
-    assert t3.received_at < t2.received_at + SLOW, "t3 reached the server before t2's reply was sent"
+    assert t3.received_at < t2.received_at + GUARD, "t3 reached the server while t2 was being answered"
     order = [(event.type, event.task_id) for event in events.events if event.type in ("task_started", "task_finished")]
     assert order.index(("task_started", "t3")) < order.index(("task_finished", "t2"))
     tasks = {task.id: task for task in result.tasks}
@@ -240,7 +245,7 @@ async def test_a_subtask_is_bounded_by_the_task_limit(fake_server, run_protocol)
     )
     fake_server.script("research-model", hang())
     fake_server.default(worker())
-    result, _ = await run_protocol(orchestrate, team_panel(fake_server, timeouts={"task": "0.5s"}))
+    result, _ = await run_protocol(orchestrate, team_panel(fake_server, timeouts={"task": "3s"}))
     tasks = {task.id: task for task in result.tasks}
     assert tasks["t1"].status == "failed" and tasks["t1"].error.startswith("timeout")
     assert tasks["t2"].status == "skipped" and tasks["t3"].status == "succeeded"

@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console, RenderableType
 from rich.text import Text
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.config import Panel, parse_panel
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.events import MemberInfo, RunStarted, StageStarted
@@ -24,8 +22,7 @@ from panel_cli.protocols.base import Emit, ProtocolResult, ProtocolRules
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.view.live import LiveView
 from panel_cli.view.tables import RunSoFar, StageState
-
-runner = CliRunner(env={"COLUMNS": "200"})
+from tests.helpers import cli
 
 
 async def echo(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ProtocolResult:
@@ -69,7 +66,7 @@ def echo_file(folder: Path) -> Path:
 
 def test_a_registered_protocol_runs_through_panel_run_with_its_own_option(echo_protocol, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    outcome = runner.invoke(app, ["run", str(echo_file(tmp_path)), "--times", "3", "--json", "--db", str(db)])
+    outcome = cli("run", str(echo_file(tmp_path)), "--times", "3", "--json", "--db", str(db))
     assert outcome.exit_code == 0, outcome.output
     result = json.loads(outcome.stdout)
     assert (result["protocol"], result["final_answer"], result["calls"]) == ("echo", "6 echoes", 6)
@@ -80,12 +77,12 @@ def test_a_registered_protocol_runs_through_panel_run_with_its_own_option(echo_p
 
 def test_its_own_command_takes_the_same_option_and_refuses_what_the_field_refuses(echo_protocol, tmp_path) -> None:
     panel_file = echo_file(tmp_path)
-    helped = runner.invoke(app, ["echo", "--help"])
+    helped = cli("echo", "--help")
     assert helped.exit_code == 0 and "--times" in helped.output and "as often as asked" in helped.output
-    ran = runner.invoke(app, ["echo", str(panel_file), "--times", "1", "--json", "--db", str(tmp_path / "r.db")])
+    ran = cli("echo", str(panel_file), "--times", "1", "--json", "--db", str(tmp_path / "r.db"))
     assert ran.exit_code == 0, ran.output
     assert json.loads(ran.stdout)["calls"] == 2
-    refused = runner.invoke(app, ["echo", str(panel_file), "--times", "0", "--db", str(tmp_path / "r.db")])
+    refused = cli("echo", str(panel_file), "--times", "0", "--db", str(tmp_path / "r.db"))
     assert isinstance(refused.exception, UserError), refused.output  # `main` makes it one sentence and exit 2
     assert refused.exception.message == "--times: input should be greater than or equal to 1."
 
@@ -93,7 +90,7 @@ def test_its_own_command_takes_the_same_option_and_refuses_what_the_field_refuse
 def test_validate_checks_a_registered_protocol_by_its_rules(echo_protocol, tmp_path: Path) -> None:
     panel_file = echo_file(tmp_path)
     panel_file.write_text(panel_file.read_text() + "chairman: sage\n", encoding="utf-8")
-    checked = runner.invoke(app, ["validate", str(panel_file)])
+    checked = cli("validate", str(panel_file))
     assert checked.exit_code == 0, checked.output
     assert "echo, 2 members" in checked.stdout
     assert "chairman: not used by echo" in checked.output

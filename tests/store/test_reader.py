@@ -185,7 +185,7 @@ def zombie_process() -> subprocess.Popen[bytes]:
 def test_a_running_run_whose_process_is_gone_is_stale(tmp_path: Path) -> None:
     path = tmp_path / "panel.db"
     here = socket.gethostname()
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     zombie = zombie_process()
     try:
         write_run(path, "alive", started=time.time() + 1, pid=sleeper.pid, host=here)

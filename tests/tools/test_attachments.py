@@ -7,18 +7,16 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.config import load_panel, parse_panel
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.tasks import fence_tag
 from panel_cli.tools.attachments import MAX_ATTACHMENT_BYTES, read_attachments, render_attachments
 from tests.fakes.openai_server import reply, reply_json
+from tests.helpers import cli
 from tests.tools.conftest import tool_panel, user_text
 
-runner = CliRunner(env={"COLUMNS": "200"})
 MEMBERS = "members:\n  - name: a\n    model: demo/sage\n"
 
 
@@ -96,11 +94,11 @@ def test_an_attach_from_the_command_line_is_named_as_such(tmp_path):
 
 def test_validate_checks_the_attachments_and_shows_them(tmp_path):
     (tmp_path / "brief.md").write_text("b")
-    good = runner.invoke(app, ["validate", str(panel_file(tmp_path, ["brief.md"]))])
+    good = cli("validate", str(panel_file(tmp_path, ["brief.md"])))
     assert good.exit_code == 0, good.output
     assert "attach: brief.md" in good.stdout
     (tmp_path / "brief.md").write_bytes(b"\x00")
-    bad = runner.invoke(app, ["validate", str(panel_file(tmp_path, ["brief.md"]))])
+    bad = cli("validate", str(panel_file(tmp_path, ["brief.md"])))
     assert bad.exit_code == 2
     assert f"line 6: attach: {tmp_path / 'brief.md'}: is a binary file; only text files can be attached." in bad.stderr
 

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.events import (
     CallFinished,
     CallStarted,
@@ -25,10 +23,10 @@ from panel_cli.events import (
 from panel_cli.store.migrations import MIGRATIONS
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "configs" / "tools.yaml")
-runner = CliRunner(env={"COLUMNS": "200"})
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +38,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     extra.write_text("An extra note.\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PANEL_DEMO_DELAY", "0")
-        outcome = runner.invoke(app, ["council", DEMO, "--json", "--db", str(db), "--attach", str(extra)])
+        outcome = cli("council", DEMO, "--json", "--db", str(db), "--attach", str(extra))
     assert outcome.exit_code == 0, outcome.output
     return json.loads(outcome.stdout), db
 
@@ -68,15 +66,15 @@ def test_the_demo_runs_offline_and_its_answer_cites_the_notes(demo_run):
 def test_history_show_and_the_exports_show_the_tool_calls(demo_run):
     result, db = demo_run
     run_id = result["run_id"]
-    shown = runner.invoke(app, ["history", "show", run_id, "--db", str(db)])
+    shown = cli("history", "show", run_id, "--db", str(db))
     assert shown.exit_code == 0, shown.output
     assert "tools: started notes (python tools/notes_server.py): lookup; for sage, engineer" in shown.stdout
     assert 'lookup(query="How should the new reporting' in shown.stdout
-    markdown = runner.invoke(app, ["history", "export", run_id, "--format", "md", "--db", str(db)])
+    markdown = cli("history", "export", run_id, "--format", "md", "--db", str(db))
     assert "| member | status | tools | answer |" in markdown.stdout
     assert 'lookup(query="How should the new reporting ser…) ok, 539 chars' in markdown.stdout
     assert "- **tools:** started notes" in markdown.stdout
-    page = runner.invoke(app, ["history", "export", run_id, "--format", "html", "-o", "-", "--db", str(db)])
+    page = cli("history", "export", run_id, "--format", "html", "-o", "-", "--db", str(db))
     assert "lookup(query=&quot;How should the new reporting" in page.stdout
 
 
@@ -87,7 +85,7 @@ def test_deleting_the_run_deletes_its_tool_call_rows(demo_run, tmp_path):
     with sqlite3.connect(copy) as connection:
         run_id = connection.execute("SELECT id FROM runs").fetchone()[0]
         assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
-    outcome = runner.invoke(app, ["history", "delete", run_id, "--yes", "--db", str(copy)])
+    outcome = cli("history", "delete", run_id, "--yes", "--db", str(copy))
     assert outcome.exit_code == 0, outcome.output
     with sqlite3.connect(copy) as connection:
         assert connection.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0

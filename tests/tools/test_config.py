@@ -7,16 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.config import load_panel, parse_panel
 from panel_cli.errors import ConfigError
 from panel_cli.protocols.checks import check_panel
 from panel_cli.tools.calls import ToolNameClash, ToolSpec, tool_set
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def problems(text: str) -> list[str]:
@@ -89,7 +87,7 @@ def test_checks_warn_about_a_server_nobody_uses_and_refuse_a_missing_command(tmp
 
 
 def test_the_demo_config_validates_without_a_warning_and_shows_its_tools():
-    outcome = runner.invoke(app, ["validate", str(ROOT / "configs" / "tools.yaml")])
+    outcome = cli("validate", str(ROOT / "configs" / "tools.yaml"))
     assert outcome.exit_code == 0, outcome.output
     assert "warning" not in outcome.stderr
     for line in (

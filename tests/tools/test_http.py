@@ -24,7 +24,7 @@ def http_server() -> Iterator[str]:
         [sys.executable, str(FIXTURE), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 30  # a hang guard
+        deadline = time.monotonic() + 120  # a hang guard
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
@@ -35,7 +35,7 @@ def http_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        process.wait(timeout=120)
 
 
 async def test_a_url_server_is_reached_with_its_headers(fake_server, run_with_tools, http_server):

@@ -105,8 +105,8 @@ async def test_a_tool_that_hangs_times_out_and_the_model_answers(fake_server, ru
 
 
 async def test_the_stage_deadline_bounds_the_whole_loop(fake_server, run_with_tools):
-    """A tool allowed a minute, in a stage of one second: the call ends with the stage."""
-    panel = tool_panel(fake_server, ["a"], defaults={"retries": 0}, timeouts={"answer": 1})
+    """A tool allowed a minute, in a stage of three seconds: the call ends with the stage."""
+    panel = tool_panel(fake_server, ["a"], defaults={"retries": 0}, timeouts={"answer": 3})
     fake_server.script("a-model", tool_calls(("hang", {"query": "x"})), reply("too late"))
     result, recorder = await run_with_tools(confer, panel.model_copy(update={"max_rounds": 1}))
 

@@ -15,9 +15,10 @@ import pytest
 
 from panel_cli.errors import UserError
 from tests.fakes.openai_server import reply, tool_calls
-from tests.tools.conftest import FIXTURE, ROOT, answer_once, fixture_server, tool_panel
+from tests.helpers import start_panel
+from tests.tools.conftest import FIXTURE, answer_once, fixture_server, tool_panel
 
-GUARD = 60.0  # a hang guard, never a measurement
+GUARD = 120.0  # a hang guard, never a measurement
 
 
 def alive(pid: int) -> bool:
@@ -38,7 +39,7 @@ def _zombie(pid: int) -> bool:
 
 def gone(pid: int) -> bool:
     """Whether the process is gone, allowing the kernel a moment to reap a killed one."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + GUARD
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not alive(pid)
@@ -97,14 +98,7 @@ def test_no_server_survives_a_signal_in_the_middle_of_a_tool_call(fake_server, t
     )
     fake_server.script("a-model", tool_calls(("hang", {"query": "forever"})))
     db = tmp_path / "runs.db"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", "confer", str(panel), "--db", str(db)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    process = start_panel("confer", str(panel), "--db", str(db))
     try:
         wait_for(lambda: tool_events(db) > 0, process)
         server = int(pidfile.read_text())

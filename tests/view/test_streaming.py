@@ -23,6 +23,7 @@ from panel_cli.view.live import LiveView
 from panel_cli.view.orchestrate import TaskStage
 from panel_cli.view.tables import CallRow, StageState
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
+from tests.helpers import make_panel, write_panel
 from tests.view.sample import MEMBERS, screen
 
 # Names of one length and numbered words of one width: a piece of 18 characters is two
@@ -44,8 +45,7 @@ def answer_or_vote(request: RecordedRequest) -> str:
 
 
 def fake_panel(server: FakeOpenAIServer) -> Panel:
-    members = [{"name": name, "model": f"openai/{name}-model", "api_base": server.url} for name in NAMES]
-    return Panel.model_validate({"name": "t", "members": members, "max_rounds": 1, "defaults": {"retries": 0}})
+    return make_panel(server, NAMES, max_rounds=1)
 
 
 async def test_a_row_shows_the_end_of_the_reply_as_it_is_written(console: Console) -> None:
@@ -164,17 +164,13 @@ async def test_a_streamed_run_reaches_the_view_in_order_and_the_store_keeps_each
     assert answers == sorted(counted(name) for name in NAMES)
 
 
-def write_panel(path: Path, server: FakeOpenAIServer) -> Path:
-    lines = ["name: fake", "max_rounds: 1", "defaults: {retries: 0}", "members:"]
-    for name in NAMES:
-        lines += [f"  - name: {name}", f"    model: openai/{name}-model", f"    api_base: {server.url}"]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+def streaming_panel(path: Path, server: FakeOpenAIServer) -> Path:
+    return write_panel(path, server, NAMES, "max_rounds: 1", "defaults: {retries: 0}", model="openai/{name}-model")
 
 
 def test_only_the_live_terminal_view_streams(fake_server, tmp_path: Path, monkeypatch) -> None:
     fake_server.default(responder(answer_or_vote))
-    file = write_panel(tmp_path / "p.yaml", fake_server)
+    file = streaming_panel(tmp_path / "p.yaml", fake_server)
     # Rich takes stdout for a terminal, as a person's would be.
     runner = CliRunner(env={"TTY_COMPATIBLE": "1", "COLUMNS": "160"})
     streamed: dict[str, list[bool]] = {}
@@ -191,7 +187,7 @@ def test_only_the_live_terminal_view_streams(fake_server, tmp_path: Path, monkey
 
 def test_a_pipe_does_not_stream(fake_server, tmp_path: Path) -> None:
     fake_server.default(responder(answer_or_vote))
-    file = write_panel(tmp_path / "p.yaml", fake_server)
+    file = streaming_panel(tmp_path / "p.yaml", fake_server)
     outcome = CliRunner(env={"TTY_COMPATIBLE": "0"}).invoke(
         app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db")]
     )
