@@ -92,6 +92,7 @@ def eval_command(
     from panel_cli.runs.prepare import ready_to_call, run_budget
     from panel_cli.store.paths import resolve_db_path
     from panel_cli.store.subscriber import TranscriptStore
+    from panel_cli.view.output import output_console
 
     panel = load_panel(panel_file)
     loader = GatewayLoader()
@@ -101,7 +102,7 @@ def eval_command(
     plan = plan_eval(panel, data, protocols=protocols, baseline=baseline, grader=grader)
     if report is not None and not report.parent.is_dir():
         raise UserError(f"--report: the folder {report.parent} does not exist.")
-    console = Console()
+    console = output_console()
     progress_console = Console(stderr=True) if json_mode else console
     secrets = ready_to_call(loader, plan.called, console=progress_console, show_progress=progress_console.is_terminal)
     run_budget(

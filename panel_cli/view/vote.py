@@ -30,7 +30,7 @@ from panel_cli.events import (
 )
 from panel_cli.protocols.vote.tally import PLURALITY_METHODS, WEIGHTED_METHODS, RunoffRound, Tally
 from panel_cli.view import fmt
-from panel_cli.view.tables import BAR_WIDTH, WINNER, StageState, StageTable, warning_line
+from panel_cli.view.tables import BAR_WIDTH, WINNER, RunSoFar, StageState, StageTable, warning_line
 from panel_cli.wording import plural
 
 REASON_PREVIEW = 80
@@ -233,10 +233,31 @@ class VoteStage(StageState):
 
     @classmethod
     def of(cls, stage: StageState) -> VoteStage:
-        return cls(**{entry.name: getattr(stage, entry.name) for entry in fields(StageState)})
+        """A stage whose protocol declared no table of its own for it, once a ballot shows it is a vote."""
+        kept = {entry.name: getattr(stage, entry.name) for entry in fields(StageState)}
+        return cls(**{**kept, "votes": True, "text_header": "reason"})
+
+    @property
+    def ranked(self) -> bool:
+        """Whether a ballot's whole ranking counts (ranked choice), so its row shows it."""
+        return self.board.opened is None or self.board.opened.method == "ranked_choice"
+
+    def vote_width(self) -> int:
+        """Room for the longest ballot the options allow: every option in turn when ranked."""
+        options = self.board.opened.options if self.board.opened else []
+        if not options:
+            return super().vote_width()
+        choice = " > ".join(options) if self.ranked else max(options, key=len)
+        return len(f"→ {choice} 100")
 
     def render(self) -> RenderableType:
         return Group(StageTable(self), *self.board.renderables(), *(warning_line(warning) for warning in self.warnings))
+
+
+def ballot_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    """vote's and decide's ballots (and the leader's choice): a row per voter, its vote (its
+    whole ranking, for ranked choice) and its reason, then the board."""
+    return VoteStage(stage, round_, text_header="reason", votes=True, tool_use=False)
 
 
 def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str]) -> StageState | None:
@@ -254,7 +275,7 @@ def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str])
             confidence=event.confidence,
             rationale=event.reason,
         )
-        row.ranking = event.ranking if len(event.ranking) > 1 else None
+        row.ranking = event.ranking if voting.ranked and len(event.ranking) > 1 else None
     elif isinstance(event, LeaderChose):
         row = voting.member_row(event.leader, labels.get(event.leader))
         row.vote = VoteCast(

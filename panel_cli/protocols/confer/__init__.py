@@ -17,6 +17,7 @@ PROTOCOL = ProtocolSpec(
     rules="panel_cli.protocols.confer.engine:RULES",
     plan="panel_cli.protocols.confer.estimate:plan_calls",
     source=PanelSource.FILE,
+    stage_views={"vote": "panel_cli.view.tables:vote_round"},
     options=(
         CommandOption(
             name="agents",

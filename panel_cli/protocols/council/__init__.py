@@ -9,6 +9,7 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.council.engine:council",
     rules="panel_cli.protocols.council.engine:RULES",
     plan="panel_cli.protocols.council.estimate:plan_calls",
+    stage_views={"review": "panel_cli.view.tables:review_stage"},
     options=(
         MEMBERS,
         chairman(),
