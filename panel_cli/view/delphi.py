@@ -72,7 +72,7 @@ class ContributionTable:
         rows = self.stage.rows
         found = [self.stage.contributions.get(row.name) if row.status == "answered" else None for row in rows]
         return [
-            Column("expert", [member_cell(row, False) for row in rows], keep=0),
+            Column("expert", [member_cell(row, False) for row in rows], keep=0, floor=self.stage.member_width()),
             status_column(rows),
             Column("changed?", [changed_cell(entry) for entry in found], keep=2),
             Column(

@@ -142,9 +142,16 @@ class TaskTable:
         rows = self.stage.tasks
         # A running subtask's output as it is written (its call's row is about the subtask).
         writing = {row.about: row.preview for row in self.stage.rows if row.about and row.status == "writing"}
+        # The plan is known when the stage opens: its tasks and workers are the columns' floors.
+        tasks = [Text.assemble((row.prefix, "dim"), (row.task_id, "bold")) for row in rows]
         return [
-            Column("task", [Text.assemble((row.prefix, "dim"), (row.task_id, "bold")) for row in rows], keep=0),
-            Column("worker", [Text(row.worker) for row in rows], keep=2),
+            Column("task", tasks, keep=0, floor=max((cell.cell_len for cell in tasks), default=0)),
+            Column(
+                "worker",
+                [Text(row.worker) for row in rows],
+                keep=2,
+                floor=max((len(row.worker) for row in rows), default=0),
+            ),
             Column("after", [Text(", ".join(row.depends_on)) for row in rows], keep=3, shrink_to=8),
             Column(
                 "status",

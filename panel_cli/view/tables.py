@@ -138,17 +138,17 @@ class StageState:
     tool_use: bool = True
     shown: list[str] = field(default_factory=list)
     equipped: bool = False
+    announced: int = 0  # the widest member cell the stage announced
 
     @property
     def uses_tools(self) -> bool:
         return self.tool_use and self.equipped
 
     def member_width(self) -> int:
-        """Room for a member's name, and for the label it gets once the rankings are in (`A
-        sage`), so naming the labels does not push the other columns aside."""
-        names = max((len(fmt.who(row.name, row.about)) for row in self.rows), default=0)
+        """Room for the names the stage announced, and for the label each gets once the rankings
+        are in (`A sage`), so naming the labels does not push the other columns aside."""
         labels = max((len(self.short(label)) + 1 for label in self.shown), default=0) if self.rankings else 0
-        return names + labels
+        return self.announced + labels
 
     def short(self, entry: str) -> str:
         """A label the stage shows, without the noun all its labels share (`Model D` reads
@@ -185,6 +185,7 @@ class StageState:
         """A member the stage will call: a waiting row until its first call arrives."""
         if not any(row.name == name for row in self.rows):
             self.rows.append(CallRow(name, label))
+            self.announced = max(self.announced, member_cell(self.rows[-1], False).cell_len)
 
     def member_row(self, name: str, label: str | None) -> CallRow:
         """The member's first row, for what belongs to the member rather than to one call
@@ -244,10 +245,10 @@ class StageState:
 class Column:
     """A table column and its cells. `keep` orders what a narrow terminal gives up first (the
     highest goes first; 0 is never dropped). `floor` is the width it takes before its cells
-    arrive (the longest status, a latency's digits), so the table keeps its shape while a stage
-    runs. `shrink_to` is how narrow a narrow terminal may make it, its cells cut with an
-    ellipsis; None when it may not shrink at all. A `fill` column holds text: it takes the width
-    the other columns leave, so a table spans the terminal from its first frame to its last."""
+    arrive (the names the stage announced, the longest status, a latency's digits).
+    `shrink_to` is how narrow it may be made, its cells cut with an ellipsis; None when it may
+    not shrink at all. A `fill` column holds text: it takes the width the other columns leave,
+    so a table spans the terminal from its first frame to its last."""
 
     header: str
     cells: list[Text] | list[Preview]
@@ -260,31 +261,46 @@ class Column:
 
     @property
     def natural(self) -> int:
+        """The width its cells need now."""
         return max([len(self.header), self.floor, *(cell.cell_len for cell in self.cells)])
 
     @property
-    def minimum(self) -> int:
+    def wanted(self) -> int:
+        """The width it asks for before its cells arrive (a text column: its least)."""
+        return self.least if self.fill else max(len(self.header), self.floor)
+
+    @property
+    def least(self) -> int:
+        """The narrowest it may be cut to."""
         if self.shrink_to is None:
-            return self.natural
-        least = max(self.shrink_to, len(self.header))
-        return least if self.fill else min(self.natural, least)
+            return max(len(self.header), self.floor)
+        least = max(len(self.header), self.shrink_to)
+        return least if self.fill else min(least, max(len(self.header), self.floor))
 
 
 # Rich's SIMPLE_HEAD table without edges: one space of padding each side of a cell, and one
 # space between columns.
 CELL_PADDING = 2
 SEPARATOR = 1
+# A text column gives up to this much of its least width to a column whose cells came out
+# longer than it asked for (a vote, a ranking), so that one stays whole beside a shorter text.
+TEXT_GIVES = 8
 
 
 def fit_columns(columns: list[Column], width: int) -> list[tuple[Column, int]]:
-    """The columns that fit `width`, each with its width. Every column asks for its natural
-    width, a `fill` column for its minimum; while they do not fit, the least needed column
-    (the highest `keep`) is cut down to its minimum if it may shrink, and dropped if that is
-    not enough, so a column is given up before a more needed one is cut. What is left over
-    goes to the `fill` columns. The member and status columns are never dropped or narrowed,
-    so a name is always whole."""
+    """The columns shown at `width`, each with its width.
+
+    Which columns: each asks for its `wanted` width; while they do not fit, the least needed
+    one (the highest `keep`) is cut down to its least if it may shrink, and dropped if that is
+    not enough, so a column is given up before a more needed one is cut. That is decided from
+    widths known before any cell arrives, so a stage keeps its columns while it runs.
+
+    How wide: the columns whose cells came out wider than they asked grow, most needed first,
+    from the width left over and up to `TEXT_GIVES` of each text column's; the rest goes to
+    the `fill` columns, so a table spans the width. The member and status columns are never
+    dropped or cut, so a name is always whole."""
     kept = list(columns)
-    widths = {id(column): column.minimum if column.fill else column.natural for column in kept}
+    widths = {id(column): column.wanted for column in kept}
 
     def over() -> int:
         return sum(widths[id(column)] + CELL_PADDING for column in kept) + SEPARATOR * (len(kept) - 1) - width
@@ -293,13 +309,20 @@ def fit_columns(columns: list[Column], width: int) -> list[tuple[Column, int]]:
         if over() <= 0:
             break
         if not column.fill:
-            widths[id(column)] -= min(over(), widths[id(column)] - column.minimum)
+            widths[id(column)] -= min(over(), widths[id(column)] - column.least)
         if over() > 0 and column.keep:
             kept.remove(column)
-    spare = max(-over(), 0)
     fills = [column for column in kept if column.fill]
+    spare = max(-over(), 0)
+    budget = spare + TEXT_GIVES * len(fills)
+    for column in sorted(kept, key=lambda column: column.keep):
+        if not column.fill:
+            grow = min(budget, max(column.natural - widths[id(column)], 0))
+            widths[id(column)] += grow
+            budget -= grow
+    left = budget - TEXT_GIVES * len(fills)  # below zero: what the text columns gave
     for index, column in enumerate(fills):
-        widths[id(column)] += spare // len(fills) + (index < spare % len(fills))
+        widths[id(column)] += left // len(fills) + (index < left % len(fills))
     return [(column, widths[id(column)]) for column in kept]
 
 

@@ -230,6 +230,9 @@ class VoteStage(StageState):
     """A stage of a vote: the stage's table (a row per ballot), then the board."""
 
     board: VoteBoard = field(default_factory=VoteBoard)
+    # A ballot stage draws its table once the vote has opened (the event right after the stage
+    # starts): the options say how wide a ballot is, and so which columns fit beside it.
+    opens: bool = False
 
     @classmethod
     def of(cls, stage: StageState) -> VoteStage:
@@ -251,12 +254,20 @@ class VoteStage(StageState):
         return len(f"→ {choice} 100")
 
     def render(self) -> RenderableType:
-        return Group(StageTable(self), *self.board.renderables(), *(warning_line(warning) for warning in self.warnings))
+        warnings = [warning_line(warning) for warning in self.warnings]
+        if self.opens and self.board.opened is None:
+            return Group(Text(self.title, style="bold"), *warnings)
+        return Group(StageTable(self), *self.board.renderables(), *warnings)
 
 
 def ballot_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
-    """vote's and decide's ballots (and the leader's choice): a row per voter, its vote (its
-    whole ranking, for ranked choice) and its reason, then the board."""
+    """vote's and decide's ballots: a row per voter, its vote (its whole ranking, for ranked
+    choice) and its reason, then the board."""
+    return VoteStage(stage, round_, text_header="reason", votes=True, tool_use=False, opens=True)
+
+
+def leader_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    """decide's leader, choosing when no option won: its choice and its reason."""
     return VoteStage(stage, round_, text_header="reason", votes=True, tool_use=False)
 
 

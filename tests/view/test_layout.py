@@ -123,7 +123,8 @@ async def test_at_60_columns_the_least_needed_columns_go_first() -> None:
 
 
 def column(header: str, keep: int, width: int, shrink_to: int | None = None, fill: bool = False) -> Column:
-    return Column(header, [Text("x" * width)], keep=keep, shrink_to=shrink_to, fill=fill)
+    """A column whose one cell is `width` wide, as wide as it asked for before it came."""
+    return Column(header, [Text("x" * width)], keep=keep, floor=0 if fill else width, shrink_to=shrink_to, fill=fill)
 
 
 def test_fit_columns_drops_a_column_before_a_more_needed_one_is_cut() -> None:
@@ -149,7 +150,7 @@ def test_fit_columns_drops_a_column_before_a_more_needed_one_is_cut() -> None:
     assert [(c.header, w) for c, w in fit_columns(columns, 60)] == [("member", 10), ("status", 9), ("ranking", 30)]
     # at 50: nothing else may go, so the ranking is cut down to fit
     assert [(c.header, w) for c, w in fit_columns(columns, 50)] == [("member", 10), ("status", 9), ("ranking", 23)]
-    # at 30: the ranking at its least, the member and status whole
+    # at 30: not even the ranking at its least fits; the member and status stay whole
     assert [(c.header, w) for c, w in fit_columns(columns, 30)] == [("member", 10), ("status", 9)]
 
 
@@ -159,3 +160,26 @@ def test_a_text_column_takes_the_width_it_is_given_whatever_its_cells() -> None:
     for text in (0, 5, 500):
         answer = column("answer", 4, text, shrink_to=12, fill=True)
         assert fit_columns([name, status, answer], 100)[2][1] == 100 - 10 - 9 - 2 * 3 - 2
+
+
+def test_which_columns_show_is_decided_before_the_cells_arrive() -> None:
+    """A ranking longer than the ranking column asked for takes width from the text, never a
+    column's place: the columns are the same with the cells empty or full."""
+    name, status, latency = column("member", 0, 10), column("status", 0, 9), column("latency", 5, 7)
+    empty = Column("ranking", [Text("")], keep=3, floor=10, shrink_to=10)
+    full = Column("ranking", [Text("x" * 16)], keep=3, floor=10, shrink_to=10)
+    answer = column("answer", 4, 0, shrink_to=20, fill=True)
+    before = fit_columns([name, status, latency, empty, answer], 80)
+    after = fit_columns([name, status, latency, full, answer], 80)
+    assert (
+        [c.header for c, _ in before]
+        == [c.header for c, _ in after]
+        == [
+            "member",
+            "status",
+            "latency",
+            "ranking",
+            "answer",
+        ]
+    )
+    assert [w for _, w in before] == [10, 9, 7, 10, 30] and [w for _, w in after] == [10, 9, 7, 16, 24]
