@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.progress import Progress
 from typer.testing import CliRunner
 
-from panel_cli.batch.progress import TimeLeft, time_left
+from panel_cli.batch.progress import TimeLeft, TimeLeftColumn, time_left
 from panel_cli.cli.app import app
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
@@ -231,6 +232,20 @@ def test_the_time_left_holds_steady_when_runs_end_in_waves():
     assert partial.seconds() == 17.5, "between ends it counts down"
     clock.now += 60
     assert partial.seconds() == 0.0, "never below zero"
+
+
+def test_the_bar_shows_the_time_left_as_rich_writes_it():
+    clock = Clock()
+    left = TimeLeft(concurrency=2, clock=clock)
+    column = TimeLeftColumn(left)
+    progress = Progress()  # never started: no drawing, no thread
+    progress.add_task("batch", total=9)
+    (task,) = progress.tasks  # the column reads the batch's time left, not the task's speed
+    assert column.render(task).plain == "-:--:--"
+    left.finished(40.0, 9)  # 9 left, two at a time, 40 s each: 180 s
+    assert column.render(task).plain == "0:03:00"
+    clock.now = 179.4
+    assert column.render(task).plain == "0:00:01"
 
 
 def test_time_left_is_the_runs_left_in_waves_of_the_mean_run():
