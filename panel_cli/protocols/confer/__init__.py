@@ -17,7 +17,6 @@ PROTOCOL = ProtocolSpec(
     rules="panel_cli.protocols.confer.engine:RULES",
     plan="panel_cli.protocols.confer.estimate:plan_calls",
     source=PanelSource.FILE,
-    stage_views={"vote": "panel_cli.view.tables:vote_round"},
     options=(
         CommandOption(
             name="agents",
@@ -37,4 +36,5 @@ PROTOCOL = ProtocolSpec(
         ),
         no_convergence("Run every round even when the winner is stable."),
     ),
+    stage_views={"vote": "panel_cli.view.tables:vote_round"},
 )

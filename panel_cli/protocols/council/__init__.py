@@ -9,7 +9,6 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.council.engine:council",
     rules="panel_cli.protocols.council.engine:RULES",
     plan="panel_cli.protocols.council.estimate:plan_calls",
-    stage_views={"review": "panel_cli.view.tables:review_stage"},
     options=(
         MEMBERS,
         chairman(),
@@ -23,4 +22,5 @@ PROTOCOL = ProtocolSpec(
         ),
         timeout(("answer", "review")),
     ),
+    stage_views={"review": "panel_cli.view.tables:review_stage"},
 )

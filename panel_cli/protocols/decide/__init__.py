@@ -10,6 +10,6 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.vote.engine:decide",
     rules="panel_cli.protocols.vote.engine:DECIDE_RULES",
     plan="panel_cli.protocols.vote.estimate:plan_calls",
-    stage_views={"vote": "panel_cli.view.vote:ballot_stage", "leader": "panel_cli.view.vote:leader_stage"},
     options=(OPTIONS, MEMBERS, LEADER, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
+    stage_views={"vote": "panel_cli.view.vote:ballot_stage", "leader": "panel_cli.view.vote:leader_stage"},
 )

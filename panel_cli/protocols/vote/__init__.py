@@ -64,6 +64,6 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.vote.engine:vote",
     rules="panel_cli.protocols.vote.engine:RULES",
     plan="panel_cli.protocols.vote.estimate:plan_calls",
-    stage_views={"vote": "panel_cli.view.vote:ballot_stage"},
     options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
+    stage_views={"vote": "panel_cli.view.vote:ballot_stage"},
 )
