@@ -106,7 +106,7 @@ def batch(
     again = _resume_command(panel_file, questions_file, batch_id, output=output, shard=shard, db=db, demo=demo)
     if not quiet:
         _say(_starting(batch_id, totals, concurrency, output, slices))
-    progress = make_progress(batch_id, totals, json_mode=json_mode, quiet=quiet)
+    progress = make_progress(batch_id, totals, concurrency=concurrency, json_mode=json_mode, quiet=quiet)
     runner = BatchRunner(
         batch_id=batch_id,
         engine=engine_of(panel.protocol),
@@ -186,19 +186,24 @@ def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], que
     return check_panel(sample, protocol, declared_protocol(panel))
 
 
+# A batch's id is as long as a run's (12 characters): `b` and 11 hex digits. Ids of batches
+# started before (`b` and 10) are still found by `--resume`, which looks an id up as it is given.
+BATCH_ID_DIGITS = 11
+
+
 def _new_batch_id(panel_file: Path, questions_file: Path, slices: tuple[int, int] | None, demo: bool) -> str:
-    """`b` and 10 hex digits: random for a whole batch; for a slice, drawn from what defines
+    """`b` and 11 hex digits: random for a whole batch; for a slice, drawn from what defines
     the batch (the two files, the number of slices, --demo), so that every machine running a
     slice of it gives its runs the same batch id."""
     import hashlib
     import secrets
 
     if slices is None:
-        return "b" + secrets.token_hex(5)
+        return "b" + secrets.token_hex(BATCH_ID_DIGITS // 2 + 1)[:BATCH_ID_DIGITS]
     digest = hashlib.sha256()
     for part in (panel_file.read_bytes(), questions_file.read_bytes(), f"{slices[1]} {demo}".encode()):
         digest.update(len(part).to_bytes(8, "big") + part)
-    return "b" + digest.hexdigest()[:10]
+    return "b" + digest.hexdigest()[:BATCH_ID_DIGITS]
 
 
 def _finished_lines(

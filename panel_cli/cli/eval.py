@@ -345,6 +345,7 @@ def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weight
     from panel_cli.eval.calibration import weights_yaml
     from panel_cli.eval.report import render
     from panel_cli.redact import redact_obj, secret_values
+    from panel_cli.view.output import output_console
 
     weights_text = weights_yaml(result.calibration) if result.calibration is not None else None
     if weights_to is not None and weights_to != "-" and weights_text is not None:
@@ -363,7 +364,7 @@ def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weight
         if weights_text is not None:
             sys.stdout.write(weights_text)
     else:
-        Console().print(render(result))
+        output_console().print(render(result))
     if weights_to is not None and weights_to != "-" and weights_text is not None:
         _say(f"weights written to {weights_to}; name it in a panel with weights: from {weights_to}.")
     if report is not None:
@@ -395,19 +396,19 @@ def list_command(
     """List the kept evals, the latest first: status, dataset, questions graded and accuracy so far."""
     import json
 
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from panel_cli.store.evals import EvalReader
     from panel_cli.store.paths import resolve_db_path
+    from panel_cli.view.output import output_console
 
     with EvalReader.open(resolve_db_path(db)) as reader:
         rows = reader.list_evals(limit)
     if json_mode:
         sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2, ensure_ascii=False) + "\n")
         return
-    console = Console()
+    console = output_console()
     if not rows:
         console.print("No evals yet: panel eval FILE --dataset builtin:general runs one.")
         return

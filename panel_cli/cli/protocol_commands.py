@@ -112,7 +112,7 @@ def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any]) -> None:
     from panel_cli.cli.signals import on_sigterm_exit
     from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.panels import panel_for_run
-    from panel_cli.runs.prepare import check_keys
+    from panel_cli.runs.prepare import check_keys, ready_to_call
 
     on_sigterm_exit()
     controls = RunControls(**{name: values[name] for name in RUN_CONTROL_NAMES if values.get(name) is not None})
@@ -123,7 +123,14 @@ def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any]) -> None:
     loader.start(chosen.panel)
     if not controls.dry_run:
         check_keys(chosen.panel)
-    question = question_for(chosen.panel, panel_file, values.get("question"))
+
+    def before_prompt() -> None:
+        """The keys only litellm can judge (and the models it routes), before a question is typed."""
+        if not controls.dry_run:
+            stderr = Console(stderr=True)
+            ready_to_call(loader, chosen.panel, console=stderr, show_progress=stderr.is_terminal)
+
+    question = question_for(chosen.panel, panel_file, values.get("question"), before_prompt=before_prompt)
     execute(
         loader,
         chosen.panel,
@@ -160,8 +167,9 @@ def execute(
     from panel_cli.store.paths import resolve_db_path
     from panel_cli.store.subscriber import TranscriptStore
     from panel_cli.view.base import make_view
+    from panel_cli.view.output import output_console
 
-    console = Console()
+    console = output_console()
     db_path = resolve_db_path(db)
     if controls.dry_run:
         from panel_cli.cli.estimate import show_estimate

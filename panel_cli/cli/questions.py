@@ -4,6 +4,7 @@ else stdin, else a prompt on a terminal."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -15,13 +16,17 @@ from panel_cli.errors import UserError
 STDIN_LIMIT = 1 << 20
 
 
-def read_stdin() -> str | None:
-    """The question piped on stdin; on a terminal, asked for at a prompt. Called only when no
-    other source gives a question, so a pipe meant for something else is never read."""
+def read_stdin(before_prompt: Callable[[], None] | None = None) -> str | None:
+    """The question piped on stdin; on a terminal, asked for at a prompt, once `before_prompt`
+    has passed (the checks that would stop the run, so nobody types a question for a run that
+    cannot start). Called only when no other source gives a question, so a pipe meant for
+    something else is never read."""
     stream = sys.stdin
     if stream is None or stream.closed:
         return None
     if stream.isatty():
+        if before_prompt is not None:
+            before_prompt()
         return typer.prompt("Question", err=True)
     try:
         text = stream.read(STDIN_LIMIT + 1)
@@ -36,5 +41,7 @@ def read_stdin() -> str | None:
     return text
 
 
-def question_for(panel: Panel, panel_file: Path | None, given: str | None) -> str:
-    return resolve_question(panel, panel_file.parent if panel_file else None, given, read_stdin)
+def question_for(
+    panel: Panel, panel_file: Path | None, given: str | None, *, before_prompt: Callable[[], None] | None = None
+) -> str:
+    return resolve_question(panel, panel_file.parent if panel_file else None, given, lambda: read_stdin(before_prompt))

@@ -157,7 +157,8 @@ def compact_tokens(value: int | None) -> str:
 
 def render(result: EvalResult) -> RenderableType:
     title = Text(f"Eval of {result.panel} on {result.dataset}: {result.questions} questions, graded by {result.grader}")
-    grid = Table(title=title, title_justify="left", box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+    # The title is a line of its own, not the table's: a table's title is padded or folded to the table's width.
+    grid = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
     grid.add_column("system", no_wrap=True)
     grid.add_column("accuracy", no_wrap=True)
     grid.add_column("95% CI", justify="right", no_wrap=True)
@@ -185,7 +186,12 @@ def render(result: EvalResult) -> RenderableType:
             Text(fmt.seconds(score.wall_time_s)),
         )
     simulated = any(score.simulated and score.cost is None for score in result.systems)
-    lines: list[RenderableType] = [grid, Text(LEGEND + (SIMULATED_LEGEND if simulated else ""), style="dim"), Text("")]
+    lines: list[RenderableType] = [
+        title,
+        grid,
+        Text(LEGEND + (SIMULATED_LEGEND if simulated else ""), style="dim"),
+        Text(""),
+    ]
     if result.status != "finished":
         lines.append(
             Text(f"This eval is {result.status}: the figures are for the questions graded so far.", style="yellow")

@@ -16,7 +16,9 @@ from rich.text import Text
 from panel_cli.events import BaseEvent, ContributionMade, DelphiRoundEnded
 from panel_cli.view import fmt
 from panel_cli.view.tables import (
-    STATUS_STYLES,
+    LATENCY_WIDTH,
+    TEXT_WIDTH,
+    TOKENS_WIDTH,
     CallRow,
     Column,
     Preview,
@@ -25,13 +27,16 @@ from panel_cli.view.tables import (
     fitted_table,
     member_cell,
     preview_cell,
+    status_column,
     tools_columns,
     warning_line,
 )
 
 
 def contribution_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
-    return ContributionStage(stage, round_)
+    """A Delphi round. Only the first round's calls may use tools: a revision is a structured
+    reply (docs/protocols.md#delphi)."""
+    return ContributionStage(stage, round_, tool_use=round_ in (None, 1))
 
 
 @dataclass
@@ -67,29 +72,32 @@ class ContributionTable:
         rows = self.stage.rows
         found = [self.stage.contributions.get(row.name) if row.status == "answered" else None for row in rows]
         return [
-            Column("expert", [member_cell(row, False) for row in rows], keep=0),
-            Column("status", [Text(row.status, style=STATUS_STYLES[row.status]) for row in rows], keep=0),
+            Column("expert", [member_cell(row, False) for row in rows], keep=0, floor=self.stage.member_width()),
+            status_column(rows),
             Column("changed?", [changed_cell(entry) for entry in found], keep=2),
             Column(
                 "latency",
                 [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows],
                 keep=5,
+                floor=LATENCY_WIDTH,
                 justify="right",
             ),
             Column(
                 "tokens",
                 [Text("" if row.tokens is None else fmt.tokens(row.tokens)) for row in rows],
                 keep=6,
+                floor=TOKENS_WIDTH,
                 justify="right",
             ),
+            *tools_columns(self.stage, rows),
             Column(
                 "analysis",
                 [analysis_cell(row, entry) for row, entry in zip(rows, found, strict=True)],
                 keep=4,
-                shrink_to=12,
+                shrink_to=TEXT_WIDTH,
+                fill=True,
                 style="dim",
             ),
-            *tools_columns(rows),
         ]
 
 

@@ -14,7 +14,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from panel_cli.events import RunFinished
-from panel_cli.view.summary import ViewTotals, summary_fields
+from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
 
 # What could make CommonMark (with tables and strikethrough, as Rich parses it) read a text as
 # more than paragraphs: emphasis, code, escapes, entities, HTML, tables, strikethrough and
@@ -66,6 +66,9 @@ def render_final(console: Console, event: RunFinished, totals: ViewTotals | None
     else:
         console.print(Text("No answer was reached.", style="bold red"))
     console.print(summary_line(event, totals, console.width))
+    note = bias_note(event.result)
+    if note is not None:
+        console.print(Text(note, style="dim"))
 
 
 def summary_line(event: RunFinished, totals: ViewTotals | None, width: int) -> Text:

@@ -8,12 +8,22 @@ UNKNOWN = "—"
 NO_AGGREGATE = "aggregate ranking: none (no review gave a usable ranking)"
 
 
-def one_line(text: str, limit: int = 60) -> str:
+# As much of a text as a table cell keeps: more than the widest terminal's line, since the cell
+# cuts it to the width it is given.
+CELL_TEXT = 1_000
+
+
+def flat(text: str) -> str:
+    """Every run of whitespace (line breaks too) as one space, and nothing cut: an id on one line."""
+    return " ".join(text.split())
+
+
+def one_line(text: str, limit: int = CELL_TEXT) -> str:
     """Collapse whitespace and cut at `limit` characters, so a long answer fits one table cell."""
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    return flat[: limit - 1].rstrip() + "…"
+    line = flat(text)
+    if len(line) <= limit:
+        return line
+    return line[: limit - 1].rstrip() + "…"
 
 
 def number(value: float) -> str:

@@ -115,10 +115,13 @@ class LiveView:
             self._print_header(event)
 
     def _on_stage(self, event: StageStarted) -> None:
-        self._open_stage(event.stage, event.round, event.members)
+        self._open_stage(event.stage, event.round, event.members, list(event.block))
 
     def _on_vote(self, event: VoteCast) -> None:
+        """A vote goes on its voter's row. A stage whose protocol declared no table for it (a
+        stored run of a protocol this version does not know) shows votes once one comes."""
         if self._stage and self._stage.round == event.round:
+            self._stage.votes = True
             self._stage.member_row(event.voter, self._labels.get(event.voter)).vote = event
 
     def _on_tally(self, event: RoundTallied) -> None:
@@ -151,6 +154,7 @@ class LiveView:
         self._stage = vote.on_event(self._stage, event, self._labels)
 
     def _on_tool_server(self, event: ToolServerStarted) -> None:
+        self._so_far.equipped.update(event.members)
         self.console.print(tools.server_line(event))
 
     def _on_warning(self, event: WarningRaised) -> None:
@@ -230,17 +234,34 @@ class LiveView:
         )
 
     def _on_ranking(self, event: RankingParsed) -> None:
+        """A reviewer's ranking goes on its row. The aggregate goes under the stage, and names
+        each member's label from then on (on the reviewers' rows too), so the rankings read as
+        who ranked whom."""
         if event.reviewer is not None:
             if self._stage is not None:
+                self._stage.rankings = True  # as votes: the declared review stage has the column from the start
                 self._stage.member_row(event.reviewer, self._labels.get(event.reviewer)).ranking = event.ranking
-        elif self._stage is not None:
+            return
+        for entry in event.aggregate:
+            name, label = entry.get("name"), entry.get("label")
+            if isinstance(name, str) and isinstance(label, str) and label and name not in self._labels:
+                self._labels[name] = self._stage.short(label) if self._stage is not None else label
+                if self._stage is not None:
+                    self._stage.label(name, self._labels[name])
+        if self._stage is not None:
             self._stage.aggregate = event.aggregate
         else:
             self.console.print(render_aggregate(event.aggregate))
 
-    def _open_stage(self, stage: str, round_: int | None, members: list[str]) -> StageState:
+    def _open_stage(
+        self, stage: str, round_: int | None, members: list[str], shown: list[str] | None = None
+    ) -> StageState:
+        """The stage's table, as its protocol declares it, with its columns fixed now: the
+        labels it shows its members, and whether a tool server serves one of them."""
         table = self._stage_views.get(stage)
         new = resolve(table)(stage, round_, self._so_far) if table is not None else StageState(stage, round_)
+        new.shown = shown or []
+        new.equipped = self._so_far.serves(members)
         for name in members:
             new.announce(name, self._labels.get(name))
         self._seen.add(new.key)

@@ -28,7 +28,17 @@ from panel_cli.events import (
 )
 from panel_cli.protocols.orchestrate.plan import tree_order
 from panel_cli.view import fmt
-from panel_cli.view.tables import Column, Preview, RunSoFar, StageState, fitted_table, warning_line
+from panel_cli.view.tables import (
+    LATENCY_WIDTH,
+    TEXT_WIDTH,
+    TOOLS_WIDTH,
+    Column,
+    Preview,
+    RunSoFar,
+    StageState,
+    fitted_table,
+    warning_line,
+)
 from panel_cli.view.tools import ToolActivity, tools_cell
 
 TaskState = Literal["pending", "running", "succeeded", "failed", "skipped"]
@@ -132,43 +142,58 @@ class TaskTable:
         rows = self.stage.tasks
         # A running subtask's output as it is written (its call's row is about the subtask).
         writing = {row.about: row.preview for row in self.stage.rows if row.about and row.status == "writing"}
+        # The plan is known when the stage opens: its tasks and workers are the columns' floors.
+        tasks = [Text.assemble((row.prefix, "dim"), (row.task_id, "bold")) for row in rows]
         return [
-            Column("task", [Text.assemble((row.prefix, "dim"), (row.task_id, "bold")) for row in rows], keep=0),
-            Column("worker", [Text(row.worker) for row in rows], keep=2),
+            Column("task", tasks, keep=0, floor=max((cell.cell_len for cell in tasks), default=0)),
+            Column(
+                "worker",
+                [Text(row.worker) for row in rows],
+                keep=2,
+                floor=max((len(row.worker) for row in rows), default=0),
+            ),
             Column("after", [Text(", ".join(row.depends_on)) for row in rows], keep=3, shrink_to=8),
-            Column("status", [Text(row.status, style=TASK_STYLES[row.status]) for row in rows], keep=0),
+            Column(
+                "status",
+                [Text(row.status, style=TASK_STYLES[row.status]) for row in rows],
+                keep=0,
+                floor=max(len(status) for status in TASK_STYLES),
+            ),
             Column(
                 "start",
                 [Text("" if row.start is None else f"+{fmt.seconds(row.start)}") for row in rows],
                 keep=6,
+                floor=len("+") + LATENCY_WIDTH,
                 justify="right",
             ),
             Column(
                 "time",
                 [Text("" if row.duration is None else fmt.seconds(row.duration)) for row in rows],
                 keep=5,
+                floor=LATENCY_WIDTH,
                 justify="right",
             ),
+            *self.tools_columns(),
             Column(
                 "title / output",
                 [_note(row, writing.get(row.task_id)) for row in rows],
                 keep=4,
-                shrink_to=12,
+                shrink_to=TEXT_WIDTH,
+                fill=True,
                 style="dim",
             ),
-            *self.tools_columns(),
         ]
 
     def tools_columns(self) -> list[Column]:
-        """Each subtask's tool calls (its call's row is about the subtask), when any was made."""
+        """Each subtask's tool calls (its call's row is about the subtask), when a tool server
+        serves one of the workers."""
+        if not self.stage.uses_tools:
+            return []
         used: dict[str, list[ToolActivity]] = {
             row.about: row.tools for row in self.stage.rows if row.about and row.tools
         }
-        if not used:
-            return []
-        return [
-            Column("tools", [tools_cell(used.get(row.task_id, [])) for row in self.stage.tasks], keep=3, shrink_to=16)
-        ]
+        cells = [tools_cell(used.get(row.task_id, []), TOOLS_WIDTH) for row in self.stage.tasks]
+        return [Column("tools", cells, keep=3, floor=TOOLS_WIDTH, shrink_to=16)]
 
 
 def _note(row: TaskRow, so_far: str | None = None) -> Preview:

@@ -26,7 +26,7 @@ from panel_cli.events import (
     WarningRaised,
 )
 from panel_cli.view import delphi, fmt, orchestrate, supervise, tools, vote
-from panel_cli.view.summary import ViewTotals, summary_fields
+from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
 
 QUESTION_LIMIT = 200
 
@@ -104,10 +104,15 @@ class PlainView:
         if not event.aggregate:
             return fmt.NO_AGGREGATE
         places = ", ".join(
-            f"{place}. {entry.get('name')} ({_average(entry.get('average_rank'))})"
+            f"{place}. {entry.get('name')} ({_labelled(entry.get('label'))}{_average(entry.get('average_rank'))})"
             for place, entry in enumerate(event.aggregate, start=1)
         )
-        return f"aggregate ranking: {places}"
+        labelled = sorted(
+            ((str(entry["label"]), str(entry.get("name"))) for entry in event.aggregate if entry.get("label")),
+            key=lambda pair: (len(pair[0]), pair[0]),  # Model B before Model AA
+        )
+        labels = ", ".join(f"{label} = {name}" for label, name in labelled)
+        return (f"labels: {labels}\n" if labels else "") + f"aggregate ranking: {places}"
 
     def _warning(self, event: WarningRaised) -> str:
         return f"warning: {event.member}: {event.message}" if event.member else f"warning: {event.message}"
@@ -115,7 +120,8 @@ class PlainView:
     def _run_finished(self, event: RunFinished) -> str:
         fields = summary_fields(event, self.totals)
         status = "run finished" if event.reached_answer else "run finished without an answer"
-        return "  ".join([status, *(f"{name} {value}" for name, value in fields)])
+        note = bias_note(event.result)
+        return "  ".join([status, *(f"{name} {value}" for name, value in fields)]) + (f"\n{note}" if note else "")
 
     def _run_failed(self, event: RunFailed) -> str:
         return f"run failed: {event.message}"
@@ -170,6 +176,10 @@ def _scores(tally: RoundTallied) -> str:
     """`A=170 B=50` in label order for a confer round; best first for a choice made once."""
     order = fmt.tally_order(tally.scores, best_first=tally.round is None)
     return " ".join(f"{label}={fmt.number(score)}" for label, score in order)
+
+
+def _labelled(label: Any) -> str:
+    return f"{label}, " if label else ""
 
 
 def _average(value: Any) -> str:

@@ -10,6 +10,7 @@ from panel_cli.events import BaseEvent, RunFinished, RunStarted
 from panel_cli.totals import RunTotals
 from panel_cli.view import delphi, fmt, supervise, vote
 from panel_cli.view.orchestrate import orchestrate_fields
+from panel_cli.wording import plural
 
 
 @dataclass
@@ -33,12 +34,42 @@ def _council_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
         fields.append(("chairman", str(synthesis["chairman"])))
     if result.get("top_ranked"):
         fields.append(("top ranked", str(result["top_ranked"])))
-    bias = result.get("bias")
-    if isinstance(bias, dict):
-        for key, name in (("own_first_share", "own first"), ("shown_first_share", "shown first")):
-            if bias.get(key) is not None:
-                fields.append((name, fmt.percent(float(bias[key]))))
     return fields
+
+
+def bias_note(result: dict[str, Any]) -> str | None:
+    """council's bias report in words, each count beside what chance alone would give: `bias:
+    in 2 of 4 reviews the reviewer ranked its own answer first (chance alone: 1 in 4); in 0 of
+    4 reviews the answer shown first was ranked first (chance alone: 1 in 4)`. A reviewer shown n
+    answers puts any one of them first by chance 1 time in n; it is shown every answer, or
+    every other answer when it does not review its own. None when no review ranked anything."""
+    bias = result.get("bias")
+    if not isinstance(bias, dict):
+        return None
+    answers = _count(result.get("successful_responses"))
+    shown = answers if result.get("self_review", True) else answers - 1
+    parts = []
+    own_reviews, ranked_reviews = _count(bias.get("own_reviews")), _count(bias.get("ranked_reviews"))
+    if own_reviews:
+        parts.append(
+            f"in {_count(bias.get('own_first'))} of {plural(own_reviews, 'review')} the reviewer ranked its own "
+            f"answer first{_chance(answers)}"
+        )
+    if ranked_reviews:
+        parts.append(
+            f"in {_count(bias.get('shown_first'))} of {plural(ranked_reviews, 'review')} the answer shown first "
+            f"was ranked first"
+            f"{_chance(shown)}"
+        )
+    return "bias: " + "; ".join(parts) if parts else None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _chance(shown: int) -> str:
+    return f" (chance alone: 1 in {shown})" if shown > 1 else ""
 
 
 def _ensemble_fields(result: dict[str, Any]) -> list[tuple[str, str]]:

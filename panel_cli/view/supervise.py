@@ -23,7 +23,8 @@ FEEDBACK_LIMIT = 300
 
 
 def critique_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
-    return CritiqueStage(stage, round_, verdicts=seen.verdicts)
+    """The critic's review of a round: its calls use no tools."""
+    return CritiqueStage(stage, round_, verdicts=seen.verdicts, tool_use=False)
 
 
 @dataclass

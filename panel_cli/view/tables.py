@@ -8,6 +8,7 @@ warnings) always goes in as `Text`, never as markup, so a `[` in an answer is a 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,7 +46,7 @@ BAR_WIDTH = 24
 TRUNCATED = " (truncated)"
 WINNER = "★"
 # How much of a reply still being written its row keeps: more than any cell shows.
-TAIL = 400
+TAIL = fmt.CELL_TEXT
 
 
 @dataclass
@@ -89,7 +90,7 @@ class CallRow:
         if event.tokens_in is not None or event.tokens_out is not None:
             self.tokens = (event.tokens_in or 0) + (event.tokens_out or 0)
         self.truncated = event.truncated
-        self.preview = fmt.one_line(event.text, 60 - len(TRUNCATED) if event.truncated else 60)
+        self.preview = fmt.one_line(event.text)
 
     def fail(self, event: CallFailed) -> None:
         """Shows the clean `message`; the provider's raw `detail` is for the store only."""
@@ -104,21 +105,68 @@ class CallRow:
 
 @dataclass
 class RunSoFar:
-    """What the live view has seen of a run that a protocol's own stage table draws from: the
-    accepted plan (orchestrate) and every verdict so far (supervise)."""
+    """What the live view has seen of a run that a stage's table draws from: the accepted plan
+    (orchestrate), every verdict so far (supervise), and the members a tool server serves."""
 
     plan: PlanAccepted | None = None
     verdicts: list[VerdictGiven] = field(default_factory=list)
+    equipped: set[str] = field(default_factory=set)
+
+    def serves(self, members: list[str]) -> bool:
+        """Whether a tool server serves one of a stage's members (any, for a stage that named none)."""
+        return any(name in self.equipped for name in members) if members else bool(self.equipped)
 
 
 @dataclass
 class StageState:
+    """A stage as the live view has seen it so far. What its table shows is fixed when it
+    opens, by the stage's table the protocol declares (`stage_views`): `votes` (a vote per
+    row; the text is the voter's reason), `rankings` (a reviewer's ranking per row),
+    `tool_use` (whether its calls may call tools), and the header of its text column. The live
+    view sets `shown` (the labels the stage shows its members) and `equipped` (a tool server
+    serves one of its members) as it opens, so no column appears or vanishes while it runs."""
+
     stage: str
     round: int | None
     rows: list[CallRow] = field(default_factory=list)
     tally: RoundTallied | None = None
     aggregate: list[dict[str, Any]] | None = None
     warnings: list[WarningRaised] = field(default_factory=list)
+    text_header: str = "answer"
+    votes: bool = False
+    rankings: bool = False
+    tool_use: bool = True
+    shown: list[str] = field(default_factory=list)
+    equipped: bool = False
+    announced: int = 0  # the widest member cell the stage announced
+
+    @property
+    def uses_tools(self) -> bool:
+        return self.tool_use and self.equipped
+
+    def member_width(self) -> int:
+        """Room for the names the stage announced, and for the label each gets once the rankings
+        are in (`A sage`), so naming the labels does not push the other columns aside."""
+        labels = max((len(self.short(label)) + 1 for label in self.shown), default=0) if self.rankings else 0
+        return self.announced + labels
+
+    def short(self, entry: str) -> str:
+        """A label the stage shows, without the noun all its labels share (`Model D` reads
+        `D`), so a ranking fits beside the review; any other entry (a name) as it is."""
+        if entry not in self.shown:
+            return entry
+        common = os.path.commonprefix(self.shown)
+        return entry.removeprefix(common[: common.rfind(" ") + 1])
+
+    def vote_width(self) -> int:
+        """Room for a vote before any arrives: `→ A 100`."""
+        return len("→ A 100")
+
+    def label(self, name: str, label: str) -> None:
+        """Name a member's label (council's, once its rankings are in) on the member's rows."""
+        for row in self.rows:
+            if row.name == name:
+                row.label = label
 
     @property
     def key(self) -> tuple[str, int | None]:
@@ -137,6 +185,7 @@ class StageState:
         """A member the stage will call: a waiting row until its first call arrives."""
         if not any(row.name == name for row in self.rows):
             self.rows.append(CallRow(name, label))
+            self.announced = max(self.announced, member_cell(self.rows[-1], False).cell_len)
 
     def member_row(self, name: str, label: str | None) -> CallRow:
         """The member's first row, for what belongs to the member rather than to one call
@@ -195,69 +244,123 @@ class StageState:
 @dataclass
 class Column:
     """A table column and its cells. `keep` orders what a narrow terminal gives up first (the
-    highest goes first; 0 is never dropped); `shrink_to` is how narrow a column may get by
-    wrapping or cutting its cells, None when it may not shrink at all."""
+    highest goes first; 0 is never dropped). `floor` is the width it takes before its cells
+    arrive (the names the stage announced, the longest status, a latency's digits).
+    `shrink_to` is how narrow it may be made, its cells cut with an ellipsis; None when it may
+    not shrink at all. A `fill` column holds text: it takes the width the other columns leave,
+    so a table spans the terminal from its first frame to its last."""
 
     header: str
     cells: list[Text] | list[Preview]
     keep: int
+    floor: int = 0
     shrink_to: int | None = None
+    fill: bool = False
     justify: Literal["left", "right"] = "left"
     style: str = ""
 
     @property
     def natural(self) -> int:
-        return max([len(self.header), *(cell.cell_len for cell in self.cells)])
+        """The width its cells need now."""
+        return max([len(self.header), self.floor, *(cell.cell_len for cell in self.cells)])
 
     @property
-    def minimum(self) -> int:
+    def wanted(self) -> int:
+        """The width it asks for before its cells arrive (a text column: its least)."""
+        return self.least if self.fill else max(len(self.header), self.floor)
+
+    @property
+    def least(self) -> int:
+        """The narrowest it may be cut to."""
         if self.shrink_to is None:
-            return self.natural
-        return min(self.natural, max(self.shrink_to, len(self.header)))
+            return max(len(self.header), self.floor)
+        least = max(len(self.header), self.shrink_to)
+        return least if self.fill else min(least, max(len(self.header), self.floor))
 
 
 # Rich's SIMPLE_HEAD table without edges: one space of padding each side of a cell, and one
 # space between columns.
 CELL_PADDING = 2
 SEPARATOR = 1
+# A text column gives up to this much of its least width to a column whose cells came out
+# longer than it asked for (a vote, a ranking), so that one stays whole beside a shorter text.
+TEXT_GIVES = 8
 
 
 def fit_columns(columns: list[Column], width: int) -> list[tuple[Column, int]]:
-    """The columns that fit `width`, each with its width. Columns go in `keep` order, highest
-    first, until the rest fit at their minimum; then the spare width goes to the shrinkable
-    columns, most important first, up to their natural width. The member and status columns
-    are never dropped or narrowed, so a name is always whole."""
+    """The columns shown at `width`, each with its width.
+
+    Which columns: each asks for its `wanted` width; while they do not fit, the least needed
+    one (the highest `keep`) is cut down to its least if it may shrink, and dropped if that is
+    not enough, so a column is given up before a more needed one is cut. That is decided from
+    widths known before any cell arrives, so a stage keeps its columns while it runs.
+
+    How wide: the columns whose cells came out wider than they asked grow, most needed first,
+    from the width left over and up to `TEXT_GIVES` of each text column's; the rest goes to
+    the `fill` columns, so a table spans the width. The member and status columns are never
+    dropped or cut, so a name is always whole."""
     kept = list(columns)
+    widths = {id(column): column.wanted for column in kept}
 
-    def needed(chosen: list[Column]) -> int:
-        return sum(column.minimum + CELL_PADDING for column in chosen) + SEPARATOR * (len(chosen) - 1)
+    def over() -> int:
+        return sum(widths[id(column)] + CELL_PADDING for column in kept) + SEPARATOR * (len(kept) - 1) - width
 
-    while needed(kept) > width and any(column.keep for column in kept):
-        kept.remove(max(kept, key=lambda column: column.keep))
-    widths = {id(column): column.minimum for column in kept}
-    spare = width - needed(kept)
+    for column in sorted(columns, key=lambda column: -column.keep):
+        if over() <= 0:
+            break
+        if not column.fill:
+            widths[id(column)] -= min(over(), widths[id(column)] - column.least)
+        if over() > 0 and column.keep:
+            kept.remove(column)
+    fills = [column for column in kept if column.fill]
+    spare = max(-over(), 0)
+    budget = spare + TEXT_GIVES * len(fills)
     for column in sorted(kept, key=lambda column: column.keep):
-        grow = min(max(spare, 0), column.natural - widths[id(column)])
-        widths[id(column)] += grow
-        spare -= grow
+        if not column.fill:
+            grow = min(budget, max(column.natural - widths[id(column)], 0))
+            widths[id(column)] += grow
+            budget -= grow
+    left = budget - TEXT_GIVES * len(fills)  # below zero: what the text columns gave
+    for index, column in enumerate(fills):
+        widths[id(column)] += left // len(fills) + (index < left % len(fills))
     return [(column, widths[id(column)]) for column in kept]
 
 
 def fitted_table(title: str, columns: list[Column], rows: int, width: int) -> Table:
     """A stage's table with the columns that fit `width` (`fit_columns`), as every stage
-    table is drawn."""
+    table is drawn. A cell is one line (a tool cell one line per call): what does not fit is
+    cut with an ellipsis, never wrapped, so a row keeps its height as the stage runs."""
     table = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     fitted = fit_columns(columns, width)
     for column, size in fitted:
-        table.add_column(column.header, justify=column.justify, style=column.style, width=size)
+        table.add_column(
+            column.header,
+            justify=column.justify,
+            style=column.style,
+            width=size,
+            no_wrap=True,
+            overflow="ellipsis",
+        )
     for index in range(rows):
         table.add_row(*(column.cells[index] for column, _ in fitted))
     return table
 
 
+# The widths a stage table keeps for its figures and statuses before any arrives.
+STATUS_WIDTH = max(len(status) for status in STATUS_STYLES)
+LATENCY_WIDTH = len("120.00s")
+TOKENS_WIDTH = len("12,345")
+# A tools cell: one line per call, cut to this width.
+TOOLS_WIDTH = 48
+# The narrowest a text column gets: narrower, it says too little to keep its place, and the
+# figures (tokens, then latency) give way to it first.
+TEXT_WIDTH = 20
+
+
 class StageTable:
     """A stage's table, laid out for the width it is drawn at: Live redraws it on every
-    refresh, so a resized terminal gets a new layout."""
+    refresh, so a resized terminal gets a new layout. Its columns are the stage's own
+    (`StageState`), whatever has arrived so far."""
 
     def __init__(self, stage: StageState) -> None:
         self.stage = stage
@@ -266,50 +369,76 @@ class StageTable:
         yield fitted_table(self.stage.title, self.columns(), len(self.stage.rows), options.max_width)
 
     def columns(self) -> list[Column]:
-        rows = self.stage.rows
-        starred = {id(row) for row in self.stage.winner_rows()}
-        show_vote = self.stage.stage == "vote" or any(row.vote for row in rows)
+        stage = self.stage
+        rows = stage.rows
+        starred = {id(row) for row in stage.winner_rows()}
         columns = [
-            Column("member", [member_cell(row, id(row) in starred) for row in rows], keep=0),
-            Column("status", [Text(row.status, style=STATUS_STYLES[row.status]) for row in rows], keep=0),
+            Column(
+                "member", [member_cell(row, id(row) in starred) for row in rows], keep=0, floor=stage.member_width()
+            ),
+            status_column(rows),
             Column(
                 "latency",
                 [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows],
                 keep=5,
+                floor=LATENCY_WIDTH,
                 justify="right",
             ),
             Column(
                 "tokens",
                 [Text("" if row.tokens is None else fmt.tokens(row.tokens)) for row in rows],
                 keep=6,
+                floor=TOKENS_WIDTH,
                 justify="right",
             ),
         ]
-        if show_vote:
-            columns.append(Column("vote", [vote_cell(row.vote) for row in rows], keep=2))
-        if any(row.ranking is not None for row in rows):
-            # Wraps between the places of a ranking rather than disappear.
+        if stage.votes:
             columns.append(
-                Column("ranking", [Text(", ".join(row.ranking or [])) for row in rows], keep=3, shrink_to=10)
+                Column(
+                    "vote",
+                    [vote_cell(row.vote, row.ranking) for row in rows],
+                    keep=2,
+                    floor=stage.vote_width(),
+                    shrink_to=10,
+                )
             )
-        columns += tools_columns(rows)
+        if stage.rankings:
+            columns.append(
+                Column(
+                    "ranking",
+                    [Text(", ".join(stage.short(entry) for entry in row.ranking or [])) for row in rows],
+                    keep=3,
+                    floor=len(", ".join(stage.short(label) for label in stage.shown)),
+                    shrink_to=10,
+                )
+            )
+        columns += tools_columns(stage, rows)
         columns.append(
             Column(
-                "rationale" if show_vote else "answer",
+                stage.text_header,
                 [preview_cell(row) for row in rows],
                 keep=4,
-                shrink_to=12,
+                shrink_to=TEXT_WIDTH,
+                fill=True,
                 style="dim",
             )
         )
         return columns
 
 
-def tools_columns(rows: list[CallRow]) -> list[Column]:
-    """The `tools` column, when a row made a tool call: each call on a line of its own."""
-    if not any(row.tools for row in rows):
+def status_column(rows: list[CallRow]) -> Column:
+    return Column(
+        "status", [Text(row.status, style=STATUS_STYLES[row.status]) for row in rows], keep=0, floor=STATUS_WIDTH
+    )
+
+
+def tools_columns(stage: StageState, rows: list[CallRow]) -> list[Column]:
+    """The `tools` column of a stage whose calls may use a tool server's tools: each call on a
+    line of its own."""
+    if not stage.uses_tools:
         return []
-    return [Column("tools", [tools_cell(row.tools) for row in rows], keep=3, shrink_to=16)]
+    cells = [tools_cell(row.tools, TOOLS_WIDTH) for row in rows]
+    return [Column("tools", cells, keep=3, floor=TOOLS_WIDTH, shrink_to=16)]
 
 
 def member_cell(row: CallRow, starred: bool) -> Text:
@@ -362,11 +491,12 @@ class Preview:
         yield line
 
 
-def vote_cell(vote: VoteCast | None) -> Text:
-    """`→ B 80`; a fallback vote (the member kept its own answer at 50) is marked as such."""
+def vote_cell(vote: VoteCast | None, ranking: list[str] | None = None) -> Text:
+    """`→ B 80`; a ranked ballot's whole ranking, best first (`→ PostgreSQL > MySQL 80`); a
+    fallback vote (the member kept its own answer at 50) is marked as such."""
     if vote is None:
         return Text("")
-    cell = Text.assemble(("→ ", "dim"), (vote.choice, "bold"))
+    cell = Text.assemble(("→ ", "dim"), (" > ".join(ranking) if ranking else vote.choice, "bold"))
     if vote.confidence is not None:
         cell.append(f" {fmt.number(vote.confidence)}")
     if vote.fallback:
@@ -422,6 +552,16 @@ def render_aggregate(aggregate: list[dict[str, Any]]) -> RenderableType:
             Text("█" * max(length, 0), style=style),
         )
     return table
+
+
+def review_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    """council's reviews: each reviewer's ranking beside its review."""
+    return StageState(stage, round_, text_header="review", rankings=True, tool_use=False)
+
+
+def vote_round(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    """confer's vote rounds: each member's vote and the rationale it gave."""
+    return StageState(stage, round_, text_header="rationale", votes=True, tool_use=False)
 
 
 def warning_line(warning: WarningRaised) -> Text:

@@ -53,9 +53,15 @@ def record(activities: list[ToolActivity], event: ToolCallStarted | ToolCallFini
         found.update(event)
 
 
-def tools_cell(activities: list[ToolActivity]) -> Text:
-    """One line per call: `lookup(query="tenant isolation") ok`."""
-    lines = [Text.assemble(entry.label(), " ", (entry.state, STATE_STYLES[entry.state])) for entry in activities]
+def tools_cell(activities: list[ToolActivity], width: int) -> Text:
+    """One line per call, `lookup(query="tenant isolation") ok`, at most `width` wide: a long
+    call is cut before its state, which stays whole."""
+    lines = []
+    for entry in activities:
+        state = Text(f" {entry.state}", style=STATE_STYLES[entry.state])
+        label = Text(entry.label())
+        label.truncate(max(width - state.cell_len, 1), overflow="ellipsis")
+        lines.append(label + state)
     return Text("\n").join(lines)
 
 

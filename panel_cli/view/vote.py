@@ -30,7 +30,7 @@ from panel_cli.events import (
 )
 from panel_cli.protocols.vote.tally import PLURALITY_METHODS, WEIGHTED_METHODS, RunoffRound, Tally
 from panel_cli.view import fmt
-from panel_cli.view.tables import BAR_WIDTH, WINNER, StageState, StageTable, warning_line
+from panel_cli.view.tables import BAR_WIDTH, WINNER, RunSoFar, StageState, StageTable, warning_line
 from panel_cli.wording import plural
 
 REASON_PREVIEW = 80
@@ -230,13 +230,45 @@ class VoteStage(StageState):
     """A stage of a vote: the stage's table (a row per ballot), then the board."""
 
     board: VoteBoard = field(default_factory=VoteBoard)
+    # A ballot stage draws its table once the vote has opened (the event right after the stage
+    # starts): the options say how wide a ballot is, and so which columns fit beside it.
+    opens: bool = False
 
     @classmethod
     def of(cls, stage: StageState) -> VoteStage:
-        return cls(**{entry.name: getattr(stage, entry.name) for entry in fields(StageState)})
+        """A stage whose protocol declared no table of its own for it, once a ballot shows it is a vote."""
+        kept = {entry.name: getattr(stage, entry.name) for entry in fields(StageState)}
+        return cls(**{**kept, "votes": True, "text_header": "reason"})
+
+    @property
+    def ranked(self) -> bool:
+        """Whether a ballot's whole ranking counts (ranked choice), so its row shows it."""
+        return self.board.opened is None or self.board.opened.method == "ranked_choice"
+
+    def vote_width(self) -> int:
+        """Room for the longest ballot the options allow: every option in turn when ranked."""
+        options = self.board.opened.options if self.board.opened else []
+        if not options:
+            return super().vote_width()
+        choice = " > ".join(options) if self.ranked else max(options, key=len)
+        return len(f"→ {choice} 100")
 
     def render(self) -> RenderableType:
-        return Group(StageTable(self), *self.board.renderables(), *(warning_line(warning) for warning in self.warnings))
+        warnings = [warning_line(warning) for warning in self.warnings]
+        if self.opens and self.board.opened is None:
+            return Group(Text(self.title, style="bold"), *warnings)
+        return Group(StageTable(self), *self.board.renderables(), *warnings)
+
+
+def ballot_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    """vote's and decide's ballots: a row per voter, its vote (its whole ranking, for ranked
+    choice) and its reason, then the board."""
+    return VoteStage(stage, round_, text_header="reason", votes=True, tool_use=False, opens=True)
+
+
+def leader_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
+    """decide's leader, choosing when no option won: its choice and its reason."""
+    return VoteStage(stage, round_, text_header="reason", votes=True, tool_use=False)
 
 
 def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str]) -> StageState | None:
@@ -254,7 +286,7 @@ def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str])
             confidence=event.confidence,
             rationale=event.reason,
         )
-        row.ranking = event.ranking if len(event.ranking) > 1 else None
+        row.ranking = event.ranking if voting.ranked and len(event.ranking) > 1 else None
     elif isinstance(event, LeaderChose):
         row = voting.member_row(event.leader, labels.get(event.leader))
         row.vote = VoteCast(

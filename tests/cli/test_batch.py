@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.progress import Progress
 from typer.testing import Result
 
+from panel_cli.batch.progress import TimeLeft, TimeLeftColumn, time_left
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
 from panel_cli.llm.gateway import load_litellm
@@ -85,7 +87,7 @@ def test_every_question_runs_once_into_one_batch_and_one_line_each(files, fake_s
         "cost",
         "duration_s",
     }
-    assert re.fullmatch(r"b[0-9a-f]{10}", summary["batch_id"])
+    assert re.fullmatch(r"b[0-9a-f]{11}", summary["batch_id"])
     assert {
         key: summary[key] for key in ("questions", "skipped", "ran", "answered", "no_answer", "calls", "tokens")
     } == {
@@ -108,7 +110,7 @@ def test_progress_is_plain_lines_on_stderr_and_quiet_prints_nothing(files):
     outcome = batch(*common(files))
     assert outcome.exit_code == 0 and outcome.stdout == ""
     lines = outcome.stderr.splitlines()
-    assert re.fullmatch(r"panel: batch b[0-9a-f]{10}: 5 questions, 4 at a time, results to .*out\.jsonl\.", lines[0])
+    assert re.fullmatch(r"panel: batch b[0-9a-f]{11}: 5 questions, 4 at a time, results to .*out\.jsonl\.", lines[0])
     finished = [
         re.fullmatch(r"panel: \[(\d)/5\] question (q\d): answered \(run [0-9a-f]{12}, \d+\.\d\ds, —\)", line)
         for line in lines[1:6]
@@ -117,7 +119,7 @@ def test_progress_is_plain_lines_on_stderr_and_quiet_prints_nothing(files):
     assert [match.group(1) for match in finished] == ["1", "2", "3", "4", "5"]
     assert sorted(match.group(2) for match in finished) == ["q1", "q2", "q3", "q4", "q5"]
     assert re.fullmatch(
-        r"panel: batch b[0-9a-f]{10}: 5 of 5 answered; this time 5 calls, 150 tokens · cost —; results in .*", lines[6]
+        r"panel: batch b[0-9a-f]{11}: 5 of 5 answered; this time 5 calls, 150 tokens · cost —; results in .*", lines[6]
     )
     quiet = batch(*common(files), "--quiet")
     assert quiet.exit_code == 0 and quiet.stdout == "" and quiet.stderr == ""
@@ -160,6 +162,98 @@ async def interrupted_run(files: dict[str, Path], server: FakeOpenAIServer, batc
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def test_a_batch_id_is_as_long_as_a_run_id(files):
+    """`b` and 11 hex digits, random or drawn for a slice: the 12 characters of a run's id."""
+    whole = run_json(*common(files))["batch_id"]
+    files["db"] = files["db"].with_name("sliced.db")
+    sliced = run_json(*common(files), "--shard", "1/2")["batch_id"]
+    with TranscriptReader.open(files["db"]) as reader:
+        run_ids = {run.id for run in reader.batch_runs(sliced)}
+    assert run_ids and {len(run_id) for run_id in run_ids} == {12}
+    assert re.fullmatch(r"b[0-9a-f]{11}", whole) and re.fullmatch(r"b[0-9a-f]{11}", sliced)
+
+
+def test_a_batch_with_an_id_of_the_old_length_resumes(files, fake_server):
+    """Batches started before ids grew to 12 characters (`b` and 10 hex digits) go on by their id."""
+    old_id = "b0123456789"
+    fake_server.script("m0", hang(), responder(answer))
+    asyncio.run(interrupted_run(files, fake_server, old_id, 3))
+    asked = len(fake_server.requests)
+    write_questions(files["questions"], [3])
+
+    summary = run_json(*common(files), "--resume", old_id)
+
+    assert summary["batch_id"] == old_id and summary["ran"] == 1 and summary["answered"] == 1
+    assert [answer(request) for request in fake_server.requests[asked:]] == ["A3"]
+    with TranscriptReader.open(files["db"]) as reader:
+        assert sorted(run.status for run in reader.batch_runs(old_id)) == ["finished", "interrupted"]
+
+
+def test_a_long_question_id_is_never_cut_in_the_progress_lines(files):
+    long_id = "customer-support/billing/2024-q3/" + "refund-dispute-" * 6 + "0042"
+    files["questions"].write_text(json.dumps({"id": long_id, "question": "What is Q1?"}) + "\n")
+    outcome = batch(*common(files))
+    assert outcome.exit_code == 0, outcome.output
+    assert f"question {long_id}: answered" in outcome.stderr
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_time_left_holds_steady_when_runs_end_in_waves():
+    """20 questions, 4 at a time, every run 5 s: four end together, then none for 5 s. A rate
+    over the questions done read 4 s left after the first four and 29 s after the fifth; the
+    mean length of a run gives the time left as it is, and counts down in between."""
+    clock = Clock()
+    left = TimeLeft(concurrency=4, clock=clock)
+    assert left.seconds() is None, "nothing to go by before a question ends"
+    shown = []
+    for done in range(1, 21):
+        clock.now = 5.0 * ((done - 1) // 4 + 1) + 0.01 * ((done - 1) % 4)  # each wave's four a moment apart
+        left.finished(5.0, 20 - done)
+        shown.append(left.seconds())
+    # after each wave: exactly the waves left
+    assert [shown[done - 1] for done in (4, 8, 12, 16, 20)] == [20.0, 15.0, 10.0, 5.0, 0.0]
+    # the first of a wave never reads more than one run's length above the wave before it
+    assert all(shown[done - 1] - shown[done - 2] <= 5.0 for done in range(2, 21))
+    assert all(later <= earlier for earlier, later in zip(shown[3::4], shown[7::4], strict=False))
+
+    clock.now = 5.0 * 4 + 2.5
+    partial = TimeLeft(concurrency=4, clock=clock)
+    partial.finished(5.0, 16)
+    clock.now += 2.5
+    assert partial.seconds() == 17.5, "between ends it counts down"
+    clock.now += 60
+    assert partial.seconds() == 0.0, "never below zero"
+
+
+def test_the_bar_shows_the_time_left_as_rich_writes_it():
+    clock = Clock()
+    left = TimeLeft(concurrency=2, clock=clock)
+    column = TimeLeftColumn(left)
+    progress = Progress()  # never started: no drawing, no thread
+    progress.add_task("batch", total=9)
+    (task,) = progress.tasks  # the column reads the batch's time left, not the task's speed
+    assert column.render(task).plain == "-:--:--"
+    left.finished(40.0, 9)  # 9 left, two at a time, 40 s each: 180 s
+    assert column.render(task).plain == "0:03:00"
+    clock.now = 179.4
+    assert column.render(task).plain == "0:00:01"
+
+
+def test_time_left_is_the_runs_left_in_waves_of_the_mean_run():
+    assert time_left([], 10, 4) is None
+    assert time_left([4.0, 6.0], 0, 4) == 0.0
+    assert time_left([4.0, 6.0], 8, 4) == 10.0  # two waves of 5 s
+    assert time_left([4.0, 6.0], 3, 4) == 5.0  # fewer left than run at once: one wave
+    assert time_left([3.0], 5, 1) == 15.0
 
 
 def test_resume_runs_only_the_questions_without_a_finished_run(files, fake_server, tmp_path):

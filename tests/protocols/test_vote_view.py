@@ -44,7 +44,7 @@ async def test_the_live_view_draws_ballots_tally_quorum_rounds_and_winner(fake_s
     await play(LiveView(console), await runoff_events(fake_server, run_protocol))
     text = screen(console)
 
-    assert "→ PostgreSQL 90" in text and "PostgreSQL, SQLite" in text and "mature and boring" in text
+    assert "→ PostgreSQL > SQLite 90" in text and "mature and boring" in text  # a ranked ballot's whole ranking
     assert "→ MySQL (from text)" in text
     assert "ranked choice · quorum 1 · 5 voters · collection closes after 30s" in text
     assert "quorum reached: 5 ballots, 1 needed" in text

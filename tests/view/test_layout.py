@@ -118,33 +118,68 @@ async def test_at_60_columns_the_least_needed_columns_go_first() -> None:
     console = Console(file=StringIO(), force_terminal=False, width=60)
     await play(LiveView(console), council_run())
     headers = [line.split() for line in screen(console).splitlines() if line.split()[:2] == ["member", "status"]]
-    assert headers[0] == ["member", "status", "latency", "answer"]  # tokens went first
-    assert headers[1] == ["member", "status", "ranking"]  # then latency, then the review's text
+    assert headers[0] == ["member", "status", "answer"]  # tokens, then latency, give way to the answer
+    assert headers[1] == ["member", "status", "ranking"]  # and the review's text to the ranking
 
 
-def test_fit_columns_drops_by_keep_and_gives_spare_width_in_order() -> None:
-    def column(header: str, keep: int, width: int, shrink_to: int | None = None) -> Column:
-        return Column(header, [Text("x" * width)], keep=keep, shrink_to=shrink_to)
+def column(header: str, keep: int, width: int, shrink_to: int | None = None, fill: bool = False) -> Column:
+    """A column whose one cell is `width` wide, as wide as it asked for before it came."""
+    return Column(header, [Text("x" * width)], keep=keep, floor=0 if fill else width, shrink_to=shrink_to, fill=fill)
 
+
+def test_fit_columns_drops_a_column_before_a_more_needed_one_is_cut() -> None:
     name, status = column("member", 0, 10), column("status", 0, 9)
     ranking, preview, tokens = (
         column("ranking", 3, 30, shrink_to=10),
-        column("answer", 4, 60, shrink_to=12),
+        column("answer", 4, 60, shrink_to=12, fill=True),
         column("tokens", 6, 5),
     )
     columns = [name, status, tokens, ranking, preview]
 
-    assert [(c.header, w) for c, w in fit_columns(columns, 200)] == [
+    # wide: every column at its natural width, and the rest of the line to the text
+    wide = fit_columns(columns, 200)
+    assert [(c.header, w) for c, w in wide] == [
         ("member", 10),
         ("status", 9),
         ("tokens", 6),
         ("ranking", 30),
-        ("answer", 60),
+        ("answer", 131),
     ]
-    narrow = fit_columns(columns, 60)
-    assert [c.header for c, _ in narrow] == ["member", "status", "ranking", "answer"]
-    widths = {c.header: w for c, w in narrow}
-    # ranking is kept before answer, so it gets the spare width first
-    assert widths == {"member": 10, "status": 9, "ranking": 18, "answer": 12}
-    assert sum(widths.values()) + 2 * 4 + 3 == 60
-    assert [c.header for c, _ in fit_columns(columns, 50)] == ["member", "status", "ranking"]
+    assert sum(w for _, w in wide) + 2 * 5 + 4 == 200, "the table spans the width"
+    # at 60: tokens go, then the text, before the ranking is cut
+    assert [(c.header, w) for c, w in fit_columns(columns, 60)] == [("member", 10), ("status", 9), ("ranking", 30)]
+    # at 50: nothing else may go, so the ranking is cut down to fit
+    assert [(c.header, w) for c, w in fit_columns(columns, 50)] == [("member", 10), ("status", 9), ("ranking", 23)]
+    # at 30: not even the ranking at its least fits; the member and status stay whole
+    assert [(c.header, w) for c, w in fit_columns(columns, 30)] == [("member", 10), ("status", 9)]
+
+
+def test_a_text_column_takes_the_width_it_is_given_whatever_its_cells() -> None:
+    """An empty text column (every call still waiting) spans what the others leave, as a full one does."""
+    name, status = column("member", 0, 10), column("status", 0, 9)
+    for text in (0, 5, 500):
+        answer = column("answer", 4, text, shrink_to=12, fill=True)
+        assert fit_columns([name, status, answer], 100)[2][1] == 100 - 10 - 9 - 2 * 3 - 2
+
+
+def test_which_columns_show_is_decided_before_the_cells_arrive() -> None:
+    """A ranking longer than the ranking column asked for takes width from the text, never a
+    column's place: the columns are the same with the cells empty or full."""
+    name, status, latency = column("member", 0, 10), column("status", 0, 9), column("latency", 5, 7)
+    empty = Column("ranking", [Text("")], keep=3, floor=10, shrink_to=10)
+    full = Column("ranking", [Text("x" * 16)], keep=3, floor=10, shrink_to=10)
+    answer = column("answer", 4, 0, shrink_to=20, fill=True)
+    before = fit_columns([name, status, latency, empty, answer], 80)
+    after = fit_columns([name, status, latency, full, answer], 80)
+    assert (
+        [c.header for c, _ in before]
+        == [c.header for c, _ in after]
+        == [
+            "member",
+            "status",
+            "latency",
+            "ranking",
+            "answer",
+        ]
+    )
+    assert [w for _, w in before] == [10, 9, 7, 10, 30] and [w for _, w in after] == [10, 9, 7, 16, 24]

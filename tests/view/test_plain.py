@@ -38,11 +38,14 @@ async def test_no_colour_no_markup_no_answer() -> None:
 
 
 async def test_rankings() -> None:
+    """A reviewer's ranking is of labels; once the rankings are in, each label is named."""
     stream = StringIO()
     await play(PlainView(stream), council_events())
     lines = stream.getvalue().splitlines()
     assert "ranking  alice: Model B, Model A" in lines
-    assert "aggregate ranking: 1. bob (avg 1.00), 2. alice (avg 2.00)" in lines
+    at = lines.index("labels: Model A = alice, Model B = bob")
+    assert lines[at + 1] == "aggregate ranking: 1. bob (Model B, avg 1.00), 2. alice (Model A, avg 2.00)"
+    assert at > lines.index("ranking  bob: Model B, Model A")
 
 
 async def test_calls_about_someone_skips_truncation_and_an_ensemble_choice() -> None:

@@ -33,4 +33,5 @@ PROTOCOL = ProtocolSpec(
         ),
         no_convergence("Run every round even when the winner is stable."),
     ),
+    stage_views={"vote": "panel_cli.view.tables:vote_round"},
 )

@@ -19,4 +19,5 @@ PROTOCOL = ProtocolSpec(
         ),
         timeout(("answer", "review")),
     ),
+    stage_views={"review": "panel_cli.view.tables:review_stage"},
 )
