@@ -5,8 +5,10 @@ the kind, how many requests were made, the sentence shown, and that nothing rais
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,8 +17,14 @@ from panel_cli.config import Defaults, Member
 from panel_cli.events import BaseEvent
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.confer.engine import confer
+from panel_cli.protocols.delphi.engine import delphi
+from panel_cli.protocols.ensemble.engine import ensemble
+from panel_cli.protocols.orchestrate.engine import orchestrate
+from panel_cli.protocols.supervise.engine import supervise
+from panel_cli.protocols.vote.engine import vote
 from tests.fakes.openai_server import (
     FakeOpenAIServer,
+    RecordedRequest,
     Step,
     error,
     hang,
@@ -28,7 +36,9 @@ from tests.fakes.openai_server import (
     reset_mid_body,
     responder,
 )
-from tests.protocols.conftest import make_panel, task_of, vote_json
+from tests.protocols.conftest import make_panel, prompt_of, task_of, vote_json
+from tests.protocols.test_supervise_engine import supervised_panel, worker
+from tests.protocols.test_vote_engine import ballot, vote_panel
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -380,3 +390,92 @@ async def test_confer_asks_a_rejected_member_once(fake_server, run_protocol):
     assert {e.reason for e in skipped} == {reason}
     warnings = [e for e in events.of("warning") if e.member == "bad"]
     assert [w.message for w in warnings] == [f"failed for good ({reason}); it is not called again in this run"]
+
+
+# -- 7. a structured reply nested deeper than any object we ask for -----------------------
+
+# 10 KB of brackets inside an object: json.loads recurses once per level and gives up far
+# sooner than this.
+DEEP = '{"answer": ' + "[" * 5000 + "]" * 5000 + "}"
+
+
+def deep_on(task: str, otherwise: Callable[[RecordedRequest], str]) -> Step:
+    """A member that replies DEEP whenever it is asked for `task`."""
+    return responder(lambda request: DEEP if task_of(request) == task else otherwise(request))
+
+
+def warned(events: Any, member: str) -> list[str]:
+    return [w.message for w in events.of("warning") if w.member == member]
+
+
+async def test_a_deep_confer_vote_is_that_voters_malformed_vote(fake_server, run_protocol):
+    fake_server.script("ann-model", responder(lambda r: vote_json("A", 80, "") if task_of(r) == "confer.vote" else "a"))
+    fake_server.script("bob-model", deep_on("confer.vote", lambda r: "b"))
+    result, events = await run_protocol(confer, make_panel(fake_server, ["ann", "bob"], max_rounds=1))
+    bob = next(vote for vote in result.rounds[0].votes if vote.voter == "bob")
+    assert bob.fallback and result.final_answer == "a"
+    assert warned(events, "bob") == [
+        "gave no usable vote (the reply's JSON is nested deeper than 64 levels); it keeps its own answer at confidence 50"
+    ]
+
+
+async def test_a_deep_ballot_is_read_as_text_and_abstains(fake_server, run_protocol):
+    fake_server.default(reply(ballot("MySQL")))
+    fake_server.script("evil-model", reply(DEEP))
+    result, events = await run_protocol(vote, vote_panel(fake_server, ["ann", "evil"]))
+    assert result.winner == "MySQL" and result.abstained == ["evil"]
+    assert "named no option; recorded as an abstention" in warned(events, "evil")
+
+
+async def test_a_deep_critic_verdict_is_asked_once_more_then_ends_the_loop(fake_server, run_protocol):
+    fake_server.script("writer-model", worker("the announcement"))
+    fake_server.script("boss-model", reply(DEEP))
+    result, events = await run_protocol(supervise, supervised_panel(fake_server, {"writer": "Write it."}))
+    (only,) = result.rounds
+    assert (result.loop_end, only.review.attempts) == ("no_verdict", 2)
+    assert only.review.problem == "the reply's JSON is nested deeper than 64 levels"
+    assert result.final_answer == "the consolidated answer"
+
+
+async def test_a_deep_plan_is_an_invalid_plan_and_the_planner_tries_again(fake_server, run_protocol):
+    good = json.dumps({"subtasks": [{"task_id": "t1", "worker": "research", "title": "t", "description": "d"}]})
+    plans = iter([DEEP, good])
+    fake_server.script("boss-model", responder(lambda r: next(plans) if task_of(r) == "plan" else "The answer."))
+    fake_server.script("research-model", reply("found it"))
+    panel = make_panel(fake_server, ["boss", "research"], planner="boss", chairman="boss")
+    result, _ = await run_protocol(orchestrate, panel)
+    assert [(a.accepted, a.error) for a in result.plan_attempts] == [
+        (False, "the reply's JSON is nested deeper than 64 levels"),
+        (True, None),
+    ]
+    assert result.final_answer == "The answer."
+
+
+async def test_a_deep_delphi_revision_counts_as_its_text(fake_server, run_protocol):
+    def expert(request: RecordedRequest) -> str:
+        task = task_of(request)
+        return "the synthesis" if task == "delphi.synthesis" else DEEP if task == "delphi.contribution" else "first"
+
+    fake_server.script("ann-model", responder(expert))
+    fake_server.script("bob-model", responder(lambda r: "the synthesis" if task_of(r) == "delphi.synthesis" else "b"))
+    panel = make_panel(fake_server, ["ann", "bob"], max_rounds=2, until_convergence=False)
+    result, events = await run_protocol(delphi, panel)
+    ann = next(c for c in result.rounds[1].contributions if c.expert == "ann")
+    assert (ann.structured, ann.changed, ann.analysis) == (False, True, DEEP)
+    assert result.final_answer == "the synthesis"
+    assert any("nested deeper than 64 levels" in message for message in warned(events, "ann"))
+
+
+async def test_a_deep_judge_score_leaves_that_response_out(fake_server, run_protocol):
+    fake_server.script("ann-model", reply("ann answer"))
+    fake_server.script("bob-model", reply("bob answer"))
+    judge = responder(
+        lambda r: (DEEP if "ann answer" in prompt_of(r) else '{"score": 70}') if task_of(r) == "judge" else "j"
+    )
+    fake_server.script("judge-model", judge)
+    panel = make_panel(fake_server, ["ann", "bob", "judge"], mode="consensus", scorer="judge:judge")
+    result, events = await run_protocol(ensemble, panel)
+    assert result.scores == {"bob": 70.0, "judge": 70.0} and result.chosen == "bob"
+    assert "the judge could not score ann's response (the reply's JSON is nested deeper than 64 levels)" in warned(
+        events, "judge"
+    )

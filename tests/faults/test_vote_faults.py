@@ -11,6 +11,7 @@ import json
 
 from panel_cli.protocols.vote.engine import vote
 from tests.fakes.openai_server import reply
+from tests.protocols.conftest import prompt_of, task_of
 from tests.protocols.test_vote_engine import ballot, vote_panel
 
 
@@ -51,13 +52,44 @@ async def test_padding_a_ranking_cannot_push_a_rival_down(fake_server, run_proto
     assert warning.startswith("ranked 'Option 0', 'Option 1'") and "and 995 more" in warning and len(warning) < 200
 
 
-async def test_a_reply_stuffed_with_ballots_counts_once(fake_server, run_protocol):
-    """Five ballot objects in one reply: the reply's own ballot is its last, and it counts once."""
+async def test_a_reply_stuffed_with_ballots_is_asked_once_more_and_never_counts_twice(fake_server, run_protocol):
+    """Five ballot objects in one reply, for two options: two ballots, so it is asked once
+    more; the same again is read as text, which names both, and abstains. Sent alone the
+    second time, its ballot counts once."""
     stuffed = "\n".join(ballot("PostgreSQL") for _ in range(4)) + "\nMy actual ballot: " + ballot("MySQL")
     fake_server.default(reply(ballot("SQLite")))
     fake_server.script("evil-model", reply(stuffed))
-    result, _ = await run_protocol(vote, vote_panel(fake_server, ["ann", "evil"]))
+    fake_server.script("fixed-model", reply(stuffed), reply(ballot("MySQL")))
+    result, events = await run_protocol(vote, vote_panel(fake_server, ["ann", "evil", "fixed"]))
+
     assert result.vote_counts == {"PostgreSQL": 0, "MySQL": 1, "SQLite": 1} and result.total_votes == 2
+    assert result.abstained == ["evil"]
+    assert len(fake_server.requests_for("evil-model")) == len(fake_server.requests_for("fixed-model")) == 2
+    two = "the reply holds two objects with different choice ('PostgreSQL' and 'MySQL')"
+    assert [w.message for w in events.of("warning") if w.member == "evil"] == [
+        f"its reply could not be used ({two}); asked once more",
+        f"{two}; read as text",
+        "named no option; recorded as an abstention",
+    ]
+    again = fake_server.requests_for("fixed-model")[1]
+    assert again.messages[-2] == {"role": "assistant", "content": stuffed}
+    assert task_of(again) == "ballot" and two in prompt_of(again)
+
+
+async def test_a_text_ballot_naming_two_options_abstains_unless_it_says_which(fake_server, run_protocol):
+    fake_server.script("ann-model", reply("PostgreSQL, not MySQL."))
+    fake_server.script("bob-model", reply("PostgreSQL or MySQL? Both have merits.\n\nAnswer: MySQL"))
+    fake_server.script("cy-model", reply('I lean PostgreSQL. {"choice": "SQLite", "reason": "not PostgreSQL"}'))
+    result, events = await run_protocol(vote, vote_panel(fake_server, ["ann", "bob", "cy"]))
+
+    assert [(b.voter, b.choice, b.matched_by) for b in result.ballots] == [
+        ("ann", None, "none"),
+        ("bob", "MySQL", "text"),
+        ("cy", "SQLite", "structured"),
+    ]
+    assert "named no option; recorded as an abstention" in [
+        w.message for w in events.of("warning") if w.member == "ann"
+    ]
 
 
 async def test_a_ballot_cannot_vote_as_another_member(fake_server, run_protocol):
