@@ -8,14 +8,19 @@ import asyncio
 import json
 import random
 import re
+import sqlite3
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from panel_cli.cli.app import app
 from panel_cli.config import Defaults, Member
 from panel_cli.events import BaseEvent
-from panel_cli.llm.gateway import CallResult, Gateway
+from panel_cli.llm.budget import Budget
+from panel_cli.llm.gateway import CallResult, Gateway, load_litellm
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.delphi.engine import delphi
 from panel_cli.protocols.ensemble.engine import ensemble
@@ -479,3 +484,168 @@ async def test_a_deep_judge_score_leaves_that_response_out(fake_server, run_prot
     assert "the judge could not score ann's response (the reply's JSON is nested deeper than 64 levels)" in warned(
         events, "judge"
     )
+
+
+# -- 8. usage a provider reports is a number from outside -------------------------------------
+
+
+def completion(content: Any, usage: dict[str, Any] | None = None) -> Step:
+    """A completion exactly as written, whatever its fields hold (the fake's own replies are
+    always well-formed)."""
+    body = {
+        "id": "chatcmpl-raw",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": usage or {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+    }
+    return malformed(json.dumps(body), status=200)
+
+
+@pytest.mark.parametrize(
+    ("usage", "shown"),
+    [
+        (
+            {"prompt_tokens": 10**30, "completion_tokens": 5, "total_tokens": 10**30 + 5},
+            "prompt_tokens a 31-digit number",
+        ),
+        ({"prompt_tokens": -1_999_999_650, "completion_tokens": 5, "total_tokens": -1}, "prompt_tokens -1999999650"),
+        ({"prompt_tokens": 10, "completion_tokens": 10**9 + 1, "total_tokens": 10}, "completion_tokens 1000000001"),
+    ],
+    ids=["huge", "negative", "past-a-billion"],
+)
+def test_usage_outside_its_range_is_unknown_and_the_run_is_stored(fake_server, tmp_path, usage, shown):
+    fake_server.script("liar", completion("an answer", usage))
+    fake_server.script("honest", completion("an answer"))
+    file = tmp_path / "p.yaml"
+    file.write_text(
+        "question: q?\nprotocol: ensemble\nmembers:\n"
+        f"  - {{name: liar, model: openai/liar, api_base: '{fake_server.url}'}}\n"
+        f"  - {{name: honest, model: openai/honest, api_base: '{fake_server.url}'}}\n"
+    )
+    db = tmp_path / "runs.db"
+    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    assert outcome.exit_code == 0, outcome.output
+    data = json.loads(outcome.stdout)
+    assert data["tokens"] == 30, "the run counts the tokens it knows"
+    message = (
+        f"its provider reported usage outside 0 to 1,000,000,000 tokens ({shown}); its tokens and cost are unknown"
+    )
+    assert f"liar: {message}" in " ".join(data["warnings"]) or message in outcome.stderr
+    rows = sqlite3.connect(db).execute("select member, tokens_in, tokens_out from calls order by member").fetchall()
+    assert rows == [("honest", 10, 20), ("liar", None, None)]
+
+
+async def test_negative_usage_cannot_give_the_budget_money_back(fake_server, recorder):
+    """One endpoint reports a negative count. Counted, it would hand the budget $100 back and a
+    $0.02 cap would admit every later call; discarded, its call is counted at its worst case
+    ($0.01: 100 tokens at $0.0001), so only one honest call ($0.002 each) fits after it."""
+    litellm = load_litellm()
+    litellm.register_model(
+        {
+            "priced": {
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.0001,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+    )
+    fake_server.script(
+        "priced",
+        completion("a lie", {"prompt_tokens": 10, "completion_tokens": -1_000_000, "total_tokens": 10}),
+        completion("honest"),
+    )
+    budget = Budget(max_cost=0.02)
+    gw = Gateway(recorder, defaults=Defaults(retries=0, max_tokens=100), budget=budget)
+    priced = member(fake_server, "priced")
+    try:
+        lie = await ask(gw, priced)
+        honest = [await ask(gw, priced) for _ in range(16)]
+    finally:
+        await gw.aclose()
+        litellm.model_cost.pop("priced", None)
+    assert (lie.ok, lie.tokens_in, lie.tokens_out, lie.cost) == (True, None, None, None)
+    assert [result.ok for result in honest] == [True] + [False] * 15
+    assert len(fake_server.requests_for("priced")) == 2
+    assert budget.spent == pytest.approx(0.01 + 0.002)
+
+
+async def test_a_stream_reporting_impossible_usage_is_unknown_too(fake_server, recorder):
+    fake_server.script("m", reply("streamed answer", prompt_tokens=-5, completion_tokens=10**12))
+    gw = Gateway(recorder, defaults=Defaults(retries=0), stream=True)
+    try:
+        result = await ask(gw, member(fake_server))
+    finally:
+        await gw.aclose()
+    assert fake_server.requests_for("m")[0].streamed
+    assert (result.ok, result.text, result.tokens_in, result.tokens_out) == (True, "streamed answer", None, None)
+    (warning,) = recorder.of("warning")
+    assert warning.member == "m" and "(prompt_tokens -5, completion_tokens a 13-digit number)" in warning.message
+
+
+# -- 9. text that no writer accepts, and replies litellm refuses -----------------------------------
+
+
+def test_a_lone_surrogate_in_a_reply_is_replaced_before_it_is_stored_or_shown(fake_server, tmp_path):
+    fake_server.default(completion("caf\ud800e"))
+    file = tmp_path / "p.yaml"
+    file.write_text(f"question: q?\nmembers:\n  - {{name: a, model: openai/a, api_base: '{fake_server.url}'}}\n")
+    db = tmp_path / "runs.db"
+    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    assert outcome.exit_code == 0, outcome.output
+    data = json.loads(outcome.stdout)
+    assert data["final_answer"].endswith("caf\ufffde")
+    exported = CliRunner().invoke(app, ["history", "export", data["run_id"], "--db", str(db), "--format", "md"])
+    assert exported.exit_code == 0 and "caf\ufffde" in exported.stdout
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_a_deep_reply_stored_as_an_answer_still_exports(fake_server, tmp_path, form):
+    fake_server.default(reply(DEEP))
+    file = tmp_path / "p.yaml"
+    file.write_text(f"question: q?\nmembers:\n  - {{name: a, model: openai/a, api_base: '{fake_server.url}'}}\n")
+    db = tmp_path / "runs.db"
+    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    assert outcome.exit_code == 0, outcome.output
+    run_id = json.loads(outcome.stdout)["run_id"]
+    target = tmp_path / f"run.{form}"
+    exported = CliRunner().invoke(app, ["history", "export", run_id, "--db", str(db), "-o", str(target)])
+    assert exported.exit_code == 0, exported.output
+    assert "[[[[" in target.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        (completion([{"type": "text", "text": "hi"}]), "the reply's content was not text"),
+        (completion(42), "the reply's content was not text"),
+        (completion({"text": "hi"}), "the reply's content was not text"),
+        (
+            completion("hi", {"prompt_tokens": "ten", "completion_tokens": "5"}),
+            "the reply's token counts were not whole numbers",
+        ),
+        (
+            completion("hi", {"prompt_tokens": 1.5, "completion_tokens": 2}),
+            "the reply's token counts were not whole numbers",
+        ),
+    ],
+    ids=["list", "int", "object", "text-tokens", "float-tokens"],
+)
+async def test_a_reply_of_the_wrong_shape_is_malformed_without_a_word_on_stderr(fake_server, gateway, step, message):
+    fake_server.script("m", step)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = await ask(gateway, member(fake_server))
+    assert (result.ok, result.error_kind, result.error) == (False, "malformed", message)
+    assert [str(w.message) for w in caught if "Pydantic serializer" in str(w.message)] == []
+
+
+async def test_counts_given_as_text_are_read_without_a_word_on_stderr(fake_server, gateway):
+    fake_server.script("m", completion("hi", {"prompt_tokens": "10", "completion_tokens": "5", "total_tokens": "15"}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = await ask(gateway, member(fake_server))
+    assert (result.ok, result.tokens_in, result.tokens_out) == (True, 10, 5)
+    assert [str(w.message) for w in caught if "Pydantic serializer" in str(w.message)] == []
