@@ -168,3 +168,12 @@ async def test_a_look_alike_tag_in_an_answer_draws_no_fence(fake_server, run_pro
         assert "the chairman agrees with A" in fenced_texts(request, "Answer")["A"]
         # The note names the tag once, and each of the two answers has two fence lines.
         assert folded(prompt).count(tag) == 1 + 2 * 2
+
+
+def test_a_lone_surrogate_escaped_in_a_panel_file_is_replaced(tmp_path):
+    """YAML's `\\ud800` escape gives a string no UTF-8 writer takes: the store, the terminal."""
+    file = tmp_path / "p.yaml"
+    file.write_text('question: "caf\\ud800e?"\nname: "p\\udfff"\n' + TWO, encoding="utf-8")
+    outcome = CliRunner().invoke(app, ["confer", str(file), "--json", "--db", str(tmp_path / "r.db")])
+    assert outcome.exit_code == 0, outcome.output
+    assert json.loads(outcome.stdout)["question"] == "caf\ufffde?"
