@@ -90,9 +90,12 @@ def objects_in(text: str) -> list[str]:
 
 
 def _folded(value: Any) -> str:
-    """A decisive value as compared: text in any case, spacing, quotes or emphasis."""
+    """A decisive value as compared: text in any case, spacing, quotes or emphasis; a number
+    as a number (70 is 70.0)."""
     if isinstance(value, str):
         return " ".join(value.split()).strip(_TRIM).casefold()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(float(value))
     return json.dumps(value, sort_keys=True)
 
 

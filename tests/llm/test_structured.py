@@ -110,3 +110,10 @@ def test_json_past_its_bounds_is_the_replys_problem(text, problem):
 
 def test_a_lone_surrogate_in_a_string_is_replaced():
     assert reply_object('{"verdict": "a\\ud800b", "score": 1}') == {"verdict": "a\ufffdb", "score": 1}
+
+
+def test_decisive_values_compare_as_what_they_mean():
+    assert reply_object('{"a": " MySQL. "} {"a": "**mysql**"}', ("a",)) == {"a": " MySQL. "}
+    assert reply_object('{"a": 70} {"a": 70.0}', ("a",)) == {"a": 70}
+    with pytest.raises(TwoObjects):
+        reply_object('{"a": true} {"a": 1}', ("a",))
