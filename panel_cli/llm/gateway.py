@@ -278,7 +278,9 @@ class _Reply:
     text: str = ""
     calls: list[RequestedCall] = dataclasses.field(default_factory=list)
     failure: Failure | None = None
-    asked_again: bool = False
+    # When a structured reply was asked for once more (`Gateway._one_answer`): what to add to
+    # its problem if it still cannot be used.
+    again: str | None = None
 
 
 @dataclasses.dataclass
@@ -588,8 +590,8 @@ class Gateway:
             text = text[:cap]
         cost = self._cost(member.model, tokens_in, tokens_out)
         parsed, parse_error = _parse(text, schema)
-        if parse_error is not None and reply.asked_again:
-            parse_error = f"{parse_error}, again when asked once more"
+        if parse_error is not None and reply.again is not None:
+            parse_error = f"{parse_error}{reply.again}"
         await self.emit(
             CallFinished(
                 **common,
@@ -861,11 +863,15 @@ class Gateway:
             {"role": "assistant", "content": text},
             {"role": "user", "content": mark(again, task) if task is not None else again},
         ]
-        exchange.messages = messages
         if self._extend(member, exchange, {**request, "messages": messages}) is not None:
-            return dataclasses.replace(reply, asked_again=True)
+            return dataclasses.replace(reply, again="; the budget left no room to ask once more")
+        exchange.messages = messages
         second = await self._complete(member, {**request, "messages": messages}, deadline, exchange, tool_calls=False)
-        return dataclasses.replace(second if second.failure is None else reply, asked_again=True)
+        if second.failure is not None:
+            return dataclasses.replace(
+                reply, again=f"; asked once more, that request failed ({second.failure.message})"
+            )
+        return dataclasses.replace(second, again=", again when asked once more")
 
     async def _refuse(
         self, member: Member, common: CallRoute, messages: list[dict[str, Any]], reason: str

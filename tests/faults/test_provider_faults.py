@@ -11,9 +11,10 @@ import re
 import sqlite3
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
@@ -649,3 +650,39 @@ async def test_counts_given_as_text_are_read_without_a_word_on_stderr(fake_serve
         result = await ask(gateway, member(fake_server))
     assert (result.ok, result.tokens_in, result.tokens_out) == (True, 10, 5)
     assert [str(w.message) for w in caught if "Pydantic serializer" in str(w.message)] == []
+
+
+# -- 10. a structured reply holding two answers is asked once more, within the call -----------------
+
+
+class Pick(BaseModel):
+    decisive: ClassVar[tuple[str, ...]] = ("pick",)
+
+    pick: str
+
+
+async def test_two_answers_are_asked_once_more_in_one_call(fake_server, gateway, recorder):
+    fake_server.script("m", reply('{"pick": "a"} and {"pick": "b"}'), reply('{"pick": "b"}'))
+    result = await ask(gateway, member(fake_server), schema=Pick)
+    assert (result.ok, result.parsed, result.parse_error, result.attempts) == (True, {"pick": "b"}, None, 2)
+    (started,) = recorder.of("call_started")
+    (finished,) = recorder.of("call_finished")
+    assert finished.messages[-2:] == [
+        {"role": "assistant", "content": '{"pick": "a"} and {"pick": "b"}'},
+        {
+            "role": "user",
+            "content": "Your reply could not be used: the reply holds two objects with different pick ('a' and 'b'). "
+            "Reply again with only your own JSON object, once, and no other object.",
+        },
+    ]
+    assert finished.tokens_in == 20 and finished.tokens_out == 40, "both requests are counted"
+
+
+async def test_when_asking_once_more_fails_the_first_reply_stands_unusable(fake_server, gateway):
+    fake_server.script("m", reply('{"pick": "a"} {"pick": "b"}'), error(400, "no more"))
+    result = await ask(gateway, member(fake_server), schema=Pick)
+    assert (result.ok, result.text, result.parsed) == (True, '{"pick": "a"} {"pick": "b"}', None)
+    assert result.parse_error == (
+        "the reply holds two objects with different pick ('a' and 'b'); asked once more, that request failed "
+        "(the provider rejected the request (400): no more)"
+    )
