@@ -27,6 +27,7 @@ from yaml.composer import ComposerError
 from yaml.reader import ReaderError
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
+from panel_cli.untrusted import clean_text
 
 
 class LocatedError(ValueError):
@@ -436,9 +437,13 @@ class YamlTree:
                 line=node.start_mark.line + 1,
             )
             raise _Skip from None
-        if isinstance(value, str) and expand and self.expand_env:
-            return self._expand(value, node.start_mark.line + 1, path)
-        return value
+        if not isinstance(value, str):
+            return value
+        # A `\ud800` escape (or a variable's undecodable bytes) makes a lone surrogate, which no
+        # UTF-8 writer takes: the store, the terminal, an export (`panel_cli.untrusted`).
+        if expand and self.expand_env:
+            return clean_text(self._expand(value, node.start_mark.line + 1, path))
+        return clean_text(value)
 
     def _refuse_tag(self, node: yaml.Node, path: tuple[Any, ...]) -> None:
         shown = "!!" + node.tag.removeprefix(_STANDARD) if node.tag.startswith(_STANDARD) else node.tag

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from panel_cli.errors import ConfigError, UserError
+from panel_cli.untrusted import RefusedJSON, load_json
 
 # A file larger than this, or with more questions, is a mistake (a log, a data dump), not a batch.
 FILE_LIMIT = 64 << 20
@@ -129,7 +130,9 @@ def _jsonl(text: str, name: str) -> Parsed:
         if not raw.strip():
             continue
         try:
-            entry = json.loads(raw)
+            entry = load_json(raw)
+        except RefusedJSON as error:
+            raise ConfigError(name, line, None, f"its JSON {error.msg} (column {error.colno})") from None
         except json.JSONDecodeError as error:
             raise ConfigError(name, line, None, f"not valid JSON ({error.msg}, column {error.colno})") from None
         if not isinstance(entry, dict):

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
 from panel_cli.protocols.vote.engine import exact_option, option_problems
+from panel_cli.untrusted import RefusedJSON, load_json
 
 BUILTIN_PREFIX = "builtin:"
 # A dataset is read whole; this is far above any hand-made one and stops a wrong path
@@ -200,7 +201,10 @@ def parse_dataset(text: str, source: str) -> list[EvalItem]:
         if not raw.strip():
             continue
         try:
-            data = json.loads(raw)
+            data = load_json(raw)
+        except RefusedJSON as exc:
+            problems.append(ConfigProblem(source, line, None, f"its JSON {exc.msg} (column {exc.colno})"))
+            continue
         except json.JSONDecodeError as exc:
             problems.append(
                 ConfigProblem(source, line, None, f"not JSON ({exc.msg}); a dataset has one JSON object a line")

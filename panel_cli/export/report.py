@@ -59,6 +59,7 @@ from panel_cli.export.transcript import Transcript
 from panel_cli.protocols.orchestrate.plan import tree_order
 from panel_cli.protocols.vote.tally import RunoffRound
 from panel_cli.store.records import CallRecord, RunRecord
+from panel_cli.untrusted import load_json
 from panel_cli.view import fmt
 from panel_cli.view.delphi import round_note
 from panel_cli.view.orchestrate import rejection_note
@@ -289,12 +290,13 @@ def utc(timestamp: float) -> str:
 
 def pretty_reply(text: str) -> str:
     """A structured reply (a vote, a ballot, a verdict, a plan) as `key: value` lines, its
-    strings as written rather than JSON-escaped, so it reads; any other text as it is."""
+    strings as written rather than JSON-escaped, so it reads; any other text (one nested too
+    deep to read safely included: `panel_cli.untrusted`) as it is."""
     stripped = text.strip()
     if not stripped.startswith("{"):
         return text
     try:
-        parsed = json.loads(stripped)
+        parsed = load_json(stripped)
     except ValueError:
         return text
     if not isinstance(parsed, dict):

@@ -262,6 +262,9 @@ def _connection_message(exc: BaseException) -> str:
     return f"could not {target}"
 
 
+_INVALID_FIELD = re.compile(r"validation errors? for (Message|Usage)\n(\w+)")
+
+
 def _malformed_message(exc: BaseException) -> str:
     links = list(_chain(exc))
     if any(_is_cut_off(link) for link in links):
@@ -272,9 +275,16 @@ def _malformed_message(exc: BaseException) -> str:
         return "the reply was not valid UTF-8"
     if any(isinstance(link, json.JSONDecodeError) for link in links) or "expecting value" in str(exc).lower():
         return "the reply was not valid JSON"
-    if "'choices'" in str(exc):
+    text = str(exc)
+    # litellm validates the reply with its own models; their errors name the field that failed.
+    if found := _INVALID_FIELD.search(text):
+        model, field = found.group(1), found.group(2)
+        if model == "Usage":
+            return "the reply's token counts were not whole numbers"
+        return "the reply's content was not text" if field == "content" else "the reply's message was malformed"
+    if "'choices'" in text:
         return "the reply had no choices"
-    return _with_words("the reply could not be read", clean_words(str(exc)))
+    return _with_words("the reply could not be read", clean_words(text))
 
 
 def clean_message(exc: BaseException, kind: ErrorKind) -> str:

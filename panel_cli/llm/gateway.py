@@ -60,7 +60,9 @@ from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, 
 from panel_cli.llm.request_hash import request_hash
 from panel_cli.llm.routes import is_demo, needs_litellm
 from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream
-from panel_cli.llm.structured import json_instructions, parse_structured
+from panel_cli.llm.structured import json_instructions, one_answer_prompt, parse_structured
+from panel_cli.llm.usage import reported_usage
+from panel_cli.tasks import find_task, mark
 from panel_cli.tools.calls import (
     BUDGET_SPENT,
     RequestedCall,
@@ -73,6 +75,7 @@ from panel_cli.tools.calls import (
     result_message,
     with_results,
 )
+from panel_cli.untrusted import clean_text
 
 if TYPE_CHECKING:
     from panel_cli.tools.servers import Toolbox
@@ -171,7 +174,12 @@ def _litellm_internal_call() -> Callable[[], contextlib.AbstractContextManager[N
 
 @contextlib.contextmanager
 def _quiet_call() -> Iterator[None]:
-    """Around the gateway's own litellm calls: skip the bookkeeping whose results we never read."""
+    """Around the gateway's own litellm calls: skip the bookkeeping whose results we never read,
+    and keep pydantic's serializer warnings off stderr. litellm dumps the provider's reply
+    through its own models, so a reply whose content is a list or whose counts are floats
+    makes pydantic warn before litellm refuses the reply (which the call then reports). The
+    filter is set again each call: a test harness, or anyone, may have reset the filters."""
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings", category=UserWarning)
     token = _QUIET.set(True)
     try:
         internal = _litellm_internal_call()
@@ -270,6 +278,9 @@ class _Reply:
     text: str = ""
     calls: list[RequestedCall] = dataclasses.field(default_factory=list)
     failure: Failure | None = None
+    # When a structured reply was asked for once more (`Gateway._one_answer`): what to add to
+    # its problem if it still cannot be used.
+    again: str | None = None
 
 
 @dataclasses.dataclass
@@ -286,12 +297,26 @@ class _Exchange:
     tokens_out: int | None = None
     hold: Hold | None = None
     found: list[str] = dataclasses.field(default_factory=list)
+    # Whether any request got a reply, and why its usage is unknown when a provider reported
+    # counts that cannot be counts (`panel_cli.llm.usage`): the call's tokens are then unknown.
+    replied: bool = False
+    bad_usage: str | None = None
 
-    def count(self, tokens_in: int | None, tokens_out: int | None) -> None:
-        if tokens_in is not None:
-            self.tokens_in = (self.tokens_in or 0) + tokens_in
-        if tokens_out is not None:
-            self.tokens_out = (self.tokens_out or 0) + tokens_out
+    def count(self, tokens_in: Any, tokens_out: Any) -> None:
+        """Add one reply's counts, as its provider reported them."""
+        self.replied = True
+        usage = reported_usage(tokens_in, tokens_out)
+        if usage.problem is not None:
+            self.bad_usage = usage.problem
+        if usage.tokens_in is not None:
+            self.tokens_in = (self.tokens_in or 0) + usage.tokens_in
+        if usage.tokens_out is not None:
+            self.tokens_out = (self.tokens_out or 0) + usage.tokens_out
+
+    @property
+    def tokens(self) -> tuple[int | None, int | None]:
+        """The call's counts: unknown both when any of its replies reported impossible ones."""
+        return (None, None) if self.bad_usage is not None else (self.tokens_in, self.tokens_out)
 
 
 def _call_end(now: float, call_timeout: float | None, retries: int, deadline: float | None) -> float | None:
@@ -530,6 +555,8 @@ class Gateway:
             reply = await self._complete(member, request, deadline, exchange, tool_calls=offered is not None, grow=grow)
             if offered is not None and reply.failure is None and reply.calls:
                 reply = await self._use_tools(member, common, offered, request, reply, deadline, exchange)
+            if schema is not None and reply.failure is None:
+                reply = await self._one_answer(member, request, reply, schema, deadline, exchange)
             if reply.failure is not None:
                 return await self._fail(
                     member, common, exchange.messages, reply.failure, time.perf_counter() - started, exchange.attempts
@@ -548,9 +575,12 @@ class Gateway:
             raise
         finally:
             if hold is not None and self.budget is not None:
-                self.budget.settle(hold, self._cost(member.model, exchange.tokens_in, exchange.tokens_out))
+                self.budget.settle(hold, self._spent(member, exchange, hold))
         latency = time.perf_counter() - started
-        text, tokens_in, tokens_out, attempts = reply.text, exchange.tokens_in, exchange.tokens_out, exchange.attempts
+        text, attempts = reply.text, exchange.attempts
+        tokens_in, tokens_out = exchange.tokens
+        if exchange.bad_usage is not None:
+            await self.emit(WarningRaised(member=member.name, message=exchange.bad_usage))
         # The cut happens once the whole reply is in memory: litellm reads the body off the
         # socket itself, and bounding that read would take an HTTP client of our own. It still
         # keeps a runaway reply out of the store, the view and every other member's prompt.
@@ -560,6 +590,8 @@ class Gateway:
             text = text[:cap]
         cost = self._cost(member.model, tokens_in, tokens_out)
         parsed, parse_error = _parse(text, schema)
+        if parse_error is not None and reply.again is not None:
+            parse_error = f"{parse_error}{reply.again}"
         await self.emit(
             CallFinished(
                 **common,
@@ -796,6 +828,51 @@ class Gateway:
         reason = self.budget.extend(exchange.hold, self._worst_case(member, request))
         return None if reason is None else _Reply(failure=Failure(kind="budget", message=f"not made: {reason}"))
 
+    def _spent(self, member: Member, exchange: _Exchange, hold: Hold) -> float | None:
+        """What a call cost the budget: its price from the counts its provider reported, else,
+        when a reply came without counts that can be used, its worst case (what it held; 0 for
+        a model of unknown price); a call that got no reply at all cost nothing."""
+        cost = self._cost(member.model, *exchange.tokens)
+        if cost is None and exchange.replied:
+            return hold.amount
+        return cost
+
+    async def _one_answer(
+        self,
+        member: Member,
+        request: dict[str, Any],
+        reply: _Reply,
+        schema: type[BaseModel],
+        deadline: float | None,
+        exchange: _Exchange,
+    ) -> _Reply:
+        """A structured reply that holds two answers (two votes, two verdicts) is asked for once
+        more, in the same conversation, saying why; it is still one call. The answer to that is
+        the call's reply; if that request fails, the first reply stands, unusable as it is."""
+        text = reply.text[: self.defaults.max_response_chars]
+        found = parse_structured(text, schema)
+        if not found.conflicting or found.problem is None:
+            return reply
+        await self.emit(
+            WarningRaised(member=member.name, message=f"its reply could not be used ({found.problem}); asked once more")
+        )
+        task = find_task(str(request["messages"][-1].get("content") or ""))
+        again = one_answer_prompt(found.problem)
+        messages = [
+            *request["messages"],
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": mark(again, task) if task is not None else again},
+        ]
+        if self._extend(member, exchange, {**request, "messages": messages}) is not None:
+            return dataclasses.replace(reply, again="; the budget left no room to ask once more")
+        exchange.messages = messages
+        second = await self._complete(member, {**request, "messages": messages}, deadline, exchange, tool_calls=False)
+        if second.failure is not None:
+            return dataclasses.replace(
+                reply, again=f"; asked once more, that request failed ({second.failure.message})"
+            )
+        return dataclasses.replace(second, again=", again when asked once more")
+
     async def _refuse(
         self, member: Member, common: CallRoute, messages: list[dict[str, Any]], reason: str
     ) -> CallResult:
@@ -955,15 +1032,17 @@ def _parse(text: str, schema: type[BaseModel] | None) -> tuple[dict[str, Any] | 
     """The structured object a reply holds, or why it holds none; (None, None) without a schema."""
     if schema is None:
         return None, None
-    obj, parse_error = parse_structured(text, schema)
-    return (obj.model_dump() if obj is not None else None), parse_error
+    found = parse_structured(text, schema)
+    return (found.value.model_dump() if found.value is not None else None), found.problem
 
 
 def _read_response(
     response: Any, *, tool_calls: bool = False
 ) -> tuple[str, list[RequestedCall], int | None, int | None]:
-    """The reply's text and, when tools were offered, the tool calls it asks for (a reply that
-    asks for tools may have no text). A streamed reply was read as it came."""
+    """The reply's text, lone surrogates replaced, and, when tools were offered, the tool calls
+    it asks for (a reply that asks for tools may have no text). The counts are as the provider
+    reported them, whatever they are: `_Exchange.count` judges them. A streamed reply was read
+    as it came."""
     if isinstance(response, StreamedReply):
         return response.text, [], response.tokens_in, response.tokens_out
     try:
@@ -977,4 +1056,4 @@ def _read_response(
     usage = getattr(response, "usage", None)
     tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
     tokens_out = getattr(usage, "completion_tokens", None) if usage else None
-    return (content if isinstance(content, str) else ""), calls, tokens_in, tokens_out
+    return (clean_text(content) if isinstance(content, str) else ""), calls, tokens_in, tokens_out

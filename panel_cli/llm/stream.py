@@ -18,6 +18,7 @@ from typing import Any
 
 from panel_cli.events import BaseEvent, CallRoute, CallTextGrew
 from panel_cli.llm.errors import ClassifiedError
+from panel_cli.untrusted import clean_text
 
 # The live view redraws about ten times a second; growth reported more often is never seen.
 TEXT_INTERVAL = 0.1
@@ -26,11 +27,12 @@ TEXT_INTERVAL = 0.1
 @dataclass
 class StreamedReply:
     """What a stream added up to. `text` holds at most `cap + 1` characters: enough for the
-    gateway to cut it and say it was cut, as it does for a reply read whole."""
+    gateway to cut it and say it was cut, as it does for a reply read whole. The counts are
+    as the provider reported them."""
 
     text: str
-    tokens_in: int | None = None
-    tokens_out: int | None = None
+    tokens_in: Any = None
+    tokens_out: Any = None
 
 
 class TextGrowth:
@@ -61,10 +63,10 @@ class TextGrowth:
 @dataclass(frozen=True)
 class Piece:
     """What one step of a stream adds: its text, and the usage when it reports one
-    (prompt tokens, completion tokens), which comes last."""
+    (prompt tokens, completion tokens, as reported: the gateway judges them), which comes last."""
 
     text: str
-    usage: tuple[int | None, int | None] | None = None
+    usage: tuple[Any, Any] | None = None
 
 
 async def read_stream(chunks: AsyncIterator[Any], grow: TextGrowth, cap: int) -> StreamedReply:
@@ -107,9 +109,9 @@ async def _pieces(chunks: AsyncIterator[Any]) -> AsyncIterator[Piece]:
 
 
 def _delta_text(chunk: Any) -> str:
-    """The text a chunk adds; the usage chunk and the finish have none."""
+    """The text a chunk adds, lone surrogates replaced; the usage chunk and the finish have none."""
     try:
         content = chunk.choices[0].delta.content
     except (AttributeError, IndexError, TypeError):
         return ""
-    return content if isinstance(content, str) else ""
+    return clean_text(content) if isinstance(content, str) else ""

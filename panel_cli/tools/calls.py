@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from panel_cli.errors import UserError
 from panel_cli.tasks import find_task, mark, render_labelled
+from panel_cli.untrusted import clean_text, load_json
 
 # A result longer than this is cut (and says so) before the model, the store or a view sees it.
 RESULT_CHARS = 20_000
@@ -143,7 +144,8 @@ def tool_set(listings: dict[str, list[ToolSpec]]) -> ToolSet:
 
 
 def requested_calls(message: Any) -> list[RequestedCall]:
-    """The tool calls an assistant message (litellm's) asks for; [] when it asks for none."""
+    """The tool calls an assistant message (litellm's) asks for, their text without lone
+    surrogates; [] when it asks for none."""
     found: list[RequestedCall] = []
     for index, call in enumerate(getattr(message, "tool_calls", None) or []):
         function = getattr(call, "function", None)
@@ -154,20 +156,30 @@ def requested_calls(message: Any) -> list[RequestedCall]:
         call_id = getattr(call, "id", None)
         found.append(
             RequestedCall(
-                id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
-                name=name,
-                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+                id=clean_text(call_id) if isinstance(call_id, str) and call_id else f"call_{index}",
+                name=clean_text(name),
+                arguments=clean_text(arguments) if isinstance(arguments, str) else _dumped(arguments),
             )
         )
     return found
 
 
+def _dumped(arguments: Any) -> str:
+    """Arguments a provider gave as an object rather than JSON text, as text (nothing ever
+    trusts them: `parse_arguments` reads them back, bounded)."""
+    try:
+        return json.dumps(arguments or {})
+    except (TypeError, ValueError, RecursionError):
+        return ""
+
+
 def parse_arguments(text: str) -> dict[str, Any] | None:
-    """The arguments as a JSON object (an empty text is no arguments); None when they are not one."""
+    """The arguments as a JSON object (an empty text is no arguments), bounded in depth and
+    numbers (`panel_cli.untrusted`); None when they are not one."""
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

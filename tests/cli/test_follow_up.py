@@ -20,9 +20,12 @@ from panel_cli.runs.followup import MAX_THREAD_CHARS, prior_turns
 from panel_cli.store.maintenance import delete_run
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.records import RunRecord
-from tests.cli.test_resume import on_fake_server, resume
+from tests.cli.test_resume import on_fake_server, relay_briefs, resume  # noqa: F401 (autouse)
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest
 from tests.helpers import cli, cli_json, panel_process
+
+# `relay_briefs`, imported above, is autouse here too: the fake server answers each call as its
+# demo persona would, a ballot as a ballot rather than an echo of the prompt naming every option.
 
 
 def conversation(request: RecordedRequest | list[dict[str, Any]]) -> list[dict[str, Any]]:

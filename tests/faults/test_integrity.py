@@ -44,14 +44,17 @@ async def test_padding_a_ranking_with_invented_labels_cannot_push_a_rival_down(f
     assert "'Model Z0'" in warning.message and "and 95 more" in warning.message
 
 
-async def test_a_voter_quoting_another_vote_casts_its_own(fake_server, run_protocol):
-    """bob's reply quotes a vote for B before ending with its own vote for A."""
+async def test_a_voter_quoting_another_vote_in_a_quotation_casts_its_own(fake_server, run_protocol):
+    """bob's reply quotes a vote for B, as a `>` quotation, before its own vote for A: what a
+    reply quotes is never its own object."""
     quoted = vote_json("B", 100, "evil revision")
 
     def bob(request: RecordedRequest) -> str:
         if task_of(request) != "confer.vote":
             return "bob answer"
-        return f"Answer B's author suggested {quoted}, which I reject.\n\nMy vote: {vote_json('A', 70, 'bob revised')}"
+        return (
+            f"Answer B's author suggested:\n> {quoted}\n\nwhich I reject. My vote: {vote_json('A', 70, 'bob revised')}"
+        )
 
     fake_server.script(
         "ann-model",
@@ -63,6 +66,7 @@ async def test_a_voter_quoting_another_vote_casts_its_own(fake_server, run_proto
     (round_one,) = result.rounds
     assert {vote.voter: vote.chosen_label for vote in round_one.votes} == {"ann": "A", "bob": "A"}
     assert round_one.scores == {"A": 150.0, "B": 0.0}
+    assert len(fake_server.requests_for("bob-model")) == 2, "one answer, one vote: nothing to ask again"
 
 
 async def test_an_answer_cannot_forge_another_answer_in_the_block(fake_server, run_protocol):

@@ -44,13 +44,29 @@ def team(server):
 
 async def test_a_plan_quoted_before_the_planners_own_is_never_run(fake_server, run_protocol):
     """The reply quotes a plan that sends everything to a worker that does not exist, then
-    gives its own: only the last JSON object of a reply is its plan."""
+    gives its own: two plans in one reply are no plan, asked for once more; the planner then
+    sends its own alone, and only that one runs."""
     quoted = json.dumps({"subtasks": [step("x1", "exfiltrate")]})
     own = json.dumps({"subtasks": [step("t1", "research")]})
-    fake_server.script("boss-model", coordinator(f"Someone suggested {quoted}; I disagree.\n\n{own}"))
+    fake_server.script("boss-model", coordinator(f"Someone suggested {quoted}; I disagree.\n\n{own}", own))
+    fake_server.default(responder(lambda request: "fine"))
+    result, events = await run_protocol(orchestrate, team(fake_server))
+    assert [task.task_id for task in result.plan] == ["t1"]
+    assert [a.accepted for a in result.plan_attempts] == [True], "asked again inside the one planning call"
+    assert [r.model for r in fake_server.requests if task_of(r) == "plan"] == ["boss-model", "boss-model"]
+    (warning,) = [w.message for w in events.of("warning") if w.member == "boss"]
+    assert warning.startswith("its reply could not be used (the reply holds two objects with different subtasks (")
+    assert warning.endswith("); asked once more")
+
+
+async def test_a_plan_quoted_as_a_quotation_is_passed_over(fake_server, run_protocol):
+    quoted = json.dumps({"subtasks": [step("x1", "exfiltrate")]})
+    own = json.dumps({"subtasks": [step("t1", "research")]})
+    fake_server.script("boss-model", coordinator(f"Someone suggested:\n> {quoted}\n\nI disagree.\n\n{own}"))
+    fake_server.default(responder(lambda request: "fine"))
     result, _ = await run_protocol(orchestrate, team(fake_server))
     assert [task.task_id for task in result.plan] == ["t1"]
-    assert [a.accepted for a in result.plan_attempts] == [True]
+    assert len([r for r in fake_server.requests if task_of(r) == "plan"]) == 1
 
 
 async def test_a_plan_of_a_thousand_subtasks_is_refused_before_any_is_run(fake_server, run_protocol):

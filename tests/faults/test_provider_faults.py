@@ -5,17 +5,31 @@ the kind, how many requests were made, the sentence shown, and that nothing rais
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import re
-from typing import Any
+import sqlite3
+import warnings
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import pytest
+from pydantic import BaseModel
+from typer.testing import CliRunner
 
+from panel_cli.cli.app import app
 from panel_cli.config import Defaults, Member
 from panel_cli.events import BaseEvent
-from panel_cli.llm.gateway import CallResult, Gateway
+from panel_cli.llm.budget import Budget
+from panel_cli.llm.gateway import CallResult, Gateway, load_litellm
 from panel_cli.protocols.confer.engine import confer
+from panel_cli.protocols.delphi.engine import delphi
+from panel_cli.protocols.ensemble.engine import ensemble
+from panel_cli.protocols.orchestrate.engine import orchestrate
+from panel_cli.protocols.supervise.engine import supervise
+from panel_cli.protocols.vote.engine import vote
 from tests.fakes.openai_server import (
+    RecordedRequest,
     Step,
     after,
     error,
@@ -29,7 +43,9 @@ from tests.fakes.openai_server import (
     responder,
 )
 from tests.helpers import member
-from tests.protocols.conftest import make_panel, task_of, vote_json
+from tests.protocols.conftest import make_panel, prompt_of, task_of, vote_json
+from tests.protocols.test_supervise_engine import supervised_panel, worker
+from tests.protocols.test_vote_engine import ballot, vote_panel
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -395,3 +411,293 @@ async def test_confer_asks_a_rejected_member_once(fake_server, run_protocol):
     assert {e.reason for e in skipped} == {reason}
     warnings = [e for e in events.of("warning") if e.member == "bad"]
     assert [w.message for w in warnings] == [f"failed for good ({reason}); it is not called again in this run"]
+
+
+# -- 7. a structured reply nested deeper than any object we ask for -----------------------
+
+# 10 KB of brackets inside an object: json.loads recurses once per level and gives up far
+# sooner than this.
+DEEP = '{"answer": ' + "[" * 5000 + "]" * 5000 + "}"
+
+
+def deep_on(task: str, otherwise: Callable[[RecordedRequest], str]) -> Step:
+    """A member that replies DEEP whenever it is asked for `task`."""
+    return responder(lambda request: DEEP if task_of(request) == task else otherwise(request))
+
+
+def warned(events: Any, member: str) -> list[str]:
+    return [w.message for w in events.of("warning") if w.member == member]
+
+
+async def test_a_deep_confer_vote_is_that_voters_malformed_vote(fake_server, run_protocol):
+    fake_server.script("ann-model", responder(lambda r: vote_json("A", 80, "") if task_of(r) == "confer.vote" else "a"))
+    fake_server.script("bob-model", deep_on("confer.vote", lambda r: "b"))
+    result, events = await run_protocol(confer, make_panel(fake_server, ["ann", "bob"], max_rounds=1))
+    bob = next(vote for vote in result.rounds[0].votes if vote.voter == "bob")
+    assert bob.fallback and result.final_answer == "a"
+    assert warned(events, "bob") == [
+        "gave no usable vote (the reply's JSON is nested deeper than 64 levels); it keeps its own answer at confidence 50"
+    ]
+
+
+async def test_a_deep_ballot_is_read_as_text_and_abstains(fake_server, run_protocol):
+    fake_server.default(reply(ballot("MySQL")))
+    fake_server.script("evil-model", reply(DEEP))
+    result, events = await run_protocol(vote, vote_panel(fake_server, ["ann", "evil"]))
+    assert result.winner == "MySQL" and result.abstained == ["evil"]
+    assert "named no option; recorded as an abstention" in warned(events, "evil")
+
+
+async def test_a_deep_critic_verdict_is_asked_once_more_then_ends_the_loop(fake_server, run_protocol):
+    fake_server.script("writer-model", worker("the announcement"))
+    fake_server.script("boss-model", reply(DEEP))
+    result, events = await run_protocol(supervise, supervised_panel(fake_server, {"writer": "Write it."}))
+    (only,) = result.rounds
+    assert (result.loop_end, only.review.attempts) == ("no_verdict", 2)
+    assert only.review.problem == "the reply's JSON is nested deeper than 64 levels"
+    assert result.final_answer == "the consolidated answer"
+
+
+async def test_a_deep_plan_is_an_invalid_plan_and_the_planner_tries_again(fake_server, run_protocol):
+    good = json.dumps({"subtasks": [{"task_id": "t1", "worker": "research", "title": "t", "description": "d"}]})
+    plans = iter([DEEP, good])
+    fake_server.script("boss-model", responder(lambda r: next(plans) if task_of(r) == "plan" else "The answer."))
+    fake_server.script("research-model", reply("found it"))
+    panel = make_panel(fake_server, ["boss", "research"], planner="boss", chairman="boss")
+    result, _ = await run_protocol(orchestrate, panel)
+    assert [(a.accepted, a.error) for a in result.plan_attempts] == [
+        (False, "the reply's JSON is nested deeper than 64 levels"),
+        (True, None),
+    ]
+    assert result.final_answer == "The answer."
+
+
+async def test_a_deep_delphi_revision_counts_as_its_text(fake_server, run_protocol):
+    def expert(request: RecordedRequest) -> str:
+        task = task_of(request)
+        return "the synthesis" if task == "delphi.synthesis" else DEEP if task == "delphi.contribution" else "first"
+
+    fake_server.script("ann-model", responder(expert))
+    fake_server.script("bob-model", responder(lambda r: "the synthesis" if task_of(r) == "delphi.synthesis" else "b"))
+    panel = make_panel(fake_server, ["ann", "bob"], max_rounds=2, until_convergence=False)
+    result, events = await run_protocol(delphi, panel)
+    ann = next(c for c in result.rounds[1].contributions if c.expert == "ann")
+    assert (ann.structured, ann.changed, ann.analysis) == (False, True, DEEP)
+    assert result.final_answer == "the synthesis"
+    assert any("nested deeper than 64 levels" in message for message in warned(events, "ann"))
+
+
+async def test_a_deep_judge_score_leaves_that_response_out(fake_server, run_protocol):
+    fake_server.script("ann-model", reply("ann answer"))
+    fake_server.script("bob-model", reply("bob answer"))
+    judge = responder(
+        lambda r: (DEEP if "ann answer" in prompt_of(r) else '{"score": 70}') if task_of(r) == "judge" else "j"
+    )
+    fake_server.script("judge-model", judge)
+    panel = make_panel(fake_server, ["ann", "bob", "judge"], mode="consensus", scorer="judge:judge")
+    result, events = await run_protocol(ensemble, panel)
+    assert result.scores == {"bob": 70.0, "judge": 70.0} and result.chosen == "bob"
+    assert "the judge could not score ann's response (the reply's JSON is nested deeper than 64 levels)" in warned(
+        events, "judge"
+    )
+
+
+# -- 8. usage a provider reports is a number from outside -------------------------------------
+
+
+def completion(content: Any, usage: dict[str, Any] | None = None) -> Step:
+    """A completion exactly as written, whatever its fields hold (the fake's own replies are
+    always well-formed)."""
+    body = {
+        "id": "chatcmpl-raw",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": usage or {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+    }
+    return malformed(json.dumps(body), status=200)
+
+
+@pytest.mark.parametrize(
+    ("usage", "shown"),
+    [
+        (
+            {"prompt_tokens": 10**30, "completion_tokens": 5, "total_tokens": 10**30 + 5},
+            "prompt_tokens a 31-digit number",
+        ),
+        ({"prompt_tokens": -1_999_999_650, "completion_tokens": 5, "total_tokens": -1}, "prompt_tokens -1999999650"),
+        ({"prompt_tokens": 10, "completion_tokens": 10**9 + 1, "total_tokens": 10}, "completion_tokens 1000000001"),
+    ],
+    ids=["huge", "negative", "past-a-billion"],
+)
+def test_usage_outside_its_range_is_unknown_and_the_run_is_stored(fake_server, tmp_path, usage, shown):
+    fake_server.script("liar", completion("an answer", usage))
+    fake_server.script("honest", completion("an answer"))
+    file = tmp_path / "p.yaml"
+    file.write_text(
+        "question: q?\nprotocol: ensemble\nmembers:\n"
+        f"  - {{name: liar, model: openai/liar, api_base: '{fake_server.url}'}}\n"
+        f"  - {{name: honest, model: openai/honest, api_base: '{fake_server.url}'}}\n"
+    )
+    db = tmp_path / "runs.db"
+    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    assert outcome.exit_code == 0, outcome.output
+    data = json.loads(outcome.stdout)
+    assert data["tokens"] == 30, "the run counts the tokens it knows"
+    message = (
+        f"its provider reported usage outside 0 to 1,000,000,000 tokens ({shown}); its tokens and cost are unknown"
+    )
+    assert f"liar: {message}" in " ".join(data["warnings"]) or message in outcome.stderr
+    rows = sqlite3.connect(db).execute("select member, tokens_in, tokens_out from calls order by member").fetchall()
+    assert rows == [("honest", 10, 20), ("liar", None, None)]
+
+
+async def test_negative_usage_cannot_give_the_budget_money_back(fake_server, recorder):
+    """One endpoint reports a negative count. Counted, it would hand the budget $100 back and a
+    $0.02 cap would admit every later call; discarded, its call is counted at its worst case
+    ($0.01: 100 tokens at $0.0001), so only one honest call ($0.002 each) fits after it."""
+    litellm = load_litellm()
+    litellm.register_model(
+        {
+            "priced": {
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.0001,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+    )
+    fake_server.script(
+        "priced",
+        completion("a lie", {"prompt_tokens": 10, "completion_tokens": -1_000_000, "total_tokens": 10}),
+        completion("honest"),
+    )
+    budget = Budget(max_cost=0.02)
+    gw = Gateway(recorder, defaults=Defaults(retries=0, max_tokens=100), budget=budget)
+    priced = member(fake_server, "priced")
+    try:
+        lie = await ask(gw, priced)
+        honest = [await ask(gw, priced) for _ in range(16)]
+    finally:
+        await gw.aclose()
+        litellm.model_cost.pop("priced", None)
+    assert (lie.ok, lie.tokens_in, lie.tokens_out, lie.cost) == (True, None, None, None)
+    assert [result.ok for result in honest] == [True] + [False] * 15
+    assert len(fake_server.requests_for("priced")) == 2
+    assert budget.spent == pytest.approx(0.01 + 0.002)
+
+
+async def test_a_stream_reporting_impossible_usage_is_unknown_too(fake_server, recorder):
+    fake_server.script("m", reply("streamed answer", prompt_tokens=-5, completion_tokens=10**12))
+    gw = Gateway(recorder, defaults=Defaults(retries=0), stream=True)
+    try:
+        result = await ask(gw, member(fake_server))
+    finally:
+        await gw.aclose()
+    assert fake_server.requests_for("m")[0].streamed
+    assert (result.ok, result.text, result.tokens_in, result.tokens_out) == (True, "streamed answer", None, None)
+    (warning,) = recorder.of("warning")
+    assert warning.member == "m" and "(prompt_tokens -5, completion_tokens a 13-digit number)" in warning.message
+
+
+# -- 9. text that no writer accepts, and replies litellm refuses -----------------------------------
+
+
+def test_a_lone_surrogate_in_a_reply_is_replaced_before_it_is_stored_or_shown(fake_server, tmp_path):
+    fake_server.default(completion("caf\ud800e"))
+    file = tmp_path / "p.yaml"
+    file.write_text(f"question: q?\nmembers:\n  - {{name: a, model: openai/a, api_base: '{fake_server.url}'}}\n")
+    db = tmp_path / "runs.db"
+    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    assert outcome.exit_code == 0, outcome.output
+    data = json.loads(outcome.stdout)
+    assert data["final_answer"].endswith("caf\ufffde")
+    exported = CliRunner().invoke(app, ["history", "export", data["run_id"], "--db", str(db), "--format", "md"])
+    assert exported.exit_code == 0 and "caf\ufffde" in exported.stdout
+
+
+@pytest.mark.parametrize("form", ["md", "html"])
+def test_a_deep_reply_stored_as_an_answer_still_exports(fake_server, tmp_path, form):
+    fake_server.default(reply(DEEP))
+    file = tmp_path / "p.yaml"
+    file.write_text(f"question: q?\nmembers:\n  - {{name: a, model: openai/a, api_base: '{fake_server.url}'}}\n")
+    db = tmp_path / "runs.db"
+    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    assert outcome.exit_code == 0, outcome.output
+    run_id = json.loads(outcome.stdout)["run_id"]
+    target = tmp_path / f"run.{form}"
+    exported = CliRunner().invoke(app, ["history", "export", run_id, "--db", str(db), "-o", str(target)])
+    assert exported.exit_code == 0, exported.output
+    assert "[[[[" in target.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        (completion([{"type": "text", "text": "hi"}]), "the reply's content was not text"),
+        (completion(42), "the reply's content was not text"),
+        (completion({"text": "hi"}), "the reply's content was not text"),
+        (
+            completion("hi", {"prompt_tokens": "ten", "completion_tokens": "5"}),
+            "the reply's token counts were not whole numbers",
+        ),
+        (
+            completion("hi", {"prompt_tokens": 1.5, "completion_tokens": 2}),
+            "the reply's token counts were not whole numbers",
+        ),
+    ],
+    ids=["list", "int", "object", "text-tokens", "float-tokens"],
+)
+async def test_a_reply_of_the_wrong_shape_is_malformed_without_a_word_on_stderr(fake_server, gateway, step, message):
+    fake_server.script("m", step)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = await ask(gateway, member(fake_server))
+    assert (result.ok, result.error_kind, result.error) == (False, "malformed", message)
+    assert [str(w.message) for w in caught if "Pydantic serializer" in str(w.message)] == []
+
+
+async def test_counts_given_as_text_are_read_without_a_word_on_stderr(fake_server, gateway):
+    fake_server.script("m", completion("hi", {"prompt_tokens": "10", "completion_tokens": "5", "total_tokens": "15"}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = await ask(gateway, member(fake_server))
+    assert (result.ok, result.tokens_in, result.tokens_out) == (True, 10, 5)
+    assert [str(w.message) for w in caught if "Pydantic serializer" in str(w.message)] == []
+
+
+# -- 10. a structured reply holding two answers is asked once more, within the call -----------------
+
+
+class Pick(BaseModel):
+    decisive: ClassVar[tuple[str, ...]] = ("pick",)
+
+    pick: str
+
+
+async def test_two_answers_are_asked_once_more_in_one_call(fake_server, gateway, recorder):
+    fake_server.script("m", reply('{"pick": "a"} and {"pick": "b"}'), reply('{"pick": "b"}'))
+    result = await ask(gateway, member(fake_server), schema=Pick)
+    assert (result.ok, result.parsed, result.parse_error, result.attempts) == (True, {"pick": "b"}, None, 2)
+    (started,) = recorder.of("call_started")
+    (finished,) = recorder.of("call_finished")
+    assert finished.messages[-2:] == [
+        {"role": "assistant", "content": '{"pick": "a"} and {"pick": "b"}'},
+        {
+            "role": "user",
+            "content": "Your reply could not be used: the reply holds two objects with different pick ('a' and 'b'). "
+            "Reply again with only your own JSON object, once, and no other object.",
+        },
+    ]
+    assert finished.tokens_in == 20 and finished.tokens_out == 40, "both requests are counted"
+
+
+async def test_when_asking_once_more_fails_the_first_reply_stands_unusable(fake_server, gateway):
+    fake_server.script("m", reply('{"pick": "a"} {"pick": "b"}'), error(400, "no more"))
+    result = await ask(gateway, member(fake_server), schema=Pick)
+    assert (result.ok, result.text, result.parsed) == (True, '{"pick": "a"} {"pick": "b"}', None)
+    assert result.parse_error == (
+        "the reply holds two objects with different pick ('a' and 'b'); asked once more, that request failed "
+        "(the provider rejected the request (400): no more)"
+    )

@@ -118,7 +118,8 @@ async def test_confer_keeps_the_candidate_of_the_last_whole_round(fake_server, r
     result, events = await run_capped(confer, panel_of(fake_server, ["ann", "bob", "cy"]), Budget(max_cost=0.40))
     assert len(fake_server.requests) == 3 + 3 + 2
     assert [r.index for r in result.rounds] == [1] and result.winner == "bob"
-    assert result.final_answer == "bob-model revised" and result.converged is False
+    assert result.final_answer == "bob-model answer" and result.converged is False
+    assert result.final_answer_source == "answer", "the text round 1 voted for, not bob's unseen revision"
     assert len(events.of("round_tallied")) == 1
 
 

@@ -31,7 +31,8 @@ async def test_converges_after_two_vote_rounds_with_exact_call_count(fake_server
     assert len(result.rounds) == 2
     assert len(fake_server.requests) == 3 * (1 + 2) == events.envelope.calls
     assert result.winner == "ann"
-    assert result.final_answer == "ann revised"
+    assert result.final_answer == "ann revised", "round 2 voted for ann's revision from round 1"
+    assert result.final_answer_source == "revision"
     assert result.scores == {"A": 240.0, "B": 0.0, "C": 0.0}
     assert result.confidence_score == 240 / 300
     assert [t.winner for t in events.of("round_tallied")] == ["ann", "ann"]
@@ -54,7 +55,8 @@ async def test_stops_at_max_rounds_without_convergence(fake_server, run_protocol
     assert result.converged is False
     assert [r.winner for r in result.rounds] == ["ann", "bob", "ann"]
     assert len(fake_server.requests) == 2 * (1 + 3)
-    assert result.final_answer == "ann-model round 3"
+    assert result.final_answer == "ann-model round 2", "the text round 3 voted for, not ann's unseen round-3 revision"
+    assert result.final_answer_source == "revision"
 
 
 async def test_no_convergence_runs_every_round(fake_server, run_protocol):
@@ -146,7 +148,7 @@ async def test_timed_out_member_is_recorded_and_the_round_goes_on(fake_server, r
     fake_server.script("bob-model", hang())
     panel = make_panel(fake_server, ["ann", "bob"], max_rounds=1, timeouts={"answer": "3s", "vote": "3s"})
     result, events = await run_protocol(confer, panel)
-    assert result.final_answer == "ann revised"
+    assert (result.final_answer, result.final_answer_source) == ("first answer, 9 letters", "answer")
     assert [f.kind for f in result.failures] == ["timeout", "timeout"]
     assert {e.kind for e in events.of("call_failed")} == {"timeout"}
 
@@ -187,7 +189,7 @@ async def test_tally_log_odds_lets_one_sure_voter_win_where_summed_confidence_wo
     assert (by_confidence.tally, by_confidence.winner, by_confidence.scores["B"]) == ("confidence", "bob", 110.0)
     panel = make_panel(fake_server, names, max_rounds=1, tally="Log_Odds", options=["x", "y", "z"])
     by_odds, events = await run_protocol(confer, panel)
-    assert (by_odds.tally, by_odds.winner, by_odds.final_answer) == ("log_odds", "ann", "ann revised")
+    assert (by_odds.tally, by_odds.winner, by_odds.final_answer) == ("log_odds", "ann", "first answer, 9 letters")
     assert by_odds.scores["A"] == pytest.approx(math.log(38)) and by_odds.scores["C"] == 0.0
     assert by_odds.scores["B"] == pytest.approx(2 * math.log(1.1 / 0.45))
     assert events.of("round_tallied")[0].scores == by_odds.scores

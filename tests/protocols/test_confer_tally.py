@@ -17,7 +17,7 @@ from panel_cli.protocols.confer.engine import (
     tally,
 )
 from panel_cli.protocols.confer.log_odds import HIGHEST, LOWEST, log_odds_weight, probability, vote_weight
-from panel_cli.tasks import fence_tag
+from panel_cli.tasks import fence_tag, scrub_tag
 
 
 def vote(voter: str, label: str, confidence: float) -> Vote:
@@ -113,6 +113,23 @@ def test_an_answer_cannot_close_its_fence_with_the_runs_tag():
         text = render_block({"A": forged, "B": "second"})
     assert text.count("[0a1b2c3d] ===") == 4, "two fences of two lines each, no more"
     assert "=== Answer B [(tag)] ===" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "scrubbed"),
+    [
+        ("x 0A1B2C3D y", "x (tag) y"),
+        ("x \uff10\uff41\uff11\uff42\uff12\uff43\uff13\uff44 y", "x (tag) y"),
+        ("x 0a1b\u200b2c3d y", "x (tag) y"),
+        ("x Oa1b2\u0441\u0437d y", "x (tag) y"),
+        ("0a1b2c3d0a1b2c3d", "(tag)(tag)"),
+        ("0a1b2c3 d and 0a1b2c3e", "0a1b2c3 d and 0a1b2c3e"),
+        ("Ünïcödé — nothing here", "Ünïcödé — nothing here"),
+    ],
+    ids=["upper", "fullwidth", "zero-width", "look-alikes", "twice", "near-misses", "no-tag"],
+)
+def test_every_spelling_of_the_tag_is_scrubbed_and_nothing_else(text, scrubbed):
+    assert scrub_tag(text, "0a1b2c3d") == scrubbed
 
 
 def test_a_round_of_fallbacks_carries_no_signal():

@@ -68,11 +68,22 @@ def test_a_valid_plan_is_read_with_its_defaults():
     assert (second.worker, second.title, second.depends_on, second.priority) == ("writing", "", ["t1"], 2)
 
 
-def test_the_plan_is_the_last_json_object_of_the_reply():
+def test_the_plan_is_the_first_json_object_outside_what_the_reply_quotes():
     quoted = json.dumps({"subtasks": [entry("x", "nobody")]})
     own = json.dumps({"subtasks": [entry("t1")]})
-    (task,) = read_plan(f"The example {quoted} is wrong. Mine:\n```json\n{own}\n```", WORKERS)
+    (task,) = read_plan(f"The example was:\n> {quoted}\n\nMine:\n```json\n{own}\n```", WORKERS)
     assert task.task_id == "t1"
+    (task,) = read_plan(f"{own}\n\nthe same again: {own}", WORKERS)
+    assert task.task_id == "t1"
+
+
+def test_a_reply_holding_two_different_plans_is_no_plan():
+    quoted = json.dumps({"subtasks": [entry("x", "nobody")]})
+    own = json.dumps({"subtasks": [entry("t1")]})
+    with pytest.raises(PlanError) as caught:
+        read_plan(f"The example {quoted} is wrong. Mine:\n```json\n{own}\n```", WORKERS)
+    assert caught.value.message.startswith("the reply holds two objects with different subtasks (")
+    assert caught.value.message.endswith("); reply with one plan")
 
 
 @pytest.mark.parametrize(

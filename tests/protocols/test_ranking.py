@@ -177,3 +177,35 @@ def test_bias_report_counts_own_first_and_shown_first():
 def test_bias_report_without_reviews_has_no_shares():
     report = bias_report([])
     assert report.own_first_share is None and report.shown_first_share is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "FINAL RANKING: Model C > Model A > Model B",
+        "FINAL RANKING: Model C >> Model A >> Model B",
+        "FINAL RANKING: C → A → B",
+        "FINAL RANKING: Model C; Model A; Model B",
+        "FINAL RANKING: 1. Model C 2. Model A 3. Model B",
+        "FINAL RANKING: 1) Model C (2) Model A (3) Model B",
+        "FINAL RANKING:\n- **Model C**\n- Model A\n- Model B",
+        "FINAL RANKING:\n> 1. Model C\n> 2. Model A\n> 3. Model B",
+    ],
+    ids=[
+        "arrows",
+        "double-arrows",
+        "unicode-arrows",
+        "semicolons",
+        "numbered-inline",
+        "parenthesised",
+        "bullets",
+        "quoted",
+    ],
+)
+def test_every_list_form_reads_the_whole_ranking(text):
+    assert parse_ranking(text, ANON).ranking == ["Model C", "Model A", "Model B"]
+
+
+def test_a_comment_in_a_numbered_line_is_no_separator():
+    text = "FINAL RANKING:\n1. Model B - better > the rest, by far\n2. Model A\n3. Model C"
+    assert parse_ranking(text, ANON).ranking == ["Model B", "Model A", "Model C"]

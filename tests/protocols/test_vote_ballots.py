@@ -58,8 +58,31 @@ def test_an_option_of_several_words_matches_across_any_spacing():
     assert match_option("MySQL, not PostgreSQL", ["MySQL", "Redis"]) == "MySQL"
 
 
-def test_of_two_options_as_long_the_one_listed_first_wins():
-    assert match_option("Redis or MySQL, hard to say", ["MySQL", "Redis"]) == "MySQL"
+@pytest.mark.parametrize(
+    ("text", "options"),
+    [
+        ("Redis or MySQL, hard to say", ["MySQL", "Redis"]),
+        ("Yes or No? I say No", ["Yes", "No"]),
+        ("PostgreSQL, not MySQL", DB),
+        ("Ship it now, or wait a week", ["Ship", "Wait"]),
+    ],
+)
+def test_a_text_naming_two_options_that_do_not_contain_each_other_names_none(text, options):
+    assert match_option(text, options) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Yes or No? Hard to say.\nAnswer: No", "No"),
+        ("PostgreSQL, not MySQL.\n\n**Final answer:** PostgreSQL", "PostgreSQL"),
+        ("Answer: MySQL\nOn reflection, PostgreSQL or MySQL...\nanswer: PostgreSQL", "PostgreSQL"),
+        ("PostgreSQL, not MySQL.\nAnswer: either PostgreSQL or MySQL", None),
+    ],
+    ids=["answer-line", "final-answer", "the-last-line", "an-answer-line-naming-two"],
+)
+def test_an_answer_line_says_which_of_two_options(text, expected):
+    assert match_option(text, DB if "SQL" in text else ["Yes", "No"]) == expected
 
 
 def test_an_option_with_symbols_matches_as_written():

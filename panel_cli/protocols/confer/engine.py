@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -42,11 +43,14 @@ RULES = ProtocolRules(
 
 
 class PeerVote(BaseModel):
-    """The structured vote asked of each member."""
+    """The structured vote asked of each member. A reply holding a second object with another
+    label holds two votes (`panel_cli.llm.structured`). A confidence must be a finite number."""
+
+    decisive: ClassVar[tuple[str, ...]] = ("chosen_label",)
 
     chosen_label: str = Field(description="label of the best answer, possibly your own")
     revised_answer: str = Field(description="your answer for the next round")
-    confidence: float = Field(description="0 to 100")
+    confidence: float = Field(description="0 to 100", allow_inf_nan=False)
     rationale: str = Field(default="", description="one sentence")
 
 
@@ -60,8 +64,11 @@ class Vote(BaseModel):
 
 
 class ConferRound(BaseModel):
-    """One vote round. `signal` is False when every vote cast was a fallback: the winner then
-    came from the tie rule alone, and the round cannot count towards convergence."""
+    """One vote round. `winner_answer` is the winning answer as the round's block showed it:
+    what the panel voted for (the winner's revision, written in the same round, is in its
+    vote, for the next round to vote on). `signal` is False when every vote cast was a
+    fallback: the winner then came from the tie rule alone, and the round cannot count
+    towards convergence."""
 
     index: int
     block: dict[str, str]
@@ -81,12 +88,20 @@ class MemberFailure(BaseModel):
     error: str
 
 
+# Where confer's final answer comes from: the winner's round-0 answer, or a revision it wrote
+# in the round before, each as the deciding round's block showed it and the panel voted for it;
+# or, when the budget allowed no vote round, the first answer in member order, unvoted.
+FinalAnswerSource = Literal["answer", "revision", "first_answer"]
+
+
 class ConferResult(ProtocolResult):
     """`tally` is how the votes were counted: summed confidence, or summed log-odds (then
-    `scores` are log-odds, and may be negative)."""
+    `scores` are log-odds, and may be negative). `final_answer_source` says which text the
+    final answer is (`FinalAnswerSource`); null without one."""
 
     tally: ConferTally
     winner: str | None
+    final_answer_source: FinalAnswerSource | None
     confidence_score: float
     scores: dict[str, float]
     converged: bool
@@ -104,6 +119,12 @@ def assign_labels(order: list[str], answers: dict[str, str]) -> dict[str, str]:
 def render_block(block: dict[str, str]) -> str:
     """The anonymous block: labels and answers only, never an author."""
     return render_labelled(block, "Answer")
+
+
+def _shown(label: str, limit: int = 40) -> str:
+    """A label as a model wrote it, quoted on one short line for a warning."""
+    flat = " ".join(label.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
 
 
 def clamp_confidence(value: float) -> float:
@@ -127,7 +148,7 @@ def normalize_vote(
             ),
             None,
         )
-    reason = (problem or "no vote") if parsed is None else f"label '{parsed['chosen_label']}' does not exist"
+    reason = (problem or "no vote") if parsed is None else f"label {_shown(parsed['chosen_label'])} does not exist"
     if own_label is None or own_answer is None:
         return None, f"gave no usable vote ({reason}) and has no answer of its own; no vote this round"
     return (
@@ -187,6 +208,13 @@ def has_converged(winners: list[str | None]) -> bool:
     """The same member won the last two vote rounds. A round without signal counts as None,
     so it breaks a run of wins instead of extending it."""
     return len(winners) >= 2 and winners[-1] is not None and winners[-1] == winners[-2]
+
+
+def final_answer_source(decided: ConferRound, initial: dict[str, str]) -> FinalAnswerSource:
+    """Whether the deciding round's winning text is its author's round-0 answer, or a revision
+    it wrote a round before, which this round's vote confirmed."""
+    author = decided.winner
+    return "answer" if author is not None and initial.get(author) == decided.winner_answer else "revision"
 
 
 def answer_prompt(question: str) -> str:
@@ -302,7 +330,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         scores, winner_label = tally(votes, list(block), panel.tally, choices_of(panel.options, block))
         winner = authors[winner_label] if winner_label else None
         revised = {vote.voter: vote.revised_answer for vote in votes}
-        winner_answer = revised.get(winner, block[winner_label]) if winner and winner_label else None
+        winner_answer = block[winner_label] if winner_label else None
         signal = has_signal(votes)
         await emit(RoundTallied(round=index, scores=scores, winner_label=winner_label, winner=winner, authors=authors))
         if winner is not None and not signal:
@@ -335,6 +363,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     return ConferResult(
         tally=panel.tally,
         final_answer=decided.winner_answer if decided else initial[first] if first else None,
+        final_answer_source=final_answer_source(decided, initial) if decided else "first_answer" if first else None,
         failure_reason=None
         if decided or first
         else "no vote round produced a winner"

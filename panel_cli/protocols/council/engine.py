@@ -317,6 +317,14 @@ async def _review_stage(
                     member=member.name,
                 )
             )
+        if parsed.ranking and len(parsed.ranking) < len(shown):
+            await emit(
+                WarningRaised(
+                    message=f"its ranking lists {len(parsed.ranking)} of the {len(shown)} answers it was shown; the "
+                    "others count as unranked",
+                    member=member.name,
+                )
+            )
         return CouncilReview(
             reviewer=member.name,
             evaluation=reply.text.strip(),

@@ -21,6 +21,11 @@ _MARKER = re.compile(r"FINAL\s+RANKING\s*:", re.IGNORECASE)
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # `1.`, `2)`, `(3)`, `4:` or a bullet followed by a space: a list item's number, not its content.
 _NUMBERING = re.compile(r"^\s*(?:\(?\d+\s*[.):\]]|[-*•+](?=\s))\s*")
+# A later item's number on a numbered line (`… 2. Model B`, `…, (3) Model C`), and what else
+# separates the entries of a line; `>` of a Markdown quotation at a line's start is no separator.
+_INLINE_NUMBER = re.compile(r"[,;]?\s+(?=\(?\d+\s*[.):\]]\s)")
+_SEPARATORS = re.compile(r"\s*(?:[,;]|>+|[→»≻]+)\s*")
+_QUOTATION = re.compile(r"^\s*>+\s*")
 # The words reviewers put before a label: `Model A`, `Response B`, `Member gpt`.
 _PREFIX = re.compile(r"^(?:model|member|answer|response)\s+", re.IGNORECASE)
 # What may follow a bare label in an item (`A - clear`, `B: thin`, `C (best)`). A hyphen
@@ -36,12 +41,14 @@ def has_ranking(text: str) -> bool:
 
 
 def _items(line: str) -> list[str]:
-    """A line is one item when it is numbered (`1. Model A, the clearest`), unless every
-    comma-separated part is numbered (`1. Model A, 2. Model B`); otherwise a comma list."""
-    parts = line.split(",")
-    if _NUMBERING.match(line) and not all(_NUMBERING.match(part) for part in parts[1:]):
-        return [line]
-    return parts
+    """The entries of one line of a ranking, a quotation's `>` taken off first. A numbered or
+    bulleted line is one entry (`1. Model A, the clearest > the rest`), unless further numbers
+    start further entries on it (`1. Model A 2. Model B`, `1. Model A, 2. Model B`). Any
+    other line is a list: `Model C > Model A > Model B`, with commas, semicolons or arrows."""
+    line = _QUOTATION.sub("", line, count=1)
+    if _NUMBERING.match(line):
+        return _INLINE_NUMBER.split(line)
+    return _SEPARATORS.split(line)
 
 
 def _clean(item: str) -> str:
@@ -81,7 +88,8 @@ def parse_ranking(text: str, known: Mapping[str, str]) -> ParsedRanking:
     """The ranking at the end of one review.
 
     Read from the text after the *last* `FINAL RANKING:` (so a marker quoted earlier never
-    counts) up to the next blank line, as a comma-separated list or numbered lines. Blank
+    counts) up to the next blank line, as a list separated by commas, semicolons or `>`, or
+    as numbered or bulleted lines (`_items`). Blank
     lines straight after the marker are skipped, since models often write the list as a
     Markdown block. A label listed twice counts once, at its first place; an entry that is
     not a known label is dropped, and the places close up around it. No marker: an empty

@@ -13,6 +13,7 @@ only gathers calls and emits events.
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -49,7 +50,10 @@ NO_CONTRIBUTIONS = "Delphi failed: no expert contributed"
 
 
 class Revision(BaseModel):
-    """The structured reply asked of each expert from round 2 on."""
+    """The structured reply asked of each expert from round 2 on. A reply holding two that
+    differ holds two contributions (`panel_cli.llm.structured`)."""
+
+    decisive: ClassVar[tuple[str, ...]] = ("analysis", "changed")
 
     analysis: str = Field(description="your complete analysis for this round")
     changed: bool = Field(

@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -36,9 +36,12 @@ ScorerKind = Literal["length", "judge"]
 
 
 class JudgeScore(BaseModel):
-    """The structured score asked of a judge for one response."""
+    """The structured score asked of a judge for one response: a finite number; a reply
+    holding two different scores holds none (`panel_cli.llm.structured`)."""
 
-    score: float = Field(description="0 (useless) to 100 (excellent)")
+    decisive: ClassVar[tuple[str, ...]] = ("score",)
+
+    score: float = Field(description="0 (useless) to 100 (excellent)", allow_inf_nan=False)
     reason: str = Field(default="", description="one sentence")
 
 

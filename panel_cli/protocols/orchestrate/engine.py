@@ -21,7 +21,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -40,7 +40,7 @@ from panel_cli.events import (
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules
-from panel_cli.protocols.orchestrate.plan import MAX_TASKS, PlanError, read_plan
+from panel_cli.protocols.orchestrate.plan import MAX_TASKS, PLAN_DECISIVE, PlanError, read_plan
 from panel_cli.protocols.stages import (
     ChairFailure,
     failure_reason,
@@ -192,6 +192,10 @@ class SubtaskShape(BaseModel):
 
 
 class PlanShape(BaseModel):
+    """A plan's shape, for the schema the planner is given; `plan.read_plan` reads the reply."""
+
+    decisive: ClassVar[tuple[str, ...]] = PLAN_DECISIVE
+
     subtasks: list[SubtaskShape]
 
 

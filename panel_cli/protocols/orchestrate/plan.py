@@ -17,9 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from panel_cli.events import PlannedTask
-from panel_cli.llm.structured import extract_json_object
+from panel_cli.llm.structured import NO_OBJECT, NoObject, TwoObjects, reply_object
 
 MAX_TASKS = 50
+# A reply holding two objects with different subtasks holds two plans, and is no plan.
+PLAN_DECISIVE = ("subtasks",)
 MAX_ID_LENGTH = 40
 # How many problems one rejection lists: enough to fix a plan in one go, short enough to read.
 MAX_PROBLEMS = 5
@@ -147,12 +149,20 @@ def find_cycle(depends: Mapping[str, Sequence[str]]) -> list[str] | None:
 
 
 def read_plan(text: str, workers: Sequence[str], max_tasks: int = MAX_TASKS) -> list[PlannedTask]:
-    """The subtasks of a planner's reply (its last JSON object, `{"subtasks": [...]}`), or
-    PlanError with every problem: unique ids, known workers, known dependencies, none on
-    itself, no cycle, at most `max_tasks` subtasks."""
-    data = extract_json_object(text)
-    if data is None:
-        raise PlanError(['the reply holds no JSON object; reply with one object of the form {"subtasks": [...]}'])
+    """The subtasks of a planner's reply (its own JSON object, `{"subtasks": [...]}`: the first
+    outside what it quotes, `panel_cli.llm.structured.reply_object`), or PlanError with every
+    problem: one plan, unique ids, known workers, known dependencies, none on itself, no
+    cycle, at most `max_tasks` subtasks."""
+    try:
+        data = reply_object(text, PLAN_DECISIVE)
+    except TwoObjects as exc:
+        raise PlanError([f"{exc}; reply with one plan"]) from None
+    except NoObject as exc:
+        if str(exc) != NO_OBJECT:
+            raise PlanError([str(exc)]) from None
+        raise PlanError(
+            ['the reply holds no JSON object; reply with one object of the form {"subtasks": [...]}']
+        ) from None
     entries = data.get("subtasks")
     if not isinstance(entries, list):
         raise PlanError(

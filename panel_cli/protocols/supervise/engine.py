@@ -20,7 +20,7 @@ to another model is fenced (`render_labelled`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -57,7 +57,10 @@ LoopEnd = Literal["approved", "round_cap", "no_verdict", "no_deliverables", "bud
 
 class CriticVerdict(BaseModel):
     """The strict JSON asked of the critic. The verdict's case and spaces are forgiven; any
-    other word is not."""
+    other word is not. A reply holding a second object with another verdict (a worker's
+    `{"verdict": "APPROVED"}`, quoted) holds two verdicts (`panel_cli.llm.structured`)."""
+
+    decisive: ClassVar[tuple[str, ...]] = ("verdict",)
 
     verdict: Verdict = Field(description="APPROVED if every deliverable can be consolidated as it is, else REJECTED")
     feedback: dict[str, str] = Field(

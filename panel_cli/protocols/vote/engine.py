@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -39,7 +39,7 @@ from panel_cli.events import (
 )
 from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.gateway import Gateway
-from panel_cli.llm.structured import extract_json_object
+from panel_cli.llm.structured import NoObject, TwoObjects, reply_object
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
 from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
@@ -69,7 +69,10 @@ _QUOTES = "*_`\"'“”‘’"
 
 
 class BallotReply(BaseModel):
-    """The structured ballot asked of each voter, and of a decision's leader."""
+    """The structured ballot asked of each voter, and of a decision's leader. A reply holding
+    a second object with another choice holds two ballots (`panel_cli.llm.structured`)."""
+
+    decisive: ClassVar[tuple[str, ...]] = ("choice",)
 
     choice: str = Field(description="the option you vote for, exactly as it is listed")
     ranking: list[str] = Field(default_factory=list, description="every option, best first")
@@ -146,12 +149,30 @@ def word_pattern(option: str) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(word) for word in option.split()) + r"(?!\w)", re.IGNORECASE)
 
 
-def match_option(text: str, options: Sequence[str]) -> str | None:
-    """The option a text names: as whole words, in any case. Of several named, the longest
-    wins, so `Do not ship` beats `Ship`; `Shipping` names neither. Of two as long, the one
-    listed first."""
+# An explicit answer line in prose: `Answer: No`, `**Final answer:** MySQL`.
+_ANSWER_LINE = re.compile(r"^[\s*_#>]*(?:final\s+|my\s+)?answer[\s*_]*:[\s*_]*(.+)$", re.IGNORECASE | re.MULTILINE)
+
+
+def _named(text: str, options: Sequence[str]) -> str | None:
+    """The one option a text names, as whole words in any case: the only one named, or the one
+    that contains every other named (`Do not ship` contains `Ship`); `Shipping` names neither.
+    Two named options that do not contain each other (`PostgreSQL, not MySQL`) name none."""
     named = [option for option in options if word_pattern(option).search(text)]
-    return max(named, key=len) if named else None
+    if not named:
+        return None
+    widest = max(named, key=len)
+    return widest if all(word_pattern(other).search(widest) for other in named) else None
+
+
+def match_option(text: str, options: Sequence[str]) -> str | None:
+    """The option a text names (`_named`); when it names several that do not contain each
+    other, the one its last `Answer:` line names, if any. A text that names two options
+    without saying which is its answer (`Yes or No? I say No`) names none: it abstains."""
+    found = _named(text, options)
+    if found is not None:
+        return found
+    lines = _ANSWER_LINE.findall(text)
+    return _named(lines[-1], options) if lines else None
 
 
 def read_ranking(entries: Any, options: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -214,13 +235,21 @@ def read_ballot(
 ) -> tuple[Ballot, list[str]]:
     """A reply read as a ballot, and the warnings to raise about it.
 
-    A reply holding a ballot object is read by its own fields: a `choice` that is exactly
-    an option is a structured vote; any other choice is matched as text (whole words, the
-    longest option named), and its ranking, confidence and reason are read field by field.
-    A reply with no ballot object is read as prose, matched as text. A ballot that names no
-    option abstains, or with `no_match: first` counts for the first option."""
-    data = parsed if parsed is not None else extract_json_object(text)
+    A reply holding a ballot object (its own: `panel_cli.llm.structured.reply_object`) is read
+    by its own fields: a `choice` that is exactly an option is a structured vote; any other
+    choice is matched as text (`match_option`), and its ranking, confidence and reason are
+    read field by field. A reply with no ballot object, or with two ballots that disagree, is
+    read as prose, matched as text. A ballot that names no option abstains, or with
+    `no_match: first` counts for the first option."""
     warnings: list[str] = []
+    data: dict[str, Any] | None = parsed
+    if data is None:
+        try:
+            data = reply_object(text, BallotReply.decisive)
+        except TwoObjects as exc:
+            warnings.append(f"{exc}; read as text")
+        except NoObject:
+            pass
     matched_by: MatchedBy = "text"
     ranking: list[str] = []
     confidence: float | None = None

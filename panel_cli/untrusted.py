@@ -1,0 +1,108 @@
+"""Data from outside panel (a model's reply, a tool call's arguments, a line of a file a person
+gave) read so that reading it cannot fail in a way nobody planned for.
+
+`json.loads` is not total on such text. A document nested a few thousand levels deep raises
+RecursionError; an integer of 5,000 digits raises a ValueError that is no JSONDecodeError,
+and one of 30 digits parses but overflows SQLite's INTEGER when it is stored; an escaped lone
+surrogate (`"\\ud800"`, valid JSON) gives a string that no UTF-8 writer accepts, so the store,
+the terminal and every export fail on it. `load_json` bounds all three and has one failure, a
+`json.JSONDecodeError` (located, like any syntax error), so every caller keeps the one
+`except` it already has. `clean_text` is the same cleaning for text that arrives as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# Nothing panel asks for or reads is deeper than a handful of levels; a tool's arguments may
+# be somewhat deeper. Far below the interpreter's recursion limit, and below pydantic's own.
+MAX_DEPTH = 64
+# SQLite's INTEGER: any whole number a store or a result holds must fit in it.
+MAX_INTEGER = 2**63 - 1
+REPLACEMENT = "\ufffd"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# What decides nesting: brackets, and the quotes and escapes that say which brackets are text.
+_STRUCTURE = re.compile(r'[\[\]{}"\\]')
+
+
+class RefusedJSON(json.JSONDecodeError):
+    """Valid JSON that panel will not hold: nested too deep, or a number out of range. Its
+    `msg` reads after "the JSON" (`is nested deeper than 64 levels`)."""
+
+
+class _NumberOutOfRange(Exception):
+    def __init__(self, digits: str) -> None:
+        self.digits = digits
+
+
+def clean_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so it can be written anywhere."""
+    return _SURROGATE.sub(REPLACEMENT, text) if _SURROGATE.search(text) else text
+
+
+def nesting_depth(text: str, limit: int = MAX_DEPTH) -> tuple[int, int]:
+    """How deep the brackets of a JSON text nest, outside its strings, and where the first
+    bracket past `limit` opens (-1 when none is). Counting stops there."""
+    depth = deepest = 0
+    in_string = False
+    skip = -1
+    for match in _STRUCTURE.finditer(text):
+        at = match.start()
+        if at == skip:
+            continue
+        char = match.group()
+        if in_string:
+            if char == "\\":
+                skip = at + 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return depth, at
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    return deepest, -1
+
+
+def _bounded_int(digits: str) -> int:
+    # Compared as text first: int() itself refuses 4,300 digits and more, with a ValueError.
+    if len(digits.lstrip("-")) > len(str(MAX_INTEGER)):
+        raise _NumberOutOfRange(digits)
+    value = int(digits)
+    if abs(value) > MAX_INTEGER:
+        raise _NumberOutOfRange(digits)
+    return value
+
+
+def _cleaned(value: Any) -> Any:
+    """Every string of a parsed value, keys included, without lone surrogates (the depth is
+    already bounded, so the recursion is)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [_cleaned(item) for item in value]
+    if isinstance(value, dict):
+        return {clean_text(key): _cleaned(item) for key, item in value.items()}
+    return value
+
+
+def load_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
+    """`json.loads(text)`, bounded: at most `max_depth` levels of arrays and objects, whole
+    numbers within SQLite's INTEGER, and no lone surrogate in any string. Anything else raises
+    json.JSONDecodeError (RefusedJSON for valid JSON refused), never another exception."""
+    _, past = nesting_depth(text, max_depth)
+    if past >= 0:
+        raise RefusedJSON(f"is nested deeper than {max_depth} levels", text, past)
+    try:
+        value = json.loads(text, parse_int=_bounded_int)
+    except _NumberOutOfRange as exc:
+        shown = exc.digits if len(exc.digits) <= 24 else f"{exc.digits[:20]}… ({len(exc.digits)} digits)"
+        raise RefusedJSON(f"holds a number out of range ({shown})", text, max(text.find(exc.digits), 0)) from None
+    return _cleaned(value)
