@@ -103,10 +103,9 @@ def render(transcript: Transcript, export_format: ExportFormat) -> str:
 def transcript_json(transcript: Transcript) -> dict[str, Any]:
     """The same object as `panel history show ID --json`: the result envelope, then the run,
     every call (full requests and responses) and every event."""
-    from panel_cli.view.history_json import RunDetail
+    from panel_cli.view.history_json import run_detail
 
-    detail = RunDetail.of(transcript.run, transcript.calls, transcript.events)
-    return detail.model_dump(mode="json")
+    return run_detail(transcript.run, transcript.calls, transcript.events)
 
 
 def _format_of(output: str | None) -> ExportFormat:

@@ -114,7 +114,9 @@ def test_list_json(db: Path) -> None:
         "outcome",
         "started_at",
         "finished_at",
+        "damage",
     ]
+    assert runs[0]["damage"] is None
     assert runs[1]["cost"] is None and runs[1]["status"] == "no_answer" and runs[1]["reached_answer"] is False
     assert runs[2]["cost"] == pytest.approx(0.005) and runs[2]["reached_answer"] is True
     assert runs[2]["outcome"] == "gpt" and runs[0]["outcome"] is None
@@ -259,6 +261,7 @@ def test_show_json(db: Path) -> None:
         "thread",
         "call_records",
         "events",
+        "damage",
     ]
     assert run["run_id"] == "run-finished-1"
     assert run["final_answer"] == ANSWER and run["reached_answer"] is True
