@@ -61,7 +61,9 @@ def moment(text: str, option: str, *, shortest: float = 0) -> float:
             span = float(found[1]) * UNIT_SECONDS[found[2]]
             if span < shortest:
                 unit = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week"}[found[2]]
-                said = f"{found[1]} {unit}{'' if found[1] == '1' else 's'}" + (" (m is minutes)" if found[2] == "m" else "")
+                said = f"{found[1]} {unit}{'' if found[1] == '1' else 's'}" + (
+                    " (m is minutes)" if found[2] == "m" else ""
+                )
                 raise UserError(
                     f"{option} {text} is {said}: a span shorter than an hour would delete nearly every run,"
                     " so give one of an hour or more (90m, 12h, 30d) or a date (2025-01-31)."
