@@ -53,6 +53,8 @@ from panel_cli.store.texts import MissingTextError, TextCache, decode, refs_in
 if TYPE_CHECKING:
     from panel_cli.store.stats import StatsReport
 
+# What every command that takes a run id takes for the run started last.
+LAST = "last"
 # Deeper JSON than this in a stored column is damage, not data: panel writes a few levels.
 JSON_DEPTH = 100
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
@@ -394,7 +396,13 @@ class TranscriptReader:
         )
 
     def _find(self, id_or_prefix: str) -> sqlite3.Row:
+        """The run an id names, or a unique beginning of one; `last` is the run started last,
+        as `--continue last` takes it."""
         rows = self._query("SELECT * FROM runs WHERE id = ?", (id_or_prefix,))
+        if not rows and id_or_prefix.strip().lower() == LAST:
+            rows = self._query("SELECT * FROM runs ORDER BY started_at DESC, id LIMIT 1")
+            if not rows:
+                raise UserError(f"There is no run in {self.path} yet, so no last one.")
         if not rows and id_or_prefix:
             upper = prefix_successor(id_or_prefix)
             rows = self._query(
@@ -408,12 +416,9 @@ class TranscriptReader:
             raise UserError(f"The id '{id_or_prefix}' matches several runs ({matches}); give more of it.")
         return rows[0]
 
-    def newest_id(self) -> str:
-        """The id of the run started last: what `last` stands for, as `--continue last` takes it."""
-        rows = self._query("SELECT id FROM runs ORDER BY started_at DESC, id LIMIT 1")
-        if not rows:
-            raise UserError(f"There is no run yet in {self.path}, so there is no last run.")
-        return str(rows[0]["id"])
+    def has_protocol(self, name: str) -> bool:
+        """Whether any stored run is of the protocol `name`."""
+        return bool(self._query("SELECT 1 FROM runs WHERE protocol = ? LIMIT 1", (name,)))
 
     def thread(self, run_id: str) -> RunThread:
         """The runs `run_id` follows up and its follow-ups (see `RunThread`)."""
