@@ -118,7 +118,9 @@ class Columns:
     def time(self, column: str) -> float | None:
         value = self.row[column]
         moment = read_time(value)
-        return self._checked(column, moment, moment is not None, None)
+        if value is not None and moment is None:
+            self.bad.append(column)
+        return moment
 
     def note(self, problem: str) -> None:
         self.bad.append(problem)
@@ -380,17 +382,17 @@ class TranscriptReader:
             columns.note("result_json")
             result = None
         members = self._members(row["id"], columns)
+        answer = texts.column(columns, "final_answer_text")
+        extra = {"error": columns.text("error"), "pid": columns.whole("pid"), "host": columns.text("host")}
         return RunRecord(
             **{
                 **fields,
+                **extra,
                 "damage": columns.damage,
                 "members": members,
                 "config": config_value if isinstance(config_value, dict) else {},
-                "final_answer": texts.column(columns, "final_answer_text"),
+                "final_answer": answer,
                 "result": result,
-                "error": columns.text("error"),
-                "pid": columns.whole("pid"),
-                "host": columns.text("host"),
                 "thread": self.thread(row["id"]),
             }
         )
