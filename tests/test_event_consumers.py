@@ -32,7 +32,7 @@ from panel_cli.events import (
 from panel_cli.export import report
 from panel_cli.store import writer
 from panel_cli.store.rows import FIELD_ORDER
-from panel_cli.view import live, plain
+from panel_cli.view import history_stages, live, plain
 
 # What a consumer declares: the event types it handles (by class, or by `type` for the store
 # writer, which reads payloads) and those it ignores on purpose.
@@ -44,6 +44,7 @@ CONSUMERS: dict[str, Declared] = {
     "Markdown and HTML exports (export/report.py)": (report.READERS, report.IGNORED),
     "store writer (store/writer.py)": (writer.ROW_WRITERS, writer.IGNORED),
     "run totals (totals.py)": (totals.COUNTS, totals.IGNORED),
+    "history show (view/history_stages.py)": (history_stages.HANDLERS, history_stages.LIVE_VIEW_ONLY),
 }
 
 

@@ -143,16 +143,3 @@ PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
     ContributionMade: _contribution_line,
     DelphiRoundEnded: _round_ended_line,
 }
-
-
-def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """Who synthesised, and whether the experts stopped changing before the last round."""
-    if "experts" not in result or "stopped_early" not in result:
-        return []
-    fields: list[tuple[str, str]] = []
-    synthesis = result.get("synthesis")
-    if isinstance(synthesis, dict) and synthesis.get("chairman"):
-        fields.append(("chairman", str(synthesis["chairman"])))
-    if result.get("stopped_early"):
-        fields.append(("stopped early", "yes"))
-    return fields

@@ -229,19 +229,3 @@ PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
     TaskFailed: _task_failed_line,
     TaskSkipped: _task_skipped_line,
 }
-
-
-def orchestrate_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """The summary's orchestrate facts: the plan, how its subtasks ended, who wrote the answer."""
-    attempts = result.get("plan_attempts")
-    if not isinstance(attempts, list):
-        return []
-    plan = result.get("plan")
-    tried = f" after {len(attempts)} attempts" if len(attempts) > 1 else ""
-    fields = [("plan", f"{len(plan)} subtasks{tried}" if isinstance(plan, list) else f"none valid{tried}")]
-    if isinstance(plan, list):
-        counts = ", ".join(f"{result.get(status, 0)} {status}" for status in ("succeeded", "failed", "skipped"))
-        fields.append(("subtasks", counts))
-    if result.get("chairman"):
-        fields.append(("chairman", str(result["chairman"])))
-    return fields

@@ -92,16 +92,3 @@ def _verdict_line(event: VerdictGiven) -> str:
 
 # The plain view's line for each supervise event.
 PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {VerdictGiven: _verdict_line}
-
-
-def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
-    if "loop_end" not in result:
-        return []
-    fields = [
-        ("approved", "yes" if result.get("approved") else "no"),
-        ("corrections", str(result.get("correction_rounds", 0))),
-    ]
-    synthesis = result.get("synthesis")
-    if isinstance(synthesis, dict) and synthesis.get("chairman"):
-        fields.append(("chairman", str(synthesis["chairman"])))
-    return fields

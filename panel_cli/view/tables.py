@@ -9,25 +9,29 @@ warnings) always goes in as `Text`, never as markup, so a `[` in an answer is a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from panel_cli.events import (
-    CallFailed,
-    CallFinished,
-    MemberSkipped,
-    PlanAccepted,
-    RoundTallied,
-    VerdictGiven,
-    VoteCast,
-    WarningRaised,
-)
 from panel_cli.view import fmt
-from panel_cli.view.tools import ToolActivity, tools_cell
+
+if TYPE_CHECKING:
+    # Only named: `panel history show` draws these tables from stored payloads read back
+    # without their models (view/history_stages.py), and so without importing them.
+    from panel_cli.events import (
+        CallFailed,
+        CallFinished,
+        MemberSkipped,
+        PlanAccepted,
+        RoundTallied,
+        VerdictGiven,
+        VoteCast,
+        WarningRaised,
+    )
+    from panel_cli.view.tools import ToolActivity
 
 Status = Literal["waiting", "writing", "answered", "failed", "timed out", "cancelled", "skipped"]
 
@@ -309,6 +313,8 @@ def tools_columns(rows: list[CallRow]) -> list[Column]:
     """The `tools` column, when a row made a tool call: each call on a line of its own."""
     if not any(row.tools for row in rows):
         return []
+    from panel_cli.view.tools import tools_cell
+
     return [Column("tools", [tools_cell(row.tools) for row in rows], keep=3, shrink_to=16)]
 
 

@@ -317,20 +317,3 @@ PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
     LeaderChose: _leader_chose_line,
     DecisionRecorded: _decision_line,
 }
-
-
-def vote_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """The summary's vote facts (the winner is already there): method, votes, quorum, and
-    who abstained, was late or was overridden by the leader."""
-    if "vote_counts" not in result:
-        return []
-    fields_: list[tuple[str, str]] = [("method", str(result.get("method")))]
-    if result.get("winner") is not None and not result.get("leader_override"):
-        fields_.append(("votes", f"{result.get('winner_votes')} of {result.get('total_votes')}"))
-    fields_.append(("quorum", "met" if result.get("quorum_met") else "not met"))
-    for key in ("abstained", "late", "failed"):
-        if result.get(key):
-            fields_.append((key, str(len(result[key]))))
-    if result.get("leader_override"):
-        fields_.append(("leader override", str(result.get("leader"))))
-    return fields_
