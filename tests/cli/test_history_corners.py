@@ -87,6 +87,23 @@ def test_every_command_that_takes_a_run_id_takes_last(db: Path, tmp_path: Path) 
     assert refused("show", "last", "--db", str(db)) == f"There is no run in {db} yet, so no last one."
 
 
+def test_completion_offers_last_and_survives_a_damaged_row(db: Path) -> None:
+    import sqlite3
+
+    import typer
+
+    from panel_cli.cli import completion
+
+    context = typer.Context(typer.main.get_command(app))
+    context.params["db"] = str(db)
+    assert completion.run_ids(context, "la") == [("last", "the run started last")]
+    assert [run_id for run_id, _ in completion.run_ids(context, "89c")] == ["89c0ffee-newest", "89c0ffee-older"]
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE runs SET started_at = 'garbage', question_text = NULL WHERE id = '89c0ffee-older'")
+    connection.close()
+    assert [run_id for run_id, _ in completion.run_ids(context, "89c0ffee-o")] == ["89c0ffee-older"]
+
+
 # -- purge -------------------------------------------------------------------------------
 
 
