@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
-from panel_cli.events import BaseEvent, ContributionMade, DelphiRoundEnded
 from panel_cli.view import fmt
 from panel_cli.view.tables import (
     STATUS_STYLES,
@@ -28,6 +27,9 @@ from panel_cli.view.tables import (
     tools_columns,
     warning_line,
 )
+
+if TYPE_CHECKING:
+    from panel_cli.events import ContributionMade, DelphiRoundEnded
 
 
 def contribution_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
@@ -139,7 +141,7 @@ def _round_ended_line(event: DelphiRoundEnded) -> str:
 
 
 # The plain view's line for each delphi event.
-PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
-    ContributionMade: _contribution_line,
-    DelphiRoundEnded: _round_ended_line,
+PLAIN_LINES: dict[str, Callable[[Any], str]] = {
+    "delphi_contribution": _contribution_line,
+    "delphi_round_ended": _round_ended_line,
 }

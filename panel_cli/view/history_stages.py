@@ -4,15 +4,15 @@ The stages are the live view's own tables (`view/tables.py`), filled from the st
 as they are: each read by attribute (`Stored`), never rebuilt as its event model. Building
 the models, and the live view with every protocol's tables, would cost `panel history show`
 most of its time, and a stored run needs none of it: no live area, no timing, nothing that
-streams. A run holding an event this module does not draw (a vote's ballots, a plan, a
-Delphi round, a verdict, a tool call) is drawn by the live view itself (`view/replay.py`), as
-is one whose payloads this module cannot read. tests/cli/test_history_protocols.py checks
+streams. A run holding an event this module does not draw (a vote's ballots, orchestrate's
+plan) is drawn by the live view itself (`view/replay.py`), as is one whose payloads this
+module cannot read. tests/cli/test_history_protocols.py checks
 that every protocol is drawn exactly as the live view drew it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console, RenderableType
@@ -20,7 +20,7 @@ from rich.text import Text
 
 from panel_cli.view.final import render_final
 from panel_cli.view.summary import ViewTotals
-from panel_cli.view.tables import StageState, render_aggregate, warning_line
+from panel_cli.view.tables import RunSoFar, StageState, render_aggregate, warning_line
 
 
 class Stored(dict[str, Any]):
@@ -54,6 +54,8 @@ class StaticDrawing:
         self._labels: dict[str, str] = {}
         self._stage: StageState | None = None
         self._seen: set[tuple[str, int | None]] = set()
+        self._so_far = RunSoFar()
+        self._stage_views: Mapping[str, Any] = {}
 
     def draw(self, payloads: Sequence[Stored]) -> None:
         for event in payloads:
@@ -68,7 +70,10 @@ class StaticDrawing:
         self.console.print(renderable)
 
     def _on_run_started(self, event: Stored) -> None:
+        from panel_cli.protocols.registry import is_protocol, spec
+
         self._labels = {member.name: member.label for member in event.members if member.label}
+        self._stage_views = spec(event.protocol).stage_views if is_protocol(event.protocol) else {}
 
     def _on_stage(self, event: Stored) -> None:
         self._open_stage(event.stage, event.round, event.members)
@@ -117,6 +122,34 @@ class StaticDrawing:
         else:
             self._print(warning_line(event))  # type: ignore[arg-type]
 
+    def _on_contribution(self, event: Stored) -> None:
+        from panel_cli.view.delphi import ContributionStage
+
+        if isinstance(self._stage, ContributionStage) and self._stage.round == event.round:
+            self._stage.contribute(event)  # type: ignore[arg-type]
+
+    def _on_delphi_round_ended(self, event: Stored) -> None:
+        from panel_cli.view.delphi import ContributionStage
+
+        if isinstance(self._stage, ContributionStage) and self._stage.round == event.round:
+            self._stage.ended = event  # type: ignore[assignment]
+
+    def _on_verdict(self, event: Stored) -> None:
+        self._so_far.verdicts.append(event)  # type: ignore[arg-type]
+
+    def _on_tool_server(self, event: Stored) -> None:
+        from panel_cli.view.tools import server_line
+
+        self._print(server_line(event))  # type: ignore[arg-type]
+
+    def _on_tool(self, event: Stored) -> None:
+        from panel_cli.view.tools import record
+
+        stage = self._stage
+        if stage is not None and stage.key == (event.stage, event.round):
+            row = stage.call_row(event.call_id, event.member, self._labels.get(event.member), event.about)
+            record(row.tools, event)  # type: ignore[arg-type]
+
     def _on_run_finished(self, event: Stored) -> None:
         self.close()
         render_final(self.console, event, self.totals)  # type: ignore[arg-type]
@@ -133,7 +166,10 @@ class StaticDrawing:
         return None
 
     def _open_stage(self, stage: str, round_: int | None, members: list[str]) -> StageState:
-        new = StageState(stage, round_)
+        from panel_cli.protocols.registry import resolve
+
+        table = self._stage_views.get(stage)
+        new = resolve(table)(stage, round_, self._so_far) if table is not None else StageState(stage, round_)
         for name in members:
             new.announce(name, self._labels.get(name))
         self._seen.add(new.key)
@@ -165,9 +201,17 @@ HANDLERS: dict[str, Callable[[StaticDrawing, Stored], None]] = {
     "run_finished": StaticDrawing._on_run_finished,
     "run_failed": StaticDrawing._on_run_failed,
     "run_interrupted": StaticDrawing._on_run_interrupted,
+    "delphi_contribution": StaticDrawing._on_contribution,
+    "delphi_round_ended": StaticDrawing._on_delphi_round_ended,
+    "supervise_verdict": StaticDrawing._on_verdict,
+    "tool_server_started": StaticDrawing._on_tool_server,
+    "tool_call_started": StaticDrawing._on_tool,
+    "tool_call_finished": StaticDrawing._on_tool,
     "plan_proposed": StaticDrawing._ignore,  # the live view draws nothing for either
     "decision_recorded": StaticDrawing._ignore,
 }
+# A vote's board and orchestrate's plan are drawn from their event models (a vote's tally is
+# read by the vote's own model), so a run holding these goes to the live view.
 LIVE_VIEW_ONLY: frozenset[str] = frozenset(
     {
         "plan_rejected",
@@ -176,17 +220,11 @@ LIVE_VIEW_ONLY: frozenset[str] = frozenset(
         "task_finished",
         "task_failed",
         "task_skipped",
-        "delphi_contribution",
-        "delphi_round_ended",
-        "supervise_verdict",
         "vote_opened",
         "vote_received",
         "quorum_reached",
         "vote_tallied",
         "leader_chose",
-        "tool_server_started",
-        "tool_call_started",
-        "tool_call_finished",
     }
 )
 
@@ -211,11 +249,5 @@ def draw_stages(console: Console, payloads: Sequence[dict[str, Any]]) -> None:
 
 
 def _static(payloads: Sequence[Stored]) -> bool:
-    """Whether every event is one this module draws, of a protocol with no tables of its own."""
-    from panel_cli.protocols.registry import is_protocol, spec
-
-    if not all(isinstance(payload.get("type"), str) and payload["type"] in HANDLERS for payload in payloads):
-        return False
-    started = next((payload for payload in payloads if payload["type"] == "run_started"), None)
-    protocol = started.get("protocol") if started is not None else None
-    return not (isinstance(protocol, str) and is_protocol(protocol) and spec(protocol).stage_views)
+    """Whether every event is one this module draws."""
+    return all(isinstance(payload.get("type"), str) and payload["type"] in HANDLERS for payload in payloads)

@@ -17,7 +17,6 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.text import Text
 
 from panel_cli.events import (
-    BaseEvent,
     PlanAccepted,
     PlanProposed,
     PlanRejected,
@@ -220,12 +219,12 @@ def _task_skipped_line(event: TaskSkipped) -> str:
 
 
 # The plain view's line (or lines) for each orchestrate event.
-PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
-    PlanProposed: _plan_proposed_line,
-    PlanRejected: _plan_rejected_line,
-    PlanAccepted: _plan_accepted_line,
-    TaskStarted: _task_started_line,
-    TaskFinished: _task_finished_line,
-    TaskFailed: _task_failed_line,
-    TaskSkipped: _task_skipped_line,
+PLAIN_LINES: dict[str, Callable[[Any], str]] = {
+    "plan_proposed": _plan_proposed_line,
+    "plan_rejected": _plan_rejected_line,
+    "plan_accepted": _plan_accepted_line,
+    "task_started": _task_started_line,
+    "task_finished": _task_finished_line,
+    "task_failed": _task_failed_line,
+    "task_skipped": _task_skipped_line,
 }

@@ -19,7 +19,6 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.events import (
-    BaseEvent,
     DecisionRecorded,
     LeaderChose,
     QuorumReached,
@@ -309,11 +308,11 @@ def _decision_line(event: DecisionRecorded) -> str:
 
 
 # The plain view's line (or lines) for each event of a vote.
-PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
-    VoteOpened: _opened_line,
-    VoteReceived: _ballot_line,
-    QuorumReached: _quorum_reached_line,
-    VoteTallied: _tally_lines,
-    LeaderChose: _leader_chose_line,
-    DecisionRecorded: _decision_line,
+PLAIN_LINES: dict[str, Callable[[Any], str]] = {
+    "vote_opened": _opened_line,
+    "vote_received": _ballot_line,
+    "quorum_reached": _quorum_reached_line,
+    "vote_tallied": _tally_lines,
+    "leader_chose": _leader_chose_line,
+    "decision_recorded": _decision_line,
 }

@@ -260,3 +260,21 @@ def test_list_filters_by_protocol(runs: tuple[Path, dict[str, StoredRun]], proto
         run.run_id: run.result["calls"] for run in made.values() if run.protocol == protocol
     }
     assert {row["protocol"] for row in listed} == {protocol}
+
+
+@pytest.mark.parametrize("protocol", ["confer", "council", "ensemble", "delphi", "supervise", "fake"])
+def test_show_draws_these_from_the_stored_payloads_without_the_live_view(
+    runs: tuple[Path, dict[str, StoredRun]], protocol: str
+) -> None:
+    """No fallback hides here: the static drawing itself must give what the live view drew."""
+    from panel_cli.store.reader import TranscriptReader
+    from panel_cli.view.history_stages import HANDLERS, StaticDrawing, Stored
+
+    path, made = runs
+    run = made[protocol]
+    with TranscriptReader.open(path) as reader:
+        payloads = [Stored(payload) for payload in reader.run_events(run.run_id)]
+    assert all(payload["type"] in HANDLERS for payload in payloads)
+    drawn = StringIO()
+    StaticDrawing(quiet_console(drawn)).draw(payloads)
+    assert drawn.getvalue() == run.drawn
