@@ -2,9 +2,9 @@
 
 Run by hand (never part of the tests), from the repository root, in the project's venv:
 
-    python bench/history.py                  # both parts, under a minute
-    python bench/history.py --part size      # (a) only
-    python bench/history.py --part speed --runs 10000 --reps 7
+    python bench/history.py --part size                        # (a), under a minute
+    python bench/history.py --part speed --cache ~/.cache/panel-bench --reps 7
+    python bench/history.py --part speed --large 0              # (b) on 1,000 runs only
 
 Figures:
   (a) bytes per run, before and after. Runs are made by the real engines: thirty 3-member
@@ -20,21 +20,29 @@ Figures:
       that differs from another only in the line naming the voter's own answer counts
       whole) and distinct lines (every line of those strings once: the text a run really
       holds, however often it is quoted). Target: after / distinct text <= 1.5.
-  (b) `panel history list` and `panel history show PREFIX` (the newest run of each
-      protocol) on a file of --runs realistic runs, each divided by `panel --help` (target
-      <= 1.2) and by its floor: CPU (user + sys of the child, os.wait4) and wall, median of
-      --reps runs of each, interleaved, side by side. The runs are made fast: one run of
-      each protocol (confer, council, vote, decide, delphi, supervise, orchestrate,
-      ensemble) is recorded from the real engine and demo provider, then each of the --runs
-      runs replays one of them through the store's writer with its question replaced
+  (b) `panel history` against floors that are no panel code, on a file of --runs realistic
+      runs and on one of --large (the same runs, more of them): CPU (user + sys of the child,
+      os.wait4), median of --reps runs of each, interleaved, side by side.
+        - `history list`, `history list --search WORD` and `history show PREFIX` (the newest
+          run of each protocol), each divided by its floor: the same job done by a Typer + Rich
+          + sqlite3 CLI with no panel code and no pydantic (`HISTORY_FLOOR`, written to the
+          bench's folder), reading the same rows of the same file with the same queries and
+          drawing them as Rich tables (the answer as Rich Markdown when panel draws it as
+          Markdown). Targets: list <= 1.3, show <= 1.6.
+        - `history list --help` divided by a minimal two-command Typer app's `hello --help`
+          (`TYPER_FLOOR`, as bench/startup.py's). Target <= 1.3.
+        - growth: each command's CPU on the --large file divided by the same on the --runs
+          one. Target <= 1.2 for list, search and show.
+      The runs are made fast: one run of each protocol (confer, council, vote, decide, delphi,
+      supervise, orchestrate, ensemble) is recorded from the real engine and demo provider,
+      then each run replays one of them through the store's writer with its question replaced
       everywhere by a new one (so every run's texts are its own) and its own ids and times.
-      The floor is the same job done by a minimal Typer app with no panel code
-      (`HISTORY_FLOOR`, written to the bench's folder): the same rows read from the same
-      file, each validated by a pydantic model, printed as Rich tables, and the answer as
-      Rich Markdown when panel draws it as Markdown. The commands run as an installed panel
-      does, with bytecode (cached in the bench's temporary folder). Then `python -X
-      importtime` of list and of the newest show: the modules each imports beyond
-      `--help`'s, the costliest first.
+      --cache DIR keeps the built files (100,000 runs take a quarter of an hour to build).
+      The commands run as an installed panel does, with bytecode (cached in the bench's
+      temporary folder). The load average is printed before and after: CPU time is what is
+      compared, but a loaded machine slows every process's caches alike, so compare figures
+      printed by one run. Then `python -X importtime` of list and of a show: the modules each
+      imports beyond `--help`'s, the costliest first.
 """
 
 from __future__ import annotations
@@ -119,9 +127,9 @@ PROTOCOL_FILES = {
 # -- the floor: the same reads by a minimal Typer app --------------------------------------
 
 HISTORY_FLOOR = '''\
-"""What `panel history list` and `show` need at the least, with typer, rich and pydantic only:
-the same rows read from the same file, each record validated by a pydantic model, printed as
-Rich tables (the answer as Rich Markdown with --markdown)."""
+"""What `panel history list` and `show` do, at the least: a Typer CLI that prints with Rich and
+reads with sqlite3 the same rows of the same file, with the same queries; no panel code and no
+pydantic."""
 import json
 import sqlite3
 from typing import Any
@@ -133,6 +141,7 @@ from rich.table import Table
 from rich.text import Text
 
 app = typer.Typer()
+SEARCH = "SELECT rowid FROM text_search WHERE text_search MATCH ?"
 
 
 def connect(db: str) -> sqlite3.Connection:
@@ -141,9 +150,10 @@ def connect(db: str) -> sqlite3.Connection:
     return connection
 
 
-def text(connection: sqlite3.Connection, text_id: int | None) -> str:
-    row = connection.execute("SELECT body FROM texts WHERE id = ?", (text_id,)).fetchone()
-    return (row["body"] or "") if row else ""
+def texts(connection: sqlite3.Connection, ids: list[Any]) -> dict[int, str]:
+    wanted = json.dumps(sorted({text_id for text_id in ids if text_id is not None}))
+    rows = connection.execute("SELECT id, body FROM texts WHERE id IN (SELECT value FROM json_each(?))", (wanted,))
+    return {row["id"]: row["body"] or "" for row in rows}
 
 
 @app.command("list")
@@ -156,67 +166,99 @@ def list_runs(
     since: str | None = typer.Option(None, "--since"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    from pydantic import BaseModel
-
-    class Run(BaseModel):
-        id: str
-        protocol: str
-        panel: str
-        question: str
-        status: str
-        started_at: str
-        outcome: str | None
-        calls: int
-        cost: float | None
-
     connection = connect(db)
-    rows = connection.execute("SELECT * FROM runs ORDER BY started_at DESC LIMIT ?", (limit,)).fetchall()
+    where, params = "", []
+    if search:
+        query = " ".join(f'"{word}"' for word in search.split())
+        where = f"WHERE (r.question_text IN ({SEARCH}) OR r.final_answer_text IN ({SEARCH}))"
+        params += [query, query]
+    rows = connection.execute(
+        "SELECT r.*, q.body AS question FROM runs r LEFT JOIN texts q ON q.id = r.question_text"
+        f" {where} ORDER BY r.started_at DESC, r.id LIMIT ?",
+        (*params, limit),
+    ).fetchall()
     table = Table("id", "started", "protocol", "panel", "question", "status", "outcome", "calls", "cost")
     for row in rows:
-        run = Run.model_validate({**dict(row), "question": text(connection, row["question_text"])})
-        table.add_row(run.id[:8], run.started_at[:16], run.protocol, run.panel, run.question[:40], run.status,
-                      (run.outcome or "")[:30], str(run.calls), f"{run.cost or 0:.4f}")
+        table.add_row(
+            row["id"][:8], row["started_at"][:16], row["protocol"], row["panel"], Text(row["question"][:60]),
+            row["status"], Text((row["outcome"] or "")[:40]), str(row["calls"]), f"{row['cost'] or 0:.4f}",
+        )
     Console().print(table)
 
 
 @app.command()
 def show(run_id: str, db: str = typer.Option(...), markdown: bool = typer.Option(False, "--markdown")) -> None:
-    from pydantic import BaseModel, ConfigDict
-
-    class Event(BaseModel):
-        model_config = ConfigDict(extra="allow")
-        type: str
-        seq: int
-        ts: str | None
-
     connection = connect(db)
     run = connection.execute("SELECT * FROM runs WHERE id >= ? AND id < ? LIMIT 1", (run_id, run_id + "~")).fetchone()
-    kinds: dict[str, type[Event]] = {}
-    table = Table("seq", "event", "member", "stage")
-    for row in connection.execute("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run["id"],)):
-        kind = kinds.setdefault(row["type"], type(row["type"], (Event,), {}))
-        event = kind.model_validate({**json.loads(row["payload_json"] or "{}"), **dict(row)})
-        fields: dict[str, Any] = event.model_extra or {}
-        table.add_row(str(event.seq), event.type, str(fields.get("member", "")), str(fields.get("stage", "")))
+    events = connection.execute("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run["id"],)).fetchall()
+    calls = connection.execute("SELECT * FROM calls WHERE run_id = ? ORDER BY ts, seq", (run["id"],)).fetchall()
+    body = texts(connection, [run["question_text"], run["final_answer_text"], *(call["response_text"] for call in calls)])
     console = Console()
-    console.print(Text(text(connection, run["question_text"]), style="italic"))
-    console.print(table)
-    answer = text(connection, run["final_answer_text"])
+    header = Table.grid(padding=(0, 2))
+    header.add_row("Run", run["id"])
+    header.add_row("Question", Text(body[run["question_text"]]))
+    header.add_row("Status", run["status"])
+    console.print(header)
+    stages: dict[tuple[Any, Any], Table] = {}
+    for row in events:
+        payload = json.loads(row["payload_json"] or "{}")
+        if row["type"] == "stage_started":
+            key = (payload.get("stage"), payload.get("round"))
+            stages[key] = Table("member", "status", "latency", "tokens", "answer", title=str(key))
+    for call in calls:
+        key = (call["stage"], call["round"])
+        table = stages.setdefault(key, Table("member", "status", "latency", "tokens", "answer", title=str(key)))
+        answer = body.get(call["response_text"], "")
+        table.add_row(
+            call["member"], "answered" if answer else "failed", str(call["latency"]), str(call["tokens_out"]),
+            Text(" ".join(answer.split())[:60]),
+        )
+    for table in stages.values():
+        console.print(table)
+    answer = body.get(run["final_answer_text"], "")
     if markdown:
         from rich.markdown import Markdown
 
         console.print(Panel(Markdown(answer), title="answer"))
     else:
         console.print(Panel(Text(answer), title="answer"))
-    calls = Table("member", "model", "stage", "tokens", "cost")
-    for row in connection.execute("SELECT * FROM calls WHERE run_id = ?", (run["id"],)):
-        calls.add_row(*(str(row[key]) for key in ("member", "model", "stage", "tokens_in", "cost")))
-    console.print(calls)
+    for call in calls:
+        console.print(Text(f"{call['stage']} · {call['member']}", style="bold"))
+        console.print(Text(body.get(call["response_text"], "")))
+    table = Table("member", "stage", "round", "latency", "tokens", "cost", title="Calls")
+    for call in calls:
+        table.add_row(*(str(call[key]) for key in ("member", "stage", "round", "latency", "tokens_in", "cost")))
+    console.print(table)
 
 
 if __name__ == "__main__":
     app()
 '''
+
+# The floor of any Typer CLI's help, as bench/startup.py's.
+TYPER_FLOOR = '''\
+import typer
+
+app = typer.Typer()
+
+
+@app.command()
+def hello(name: str) -> None:
+    """Say hello."""
+    print(f"hello {name}")
+
+
+@app.command()
+def bye(name: str, loud: bool = False) -> None:
+    """Say goodbye."""
+    print(f"bye {name}")
+
+
+if __name__ == "__main__":
+    app()
+'''
+# A word in every run's question (the most rows a search can match) and words of one old run's.
+SEARCHES = {"search, every run": "team", "search, one old run": "team 7"}
 
 
 # -- runs made by the real engines --------------------------------------------------------
@@ -567,51 +609,110 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return usage.ru_utime + usage.ru_stime, wall
 
 
-def part_speed(folder: Path, count: int, reps: int) -> dict[str, Any]:
+def large_file(folder: Path, count: int, templates: list[list[dict[str, Any]]]) -> Path:
+    """A file of `count` runs, built unless the folder already has it (--cache)."""
+    path = folder / f"runs-{count}.db"
+    if not path.exists():
+        building = path.with_suffix(".building")
+        building.unlink(missing_ok=True)
+        build_large(building, count, [[dict(payload) for payload in template] for template in templates])
+        settled_size(building)
+        building.rename(path)
+    return path
+
+
+def templates_in(folder: Path) -> list[list[dict[str, Any]]]:
+    cached = folder / "templates.json"
+    if cached.exists():
+        return json.loads(cached.read_text())
+    templates = record_templates()
+    cached.write_text(json.dumps(templates))
+    return templates
+
+
+def newest_runs(path: Path) -> dict[str, tuple[str, bool]]:
+    """protocol -> (the newest run's shortest id, whether its answer is drawn as Markdown)."""
     from panel_cli.store.reader import TranscriptReader
     from panel_cli.view.final import MARKDOWN_SYNTAX
 
-    path = folder / "large.db"
-    started = time.perf_counter()
-    templates = record_templates()
-    build_large(path, count, templates)
-    built = time.perf_counter() - started
-    size = settled_size(path)
-    newest: dict[str, tuple[str, bool]] = {}  # protocol -> (id prefix, answer drawn as Markdown)
+    newest: dict[str, tuple[str, bool]] = {}
     with TranscriptReader.open(path) as reader:
         for run in reader.list_runs(limit=len(PROTOCOL_FILES)):
             answer = reader.get_run(run.id).final_answer or ""
             newest[run.protocol] = (reader.short_id(run.id), bool(MARKDOWN_SYNTAX.search(answer)))
-    floor = folder / "history_floor.py"
-    floor.write_text(HISTORY_FLOOR)
-    panel = panel_command()
+    return newest
+
+
+def commands_for(
+    path: Path, label: str, panel: list[str], floor: Path, newest: dict[str, tuple[str, bool]]
+) -> dict[str, tuple[list[str], list[str]]]:
+    """name -> (panel's argv, the floor's argv) for one file."""
     db = ["--db", str(path)]
-    commands: dict[str, tuple[list[str], str | None]] = {  # name -> (argv, the floor it is divided by)
-        "--help": ([*panel, "--help"], None),
-        "history list": ([*panel, "history", "list", *db], "floor: list"),
-        "floor: list": ([sys.executable, str(floor), "list", *db], None),
-    }
+    python = [sys.executable, str(floor)]
+    commands = {f"{label}: history list": ([*panel, "history", "list", *db], [*python, "list", *db])}
+    for name, words in SEARCHES.items():
+        commands[f"{label}: history list, {name}"] = (
+            [*panel, "history", "list", "--search", words, *db],
+            [*python, "list", "--search", words, *db],
+        )
     for protocol, (prefix, markdown) in newest.items():
-        floor_name = f"floor: show, {protocol}"
-        name = f"history show {prefix} ({protocol}{', Markdown' if markdown else ''})"
-        commands[name] = ([*panel, "history", "show", prefix, *db], floor_name)
-        floor_argv = [sys.executable, str(floor), "show", prefix, *db, *(["--markdown"] if markdown else [])]
-        commands[floor_name] = (floor_argv, None)
-    env = environment(folder)
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    for argv, _ in commands.values():
-        timed(argv, env)  # warm the page cache and write the bytecode
-    for _ in range(reps):
-        for name, (argv, _) in commands.items():
-            samples[name].append(timed(argv, env))
-    medians = {
-        name: (statistics.median(cpu for cpu, _ in runs), statistics.median(wall for _, wall in runs))
-        for name, runs in samples.items()
+        commands[f"{label}: history show ({protocol}{', Markdown' if markdown else ''})"] = (
+            [*panel, "history", "show", prefix, *db],
+            [*python, "show", prefix, *db, *(["--markdown"] if markdown else [])],
+        )
+    return commands
+
+
+def part_speed(folder: Path, counts: list[int], reps: int) -> dict[str, Any]:
+    templates = templates_in(folder)
+    started = time.perf_counter()
+    files = {count: large_file(folder, count, templates) for count in counts}
+    built = time.perf_counter() - started
+    floor, typer_floor = folder / "history_floor.py", folder / "typer_floor.py"
+    floor.write_text(HISTORY_FLOOR)
+    typer_floor.write_text(TYPER_FLOOR)
+    panel = panel_command()
+    commands: dict[str, tuple[list[str], list[str]]] = {
+        "history list --help": (
+            [*panel, "history", "list", "--help"],
+            [sys.executable, str(typer_floor), "hello", "--help"],
+        )
     }
-    newest_show = next(name for name in commands if name.startswith("history show"))
-    imports = {name: import_costs(commands[name][0], env) for name in ("--help", "history list", newest_show)}
-    floors = {name: floor_name for name, (_, floor_name) in commands.items()}
-    return dict(runs=count, size=size, built=built, medians=medians, floors=floors, imports=imports, reps=reps)
+    newest = newest_runs(files[counts[0]])
+    for count, path in files.items():
+        commands.update(commands_for(path, f"{count:,} runs", panel, floor, newest))
+    env = environment(folder)
+    runs = [argv for pair in commands.values() for argv in pair]
+    for argv in runs:
+        timed(argv, env)  # warm the page cache and write the bytecode
+    load_before = os.getloadavg()
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for _ in range(reps):
+        for name, (ours, theirs) in commands.items():
+            samples[name].append((timed(ours, env)[0], timed(theirs, env)[0]))
+    load_after = os.getloadavg()
+    medians = {
+        name: (statistics.median(ours for ours, _ in pairs), statistics.median(theirs for _, theirs in pairs))
+        for name, pairs in samples.items()
+    }
+    show = next(name for name in commands if "history show" in name)
+    imports = {
+        name: import_costs(argv, env)
+        for name, argv in (
+            ("--help", [*panel, "--help"]),
+            ("history list", commands[f"{counts[0]:,} runs: history list"][0]),
+            (show.split(": ", 1)[1], commands[show][0]),
+        )
+    }
+    return dict(
+        counts=counts,
+        sizes={count: path.stat().st_size for count, path in files.items()},
+        built=built,
+        medians=medians,
+        imports=imports,
+        reps=reps,
+        load=(load_before, load_after),
+    )
 
 
 def import_costs(argv: list[str], env: dict[str, str]) -> dict[str, int]:
@@ -629,18 +730,22 @@ def import_costs(argv: list[str], env: dict[str, str]) -> dict[str, int]:
 
 
 def print_speed(result: dict[str, Any]) -> None:
-    medians, floors, imports = result["medians"], result["floors"], result["imports"]
-    help_cpu = medians["--help"][0]
+    medians, imports, counts = result["medians"], result["imports"], result["counts"]
+    before, after = result["load"]
+    sizes = ", ".join(f"{count:,} runs {size / 1e6:.1f} MB" for count, size in result["sizes"].items())
     print(
-        f"(b) {result['runs']:,} runs, {result['size'] / 1e6:.1f} MB ({result['size'] / result['runs'] / 1024:.1f} KiB per run),"
-        f" built in {result['built']:.0f} s; median of {result['reps']}, CPU each / `panel --help` (target <= 1.2)"
-        " and / its floor (the same reads by a minimal typer + rich + pydantic app)"
+        f"(b) {sizes}; built in {result['built']:.0f} s; median CPU of {result['reps']} runs each, interleaved;"
+        f" load average {before[0]:.2f} before, {after[0]:.2f} after"
     )
-    print(f"  {'command':<46} {'CPU s':>6} {'wall s':>6} {'/ --help':>8} {'/ floor':>7}")
-    for name, (cpu, wall) in medians.items():
-        floor = floors[name]
-        by_floor = f"{cpu / medians[floor][0]:>7.2f}" if floor else f"{'':>7}"
-        print(f"  {name:<46} {cpu:>6.3f} {wall:>6.3f} {cpu / help_cpu:>8.2f} {by_floor}")
+    print("    targets: list / floor <= 1.3, show / floor <= 1.6, list --help / Typer floor <= 1.3, growth <= 1.2")
+    growth_from = f"{counts[-1]:,} / {counts[0]:,}" if len(counts) > 1 else ""
+    print(f"  {'command':<58} {'CPU s':>6} {'floor s':>7} {'/ floor':>7} {growth_from:>17}")
+    for name, (ours, theirs) in medians.items():
+        grown = ""
+        if len(counts) > 1 and name.startswith(f"{counts[-1]:,} runs: "):
+            small = medians.get(f"{counts[0]:,} runs: " + name.split(": ", 1)[1])
+            grown = f"{ours / small[0]:.2f}" if small else ""
+        print(f"  {name:<58} {ours:>6.3f} {theirs:>7.3f} {ours / theirs:>7.2f} {grown:>17}")
     for name, costs in imports.items():
         if name == "--help":
             continue
@@ -654,8 +759,10 @@ def print_speed(result: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=("size", "speed", "both"), default="both")
-    parser.add_argument("--runs", type=int, default=10_000, help="runs in the large file (b)")
+    parser.add_argument("--runs", type=int, default=1_000, help="runs in the smaller file (b)")
+    parser.add_argument("--large", type=int, default=100_000, help="runs in the larger file (b); 0: none")
     parser.add_argument("--reps", type=int, default=7, help="timed runs of each command (b)")
+    parser.add_argument("--cache", type=Path, help="keep the built files here, and use those already there (b)")
     args = parser.parse_args()
     import platform
 
@@ -667,7 +774,10 @@ def main() -> None:
         if args.part in ("size", "both"):
             print_size(part_size(folder))
         if args.part in ("speed", "both"):
-            print_speed(part_speed(folder, args.runs, args.reps))
+            cache = args.cache or folder
+            cache.mkdir(parents=True, exist_ok=True)
+            counts = [args.runs, *([args.large] if args.large else [])]
+            print_speed(part_speed(cache, counts, args.reps))
     finally:
         shutil.rmtree(folder)
 

@@ -5,44 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from panel_cli.events import (
-    BaseEvent,
-    CallFailed,
-    CallFinished,
-    CallStarted,
-    CallTextGrew,
-    ContributionMade,
-    DecisionRecorded,
-    DelphiRoundEnded,
-    LeaderChose,
-    MemberSkipped,
-    PlanAccepted,
-    PlanProposed,
-    PlanRejected,
-    QuorumReached,
-    RankingParsed,
-    RoundTallied,
-    RunFailed,
-    RunFinished,
-    RunInterrupted,
-    RunStarted,
-    StageStarted,
-    TaskFailed,
-    TaskFinished,
-    TaskSkipped,
-    TaskStarted,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolServerStarted,
-    VerdictGiven,
-    VoteCast,
-    VoteOpened,
-    VoteReceived,
-    VoteTallied,
-    WarningRaised,
-)
+if TYPE_CHECKING:
+    from panel_cli.events import (
+        BaseEvent,
+        CallFailed,
+        CallFinished,
+        MemberSkipped,
+        RunFailed,
+        RunFinished,
+        RunInterrupted,
+        RunStarted,
+        WarningRaised,
+    )
 
 
 @dataclass
@@ -64,7 +40,7 @@ class RunTotals:
     warnings: list[str] = field(default_factory=list)
 
     def update(self, event: BaseEvent) -> None:
-        count = COUNTS.get(type(event))
+        count = COUNTS.get(getattr(event, "type", ""))
         if count is not None:
             count(self, event)
 
@@ -109,48 +85,49 @@ class RunTotals:
         return self.ended_at - self.started_at
 
 
-# What each event type adds to the totals. Every type is either here or in IGNORED, never in
-# both: tests/test_event_consumers.py checks it.
-COUNTS: dict[type[BaseEvent], Callable[[RunTotals, Any], None]] = {
-    RunStarted: RunTotals._run_started,
-    CallFinished: RunTotals._call_finished,
-    CallFailed: RunTotals._call_failed,
-    MemberSkipped: RunTotals._member_skipped,
-    WarningRaised: RunTotals._warning,
-    RunFinished: RunTotals._run_ended,
-    RunFailed: RunTotals._run_ended,
-    RunInterrupted: RunTotals._run_ended,
+# What each event type adds to the totals, by its `type`, so that a stored payload read back
+# without its model (`panel history show`) counts as the event did. Every type is either here
+# or in IGNORED, never in both: tests/test_event_consumers.py checks it.
+COUNTS: dict[str, Callable[[RunTotals, Any], None]] = {
+    "run_started": RunTotals._run_started,
+    "call_finished": RunTotals._call_finished,
+    "call_failed": RunTotals._call_failed,
+    "member_skipped": RunTotals._member_skipped,
+    "warning": RunTotals._warning,
+    "run_finished": RunTotals._run_ended,
+    "run_failed": RunTotals._run_ended,
+    "run_interrupted": RunTotals._run_ended,
 }
 
 # What adds nothing to the totals: how a run goes (its stages, calls started, votes, plans,
 # tasks, tool calls) rather than what it spent. A tool call costs no tokens of its own: the
 # model call that made it counts them.
-IGNORED: frozenset[type[BaseEvent]] = frozenset(
+IGNORED: frozenset[str] = frozenset(
     {
-        StageStarted,
-        CallStarted,
-        CallTextGrew,
-        VoteCast,
-        RoundTallied,
-        RankingParsed,
-        PlanProposed,
-        PlanRejected,
-        PlanAccepted,
-        TaskStarted,
-        TaskFinished,
-        TaskFailed,
-        TaskSkipped,
-        ContributionMade,
-        DelphiRoundEnded,
-        VerdictGiven,
-        VoteOpened,
-        VoteReceived,
-        QuorumReached,
-        VoteTallied,
-        LeaderChose,
-        DecisionRecorded,
-        ToolServerStarted,
-        ToolCallStarted,
-        ToolCallFinished,
+        "stage_started",
+        "call_started",
+        "call_text_grew",
+        "vote_cast",
+        "round_tallied",
+        "ranking_parsed",
+        "plan_proposed",
+        "plan_rejected",
+        "plan_accepted",
+        "task_started",
+        "task_finished",
+        "task_failed",
+        "task_skipped",
+        "delphi_contribution",
+        "delphi_round_ended",
+        "supervise_verdict",
+        "vote_opened",
+        "vote_received",
+        "quorum_reached",
+        "vote_tallied",
+        "leader_chose",
+        "decision_recorded",
+        "tool_server_started",
+        "tool_call_started",
+        "tool_call_finished",
     }
 )

@@ -16,7 +16,7 @@ import functools
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from functools import cached_property
 from typing import Any
 
@@ -24,12 +24,6 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.models import DefaultPlaceholder
 
-from panel_cli.cli import batch as batch_command
-from panel_cli.cli import estimate as estimate_command
-from panel_cli.cli import init as init_command
-from panel_cli.cli import inspect as inspect_commands
-from panel_cli.cli import resume as resume_command
-from panel_cli.cli import run as run_command
 from panel_cli.cli.commands import PanelCommand, PanelGroup
 from panel_cli.cli.signals import owning_the_process
 from panel_cli.errors import PanelError
@@ -57,7 +51,9 @@ class CommandsOnDemand(MutableMapping[str, TyperCommand]):
     line names; listing the names builds nothing; help, which shows every command's one-line
     help, builds them all."""
 
-    def __init__(self, typer_app: typer.Typer, protocols: Iterable[str] = ()) -> None:
+    def __init__(
+        self, typer_app: typer.Typer, protocols: Iterable[str] = (), modules: Mapping[str, str] | None = None
+    ) -> None:
         settings = {
             "pretty_exceptions_short": typer_app.pretty_exceptions_short,
             "rich_markup_mode": typer_app.rich_markup_mode,
@@ -65,6 +61,8 @@ class CommandsOnDemand(MutableMapping[str, TyperCommand]):
         self._builders: dict[str, Callable[[], TyperCommand]] = {
             name: functools.partial(build_protocol_command, name, settings) for name in protocols
         }
+        for name, path in (modules or {}).items():
+            self._builders[name] = functools.partial(build_module_command, name, path, settings)
         for info in typer_app.registered_commands:
             name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
             self._builders[name] = functools.partial(typer.main.get_command_from_info, info, **settings)
@@ -101,6 +99,21 @@ def build_protocol_command(name: str, settings: dict[str, Any]) -> TyperCommand:
     from panel_cli.protocols.registry import spec
 
     return protocol_command(spec(name), **settings)
+
+
+def build_module_command(name: str, path: str, settings: dict[str, Any]) -> TyperCommand:
+    """A top-level command whose function is `path` ("module:function"), its module imported
+    only when a command line names it (or help lists it). A module's `CONTEXT_SETTINGS`, if
+    it has them, are the command's."""
+    module_name, _, attribute = path.partition(":")
+    module = importlib.import_module(module_name)
+    info = typer.models.CommandInfo(
+        name=name,
+        cls=PanelCommand,
+        callback=getattr(module, attribute),
+        context_settings=getattr(module, "CONTEXT_SETTINGS", None),
+    )
+    return typer.main.get_command_from_info(info, **settings)
 
 
 class LazyGroup(TyperGroup):
@@ -141,7 +154,7 @@ class RootGroup(PanelGroup):
 
         super().__init__(**attrs)
         registered_on_app = dict(self.commands)  # a command registered on `app` itself still counts
-        self.commands = CommandsOnDemand(root_commands, names())
+        self.commands = CommandsOnDemand(root_commands, names(), ROOT_COMMANDS)
         self.commands.update(registered_on_app)
         self.add_command(LazyGroup("history", "panel_cli.cli.history:history_app", help=HISTORY_HELP))
         self.add_command(LazyGroup("eval", "panel_cli.cli.eval:eval_app", help=EVAL_HELP))
@@ -185,13 +198,17 @@ def main_options(
         os.environ["PANEL_TRACEBACK"] = "1"
 
 
-root_commands.command("estimate", cls=PanelCommand)(estimate_command.estimate)
-root_commands.command("validate", cls=PanelCommand)(inspect_commands.validate)
-root_commands.command("models", cls=PanelCommand)(inspect_commands.models)
-root_commands.command("run", cls=PanelCommand, context_settings=run_command.CONTEXT_SETTINGS)(run_command.run)
-root_commands.command("resume", cls=PanelCommand)(resume_command.resume)
-root_commands.command("init", cls=PanelCommand)(init_command.init)
-root_commands.command("batch", cls=PanelCommand)(batch_command.batch)
+# The top-level commands by name, each "module:function": a module is imported only when a
+# command line names its command (`panel history list` imports none of them).
+ROOT_COMMANDS = {
+    "estimate": "panel_cli.cli.estimate:estimate",
+    "validate": "panel_cli.cli.inspect:validate",
+    "models": "panel_cli.cli.inspect:models",
+    "run": "panel_cli.cli.run:run",
+    "resume": "panel_cli.cli.resume:resume",
+    "init": "panel_cli.cli.init:init",
+    "batch": "panel_cli.cli.batch:batch",
+}
 
 
 def _say(message: str) -> None:

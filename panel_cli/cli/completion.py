@@ -93,18 +93,30 @@ def run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
                 "ORDER BY started_at DESC LIMIT ?",
                 (len(incomplete), incomplete, RUN_LIMIT),
             ).fetchall()
+            offer_last = bool(incomplete) and "last".startswith(incomplete.lower())
+            any_run = offer_last and connection.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
         finally:
             connection.close()
     except sqlite3.Error:
         return []
-    return [(run_id, _describe(started, protocol, question)) for run_id, started, protocol, question in rows]
+    found = [
+        (run_id, _describe(started, protocol, question))
+        for run_id, started, protocol, question in rows
+        if isinstance(run_id, str)
+    ]
+    if any_run:
+        found.insert(0, ("last", "the run started last"))
+    return found
 
 
-def _describe(started: str | None, protocol: str | None, question: str | None) -> str:
-    """`2026-11-30 14:54 confer Which database…`: the start in local time (the file keeps ISO UTC)."""
+def _describe(started: object, protocol: object, question: object) -> str:
+    """`2026-11-30 14:54 confer Which database…`: the start in local time (the file keeps ISO
+    UTC). A damaged row's values are left out rather than stop the completion."""
     from datetime import datetime
 
-    from panel_cli.store.times import epoch
+    from panel_cli.store.records import read_time
 
-    when = datetime.fromtimestamp(epoch(started)).strftime("%Y-%m-%d %H:%M") if started else ""
-    return " ".join(part for part in (when, protocol, " ".join((question or "").split())[:60]) if part)
+    moment = read_time(started)
+    when = datetime.fromtimestamp(moment).strftime("%Y-%m-%d %H:%M") if moment is not None else ""
+    words = " ".join(question.split())[:60] if isinstance(question, str) else ""
+    return " ".join(part for part in (when, protocol if isinstance(protocol, str) else "", words) if part)

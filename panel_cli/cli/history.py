@@ -1,58 +1,74 @@
 """`panel history`: the runs kept in the transcript store.
 
 Each command parses its options, asks the store, hands what it read to its view (view/history.py,
-view/stats.py, view/retally.py, view/history_json.py) and exits. They only read SQLite (delete,
-purge and retally also write it), so they import nothing that talks to a model and start
-instantly. `show` and `replay` import the event models and the protocols' views inside
-themselves; `list`, `stats` and the rest never need them. Errors are raised as `UserError` for
-the top-level handler to print.
+view/history_show.py, view/stats.py, view/retally.py, view/history_json.py) and exits. This
+module holds only the commands' signatures: each command imports what it reads and draws with
+inside itself, so `panel history list --help` costs what any Typer command's help costs, and
+`list` loads neither pydantic nor the event models. Errors are raised as `UserError` for the
+top-level handler to print.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import time
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.text import Text
 
 from panel_cli.cli import completion
 from panel_cli.cli.history_export import export_run
 from panel_cli.cli.history_options import DbOption, JsonOption, RunIdArgument, YesOption
 from panel_cli.errors import UserError
 from panel_cli.exit_status import ExitStatus
-from panel_cli.store.reader import TranscriptReader
-from panel_cli.store.records import ListedStatus, RunStatus, RunSummary
-from panel_cli.view import fmt
-from panel_cli.view import history as view
-from panel_cli.wording import plural
+
+if TYPE_CHECKING:
+    from panel_cli.store.reader import TranscriptReader
+    from panel_cli.store.records import RunSummary
 
 history_app = typer.Typer(help="List and inspect the runs kept in the transcript store.", no_args_is_help=True)
 
-# What `list --status` filters on: a run's status, or `stale` (running, but its process is
-# gone). Spelled out because Typer takes one Literal, not `ListedStatus`'s union of two.
-StatusFilter = Literal["running", "stale", "finished", "no_answer", "failed", "interrupted"]
+# What `list --status` filters on: a run's status, `stale` (running, but its process is gone)
+# or `damaged` (its row cannot be read). Spelled out because Typer takes one Literal.
+StatusFilter = Literal["running", "stale", "finished", "no_answer", "failed", "interrupted", "damaged"]
+RunStatusOption = Literal["running", "finished", "no_answer", "failed", "interrupted"]
 
 DEFAULT_SPEED = 10.0
+# The slowest replay: a hundredth of the run's own pace (a slower one would wait for ever).
+MIN_SPEED = 0.01
+# The most runs or decisions a list shows, and the most ballots a re-tally may ask for.
+MAX_LIMIT = 1_000_000
+MAX_QUORUM = 10_000
 # `7d`, `24h`, `30m`: a span of time back from now, as `--since` and `--older-than` take it.
 SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# A purge deletes for good: a span shorter than this is refused, as `1m` is one minute
+# (not a month) and would delete nearly every run.
+MIN_PURGE_SPAN = 3600
 
 
-def moment(text: str, option: str) -> float:
+def moment(text: str, option: str, *, shortest: float = 0) -> float:
     """When `text` points to, in epoch seconds: a span back from now (`7d`, `24h`, `30m`, `90s`,
     `2w`) or a date (`2025-01-31`, `2025-01-31T09:30`), in local time unless it names its zone.
-    Either must be a time the calendar can name (`100000w` is not)."""
+    Either must be a time the calendar can name (`100000w` is not); a span must be at least
+    `shortest` seconds."""
+    from datetime import datetime
+
     cleaned = text.strip()
     try:
         if found := SPAN.fullmatch(cleaned.lower()):
-            back = time.time() - float(found[1]) * UNIT_SECONDS[found[2]]
-            return datetime.fromtimestamp(back).timestamp()
+            span = float(found[1]) * UNIT_SECONDS[found[2]]
+            if span < shortest:
+                unit = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week"}[found[2]]
+                said = f"{found[1]} {unit}{'' if found[1] == '1' else 's'}" + (
+                    " (m is minutes)" if found[2] == "m" else ""
+                )
+                raise UserError(
+                    f"{option} {text} is {said}: a span shorter than an hour would delete nearly every run,"
+                    " so give one of an hour or more (90m, 12h, 30d) or a date (2025-01-31)."
+                )
+            return datetime.fromtimestamp(time.time() - span).timestamp()
         return datetime.fromisoformat(cleaned).timestamp()
     except (ValueError, OverflowError, OSError):
         raise UserError(
@@ -60,12 +76,26 @@ def moment(text: str, option: str) -> float:
         ) from None
 
 
+def known_protocol(reader: TranscriptReader, name: str) -> None:
+    """`--protocol` names a protocol panel knows, or one some stored run has (a plugin's
+    since removed); anything else is a slip, refused with the names there are."""
+    from panel_cli.protocols.registry import names, unknown_protocol
+
+    if name not in names() and not reader.has_protocol(name):
+        raise UserError(f"--protocol: {unknown_protocol(name)}.")
+
+
 @history_app.command("list")
 def list_runs(
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many runs to show, newest first.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="How many runs to show, newest first.")
+    ] = 20,
     status: Annotated[
         StatusFilter | None,
-        typer.Option("--status", help="Only runs with this status (stale: running, but its process is gone)."),
+        typer.Option(
+            "--status",
+            help="Only runs with this status (stale: running, but its process is gone; damaged: unreadable).",
+        ),
     ] = None,
     protocol: Annotated[
         str | None, typer.Option("--protocol", "-p", metavar="NAME", help="Only runs of this protocol.")
@@ -84,24 +114,31 @@ def list_runs(
     db: DbOption = None,
 ) -> None:
     """List the most recent runs: id, time, protocol, panel, question, status, outcome, calls, cost."""
+    from rich.text import Text
+
+    from panel_cli.store.reader import TranscriptReader
+    from panel_cli.view import history as view
+
     after = moment(since, "--since") if since is not None else None
     given = {"status": status, "protocol": protocol, "search": search, "since": after}
     # Only the filters given are passed, so the reader's defaults decide the rest.
     filters: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
     with TranscriptReader.open(db) as reader:
+        if protocol is not None:
+            known_protocol(reader, protocol)
         runs = reader.list_runs(limit, **filters)
         if as_json:
-            from panel_cli.view.history_json import RunRow
+            from panel_cli.view.history_json import run_row
 
-            _print_json([RunRow.of(run).model_dump(mode="json") for run in runs])
+            _print_json([run_row(run) for run in runs])
             return
         if not runs:
             said = view.nothing_found(reader.path, reader.count_runs(), status, protocol, search, after)
             view.console().print(Text(said), soft_wrap=True)  # a long path stays whole
             return
         short_ids = {run.id: reader.short_id(run.id) for run in runs}
-    console = view.console()
-    console.print(view.runs_table(runs, short_ids, console.width))
+    console = view.table_console()
+    console.print(view.runs_table(runs, short_ids, view.table_width(console)))
 
 
 @history_app.command("show")
@@ -110,10 +147,15 @@ def show_run(
     plain: Annotated[
         bool, typer.Option("--plain", help="Each event as a plain line instead of the protocol's tables.")
     ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Every reply in full on a terminal too, where long ones are folded.")
+    ] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Show one run: its header, every round as the protocol's own tables, the final answer and every call."""
+    """Show one run: its header, every round as the protocol's own tables, the final answer, every reply in full and every call."""
+    from panel_cli.store.reader import TranscriptReader
+
     with TranscriptReader.open(db) as reader:
         run = reader.get_run(run_id)
         calls = reader.run_calls(run.id)
@@ -121,30 +163,21 @@ def show_run(
         threaded = [run.id, *(line.run_id for line in (*run.thread.ancestors, *run.thread.follow_ups))]
         short_ids = {thread_id: reader.short_id(thread_id) for thread_id in threaded}
     if as_json:
-        from panel_cli.view.history_json import RunDetail
+        from panel_cli.view.history_json import run_detail
 
-        _print_json(RunDetail.of(run, calls, payloads).model_dump(mode="json"))
+        _print_json(run_detail(run, calls, payloads))
         return
-    # Imported here: the event models and the views would slow every other history command.
-    from panel_cli.view.replay import draw, draw_plain, stored_events
+    from panel_cli.view import history as view
 
-    events = stored_events(payloads)
     console = view.console()
-    console.print(view.run_header(run))
-    console.print()
-    if run.parent_id is not None or run.thread.follow_ups:
-        console.print(view.thread_table(run, short_ids))
-        console.print()
     if plain:
-        draw_plain(console.file, events)
-        view.print_plain_answer(console, events)
+        from panel_cli.view.history_show import show_plain
+
+        show_plain(console, run, calls, payloads, short_ids)
     else:
-        draw(console, events)
-    if run.status in ("running", "stale"):
-        console.print(view.unfinished(run))
-    if calls:
-        console.print()
-        console.print(view.calls_table(calls))
+        from panel_cli.view.history_show import show
+
+        show(console, run, calls, payloads, short_ids, fold=not full)
 
 
 @history_app.command("replay")
@@ -162,6 +195,11 @@ def replay_run(
     db: DbOption = None,
 ) -> None:
     """Play a stored run again in the live view at its own pace, sped up; no model is called."""
+    from rich.text import Text
+
+    from panel_cli.store.reader import TranscriptReader
+    from panel_cli.view import history as view
+
     factor = _speed(speed)
     with TranscriptReader.open(db) as reader:
         run = reader.get_run(run_id)
@@ -194,20 +232,24 @@ def replay_run(
     except KeyboardInterrupt:
         raise Interrupted(signal.SIGINT) from None  # Typer would exit 130 without a word
     if plain:
-        view.print_plain_answer(console, events)
+        view.print_plain_answer(console, payloads)
 
 
 def _speed(text: str) -> float | None:
-    """`10`, `1`, `0.5`; `0` and `max` mean no waiting (None)."""
+    """`10`, `1`, `0.5`; `0` and `max` mean no waiting (None). Slower than MIN_SPEED would
+    wait for ever."""
+    import math
+
     if text.strip().lower() == "max":
         return None
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if math.isnan(value) or value < 0:
+    if math.isnan(value) or value < 0 or 0 < value < MIN_SPEED:
         raise UserError(
-            f"--speed takes a number of times faster than the run (10, 1, 0.5), or 0 or max for no waiting, not '{text}'."
+            f"--speed takes a number of times faster than the run from {MIN_SPEED:g} up (10, 1, 0.5),"
+            f" or 0 or max for no waiting, not '{text}'."
         )
     return None if value == 0 or math.isinf(value) else value
 
@@ -215,14 +257,19 @@ def _speed(text: str) -> float | None:
 @history_app.command("delete")
 def delete_run(run_id: RunIdArgument, yes: YesOption = False, db: DbOption = None) -> None:
     """Delete one run: its events, calls and texts no other run shares. Asks first unless --yes."""
+    from rich.text import Text
+
     from panel_cli.store.maintenance import delete_run as delete_stored_run
     from panel_cli.store.maintenance import refuse_running
+    from panel_cli.store.reader import TranscriptReader
+    from panel_cli.view import fmt
+    from panel_cli.view import history as view
 
     with TranscriptReader.open(db) as reader:
         run = reader.get_run(run_id)
         path = reader.path
     refuse_running(run.id, run.status, run.pid, run.host)
-    described = f"run {run.id} ({run.protocol}, {run.status}, {view.local_time(run.started_at, seconds=False)})"
+    described = f"run {run.id} ({run.protocol or 'unknown protocol'}, {run.status}, {view.started(run, seconds=False)})"
     if not yes:
         question = fmt.one_line(run.question, view.QUESTION_PREVIEW)
         typer.echo(f"{described[0].upper()}{described[1:]}: {question}", err=True)
@@ -236,17 +283,24 @@ def purge_runs(
     older_than: Annotated[
         str,
         typer.Option(
-            "--older-than", metavar="WHEN", help="Delete runs started before this: 30d, 12h, or a date (2025-01-31)."
+            "--older-than",
+            metavar="WHEN",
+            help="Delete runs started before this: a span of an hour or more (90m, 12h, 30d) or a date (2025-01-31).",
         ),
     ],
-    status: Annotated[RunStatus | None, typer.Option("--status", help="Only runs with this status.")] = None,
+    status: Annotated[RunStatusOption | None, typer.Option("--status", help="Only runs with this status.")] = None,
     yes: YesOption = False,
     db: DbOption = None,
 ) -> None:
     """Delete the runs started before a time (of one status, if given); says how many, and asks first."""
-    from panel_cli.store.maintenance import purge_runs as purge_stored_runs
+    from rich.text import Text
 
-    cutoff = moment(older_than, "--older-than")
+    from panel_cli.store.maintenance import purge_runs as purge_stored_runs
+    from panel_cli.store.reader import TranscriptReader
+    from panel_cli.view import history as view
+    from panel_cli.wording import plural
+
+    cutoff = moment(older_than, "--older-than", shortest=MIN_PURGE_SPAN)
     with TranscriptReader.open(db) as reader:
         doomed = _runs_before(reader, cutoff, status)
         path = reader.path
@@ -257,8 +311,9 @@ def purge_runs(
             Text(f"No {kind}runs started before {before} in {path}; nothing to delete."), soft_wrap=True
         )
         return
+    counted = f"{plural(len(doomed), f'{kind}run')} started before {before}"
     if not yes:
-        _confirm(f"Delete {plural(len(doomed), f'{kind}run')} started before {before} from {path}?")
+        _confirm(f"Delete {counted} from {path}?")
     deleted = purge_stored_runs(path, older_than=cutoff, status=status)
     view.console().print(Text(f"Deleted {plural(len(deleted), f'{kind}run')} started before {before}."), soft_wrap=True)
 
@@ -277,7 +332,11 @@ def import_runs(
     db: DbOption = None,
 ) -> None:
     """Copy into this database every run of another it lacks (a batch shard's, say): ids kept, runs already here skipped."""
+    from rich.text import Text
+
     from panel_cli.store.merge import import_runs as import_stored_runs
+    from panel_cli.view import history as view
+    from panel_cli.wording import plural
 
     report = import_stored_runs(db, other)
     if as_json:
@@ -293,11 +352,11 @@ def import_runs(
     view.console().print(Text("; ".join(parts) + "."), soft_wrap=True)
 
 
-def _runs_before(reader: TranscriptReader, cutoff: float, status: RunStatus | None) -> list[RunSummary]:
+def _runs_before(reader: TranscriptReader, cutoff: float, status: RunStatusOption | None) -> list[RunSummary]:
     """The runs a purge would delete, to count them before asking: started before `cutoff`,
     with `status` if given, and none whose process is still writing it (a stored `running`
     run is purged only when it is stale)."""
-    listed: ListedStatus | None = "stale" if status == "running" else status
+    listed = "stale" if status == "running" else status
     filters = {"status": listed} if listed else {}
     return [run for run in reader.list_runs(-1, **filters) if run.started_at < cutoff and run.status != "running"]
 
@@ -318,6 +377,9 @@ def _confirm(question: str) -> None:
 @history_app.command("stats")
 def show_stats(as_json: JsonOption = False, db: DbOption = None) -> None:
     """Runs, calls, tokens and cost: in all, by model, by protocol and by month."""
+    from panel_cli.store.reader import TranscriptReader
+    from panel_cli.view import history as view
+
     with TranscriptReader.open(db) as reader:
         report = reader.stats()
         path = reader.path
@@ -326,7 +388,7 @@ def show_stats(as_json: JsonOption = False, db: DbOption = None) -> None:
         return
     from panel_cli.view.stats import draw_stats
 
-    draw_stats(view.console(), path, report)
+    draw_stats(view.table_console(), path, report)
 
 
 @history_app.command("decisions")
@@ -334,22 +396,32 @@ def list_decisions(
     topic: Annotated[
         str | None, typer.Option("--topic", help="Only decisions whose topic (question) holds this text, in any case.")
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many decisions to show, newest first.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=MAX_LIMIT, help="How many decisions to show, newest first.")
+    ] = 20,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
     """List the decisions `panel decide` made: topic, winner, counts, method, leader."""
+    from dataclasses import asdict
+
+    from rich.text import Text
+
+    from panel_cli.store.reader import TranscriptReader
+    from panel_cli.view import history as view
+
     with TranscriptReader.open(db) as reader:
         decisions = reader.list_decisions(limit, topic=topic)
         if as_json:
-            _print_json([decision.model_dump(mode="json") for decision in decisions])
+            _print_json([asdict(decision) for decision in decisions])
             return
         if not decisions:
             where = f" about '{topic}'" if topic else ""
             view.console().print(Text(f"No decisions{where} in {reader.path}."), soft_wrap=True)
             return
         short_ids = {decision.run_id: reader.short_id(decision.run_id) for decision in decisions}
-    view.console().print(view.decisions_table(decisions, short_ids))
+    console = view.table_console()
+    console.print(view.decisions_table(decisions, short_ids, view.table_width(console)))
 
 
 @history_app.command("retally")
@@ -358,7 +430,7 @@ def retally_run(
         str,
         typer.Argument(
             metavar="ID",
-            help="A vote or decide run's id, or any unique beginning of one.",
+            help="A vote or decide run's id, any unique beginning of one, or last.",
             autocompletion=completion.run_ids,
         ),
     ],
@@ -377,21 +449,32 @@ def retally_run(
         ),
     ] = None,
     threshold: Annotated[
-        float | None, typer.Option("--threshold", help="supermajority: the share to exceed (default: the run's).")
+        float | None,
+        typer.Option(
+            "--threshold", help="supermajority: the share to exceed, above 0 and below 1 (default: the run's)."
+        ),
     ] = None,
     quorum: Annotated[
-        int | None, typer.Option("--quorum", min=1, help="Fewest ballots for a winner (default: the run's).")
+        int | None,
+        typer.Option("--quorum", min=1, max=MAX_QUORUM, help="Fewest ballots for a winner (default: the run's)."),
     ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
     """Count a stored vote or decision again from its stored ballots, with no model call, and keep the re-tally."""
+    import math
     import uuid
+
+    from rich.text import Text
 
     from panel_cli.protocols.vote.tally import TIE_BREAKS, parse_choice, parse_method, retally, stored_vote
     from panel_cli.store.maintenance import record_retally
+    from panel_cli.store.reader import TranscriptReader
     from panel_cli.store.records import RetallyRecord
+    from panel_cli.view import history as view
 
+    if threshold is not None and not (math.isfinite(threshold) and 0 < threshold < 1):
+        raise UserError(f"--threshold takes a share above 0 and below 1, such as 0.66, not {threshold:g}.")
     chosen = parse_method(method) if method is not None else None
     settle = parse_choice(tie_break, TIE_BREAKS) if tie_break is not None else None
     if tie_break is not None and settle is None:
@@ -474,6 +557,8 @@ def _stored_outcome(result: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _print_json(data: Any) -> None:
     """Plain `print`, not Rich: JSON on stdout must not be wrapped or coloured."""
+    import json
+
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 

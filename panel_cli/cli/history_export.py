@@ -28,6 +28,9 @@ FORMAT_OF_SUFFIX: dict[str, ExportFormat] = {
     ".htm": "html",
 }
 STDOUT = "-"
+# A file named after its run keeps this much of the id, in characters a file name can hold
+# anywhere: an id from another file (`history import`) can be any length and hold anything.
+NAME_ID_LENGTH = 40
 
 
 def export_run(
@@ -38,7 +41,7 @@ def export_run(
             "--format",
             "-f",
             help="md: Markdown to paste into a ticket; json: the whole transcript; html: one self-contained page to share."
-            " Default: from the -o file's extension, else md.",
+            " Default: from the -o file's extension (.md, .json, .html), else md.",
         ),
     ] = None,
     output: Annotated[
@@ -50,7 +53,9 @@ def export_run(
             help="Write here ('-' for stdout). Default: stdout for md and json; panel-ID.html for html.",
         ),
     ] = None,
-    open_file: Annotated[bool, typer.Option("--open", help="Open the written file with the system's viewer.")] = False,
+    open_file: Annotated[
+        bool, typer.Option("--open", help="Open the written file with the system's viewer, if there is one.")
+    ] = False,
     db: DbOption = None,
 ) -> None:
     """Export one run as Markdown, JSON or a self-contained HTML page (charts, no script, nothing fetched)."""
@@ -63,7 +68,7 @@ def export_run(
     text = render(transcript, chosen)
     if output is None and (chosen == "html" or open_file):
         # A page on a terminal helps nobody, and a viewer needs a file: name it after the run.
-        target = Path(f"panel-{transcript.run.id}.{chosen}")
+        target = Path(f"panel-{file_name_id(transcript.run.id)}.{chosen}")
         _write(target, text)
         _say(f"Wrote {target} (no -o given, so named after the run).")
     elif output is None or output == STDOUT:
@@ -77,10 +82,7 @@ def export_run(
         _write(target, text)
         _say(f"Wrote {target}.")
     if open_file:
-        import webbrowser
-
-        if not webbrowser.open(target.resolve().as_uri()):
-            raise UserError(f"No viewer could be started for {target}; open it yourself.")
+        _open(target)
 
 
 def render(transcript: Transcript, export_format: ExportFormat) -> str:
@@ -103,16 +105,48 @@ def render(transcript: Transcript, export_format: ExportFormat) -> str:
 def transcript_json(transcript: Transcript) -> dict[str, Any]:
     """The same object as `panel history show ID --json`: the result envelope, then the run,
     every call (full requests and responses) and every event."""
-    from panel_cli.view.history_json import RunDetail
+    from panel_cli.view.history_json import run_detail
 
-    detail = RunDetail.of(transcript.run, transcript.calls, transcript.events)
-    return detail.model_dump(mode="json")
+    return run_detail(transcript.run, transcript.calls, transcript.events)
 
 
 def _format_of(output: str | None) -> ExportFormat:
+    """The format a file's extension names; Markdown for stdout. An extension that names
+    none is refused rather than given Markdown it did not ask for."""
     if output is None or output == STDOUT:
         return "md"
-    return FORMAT_OF_SUFFIX.get(Path(output).suffix.lower(), "md")
+    if Path(output).expanduser().is_dir():
+        raise UserError(f"{Path(output).expanduser()} is a folder; give a file name with -o.")
+    suffix = Path(output).suffix.lower()
+    if suffix not in FORMAT_OF_SUFFIX:
+        named = f"'{suffix}'" if suffix else "no extension"
+        raise UserError(
+            f"-o {output}: {named} names no export format; give --format md, json or html,"
+            " or a file ending in .md, .json or .html."
+        )
+    return FORMAT_OF_SUFFIX[suffix]
+
+
+def file_name_id(run_id: str) -> str:
+    """The part of a run's id a file is named with: its letters, digits, `-` and `_`, at most
+    NAME_ID_LENGTH of them."""
+    kept = "".join(
+        character for character in run_id if character.isascii() and (character.isalnum() or character in "-_")
+    )
+    return kept[:NAME_ID_LENGTH] or "run"
+
+
+def _open(target: Path) -> None:
+    """Opening is a convenience: the file is written either way, so no viewer is a notice,
+    not a failure."""
+    import webbrowser
+
+    try:
+        opened = webbrowser.open(target.resolve().as_uri())
+    except Exception:  # a viewer that fails to start is the same as none
+        opened = False
+    if not opened:
+        _say(f"No viewer could be started for {target}; open it yourself.")
 
 
 def _write(target: Path, text: str) -> None:
@@ -120,8 +154,9 @@ def _write(target: Path, text: str) -> None:
         raise UserError(f"{target} is a folder; give a file name with -o.")
     try:
         target.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise UserError(f"Cannot write {target}: {error.strerror or error}.") from error
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise UserError(f"Cannot write {target}: {reason}.") from error
 
 
 def _say(message: str) -> None:

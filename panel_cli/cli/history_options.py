@@ -16,5 +16,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout i
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking first.")]
 RunIdArgument = Annotated[
     str,
-    typer.Argument(metavar="ID", help="A run id, or any unique beginning of one.", autocompletion=completion.run_ids),
+    typer.Argument(
+        metavar="ID",
+        help="A run id, any unique beginning of one, or last (the run started last).",
+        autocompletion=completion.run_ids,
+    ),
 ]

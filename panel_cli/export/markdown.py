@@ -166,6 +166,7 @@ def _stage(stage: Stage) -> str:
         parts.append(_plan(stage.plan))
     elif stage.rows:
         parts.append(_stage_table(stage))
+        parts += _replies(stage)
     if stage.tally is not None:
         parts.append(_chart(stage.tally, "answer" if stage.authors else "member"))
     if stage.aggregate is not None:
@@ -192,6 +193,19 @@ def _stage_table(stage: Stage) -> str:
     rows = [[_row_cell(row, column.key) for column in columns] for row in stage.rows]
     numeric = {index for index, column in enumerate(columns) if column.numeric}
     return table([column.header for column in columns], rows, numeric)
+
+
+def _replies(stage: Stage) -> list[str]:
+    """Every reply of the stage whole, under the member who wrote it: a table cell holds only
+    its first words."""
+    replies = []
+    for row in stage.rows:
+        if not row.reply.strip():
+            continue
+        who = (f"{row.label} " if row.label else "") + fmt.who(row.member, row.about)
+        note = " _(truncated)_" if row.truncated else ""
+        replies.append(f"**{text(who)}**{note}\n\n{quote(pretty_reply(row.reply))}")
+    return replies
 
 
 def _row_cell(row: CallRow, key: ColumnKey) -> str:

@@ -6,6 +6,7 @@ the machine."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel
@@ -24,8 +25,8 @@ class Transcript(BaseModel):
     def load(cls, reader: TranscriptReader, id_or_prefix: str) -> Transcript:
         run = reader.get_run(id_or_prefix)
         raw = {
-            "run": run.model_dump(mode="json"),
+            "run": asdict(run),
             "events": reader.run_events(run.id),
-            "calls": [call.model_dump(mode="json") for call in reader.run_calls(run.id)],
+            "calls": [asdict(call) for call in reader.run_calls(run.id)],
         }
         return cls.model_validate(redact_obj(raw, secret_values()))

@@ -8,8 +8,9 @@ What the rest of panel uses of it, and all it may use (`tests/store/test_surface
   keeps what was committed before; how and when events reach the file (today a thread of its
   own and a transaction per event) is the store's business, free to change.
 - Reading: `reader.TranscriptReader.open(path)`, a context manager: runs, a run's calls,
-  events, recounts and thread, decisions, a batch's runs, totals. It returns the models of
-  `records` (and of `stats`), which say what each field means.
+  events, recounts and thread, decisions, a batch's runs, totals. It returns the dataclasses
+  of `records` (and the models of `stats`), which say what each field means; a row it cannot
+  read is `damaged`, never an exception.
 - Changing what is stored outside a run: `maintenance.record_retally`, `delete_run`,
   `purge_runs` (and `refuse_running`, to refuse before asking); `merge.import_runs`.
 - Evals (`panel eval`): `evals.EvalWriter` keeps one as it runs (`open(path, eval_id)`, then

@@ -11,9 +11,12 @@ inside JSON, a part of a composed text) is rewritten to its id in this file.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -21,34 +24,159 @@ from panel_cli.errors import UserError
 from panel_cli.store.connection import connect, database_error
 from panel_cli.store.paths import resolve_db_path
 from panel_cli.store.processes import this_host
-from panel_cli.store.reader import TranscriptReader
-from panel_cli.store.records import listed_status
-from panel_cli.store.texts import MissingTextError, TextCache, dumps, remap_refs
+from panel_cli.store.reader import TranscriptReader, load_json
+from panel_cli.store.records import RUN_STATUSES, listed_status, read_time
+from panel_cli.store.texts import MissingTextError, TextCache, dumps, refs_in, remap_refs
+
+# What a column of a run's rows may hold, as `panel history import` checks it: each a test
+# of a value that is not NULL (NULL passes, except in a column `required` names), and what
+# it is, for the sentence refusing a file.
+Check = tuple[Callable[[Any], bool], str]
+LONGEST_ID = 256
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and -(2**63) <= value < 2**63
+
+
+def _count(value: Any) -> bool:
+    return _whole(value) and value >= 0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _json(kind: type) -> Callable[[Any], bool]:
+    def valid(value: Any) -> bool:
+        try:
+            return isinstance(load_json(value), kind)
+        except ValueError:
+            return False
+
+    return valid
+
+
+def _id(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= LONGEST_ID and value.isprintable()
+
+
+TEXT: Check = (lambda value: isinstance(value, str), "text")
+WHOLE: Check = (_whole, "a whole number")
+COUNT: Check = (_count, "a count")
+NUMBER: Check = (_number, "a finite number")
+TIME: Check = (lambda value: read_time(value) is not None, "a time (2025-01-31T09:30:00.000000000Z)")
+TEXT_ID: Check = (_whole, "a text's id")
+RUN_ID: Check = (_id, f"an id (printable, 1 to {LONGEST_ID} characters)")
+STATUS: Check = (lambda value: value in RUN_STATUSES, f"a status ({', '.join(RUN_STATUSES)})")
+OBJECT: Check = (_json(dict), "a JSON object")
+LIST: Check = (_json(list), "a JSON list")
+ANY_JSON: Check = (_json(object), "JSON")
 
 
 @dataclass(frozen=True)
 class RunTable:
     """A table whose rows belong to runs: `run_column` names the run (`id` for `runs` itself),
     `texts` are columns holding a text's id, `refs` JSON columns whose `{"$text": id}`
-    references point at texts. Texts found any other way would be left pointing nowhere."""
+    references point at texts. Texts found any other way would be left pointing nowhere.
+    `columns` says what each column may hold, `required` which may not be NULL."""
 
     name: str
     run_column: str = "run_id"
     texts: tuple[str, ...] = ()
     refs: tuple[str, ...] = ()
+    columns: Mapping[str, Check] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
 
 
 # Every table that holds rows of runs, `runs` first; a new one must be listed here (a test
 # checks that every table with a `run_id` column is).
 RUN_TABLES = (
     RunTable(
-        "runs", run_column="id", texts=("question_text", "config_text", "final_answer_text"), refs=("result_json",)
+        "runs",
+        run_column="id",
+        texts=("question_text", "config_text", "final_answer_text"),
+        refs=("result_json",),
+        columns={
+            "id": RUN_ID,
+            **dict.fromkeys(("protocol", "panel", "error", "outcome", "host", "batch_id"), TEXT),
+            **dict.fromkeys(("question_text", "config_text", "final_answer_text"), TEXT_ID),
+            "status": STATUS,
+            "started_at": TIME,
+            "finished_at": TIME,
+            "result_json": OBJECT,
+            **dict.fromkeys(("calls", "tokens"), COUNT),
+            "cost": NUMBER,
+            **dict.fromkeys(("pid", "started_seq", "ended_seq"), WHOLE),
+            "parent_id": RUN_ID,
+        },
+        required=("id", "protocol", "status", "started_at", "question_text"),
     ),
-    RunTable("events", refs=("payload_json",)),
-    RunTable("calls", texts=("response_text",), refs=("request_json",)),
-    RunTable("decisions"),
-    RunTable("retallies"),
-    RunTable("tool_calls"),
+    RunTable(
+        "events",
+        refs=("payload_json",),
+        columns={"seq": WHOLE, "ts": TIME, "type": TEXT, "payload_json": OBJECT},
+        required=("seq", "type"),
+    ),
+    RunTable(
+        "calls",
+        texts=("response_text",),
+        refs=("request_json",),
+        columns={
+            "id": TEXT,
+            **dict.fromkeys(("seq", "started_seq", "round", "truncated", "reused", "attempts"), WHOLE),
+            **dict.fromkeys(
+                ("member", "model", "stage", "about", "request_hash", "error_kind", "error", "detail"), TEXT
+            ),
+            "request_json": LIST,
+            "response_text": TEXT_ID,
+            **dict.fromkeys(("tokens_in", "tokens_out"), COUNT),
+            **dict.fromkeys(("cost", "latency"), NUMBER),
+            "ts": TIME,
+        },
+        required=("id",),
+    ),
+    RunTable(
+        "decisions",
+        columns={
+            "seq": WHOLE,
+            **dict.fromkeys(("topic", "winner", "method", "leader"), TEXT),
+            "vote_counts_json": OBJECT,
+            **dict.fromkeys(("total_votes", "ballots_cast"), COUNT),
+            **dict.fromkeys(("leader_override", "consensus_reached"), WHOLE),
+            "decided_at": TIME,
+        },
+    ),
+    RunTable(
+        "retallies",
+        columns={
+            "id": TEXT,
+            "method": TEXT,
+            "threshold": NUMBER,
+            "quorum": COUNT,
+            "winner": TEXT,
+            "leader_override": WHOLE,
+            "result_json": OBJECT,
+            "created_at": TIME,
+        },
+        required=("id",),
+    ),
+    RunTable(
+        "tool_calls",
+        columns={
+            "seq": WHOLE,
+            **dict.fromkeys(
+                ("call_id", "tool_call_id", "member", "stage", "about", "server", "tool", "status", "error"), TEXT
+            ),
+            "round": WHOLE,
+            "arguments_json": ANY_JSON,
+            "result_chars": COUNT,
+            "truncated": WHOLE,
+            "duration": NUMBER,
+            "ts": TIME,
+        },
+        required=("seq",),
+    ),
 )
 
 
@@ -138,6 +266,8 @@ def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
             raise UserError(
                 f"The transcript database {other} is damaged ({error}); its runs were not imported."
             ) from error
+        except BadRow as error:
+            raise UserError(f"{other} cannot be imported: {error}; nothing was imported.") from error
         except sqlite3.DatabaseError as error:
             raise database_error(path, error, writing=True) from error
         finally:
@@ -159,8 +289,9 @@ def _copy_runs(
             running.append(row["id"])
         else:
             imported.append(row["id"])
-    texts = TextCopier(source, target)
     wanted = json.dumps(imported)
+    check_rows(source, target, wanted)
+    texts = TextCopier(source, target)
     for table in RUN_TABLES:
         columns = _shared_columns(source, target, table.name)
         insert = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
@@ -180,6 +311,46 @@ def _copy_runs(
     return ImportReport(
         source=source_name, target=target_name, imported=imported, skipped=skipped, running=running, texts=texts.added
     )
+
+
+class BadRow(Exception):
+    """A row of the other file holds what no run can (a time that is not one, JSON that does
+    not parse, a text that is missing or made of itself): the file is refused whole."""
+
+
+def check_rows(source: sqlite3.Connection, target: sqlite3.Connection, wanted: str) -> None:
+    """Every row of the runs `wanted` (a JSON list of ids) holds what its column may, and
+    every text it refers to can be read; BadRow names the first that does not. Checked
+    before anything is copied, so that every reader of this file can trust what it holds."""
+    for table in RUN_TABLES:
+        columns = _shared_columns(source, target, table.name)
+        rows = source.execute(
+            f"SELECT {', '.join(columns)} FROM {table.name} WHERE {table.run_column} IN (SELECT value FROM json_each(?))"
+            f" ORDER BY {table.run_column}",
+            (wanted,),
+        )
+        for row in rows:
+            values = dict(zip(columns, row, strict=True))
+            run = f"run {_shown(values[table.run_column])}, {table.name}."
+            for column in columns:
+                value = values[column]
+                check = table.columns.get(column)
+                if value is None and column in table.required:
+                    raise BadRow(f"{run}{column} is empty")
+                if value is not None and check is not None and not check[0](value):
+                    raise BadRow(f"{run}{column} holds {_shown(value)}, not {check[1]}")
+            ids = [values[column] for column in table.texts if values.get(column) is not None]
+            ids += [text_id for column in table.refs for text_id in refs_in(values.get(column))]
+            try:
+                TextCache(source).load(ids)
+            except (MissingTextError, ValueError, RecursionError) as error:
+                raise BadRow(f"{run[:-1]}: {error}") from error
+
+
+def _shown(value: Any) -> str:
+    """A bad value, short enough for a sentence."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:39] + "…"
 
 
 def _shared_columns(source: sqlite3.Connection, target: sqlite3.Connection, table: str) -> list[str]:

@@ -3,11 +3,19 @@
 Reading never writes: the file is opened read-only and never migrated (see
 `panel_cli.store.connection.open_for_reading`), so history works on a file the person cannot
 write, while a run may still be writing to it.
+
+Every reader survives a damaged row: SQLite keeps whatever a column is given, so a file
+edited by hand, or damaged, can hold text where a time belongs or JSON that does not parse.
+Each value is checked for the type its column holds as it is read (`Columns`); what cannot
+be read is left out, and the run says so (`damage`, and `damaged` as its status when its row
+itself is unreadable), so it can still be listed, shown, exported and deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import re
 import sqlite3
@@ -18,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from panel_cli.errors import UserError
 from panel_cli.run_keys import TAGS_KEY
-from panel_cli.store.connection import damaged_error, database_error, open_for_reading
+from panel_cli.store.connection import database_error, open_for_reading
 from panel_cli.store.migrations import SCHEMA_VERSION
 from panel_cli.store.paths import resolve_db_path
 from panel_cli.store.processes import this_host
 from panel_cli.store.records import (
+    RUN_STATUSES,
     THREAD_LIMIT,
     BatchRun,
     CallRecord,
@@ -36,25 +45,185 @@ from panel_cli.store.records import (
     ThreadRun,
     listed_status,
     preview,
+    read_time,
 )
 from panel_cli.store.rows import call_fields, decision_fields, envelope, restore, run_fields
 from panel_cli.store.texts import MissingTextError, TextCache, decode, refs_in
-from panel_cli.store.times import epoch, iso_time, optional_epoch
 
 if TYPE_CHECKING:
     from panel_cli.store.stats import StatsReport
 
+# What every command that takes a run id takes for the run started last.
+LAST = "last"
+# Deeper JSON than this in a stored column is damage, not data: panel writes a few levels.
+JSON_DEPTH = 100
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
-def _summary(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        **{
-            key: row[key]
-            for key in ("id", "protocol", "panel", "question", "calls", "tokens", "cost", "outcome", "parent_id")
-        },
-        "status": listed_status(row),
-        "started_at": optional_epoch(row["started_at"]),
-        "finished_at": optional_epoch(row["finished_at"]),
+
+def json_depth(text: str) -> int:
+    """How deeply `text`'s arrays and objects nest, counted without parsing (the parser
+    recurses, and a file can nest far deeper than the interpreter's stack)."""
+    depth = deepest = 0
+    for token in _BRACKETS.finditer(text):
+        mark = token.group()
+        if mark in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif mark in "]}":
+            depth -= 1
+    return deepest
+
+
+def load_json(text: Any) -> Any:
+    """A stored JSON column's value; ValueError for one that is not JSON of a sane depth."""
+    if not isinstance(text, str):
+        raise ValueError("not JSON text")
+    if json_depth(text) > JSON_DEPTH:
+        raise ValueError(f"JSON nested more than {JSON_DEPTH} levels deep")
+    try:
+        return json.loads(text)
+    except RecursionError as error:
+        raise ValueError("JSON nested too deeply") from error
+
+
+class Columns:
+    """A row's columns, each read as the type the schema gives it. A value of another type
+    reads as its default and is noted in `bad` (the column's name), for the run's `damage`."""
+
+    def __init__(self, row: Mapping[str, Any]) -> None:
+        self.row = row
+        self.bad: list[str] = []
+
+    def _checked(self, column: str, value: Any, good: bool, default: Any) -> Any:
+        if value is None:
+            return default
+        if good:
+            return value
+        self.bad.append(column)
+        return default
+
+    def text(self, column: str, default: str | None = None) -> str | None:
+        value = self.row[column]
+        return self._checked(column, value, isinstance(value, str), default)
+
+    def whole(self, column: str, default: int | None = None) -> int | None:
+        value = self.row[column]
+        return self._checked(column, value, isinstance(value, int), default)
+
+    def real(self, column: str) -> float | None:
+        value = self.row[column]
+        good = isinstance(value, int | float) and math.isfinite(value)
+        return self._checked(column, float(value) if good else value, good, None)
+
+    def time(self, column: str) -> float | None:
+        value = self.row[column]
+        moment = read_time(value)
+        if value is not None and moment is None:
+            self.bad.append(column)
+        return moment
+
+    def note(self, problem: str) -> None:
+        self.bad.append(problem)
+
+    @property
+    def damage(self) -> str | None:
+        return f"unreadable {', '.join(dict.fromkeys(self.bad))}" if self.bad else None
+
+
+class Texts:
+    """A run's texts by id: a text the file cannot give (missing, made of itself, not text)
+    reads as None, and is noted in `bad`."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self._cache = TextCache(db)
+        self._path = path
+        self.broken: set[int] = set()
+
+    def load(self, ids: Iterable[Any]) -> Texts:
+        wanted = [text_id for text_id in ids if isinstance(text_id, int)]
+        try:
+            self._cache.load(wanted)
+        except MissingTextError:
+            for text_id in wanted:
+                try:
+                    self._cache.load([text_id])
+                except MissingTextError:
+                    self.broken.add(text_id)
+        except sqlite3.DatabaseError as error:
+            raise database_error(self._path, error, writing=False) from error
+        return self
+
+    def get(self, text_id: Any) -> str | None:
+        if not isinstance(text_id, int) or text_id in self.broken:
+            return None
+        try:
+            return self._cache.get(text_id)
+        except MissingTextError:
+            self.broken.add(text_id)
+            return None
+        except sqlite3.DatabaseError as error:
+            raise database_error(self._path, error, writing=False) from error
+
+    def optional(self, text_id: Any) -> str | None:
+        return None if text_id is None else self.get(text_id)
+
+    def column(self, columns: Columns, name: str) -> str | None:
+        """The text a column points at, noting the column when it points at none."""
+        text_id = columns.row[name]
+        if text_id is None:
+            return None
+        found = self.get(text_id)
+        if found is None:
+            columns.note(name)
+        return found
+
+    def json_column(self, columns: Columns, name: str, default: Any = None) -> Any:
+        """A JSON column with its texts in place, noting the column when it cannot be read."""
+        raw = columns.row[name]
+        if raw is None:
+            return default
+        try:
+            value = decode(load_json(raw), self)  # type: ignore[arg-type]
+        except (ValueError, RecursionError):
+            columns.note(name)
+            return default
+        if any(text_id in self.broken for text_id in refs_in(raw)):
+            columns.note(name)
+        return value
+
+
+def _refs(raw: Any) -> list[int]:
+    return list(refs_in(raw)) if isinstance(raw, str) else []
+
+
+def _summary(row: Mapping[str, Any], question: str | None, columns: Columns | None = None) -> dict[str, Any]:
+    """The fields of a `RunSummary` from a run row; a column of the wrong type is noted in
+    `damage`, and a run whose row cannot be read as a run is `damaged`."""
+    columns = columns or Columns(row)
+    fields = {
+        "id": row["id"] if isinstance(row["id"], str) else str(row["id"]),
+        "protocol": columns.text("protocol", ""),
+        "panel": columns.text("panel", ""),
+        "question": question if question is not None else "",
+        "started_at": columns.time("started_at"),
+        "finished_at": columns.time("finished_at"),
+        "calls": columns.whole("calls", 0),
+        "tokens": columns.whole("tokens"),
+        "cost": columns.real("cost"),
+        "outcome": columns.text("outcome"),
+        "parent_id": columns.text("parent_id"),
     }
+    if row["status"] not in RUN_STATUSES:
+        columns.note("status")
+    if fields["started_at"] is None:
+        if row["started_at"] is None:
+            columns.note("started_at")
+        fields["started_at"] = 0.0
+    if question is None and row["question_text"] is not None:
+        columns.note("question_text")
+    fields["damage"] = columns.damage
+    fields["status"] = "damaged" if columns.bad else listed_status(row)
+    return fields
 
 
 def search_query(text: str) -> str | None:
@@ -76,8 +245,9 @@ def prefix_successor(prefix: str) -> str | None:
 
 
 _SUMMARY = (
-    "SELECT r.id, r.protocol, r.panel, question.body AS question, r.status, r.started_at, r.finished_at, r.calls,"
-    " r.tokens, r.cost, r.outcome, r.pid, r.host, r.parent_id FROM runs r LEFT JOIN texts question ON question.id = r.question_text"
+    "SELECT r.id, r.protocol, r.panel, question.body AS question, r.question_text, r.status, r.started_at,"
+    " r.finished_at, r.calls, r.tokens, r.cost, r.outcome, r.pid, r.host, r.parent_id"
+    " FROM runs r LEFT JOIN texts question ON question.id = r.question_text"
 )
 # A run's ancestors, nearest first: the chain of parent ids, up to the first run no longer stored.
 _ANCESTORS = """
@@ -103,11 +273,7 @@ SELECT r.*, tree.depth FROM tree JOIN runs r ON r.id = tree.id ORDER BY tree.pat
 
 
 class TranscriptReader:
-    """Reads runs back, while a run may still be writing to the file.
-
-    Records are made with `model_construct`: their fields come from the store's own columns,
-    typed by its schema, and validating them would first build each model's validator, which
-    costs `history list` and `history show` a seventh of their time."""
+    """Reads runs back, while a run may still be writing to the file."""
 
     def __init__(self, db: sqlite3.Connection, path: Path, version: int = SCHEMA_VERSION) -> None:
         self.path = path
@@ -139,19 +305,12 @@ class TranscriptReader:
         except sqlite3.DatabaseError as error:
             raise database_error(self.path, error, writing=False) from error
 
-    def _texts(self, ids: Iterable[int | None]) -> TextCache:
+    def _texts(self, ids: Iterable[Any]) -> Texts:
         """The texts of `ids`, loaded at once."""
-        texts = TextCache(self._db)
-        try:
-            texts.load(text_id for text_id in ids if text_id is not None)
-        except sqlite3.DatabaseError as error:
-            raise database_error(self.path, error, writing=False) from error
-        except MissingTextError as error:
-            raise damaged_error(self.path, error) from error
-        return texts
+        return Texts(self._db, self.path).load(ids)
 
     def count_runs(self, status: ListedStatus | None = None) -> int:
-        if status in ("running", "stale"):
+        if status in ("running", "stale", "damaged"):
             return len(self.list_runs(limit=-1, status=status))
         where, params = ("WHERE status = ?", [status]) if status else ("", [])
         return int(self._query(f"SELECT count(*) FROM runs {where}", params)[0][0])
@@ -167,6 +326,8 @@ class TranscriptReader:
     ) -> list[RunSummary]:
         """Newest first; `limit` -1 for all. `search` is full-text over questions and final
         answers (every word must occur, in any case); `since` is epoch seconds."""
+        from panel_cli.store.times import iso_time
+
         where: list[str] = []
         params: list[Any] = []
         if protocol:
@@ -179,22 +340,23 @@ class TranscriptReader:
             found = "SELECT rowid FROM text_search WHERE text_search MATCH ?"
             where.append(f"(r.question_text IN ({found}) OR r.final_answer_text IN ({found}))")
             params += [query, query]
-        # Whether a running run is stale is known only here, so those are counted in Python.
-        by_process = status in ("running", "stale")
-        if by_process:
+        # Whether a running run is stale, or a row damaged, is known only here, so those
+        # are counted in Python.
+        by_reading = status in ("running", "stale", "damaged")
+        if status in ("running", "stale"):
             where.append("r.status = 'running'")
             if status == "stale":
                 where.append("r.host = ?")
                 params.append(this_host())
-        elif status:
+        elif status and not by_reading:
             where.append("r.status = ?")
             params.append(status)
         sql = f"{_SUMMARY} {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY r.started_at DESC, r.id"
-        if not by_process:
+        if not by_reading:
             sql += " LIMIT ?"
             params.append(limit)
-        summaries = [RunSummary.model_construct(**_summary(row)) for row in self._query(sql, params)]
-        if by_process:
+        summaries = [RunSummary(**_summary(row, row["question"])) for row in self._query(sql, params)]
+        if by_reading:
             summaries = [summary for summary in summaries if summary.status == status]
             summaries = summaries if limit < 0 else summaries[:limit]
         return summaries
@@ -202,7 +364,47 @@ class TranscriptReader:
     def get_run(self, id_or_prefix: str) -> RunRecord:
         """Accepts any unique prefix of an id, as `git` does, since ids are long to type;
         found through the primary-key index, as a range."""
+        row = self._find(id_or_prefix)
+        columns = Columns(row)
+        texts = self._texts(
+            [row["question_text"], row["final_answer_text"], row["config_text"], *_refs(row["result_json"])]
+        )
+        fields = _summary(row, texts.get(row["question_text"]), columns)
+        config = texts.column(columns, "config_text")
+        config_value: Any = {}
+        if config is not None:
+            try:
+                config_value = load_json(config)
+            except ValueError:
+                columns.note("config_text")
+        result = texts.json_column(columns, "result_json")
+        if result is not None and not isinstance(result, dict):
+            columns.note("result_json")
+            result = None
+        members = self._members(row["id"], columns)
+        answer = texts.column(columns, "final_answer_text")
+        extra = {"error": columns.text("error"), "pid": columns.whole("pid"), "host": columns.text("host")}
+        return RunRecord(
+            **{
+                **fields,
+                **extra,
+                "damage": columns.damage,
+                "members": members,
+                "config": config_value if isinstance(config_value, dict) else {},
+                "final_answer": answer,
+                "result": result,
+                "thread": self.thread(row["id"]),
+            }
+        )
+
+    def _find(self, id_or_prefix: str) -> sqlite3.Row:
+        """The run an id names, or a unique beginning of one; `last` is the run started last,
+        as `--continue last` takes it."""
         rows = self._query("SELECT * FROM runs WHERE id = ?", (id_or_prefix,))
+        if not rows and id_or_prefix.strip().lower() == LAST:
+            rows = self._query("SELECT * FROM runs ORDER BY started_at DESC, id LIMIT 1")
+            if not rows:
+                raise UserError(f"There is no run in {self.path} yet, so no last one.")
         if not rows and id_or_prefix:
             upper = prefix_successor(id_or_prefix)
             rows = self._query(
@@ -212,26 +414,13 @@ class TranscriptReader:
         if not rows:
             raise UserError(f"No run has the id '{id_or_prefix}'; `panel history list` shows the stored runs.")
         if len(rows) > 1:
-            matches = ", ".join(row["id"] for row in rows[:5]) + (", …" if len(rows) > 5 else "")
+            matches = ", ".join(str(row["id"]) for row in rows[:5]) + (", …" if len(rows) > 5 else "")
             raise UserError(f"The id '{id_or_prefix}' matches several runs ({matches}); give more of it.")
-        row = rows[0]
-        texts = self._texts(
-            [row["question_text"], row["final_answer_text"], row["config_text"], *refs_in(row["result_json"])]
-        )
-        config = texts.optional(row["config_text"])
-        return RunRecord.model_construct(
-            **{
-                **_summary({**dict(row), "question": texts.optional(row["question_text"])}),
-                "members": self._members(row["id"]),
-                "config": json.loads(config) if config else {},
-                "final_answer": texts.optional(row["final_answer_text"]),
-                "result": decode(json.loads(row["result_json"]), texts) if row["result_json"] else None,
-                "error": row["error"],
-                "pid": row["pid"],
-                "host": row["host"],
-                "thread": self.thread(row["id"]),
-            }
-        )
+        return rows[0]
+
+    def has_protocol(self, name: str) -> bool:
+        """Whether any stored run is of the protocol `name`."""
+        return bool(self._query("SELECT 1 FROM runs WHERE protocol = ? LIMIT 1", (name,)))
 
     def thread(self, run_id: str) -> RunThread:
         """The runs `run_id` follows up and its follow-ups (see `RunThread`)."""
@@ -241,22 +430,23 @@ class TranscriptReader:
         texts = self._texts(
             text_id for row in [*ancestors, *follow_ups] for text_id in (row["question_text"], row["final_answer_text"])
         )
-        return RunThread.model_construct(
+        return RunThread(
             ancestors=[self._thread_run(row, texts) for row in ancestors],
             follow_ups=[self._thread_run(row, texts) for row in follow_ups],
         )
 
     @staticmethod
-    def _thread_run(row: sqlite3.Row, texts: TextCache) -> ThreadRun:
+    def _thread_run(row: sqlite3.Row, texts: Texts) -> ThreadRun:
         answer = texts.optional(row["final_answer_text"])
-        return ThreadRun.model_construct(
-            run_id=row["id"],
-            parent_id=row["parent_id"],
+        fields = _summary(row, texts.optional(row["question_text"]))
+        return ThreadRun(
+            run_id=fields["id"],
+            parent_id=fields["parent_id"],
             depth=row["depth"],
-            protocol=row["protocol"],
-            question=texts.optional(row["question_text"]) or "",
-            status=listed_status(row),
-            started_at=optional_epoch(row["started_at"]),
+            protocol=fields["protocol"],
+            question=fields["question"],
+            status=fields["status"],
+            started_at=fields["started_at"],
             answer_preview=None if answer is None else preview(answer),
         )
 
@@ -276,20 +466,25 @@ class TranscriptReader:
                 row["question_text"],
                 row["final_answer_text"],
                 row["config_text"],
-                *refs_in(row["result_json"]),
+                *_refs(row["result_json"]),
             )
         )
         runs = []
         for row in rows:
-            config = texts.optional(row["config_text"])
-            tags = (json.loads(config) if config else {}).get(TAGS_KEY)
-            result = decode(json.loads(row["result_json"]), texts) if row["result_json"] else {}
+            columns = Columns(row)
+            fields = _summary(row, texts.optional(row["question_text"]), columns)
+            config = texts.column(columns, "config_text")
+            try:
+                tags = load_json(config).get(TAGS_KEY) if config else None
+            except (ValueError, AttributeError):
+                tags = None
+            result = texts.json_column(columns, "result_json", {})
             reason = result.get("failure_reason") if isinstance(result, dict) else None
             runs.append(
-                BatchRun.model_construct(
-                    **_summary({**dict(row), "question": texts.optional(row["question_text"])}),
+                BatchRun(
+                    **{**fields, "damage": columns.damage},
                     tags=tags if isinstance(tags, dict) else {},
-                    final_answer=texts.optional(row["final_answer_text"]),
+                    final_answer=texts.column(columns, "final_answer_text"),
                     failure_reason=reason if isinstance(reason, str) else None,
                 )
             )
@@ -303,109 +498,159 @@ class TranscriptReader:
             "SELECT (SELECT max(id) FROM runs WHERE id < :id), (SELECT min(id) FROM runs WHERE id > :id)",
             {"id": run_id},
         )[0]
-        shared = max((len(os.path.commonprefix([run_id, other])) for other in neighbours if other), default=0)
+        shared = max(
+            (len(os.path.commonprefix([run_id, other])) for other in neighbours if isinstance(other, str)), default=0
+        )
         return run_id[: max(min_length, shared + 1)]
 
-    def _members(self, run_id: str) -> list[RunMember]:
+    def _members(self, run_id: str, columns: Columns) -> list[RunMember]:
         """The members live in the `run_started` event rather than a column of their own."""
         rows = self._query("SELECT payload_json FROM events WHERE run_id = ? AND type = 'run_started'", (run_id,))
         if not rows or not rows[0]["payload_json"]:
             return []
-        payload = json.loads(rows[0]["payload_json"])
-        members = decode(payload, self._texts(refs_in(rows[0]["payload_json"]))).get("members", [])
-        return [RunMember.model_construct(**{"label": None, **member}) for member in members]
+        event = Columns(rows[0])
+        payload = self._texts(_refs(rows[0]["payload_json"])).json_column(event, "payload_json", {})
+        members = payload.get("members") if isinstance(payload, dict) else None
+        found = []
+        for member in members if isinstance(members, list) else []:
+            if (
+                isinstance(member, dict)
+                and isinstance(member.get("name"), str)
+                and isinstance(member.get("model"), str)
+            ):
+                label = member.get("label")
+                found.append(
+                    RunMember(
+                        name=member["name"], model=member["model"], label=label if isinstance(label, str) else None
+                    )
+                )
+            else:
+                event.note("members")
+        if event.bad:
+            columns.note("the run_started event")
+        return found
 
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
         """Payloads in emission order, every text in place; `panel_cli.events.parse_event`
         turns each back into the event a live run emitted (its `messages`, if any, are in
-        `run_calls`)."""
+        `run_calls`). An event whose row cannot be read is left out."""
         events = self._query("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
         run = next(iter(self._query("SELECT * FROM runs WHERE id = ?", (run_id,))), None)
         calls = self._query("SELECT * FROM calls WHERE run_id = ?", (run_id,))
         decision = next(iter(self._query("SELECT * FROM decisions WHERE run_id = ?", (run_id,))), None)
-        ids: list[int | None] = [call["response_text"] for call in calls]
+        ids: list[Any] = [call["response_text"] for call in calls]
         for row in events:
-            ids += refs_in(row["payload_json"])
+            ids += _refs(row["payload_json"])
         if run is not None:
-            ids += [run["question_text"], run["final_answer_text"], run["config_text"], *refs_in(run["result_json"])]
+            ids += [run["question_text"], run["final_answer_text"], run["config_text"], *_refs(run["result_json"])]
         texts = self._texts(ids)
-        claims: dict[int, dict[str, Any]] = {}
+        claims: dict[Any, dict[str, Any]] = {}
         for call in calls:
-            given = call_fields(call, texts)
+            given = call_fields(call, texts)  # type: ignore[arg-type]
             claims.update((seq, given) for seq in (call["seq"], call["started_seq"]) if seq is not None)
         if run is not None:
             claims.update((run[seq], {}) for seq in ("started_seq", "ended_seq") if run[seq] is not None)
         if decision is not None and decision["seq"] is not None:
-            claims[decision["seq"]] = decision_fields(decision)
+            with contextlib.suppress(ValueError, TypeError, RecursionError):
+                claims[decision["seq"]] = decision_fields(decision)
         payloads = []
         for row in events:
-            kept = decode(json.loads(row["payload_json"]), texts) if row["payload_json"] else {}
+            columns = Columns(row)
+            kept = texts.json_column(columns, "payload_json", {})
+            if columns.bad or not isinstance(kept, dict) or not isinstance(row["type"], str):
+                continue
             given = claims.get(row["seq"])
-            if given == {} and run is not None:
-                given = run_fields(run, texts, row["type"])
-            payloads.append(restore(envelope(row, run_id), kept, given))
+            try:
+                if given == {} and run is not None:
+                    given = run_fields(run, texts, row["type"])  # type: ignore[arg-type]
+                payloads.append(restore(envelope(row, run_id), kept, given))
+            except (ValueError, TypeError, AttributeError, RecursionError):
+                continue
         return payloads
 
     def list_decisions(self, limit: int = 20, topic: str | None = None) -> list[DecisionRecord]:
-        """Newest first; with `topic`, only decisions whose topic holds it, in any case."""
+        """Newest first; with `topic`, only decisions whose topic holds it, in any case. A
+        decision whose row cannot be read is left out."""
         rows = self._query("SELECT * FROM decisions ORDER BY decided_at DESC")
         wanted = topic.casefold() if topic else None
         found: list[DecisionRecord] = []
         for row in rows:
-            if wanted is not None and wanted not in (row["topic"] or "").casefold():
+            decision = _decision(row)
+            if decision is None or (wanted is not None and wanted not in decision.topic.casefold()):
                 continue
-            fields = dict(row)
-            fields["vote_counts"] = json.loads(fields.pop("vote_counts_json") or "{}")
-            fields["decided_at"] = optional_epoch(fields["decided_at"])
-            found.append(DecisionRecord.model_validate(fields))
+            found.append(decision)
             if len(found) == limit:
                 break
         return found
 
     def run_retallies(self, run_id: str) -> list[RetallyRecord]:
-        """A run's recounts, oldest first."""
+        """A run's recounts, oldest first; one whose row cannot be read is left out."""
         rows = self._query("SELECT * FROM retallies WHERE run_id = ? ORDER BY created_at, rowid", (run_id,))
         records = []
         for row in rows:
-            fields = dict(row)
-            fields["result"] = json.loads(fields.pop("result_json") or "{}")
-            fields["created_at"] = optional_epoch(fields["created_at"])
-            records.append(RetallyRecord.model_validate(fields))
+            columns = Columns(row)
+            try:
+                result = load_json(row["result_json"] or "{}")
+            except ValueError:
+                continue
+            created = columns.time("created_at")
+            quorum = columns.whole("quorum")
+            if columns.bad or created is None or quorum is None or not isinstance(result, dict):
+                continue
+            records.append(
+                RetallyRecord(
+                    id=str(row["id"]),
+                    run_id=run_id,
+                    method=columns.text("method", "") or "",
+                    threshold=columns.real("threshold"),
+                    quorum=quorum,
+                    winner=columns.text("winner"),
+                    leader_override=bool(row["leader_override"]),
+                    result=result,
+                    created_at=created,
+                )
+            )
         return records
 
     def run_calls(self, run_id: str) -> list[CallRecord]:
         """Every call in the order it ended, its messages and response whole. `truncated` is
-        NULL for a failed call."""
+        NULL for a failed call. A call whose row cannot be read keeps what can be."""
         rows = self._query("SELECT * FROM calls WHERE run_id = ? ORDER BY ts, seq", (run_id,))
-        ids: list[int | None] = []
+        ids: list[Any] = []
         for row in rows:
-            ids += [row["response_text"], *refs_in(row["request_json"])]
+            ids += [row["response_text"], *_refs(row["request_json"])]
         texts = self._texts(ids)
-        return [
-            CallRecord.model_construct(
-                id=row["id"],
-                run_id=row["run_id"],
-                member=row["member"],
-                model=row["model"],
-                stage=row["stage"],
-                round=row["round"],
-                about=row["about"],
-                messages=decode(json.loads(row["request_json"] or "[]"), texts),
-                response=texts.optional(row["response_text"]),
-                truncated=bool(row["truncated"]),
-                request_hash=row["request_hash"],
-                tokens_in=row["tokens_in"],
-                tokens_out=row["tokens_out"],
-                cost=row["cost"],
-                latency=row["latency"],
-                error_kind=row["error_kind"],
-                error=row["error"],
-                detail=row["detail"],
-                attempts=row["attempts"],
-                ts=epoch(row["ts"]),
+        calls = []
+        for row in rows:
+            columns = Columns(row)
+            messages = texts.json_column(columns, "request_json", [])
+            calls.append(
+                CallRecord(
+                    id=str(row["id"]),
+                    run_id=run_id,
+                    member=columns.text("member", "") or "",
+                    model=columns.text("model", "") or "",
+                    stage=columns.text("stage", "") or "",
+                    round=columns.whole("round"),
+                    about=columns.text("about"),
+                    messages=[message for message in messages if isinstance(message, dict)]
+                    if isinstance(messages, list)
+                    else [],
+                    response=texts.column(columns, "response_text"),
+                    truncated=bool(row["truncated"]),
+                    request_hash=columns.text("request_hash"),
+                    tokens_in=columns.whole("tokens_in"),
+                    tokens_out=columns.whole("tokens_out"),
+                    cost=columns.real("cost"),
+                    latency=columns.real("latency"),
+                    error_kind=columns.text("error_kind"),
+                    error=columns.text("error"),
+                    detail=columns.text("detail"),
+                    attempts=columns.whole("attempts", 1) or 1,
+                    ts=columns.time("ts") or 0.0,
+                )
             )
-            for row in rows
-        ]
+        return calls
 
     def answered_calls(self, run_id: str) -> dict[str, list[CallRecord]]:
         """The run's answered calls by request hash, in the order they ended, for a resumed
@@ -420,25 +665,73 @@ class TranscriptReader:
 
     def stats(self) -> StatsReport:
         """Totals over every run. SQL's SUM skips NULLs and is NULL when all are: an unknown
-        cost stays unknown."""
+        cost stays unknown. Only numbers are added: a damaged row's text is left out."""
         from panel_cli.store.stats import ModelUsage, MonthUsage, ProtocolUsage, StatsReport, Usage
 
-        usage = "count(*) AS runs, coalesce(sum(calls), 0) AS calls, sum(tokens) AS tokens, sum(cost) AS cost"
-        (total,) = self._query(f"SELECT {usage} FROM runs")
-        by_protocol = self._query(f"SELECT protocol, {usage} FROM runs GROUP BY protocol ORDER BY protocol")
-        by_month = self._query(
-            f"SELECT substr(started_at, 1, 7) AS month, {usage} FROM runs GROUP BY month ORDER BY month"
+        # total() rather than sum(): a sum past SQLite's integers is a float, not an error.
+        number = "CASE WHEN typeof({0}) IN ('integer', 'real') THEN {0} END"
+        known = "CASE WHEN count({0}) THEN total({0}) END"
+        calls, tokens, cost = (number.format(column) for column in ("calls", "tokens", "cost"))
+        usage = (
+            f"count(*) AS runs, total({calls}) AS calls, {known.format(tokens)} AS tokens, {known.format(cost)} AS cost"
         )
+        (total,) = self._query(f"SELECT {usage} FROM runs")
+        by_protocol = self._query(f"SELECT CAST(protocol AS TEXT) AS protocol, {usage} FROM runs GROUP BY 1 ORDER BY 1")
+        by_month = self._query(
+            f"SELECT substr(CAST(started_at AS TEXT), 1, 7) AS month, {usage} FROM runs GROUP BY month ORDER BY month"
+        )
+        tokens_in, tokens_out, call_cost = (number.format(column) for column in ("tokens_in", "tokens_out", "cost"))
         by_model = self._query(
-            "SELECT model, count(DISTINCT run_id) AS runs, count(*) AS calls,"
-            " CASE WHEN count(tokens_in) + count(tokens_out) THEN coalesce(sum(tokens_in), 0) + coalesce(sum(tokens_out), 0) END"
-            " AS tokens, sum(cost) AS cost FROM calls GROUP BY model ORDER BY model"
+            "SELECT CAST(model AS TEXT) AS model, count(DISTINCT run_id) AS runs, count(*) AS calls,"
+            f" CASE WHEN count({tokens_in}) + count({tokens_out}) THEN total({tokens_in}) + total({tokens_out}) END"
+            f" AS tokens, {known.format(call_cost)} AS cost FROM calls GROUP BY 1 ORDER BY 1"
         )
         return StatsReport(
-            total=Usage.model_validate(dict(total)),
-            by_model=[ModelUsage.model_validate(dict(row)) for row in by_model],
-            by_protocol=[
-                ProtocolUsage.model_validate({**dict(row), "protocol": row["protocol"] or ""}) for row in by_protocol
-            ],
-            by_month=[MonthUsage.model_validate({**dict(row), "month": row["month"] or ""}) for row in by_month],
+            total=Usage(**_usage(total)),
+            by_model=[ModelUsage(model=row["model"] or "", **_usage(row)) for row in by_model],
+            by_protocol=[ProtocolUsage(protocol=row["protocol"] or "", **_usage(row)) for row in by_protocol],
+            by_month=[MonthUsage(month=row["month"] or "", **_usage(row)) for row in by_month],
         )
+
+
+def _usage(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A sum past what a float holds is unknown rather than infinite."""
+    cost = row["cost"]
+    tokens = row["tokens"]
+    calls = row["calls"]
+    return {
+        "runs": int(row["runs"]),
+        "calls": int(calls) if isinstance(calls, int | float) and math.isfinite(calls) else 0,
+        "tokens": int(tokens) if isinstance(tokens, int | float) and math.isfinite(tokens) else None,
+        "cost": float(cost) if isinstance(cost, int | float) and math.isfinite(cost) else None,
+    }
+
+
+def _decision(row: Mapping[str, Any]) -> DecisionRecord | None:
+    """A decision row as a record; None for one that cannot be read."""
+    columns = Columns(row)
+    try:
+        counts = load_json(row["vote_counts_json"] or "{}")
+    except ValueError:
+        return None
+    decided = columns.time("decided_at")
+    numbers = {name: columns.whole(name, 0) for name in ("total_votes", "ballots_cast")}
+    fields = {name: columns.text(name) for name in ("topic", "winner", "method", "leader")}
+    valid_counts = isinstance(counts, dict) and all(
+        isinstance(count, int) and not isinstance(count, bool) for count in counts.values()
+    )
+    if columns.bad or decided is None or not valid_counts:
+        return None
+    return DecisionRecord(
+        run_id=str(row["run_id"]),
+        topic=fields["topic"] or "",
+        winner=fields["winner"],
+        vote_counts=counts,
+        method=fields["method"] or "",
+        total_votes=numbers["total_votes"] or 0,
+        ballots_cast=numbers["ballots_cast"] or 0,
+        leader=fields["leader"],
+        leader_override=bool(row["leader_override"]),
+        consensus_reached=bool(row["consensus_reached"]),
+        decided_at=decided,
+    )

@@ -1,22 +1,27 @@
-"""What reading the store gives back: a run, a call, a decision, a recount, as pydantic models.
+"""What reading the store gives back: a run, a call, a decision, a recount.
 
-They are declared apart from the event models (`panel_cli.events`), so reading history does
-not build those, which costs `panel history` a noticeable part of its start; and built when
-first used (`defer_build`), since `history list` needs only `RunSummary`.
+Plain dataclasses, filled from the store's own columns by the reader, which checks each
+value's type as it reads it (`panel_cli.store.reader`): a row a hand or a damaged file left
+with the wrong type is read as far as it can be and marked `damaged`, never raised from.
+They are not pydantic models: `panel history list` and `show` would spend a third of their
+time building models and their validators (see bench/history.py). Where a file from
+elsewhere comes in (`panel history import`), its rows are checked before they are copied.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from panel_cli.store.processes import process_alive, this_host
 from panel_cli.store.times import optional_epoch
 
 RunStatus = Literal["running", "finished", "no_answer", "failed", "interrupted"]
-ListedStatus = RunStatus | Literal["stale"]  # "stale": running, but its process is gone
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "finished", "no_answer", "failed", "interrupted")
+# "stale": running, but its process is gone; "damaged": its row cannot be read as a run.
+ListedStatus = RunStatus | Literal["stale", "damaged"]
 
 # The most runs a thread of follow-ups is read to, each way from a run: a loop of `--continue
 # last` can make a long chain, and `history show` lists the thread a line a run.
@@ -24,11 +29,12 @@ THREAD_LIMIT = 100
 OUTCOME_LENGTH = 80
 
 
-class RunSummary(BaseModel):
+@dataclass(kw_only=True)
+class RunSummary:
     """A line of `panel history list`. `tokens` and `cost` are None when no call reported them;
-    `outcome` is the winner (confer, vote, decide) or the final answer's first line."""
-
-    model_config = ConfigDict(defer_build=True)
+    `outcome` is the winner (confer, vote, decide) or the final answer's first line. `damage`
+    says what of the run could not be read (None: nothing); a run whose row itself cannot be
+    read is listed `damaged`, at `started_at` 0 when its start is what is unreadable."""
 
     id: str
     protocol: str
@@ -42,6 +48,7 @@ class RunSummary(BaseModel):
     cost: float | None = None
     outcome: str | None = None
     parent_id: str | None = None
+    damage: str | None = None
 
     @property
     def reached_answer(self) -> bool:
@@ -52,22 +59,20 @@ class RunSummary(BaseModel):
         return None if self.finished_at is None else self.finished_at - self.started_at
 
 
-class RunMember(BaseModel):
+@dataclass(kw_only=True)
+class RunMember:
     """`events.MemberInfo` as stored."""
-
-    model_config = ConfigDict(defer_build=True)
 
     name: str
     model: str
     label: str | None = None
 
 
-class ThreadRun(BaseModel):
+@dataclass(kw_only=True)
+class ThreadRun:
     """A run of a thread of follow-ups, as `history show` lists it beside the run it shows:
     `depth` is how many follow-up steps away it is (1: the run's parent, or a direct follow-up);
     `answer_preview` is its final answer on one short line (None: it has none)."""
-
-    model_config = ConfigDict(defer_build=True)
 
     run_id: str
     parent_id: str | None = None
@@ -79,17 +84,17 @@ class ThreadRun(BaseModel):
     answer_preview: str | None = None
 
 
-class RunThread(BaseModel):
+@dataclass(kw_only=True)
+class RunThread:
     """Where a run sits among follow-ups: the runs it continues, oldest first, up to the first
     one no longer stored; and every follow-up of it and of those, depth first, each run's
     follow-ups in the order they started. At most THREAD_LIMIT each way."""
 
-    model_config = ConfigDict(defer_build=True)
-
-    ancestors: list[ThreadRun] = []
-    follow_ups: list[ThreadRun] = []
+    ancestors: list[ThreadRun] = field(default_factory=list)
+    follow_ups: list[ThreadRun] = field(default_factory=list)
 
 
+@dataclass(kw_only=True)
 class RunRecord(RunSummary):
     """A whole run. `pid` and `host` are the process that wrote it (None for a run from a
     file older than them). `thread`: the runs it follows up and its follow-ups."""
@@ -101,7 +106,7 @@ class RunRecord(RunSummary):
     error: str | None = None
     pid: int | None = None
     host: str | None = None
-    thread: RunThread = Field(default_factory=RunThread)
+    thread: RunThread = field(default_factory=RunThread)
 
     @property
     def warnings(self) -> list[Any]:
@@ -110,6 +115,7 @@ class RunRecord(RunSummary):
         return found if isinstance(found, list) else []
 
 
+@dataclass(kw_only=True)
 class BatchRun(RunSummary):
     """A run of a `panel batch`, as resuming the batch reads it: its tags say which question
     it answered."""
@@ -119,12 +125,11 @@ class BatchRun(RunSummary):
     failure_reason: str | None = None
 
 
-class CallRecord(BaseModel):
+@dataclass(kw_only=True)
+class CallRecord:
     """One model call; a failed call has `error_kind`, `error` and the provider's raw
     `detail` instead of a response. A `truncated` response is the beginning of the reply.
     `request_hash` identifies the request, so a resumed run can reuse the reply."""
-
-    model_config = ConfigDict(defer_build=True)
 
     id: str
     run_id: str
@@ -148,10 +153,9 @@ class CallRecord(BaseModel):
     ts: float
 
 
-class DecisionRecord(BaseModel):
+@dataclass(kw_only=True)
+class DecisionRecord:
     """A decide run's outcome as `panel history decisions` lists it; its id is the run's."""
-
-    model_config = ConfigDict(defer_build=True)
 
     run_id: str
     topic: str
@@ -166,10 +170,9 @@ class DecisionRecord(BaseModel):
     decided_at: float
 
 
-class RetallyRecord(BaseModel):
+@dataclass(kw_only=True)
+class RetallyRecord:
     """One recount of a stored vote by `panel history retally`; `result` is what it printed."""
-
-    model_config = ConfigDict(defer_build=True)
 
     id: str
     run_id: str
@@ -184,12 +187,30 @@ class RetallyRecord(BaseModel):
 
 def listed_status(row: Mapping[str, Any]) -> ListedStatus:
     """A run's status as listed: `stale` for a `running` run whose process is gone from
-    this host. A run written from another host stays `running`: nothing here can tell."""
+    this host, `damaged` for a status no run has. A run written from another host stays
+    `running`: nothing here can tell."""
     status = row["status"]
-    mine = status == "running" and row["pid"] is not None and row["host"] == this_host()
-    if mine and not process_alive(row["pid"], optional_epoch(row["started_at"])):
+    if status not in RUN_STATUSES:
+        return "damaged"
+    pid = row["pid"]
+    mine = status == "running" and isinstance(pid, int) and row["host"] == this_host()
+    if mine and not process_alive(pid, read_time(row["started_at"])):
         return "stale"
     return status
+
+
+# A stored time as the store writes it (`panel_cli.store.times.iso_time`), from year 1000 to 9998,
+# so that any local time of it is a date Python can name.
+_STORED_TIME = re.compile(
+    r"[1-9]\d{3}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,30})?Z"
+)
+
+
+def read_time(value: Any) -> float | None:
+    """A stored time in epoch seconds; None for a value that is not one (a damaged row)."""
+    if not isinstance(value, str) or not _STORED_TIME.fullmatch(value) or value >= "9999":
+        return None
+    return optional_epoch(value)
 
 
 def outcome_of(final_answer: str | None, result: Any) -> str | None:

@@ -94,8 +94,14 @@ def remap_refs(json_text: str, new_id: Callable[[int], int]) -> str:
 
 
 def part_refs(parts_json: str) -> Iterator[int]:
-    for part in json.loads(parts_json):
-        if isinstance(part, list):
+    """The texts a composed text is made of; none from parts that are not a list of parts (a
+    damaged row, which must not stop a delete or a purge from going through)."""
+    try:
+        parts = json.loads(parts_json)
+    except (TypeError, ValueError, RecursionError):
+        return
+    for part in parts if isinstance(parts, list) else ():
+        if _is_part(part) and not isinstance(part, str):
             yield part[0]
 
 
@@ -103,7 +109,9 @@ def part_refs(parts_json: str) -> Iterator[int]:
 
 
 class MissingTextError(Exception):
-    """A row refers to a text the file does not have: the file is damaged."""
+    """A row refers to a text the file does not have, or one it cannot put together (parts
+    that are not a list of parts, that refer to the text itself, a body that is not text):
+    the file is damaged."""
 
 
 class TextCache:
@@ -126,26 +134,42 @@ class TextCache:
                 raise MissingTextError(f"text {min(missing)} is missing")
             wanted = set()
             for text_id, body, parts in rows:
-                if body is not None:
+                if isinstance(body, str):
                     self._bodies[text_id] = body
                 else:
-                    composed[text_id] = json.loads(parts)
+                    composed[text_id] = _parts(text_id, body, parts)
                     wanted |= {part[0] for part in composed[text_id] if isinstance(part, list)}
             wanted -= self._bodies.keys() | composed.keys()
         for text_id in composed:
             self._assemble(text_id, composed)
 
-    def _assemble(self, text_id: int, composed: dict[int, list[Any]]) -> str:
-        if text_id not in self._bodies:
+    def _assemble(self, text_id: int, composed: dict[int, list[Any]]) -> None:
+        """Put `text_id` together, the texts it is made of first. Without recursion: a prompt
+        made of a slice of one made of a slice of another can be any number of texts deep."""
+        pending = [text_id]
+        building: set[int] = set()
+        while pending:
+            current = pending[-1]
+            if current in self._bodies:
+                pending.pop()
+                continue
+            needed = [part[0] for part in composed[current] if isinstance(part, list) and part[0] not in self._bodies]
+            if needed:
+                if current in building:
+                    raise MissingTextError(f"text {current} is made of itself")
+                building.add(current)
+                pending += needed
+                continue
             pieces = []
-            for part in composed[text_id]:
+            for part in composed[current]:
                 if isinstance(part, str):
                     pieces.append(part)
-                    continue
-                whole = self._assemble(part[0], composed)
-                pieces.append(whole if len(part) == 1 else whole[part[1] : part[1] + part[2]])
-            self._bodies[text_id] = "".join(pieces)
-        return self._bodies[text_id]
+                else:
+                    whole = self._bodies[part[0]]
+                    pieces.append(whole if len(part) == 1 else whole[part[1] : part[1] + part[2]])
+            self._bodies[current] = "".join(pieces)
+            building.discard(current)
+            pending.pop()
 
     def get(self, text_id: int) -> str:
         if text_id not in self._bodies:
@@ -154,6 +178,27 @@ class TextCache:
 
     def optional(self, text_id: int | None) -> str | None:
         return None if text_id is None else self.get(text_id)
+
+
+def _parts(text_id: int, body: Any, parts: Any) -> list[Any]:
+    """A composed text's parts, each a string, `[id]` or `[id, start, length]`, checked."""
+    try:
+        found = json.loads(parts) if isinstance(parts, str) and body is None else None
+    except (ValueError, RecursionError):
+        found = None
+    if not isinstance(found, list) or not all(_is_part(part) for part in found):
+        raise MissingTextError(f"text {text_id} is neither a text nor a list of parts")
+    return found
+
+
+def _is_part(part: Any) -> bool:
+    if isinstance(part, str):
+        return True
+    return (
+        isinstance(part, list)
+        and len(part) in (1, 3)
+        and all(isinstance(number, int) and not isinstance(number, bool) and number >= 0 for number in part)
+    )
 
 
 # -- writing -----------------------------------------------------------------------------

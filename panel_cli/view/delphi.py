@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
-from panel_cli.events import BaseEvent, ContributionMade, DelphiRoundEnded
 from panel_cli.view import fmt
 from panel_cli.view.tables import (
     LATENCY_WIDTH,
@@ -31,6 +30,9 @@ from panel_cli.view.tables import (
     tools_columns,
     warning_line,
 )
+
+if TYPE_CHECKING:
+    from panel_cli.events import ContributionMade, DelphiRoundEnded
 
 
 def contribution_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
@@ -147,20 +149,7 @@ def _round_ended_line(event: DelphiRoundEnded) -> str:
 
 
 # The plain view's line for each delphi event.
-PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
-    ContributionMade: _contribution_line,
-    DelphiRoundEnded: _round_ended_line,
+PLAIN_LINES: dict[str, Callable[[Any], str]] = {
+    "delphi_contribution": _contribution_line,
+    "delphi_round_ended": _round_ended_line,
 }
-
-
-def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """Who synthesised, and whether the experts stopped changing before the last round."""
-    if "experts" not in result or "stopped_early" not in result:
-        return []
-    fields: list[tuple[str, str]] = []
-    synthesis = result.get("synthesis")
-    if isinstance(synthesis, dict) and synthesis.get("chairman"):
-        fields.append(("chairman", str(synthesis["chairman"])))
-    if result.get("stopped_early"):
-        fields.append(("stopped early", "yes"))
-    return fields

@@ -7,14 +7,17 @@ Markdown would make of them, and Markdown is imported only for an answer that ne
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.text import Text
 
-from panel_cli.events import RunFinished
 from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
+
+if TYPE_CHECKING:
+    from panel_cli.events import RunFinished
 
 # What could make CommonMark (with tables and strikethrough, as Rich parses it) read a text as
 # more than paragraphs: emphasis, code, escapes, entities, HTML, tables, strikethrough and

@@ -7,10 +7,11 @@ and the protocols' views come in only with `show` and `replay`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -22,7 +23,6 @@ from panel_cli.view import fmt
 from panel_cli.wording import plural
 
 if TYPE_CHECKING:
-    from panel_cli.events import BaseEvent
     from panel_cli.store.records import CallRecord, DecisionRecord, RunRecord, RunSummary
 
 QUESTION_PREVIEW = 60
@@ -36,7 +36,11 @@ STATUS_STYLES = {
     "no_answer": "yellow",
     "failed": "red",
     "interrupted": "magenta",
+    "damaged": "bold red",
 }
+# Off a terminal, with no COLUMNS, a table is drawn at its own width, whatever that is: a
+# pipe has no width to fit, and a cut id or question helps no script.
+UNLIMITED = 1_000_000
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -46,9 +50,30 @@ def console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, markup=False, emoji=False, highlight=False)
 
 
+def table_console() -> Console:
+    """The console a table of runs is printed with: a terminal's width, else the width
+    `COLUMNS` gives, else none at all (`table_width`)."""
+    found = console()
+    if found.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return found
+    return Console(markup=False, emoji=False, highlight=False, width=UNLIMITED)
+
+
+def table_width(shown: Console) -> int | None:
+    """The width a table of runs must fit, None for no limit."""
+    return None if shown.width >= UNLIMITED else shown.width
+
+
 def local_time(timestamp: float, seconds: bool = True) -> str:
     """Local time, which is what a person remembers a run by."""
     return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def started(run: RunSummary, seconds: bool = True) -> str:
+    """When a run started, or that its row does not say (a damaged run)."""
+    if run.status == "damaged" and not run.started_at:
+        return "unknown time"
+    return local_time(run.started_at, seconds)
 
 
 def status_text(status: str) -> Text:
@@ -58,19 +83,20 @@ def status_text(status: str) -> Text:
 # -- `history list` ----------------------------------------------------------------------
 
 
-def runs_table(runs: list[RunSummary], short_ids: Mapping[str, str], width: int) -> Table:
+def runs_table(runs: list[RunSummary], short_ids: Mapping[str, str], width: int | None) -> Table:
     """The runs, one per line. Every cell is a `Text` cut with an ellipsis rather than wrapped,
     so a run stays one line; the panel, question and outcome share what the other columns leave
-    of the width, the question first (`_share`)."""
+    of the width, the question first (`_share`). The id is never cut: it is what a person types
+    next. With no `width` (a pipe), nothing is cut."""
     rows = [
         [
             short_ids[run.id],
-            _when(run.started_at),
+            _when(run),
             run.protocol,
             run.panel,
-            fmt.one_line(run.question, QUESTION_PREVIEW),
+            fmt.one_line(run.question, QUESTION_PREVIEW if width else len(run.question) + 1),
             run.status,
-            fmt.one_line(run.outcome or "", OUTCOME_PREVIEW),
+            fmt.one_line(run.outcome or "", OUTCOME_PREVIEW if width else len(run.outcome or "") + 1),
             str(run.calls),
             fmt.cost(run.cost),
         ]
@@ -79,13 +105,18 @@ def runs_table(runs: list[RunSummary], short_ids: Mapping[str, str], width: int)
     headers = ["id", "started", "protocol", "panel", "question", "status", "outcome", "calls", "cost"]
     natural = [max(cell_len(header), *(cell_len(row[index]) for row in rows)) for index, header in enumerate(headers)]
     flexible = {headers.index(name): natural[headers.index(name)] for name in ("panel", "question", "outcome")}
-    room = width - sum(size for index, size in enumerate(natural) if index not in flexible) - (len(headers) - 1)
-    panel, question, outcome = _share(room, *flexible.values())
-    sizes = dict(zip(flexible, (panel, question, outcome), strict=True))
+    sizes: dict[int, int] = {}
+    if width is not None:
+        room = width - sum(size for index, size in enumerate(natural) if index not in flexible) - (len(headers) - 1)
+        sizes = dict(zip(flexible, _share(room, *flexible.values()), strict=True))
     table = Table(box=None, pad_edge=False, collapse_padding=True, header_style="bold")
     for index, header in enumerate(headers):
         table.add_column(
-            header, no_wrap=True, width=sizes.get(index), justify="right" if header in ("calls", "cost") else "left"
+            header,
+            no_wrap=True,
+            width=sizes.get(index),
+            min_width=natural[index] if header == "id" else None,
+            justify="right" if header in ("calls", "cost") else "left",
         )
     for row in rows:
         cells = [Text(cell, no_wrap=True, overflow="ellipsis") for cell in row]
@@ -108,9 +139,11 @@ def _share(room: int, panel: int, question: int, outcome: int) -> tuple[int, int
     return min(panel, panel_width + spare), question_width, grown
 
 
-def _when(timestamp: float) -> str:
+def _when(run: RunSummary) -> str:
     """A run's start as the list shows it: `11-30 14:54` this year, `2024-11-30` before."""
-    moment = datetime.fromtimestamp(timestamp)
+    if run.status == "damaged" and not run.started_at:
+        return fmt.UNKNOWN
+    moment = datetime.fromtimestamp(run.started_at)
     return moment.strftime("%m-%d %H:%M" if moment.year == datetime.now().year else "%Y-%m-%d")
 
 
@@ -140,6 +173,11 @@ def run_header(run: RunRecord) -> Table:
     grid.add_row("Run", Text(run.id))
     grid.add_row("Question", Text(run.question))
     grid.add_row("Status", _status_detail(run))
+    if run.damage:
+        grid.add_row(
+            "Damage",
+            Text(f"{run.damage}: shown as far as it can be read; `panel history delete` removes it.", style="red"),
+        )
     if run.error:
         grid.add_row("Error", Text(run.error))
     grid.add_row("Protocol", Text(f"{run.protocol} · panel {run.panel}"))
@@ -148,7 +186,7 @@ def run_header(run: RunRecord) -> Table:
             f"{member.label} " * bool(member.label) + f"{member.name} ({member.model})" for member in run.members
         )
         grid.add_row("Members", Text(members))
-    grid.add_row("Started", local_time(run.started_at))
+    grid.add_row("Started", started(run))
     if run.finished_at is not None:
         grid.add_row("Ended", f"{local_time(run.finished_at)} ({run.finished_at - run.started_at:.1f}s)")
     cost = fmt.run_cost(run.cost, (member.model for member in run.members))
@@ -250,23 +288,26 @@ def _note(call: CallRecord) -> Text:
     return Text("")
 
 
-def print_plain_answer(console: Console, events: list[BaseEvent]) -> None:
+def print_plain_answer(console: Console, payloads: list[dict[str, Any]]) -> None:
     """The plain view leaves the answer to its caller, as a run off a terminal prints it on
     stdout after the progress lines."""
-    from panel_cli.events import RunFinished
-
-    finished = next((event for event in reversed(events) if isinstance(event, RunFinished)), None)
-    if finished is not None and finished.final_answer is not None:
+    finished = next((payload for payload in reversed(payloads) if payload.get("type") == "run_finished"), None)
+    answer = finished.get("final_answer") if finished is not None else None
+    if isinstance(answer, str):
         console.print()
-        console.print(Text(finished.final_answer.rstrip()), soft_wrap=True)  # as written, not wrapped
+        console.print(Text(answer.rstrip()), soft_wrap=True)  # as written, not wrapped
 
 
 # -- `history decisions` -----------------------------------------------------------------
 
 
-def decisions_table(decisions: list[DecisionRecord], short_ids: Mapping[str, str]) -> Table:
+def decisions_table(decisions: list[DecisionRecord], short_ids: Mapping[str, str], width: int | None = 80) -> Table:
+    """A decision a line; the topic takes what the rest leaves and is cut (not at all with no
+    `width`: a pipe). The id is never cut."""
     table = Table(box=None, pad_edge=False, collapse_padding=True, header_style="bold")
-    for name in ("id", "decided", "method", "winner", "votes", "leader"):
+    longest = max((len(short_ids[decision.run_id]) for decision in decisions), default=2)
+    table.add_column("id", no_wrap=True, min_width=longest)
+    for name in ("decided", "method", "winner", "votes", "leader"):
         table.add_column(name, no_wrap=True)
     table.add_column("topic")
     for decision in decisions:
@@ -277,7 +318,11 @@ def decisions_table(decisions: list[DecisionRecord], short_ids: Mapping[str, str
             Text(decision.winner or "none", style="" if decision.winner else "yellow"),
             Text(_decision_votes(decision)),
             Text(_decision_leader(decision)),
-            Text(fmt.one_line(decision.topic, QUESTION_PREVIEW), no_wrap=True, overflow="ellipsis"),
+            Text(
+                fmt.one_line(decision.topic, QUESTION_PREVIEW if width else len(decision.topic) + 1),
+                no_wrap=True,
+                overflow="ellipsis",
+            ),
         )
     return table
 

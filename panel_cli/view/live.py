@@ -8,54 +8,49 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from panel_cli.events import (
-    BaseEvent,
-    CallFailed,
-    CallFinished,
-    CallStarted,
-    CallTextGrew,
-    ContributionMade,
-    DecisionRecorded,
-    DelphiRoundEnded,
-    LeaderChose,
-    MemberSkipped,
-    PlanAccepted,
-    PlanProposed,
-    PlanRejected,
-    QuorumReached,
-    RankingParsed,
-    RoundTallied,
-    RunFailed,
-    RunFinished,
-    RunInterrupted,
-    RunStarted,
-    StageStarted,
-    TaskFailed,
-    TaskFinished,
-    TaskSkipped,
-    TaskStarted,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolServerStarted,
-    VerdictGiven,
-    VoteCast,
-    VoteOpened,
-    VoteReceived,
-    VoteTallied,
-    WarningRaised,
-)
 from panel_cli.protocols.registry import is_protocol, resolve, spec
-from panel_cli.view import delphi, fmt, tools, vote
+from panel_cli.view import delphi, fmt, tools
 from panel_cli.view.final import render_final
-from panel_cli.view.orchestrate import TaskStage, rejection_note
 from panel_cli.view.summary import ViewTotals
 from panel_cli.view.tables import RunSoFar, StageState, render_aggregate, warning_line
 
 if TYPE_CHECKING:
     # Imported when a live area starts: `history show` draws with none, and pays for neither
-    # them nor asyncio.
+    # them nor asyncio. The events only name the handlers' types: the view reads an event by
+    # its fields, so a stored payload drawn as it is (`view/history_stages.py`) reads alike.
     from rich.live import Live
     from rich.spinner import Spinner
+
+    from panel_cli.events import (
+        BaseEvent,
+        CallFailed,
+        CallFinished,
+        CallStarted,
+        CallTextGrew,
+        ContributionMade,
+        DelphiRoundEnded,
+        MemberSkipped,
+        PlanAccepted,
+        PlanRejected,
+        RankingParsed,
+        RoundTallied,
+        RunFailed,
+        RunFinished,
+        RunInterrupted,
+        RunStarted,
+        StageStarted,
+        TaskFailed,
+        TaskFinished,
+        TaskSkipped,
+        TaskStarted,
+        ToolCallFinished,
+        ToolCallStarted,
+        ToolServerStarted,
+        VerdictGiven,
+        VoteCast,
+        WarningRaised,
+    )
+    from panel_cli.view.vote import VoteEvent
 
 
 class LiveView:
@@ -94,8 +89,13 @@ class LiveView:
         self._draw_soon = False
 
     async def __call__(self, event: BaseEvent) -> None:
+        self.draw(event)
+
+    def draw(self, event: BaseEvent) -> None:
+        """One event into the picture, by its `type`; a stored payload read by attribute draws
+        as its event did."""
         self.totals.update(event)
-        handle = HANDLERS.get(type(event))
+        handle = HANDLERS.get(event.type)  # type: ignore[attr-defined]
         if handle is not None:
             handle(self, event)
         self._refresh()
@@ -129,6 +129,9 @@ class LiveView:
             self._stage.tally = event
 
     def _on_plan_rejected(self, event: PlanRejected) -> None:
+        from panel_cli.events import WarningRaised
+        from panel_cli.view.orchestrate import rejection_note
+
         if self._stage:
             self._stage.warnings.append(WarningRaised(message=rejection_note(event), member=event.planner))
 
@@ -136,6 +139,8 @@ class LiveView:
         self._so_far.plan = event
 
     def _on_task(self, event: TaskStarted | TaskFinished | TaskFailed | TaskSkipped) -> None:
+        from panel_cli.view.orchestrate import TaskStage
+
         if isinstance(self._stage, TaskStage):
             self._stage.update(event)
 
@@ -150,8 +155,10 @@ class LiveView:
     def _on_verdict(self, event: VerdictGiven) -> None:
         self._so_far.verdicts.append(event)
 
-    def _on_ballot(self, event: vote.VoteEvent) -> None:
-        self._stage = vote.on_event(self._stage, event, self._labels)
+    def _on_ballot(self, event: VoteEvent) -> None:
+        from panel_cli.view.vote import on_event
+
+        self._stage = on_event(self._stage, event, self._labels)
 
     def _on_tool_server(self, event: ToolServerStarted) -> None:
         self._so_far.equipped.update(event.members)
@@ -196,14 +203,14 @@ class LiveView:
                 return
             stage = self._open_stage(event.stage, event.round, [])
         label = self._labels.get(event.member)
-        if isinstance(event, MemberSkipped):
-            stage.skip(event, label)
+        if event.type == "member_skipped":
+            stage.skip(event, label)  # type: ignore[arg-type]
             return
-        row = stage.call_row(event.call_id, event.member, label, event.about)
-        if isinstance(event, CallFinished):
-            row.finish(event)
-        elif isinstance(event, CallFailed):
-            row.fail(event)
+        row = stage.call_row(event.call_id, event.member, label, event.about)  # type: ignore[union-attr]
+        if event.type == "call_finished":
+            row.finish(event)  # type: ignore[arg-type]
+        elif event.type == "call_failed":
+            row.fail(event)  # type: ignore[arg-type]
 
     def _on_text(self, event: CallTextGrew) -> None:
         """A streamed reply so far, into its call's row; its first words are drawn at once."""
@@ -304,43 +311,43 @@ class LiveView:
             self._live.update(self._live_renderable(), refresh=now)
 
 
-# What the live view does with each event type. Every type is either here or in IGNORED, never
-# in both: tests/test_event_consumers.py checks it.
-HANDLERS: dict[type[BaseEvent], Callable[[LiveView, Any], None]] = {
-    RunStarted: LiveView._on_run_started,
-    StageStarted: LiveView._on_stage,
-    CallStarted: LiveView._on_call,
-    CallFinished: LiveView._on_call,
-    CallFailed: LiveView._on_call,
-    MemberSkipped: LiveView._on_call,
-    CallTextGrew: LiveView._on_text,
-    VoteCast: LiveView._on_vote,
-    RoundTallied: LiveView._on_tally,
-    RankingParsed: LiveView._on_ranking,
-    PlanRejected: LiveView._on_plan_rejected,
-    PlanAccepted: LiveView._on_plan_accepted,
-    TaskStarted: LiveView._on_task,
-    TaskFinished: LiveView._on_task,
-    TaskFailed: LiveView._on_task,
-    TaskSkipped: LiveView._on_task,
-    ContributionMade: LiveView._on_contribution,
-    DelphiRoundEnded: LiveView._on_delphi_round_ended,
-    VerdictGiven: LiveView._on_verdict,
-    VoteOpened: LiveView._on_ballot,
-    VoteReceived: LiveView._on_ballot,
-    QuorumReached: LiveView._on_ballot,
-    VoteTallied: LiveView._on_ballot,
-    LeaderChose: LiveView._on_ballot,
-    ToolServerStarted: LiveView._on_tool_server,
-    ToolCallStarted: LiveView._on_tool,
-    ToolCallFinished: LiveView._on_tool,
-    WarningRaised: LiveView._on_warning,
-    RunFinished: LiveView._on_run_finished,
-    RunFailed: LiveView._on_run_failed,
-    RunInterrupted: LiveView._on_run_interrupted,
+# What the live view does with each event type, by its `type`. Every type is either here or in
+# IGNORED, never in both: tests/test_event_consumers.py checks it.
+HANDLERS: dict[str, Callable[[LiveView, Any], None]] = {
+    "run_started": LiveView._on_run_started,
+    "stage_started": LiveView._on_stage,
+    "call_started": LiveView._on_call,
+    "call_finished": LiveView._on_call,
+    "call_failed": LiveView._on_call,
+    "member_skipped": LiveView._on_call,
+    "call_text_grew": LiveView._on_text,
+    "vote_cast": LiveView._on_vote,
+    "round_tallied": LiveView._on_tally,
+    "ranking_parsed": LiveView._on_ranking,
+    "plan_rejected": LiveView._on_plan_rejected,
+    "plan_accepted": LiveView._on_plan_accepted,
+    "task_started": LiveView._on_task,
+    "task_finished": LiveView._on_task,
+    "task_failed": LiveView._on_task,
+    "task_skipped": LiveView._on_task,
+    "delphi_contribution": LiveView._on_contribution,
+    "delphi_round_ended": LiveView._on_delphi_round_ended,
+    "supervise_verdict": LiveView._on_verdict,
+    "vote_opened": LiveView._on_ballot,
+    "vote_received": LiveView._on_ballot,
+    "quorum_reached": LiveView._on_ballot,
+    "vote_tallied": LiveView._on_ballot,
+    "leader_chose": LiveView._on_ballot,
+    "tool_server_started": LiveView._on_tool_server,
+    "tool_call_started": LiveView._on_tool,
+    "tool_call_finished": LiveView._on_tool,
+    "warning": LiveView._on_warning,
+    "run_finished": LiveView._on_run_finished,
+    "run_failed": LiveView._on_run_failed,
+    "run_interrupted": LiveView._on_run_interrupted,
 }
 
 # What the live view draws nothing for, on purpose: a plan proposed is the planner's reply,
 # already on its row, and is drawn once it is accepted or rejected; a decision recorded
 # repeats the tally and the leader's choice, already on the board.
-IGNORED: frozenset[type[BaseEvent]] = frozenset({PlanProposed, DecisionRecorded})
+IGNORED: frozenset[str] = frozenset({"plan_proposed", "decision_recorded"})

@@ -17,7 +17,6 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.text import Text
 
 from panel_cli.events import (
-    BaseEvent,
     PlanAccepted,
     PlanProposed,
     PlanRejected,
@@ -245,28 +244,12 @@ def _task_skipped_line(event: TaskSkipped) -> str:
 
 
 # The plain view's line (or lines) for each orchestrate event.
-PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
-    PlanProposed: _plan_proposed_line,
-    PlanRejected: _plan_rejected_line,
-    PlanAccepted: _plan_accepted_line,
-    TaskStarted: _task_started_line,
-    TaskFinished: _task_finished_line,
-    TaskFailed: _task_failed_line,
-    TaskSkipped: _task_skipped_line,
+PLAIN_LINES: dict[str, Callable[[Any], str]] = {
+    "plan_proposed": _plan_proposed_line,
+    "plan_rejected": _plan_rejected_line,
+    "plan_accepted": _plan_accepted_line,
+    "task_started": _task_started_line,
+    "task_finished": _task_finished_line,
+    "task_failed": _task_failed_line,
+    "task_skipped": _task_skipped_line,
 }
-
-
-def orchestrate_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """The summary's orchestrate facts: the plan, how its subtasks ended, who wrote the answer."""
-    attempts = result.get("plan_attempts")
-    if not isinstance(attempts, list):
-        return []
-    plan = result.get("plan")
-    tried = f" after {len(attempts)} attempts" if len(attempts) > 1 else ""
-    fields = [("plan", f"{len(plan)} subtasks{tried}" if isinstance(plan, list) else f"none valid{tried}")]
-    if isinstance(plan, list):
-        counts = ", ".join(f"{result.get(status, 0)} {status}" for status in ("succeeded", "failed", "skipped"))
-        fields.append(("subtasks", counts))
-    if result.get("chairman"):
-        fields.append(("chairman", str(result["chairman"])))
-    return fields

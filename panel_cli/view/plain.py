@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from panel_cli.events import (
+    EVENT_TYPES,
     BaseEvent,
     CallFailed,
     CallFinished,
@@ -134,13 +135,12 @@ class PlainView:
         return PROTOCOL_LINES[type(event)](event)
 
 
-# Each protocol's own events, in the lines its view module writes.
+# Each protocol's own events, in the lines its view module writes (by `type` there, so that
+# a module drawing a stored payload need not import the event models).
 PROTOCOL_LINES = {
-    **orchestrate.PLAIN_LINES,
-    **vote.PLAIN_LINES,
-    **delphi.PLAIN_LINES,
-    **supervise.PLAIN_LINES,
-    **tools.PLAIN_LINES,
+    EVENT_TYPES[name]: line
+    for module in (orchestrate, vote, delphi, supervise, tools)
+    for name, line in module.PLAIN_LINES.items()
 }
 
 # The line (or lines) the plain view writes for each event type. Every type is either here or

@@ -4,13 +4,14 @@ the live run and like the result envelope."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from panel_cli.events import BaseEvent, RunFinished, RunStarted
 from panel_cli.totals import RunTotals
-from panel_cli.view import delphi, fmt, supervise, vote
-from panel_cli.view.orchestrate import orchestrate_fields
+from panel_cli.view import fmt
 from panel_cli.wording import plural
+
+if TYPE_CHECKING:
+    from panel_cli.events import BaseEvent, RunFinished
 
 
 @dataclass
@@ -23,7 +24,7 @@ class ViewTotals(RunTotals):
 
     def update(self, event: BaseEvent) -> None:
         super().update(event)
-        if isinstance(event, RunStarted):
+        if getattr(event, "type", "") == "run_started":
             self.simulated = fmt.simulated(member.model for member in event.members)
 
 
@@ -83,6 +84,65 @@ def _ensemble_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
     return fields
 
 
+def _orchestrate_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary's orchestrate facts: the plan, how its subtasks ended, who wrote the answer."""
+    attempts = result.get("plan_attempts")
+    if not isinstance(attempts, list):
+        return []
+    plan = result.get("plan")
+    tried = f" after {len(attempts)} attempts" if len(attempts) > 1 else ""
+    fields = [("plan", f"{len(plan)} subtasks{tried}" if isinstance(plan, list) else f"none valid{tried}")]
+    if isinstance(plan, list):
+        counts = ", ".join(f"{result.get(status, 0)} {status}" for status in ("succeeded", "failed", "skipped"))
+        fields.append(("subtasks", counts))
+    if result.get("chairman"):
+        fields.append(("chairman", str(result["chairman"])))
+    return fields
+
+
+def _delphi_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Who synthesised, and whether the experts stopped changing before the last round."""
+    if "experts" not in result or "stopped_early" not in result:
+        return []
+    fields: list[tuple[str, str]] = []
+    synthesis = result.get("synthesis")
+    if isinstance(synthesis, dict) and synthesis.get("chairman"):
+        fields.append(("chairman", str(synthesis["chairman"])))
+    if result.get("stopped_early"):
+        fields.append(("stopped early", "yes"))
+    return fields
+
+
+def _supervise_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    if "loop_end" not in result:
+        return []
+    fields = [
+        ("approved", "yes" if result.get("approved") else "no"),
+        ("corrections", str(result.get("correction_rounds", 0))),
+    ]
+    synthesis = result.get("synthesis")
+    if isinstance(synthesis, dict) and synthesis.get("chairman"):
+        fields.append(("chairman", str(synthesis["chairman"])))
+    return fields
+
+
+def _vote_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary's vote facts (the winner is already there): method, votes, quorum, and
+    who abstained, was late or was overridden by the leader."""
+    if "vote_counts" not in result:
+        return []
+    fields: list[tuple[str, str]] = [("method", str(result.get("method")))]
+    if result.get("winner") is not None and not result.get("leader_override"):
+        fields.append(("votes", f"{result.get('winner_votes')} of {result.get('total_votes')}"))
+    fields.append(("quorum", "met" if result.get("quorum_met") else "not met"))
+    for key in ("abstained", "late", "failed"):
+        if result.get(key):
+            fields.append((key, str(len(result[key]))))
+    if result.get("leader_override"):
+        fields.append(("leader override", str(result.get("leader"))))
+    return fields
+
+
 def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[str, str]]:
     """The summary of a finished run as (name, value) pairs, for the live and the plain view.
 
@@ -99,9 +159,9 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
     if isinstance(result.get("rounds"), list):
         fields.append(("rounds", str(len(result["rounds"]))))
     fields += _council_fields(result) + _ensemble_fields(result)
-    fields += orchestrate_fields(result)
-    fields += delphi.summary_fields(result) + supervise.summary_fields(result)
-    fields += vote.vote_fields(result)
+    fields += _orchestrate_fields(result)
+    fields += _delphi_fields(result) + _supervise_fields(result)
+    fields += _vote_fields(result)
     if totals is not None:
         notes = [
             f"{count} {what}"

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from panel_cli.events import BaseEvent, VerdictGiven
 from panel_cli.view import fmt
 from panel_cli.view.tables import RunSoFar, StageState, StageTable, warning_line
+
+if TYPE_CHECKING:
+    from panel_cli.events import VerdictGiven
 
 FEEDBACK_LIMIT = 300
 
@@ -92,17 +94,4 @@ def _verdict_line(event: VerdictGiven) -> str:
 
 
 # The plain view's line for each supervise event.
-PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {VerdictGiven: _verdict_line}
-
-
-def summary_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
-    if "loop_end" not in result:
-        return []
-    fields = [
-        ("approved", "yes" if result.get("approved") else "no"),
-        ("corrections", str(result.get("correction_rounds", 0))),
-    ]
-    synthesis = result.get("synthesis")
-    if isinstance(synthesis, dict) and synthesis.get("chairman"):
-        fields.append(("chairman", str(synthesis["chairman"])))
-    return fields
+PLAIN_LINES: dict[str, Callable[[Any], str]] = {"supervise_verdict": _verdict_line}

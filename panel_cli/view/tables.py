@@ -10,25 +10,29 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from panel_cli.events import (
-    CallFailed,
-    CallFinished,
-    MemberSkipped,
-    PlanAccepted,
-    RoundTallied,
-    VerdictGiven,
-    VoteCast,
-    WarningRaised,
-)
 from panel_cli.view import fmt
-from panel_cli.view.tools import ToolActivity, tools_cell
+
+if TYPE_CHECKING:
+    # Only named: `panel history show` draws these tables from stored payloads read back
+    # without their models (view/history_stages.py), and so without importing them.
+    from panel_cli.events import (
+        CallFailed,
+        CallFinished,
+        MemberSkipped,
+        PlanAccepted,
+        RoundTallied,
+        VerdictGiven,
+        VoteCast,
+        WarningRaised,
+    )
+    from panel_cli.view.tools import ToolActivity
 
 Status = Literal["waiting", "writing", "answered", "failed", "timed out", "cancelled", "skipped"]
 
@@ -437,6 +441,8 @@ def tools_columns(stage: StageState, rows: list[CallRow]) -> list[Column]:
     line of its own."""
     if not stage.uses_tools:
         return []
+    from panel_cli.view.tools import tools_cell
+
     cells = [tools_cell(row.tools, TOOLS_WIDTH) for row in rows]
     return [Column("tools", cells, keep=3, floor=TOOLS_WIDTH, shrink_to=16)]
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.text import Text
 
-from panel_cli.events import BaseEvent, ToolCallFinished, ToolCallStarted, ToolServerStarted
 from panel_cli.tools.calls import short_arguments
 from panel_cli.view import fmt
+
+if TYPE_CHECKING:
+    from panel_cli.events import ToolCallFinished, ToolCallStarted, ToolServerStarted
 
 ToolState = Literal["running", "ok", "failed", "timeout"]
 STATE_STYLES: dict[ToolState, str] = {"running": "dim", "ok": "green", "failed": "red", "timeout": "yellow"}
@@ -49,8 +51,8 @@ def record(activities: list[ToolActivity], event: ToolCallStarted | ToolCallFini
     if found is None:
         found = activity(event)
         activities.append(found)
-    if isinstance(event, ToolCallFinished):
-        found.update(event)
+    if event.type == "tool_call_finished":
+        found.update(event)  # type: ignore[arg-type]
 
 
 def tools_cell(activities: list[ToolActivity], width: int) -> Text:
@@ -92,8 +94,8 @@ def _tool_call_finished_line(event: ToolCallFinished) -> str:
 
 
 # The plain view's line for each tools event.
-PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
-    ToolServerStarted: server_text,
-    ToolCallStarted: _tool_call_started_line,
-    ToolCallFinished: _tool_call_finished_line,
+PLAIN_LINES: dict[str, Callable[[Any], str]] = {
+    "tool_server_started": server_text,
+    "tool_call_started": _tool_call_started_line,
+    "tool_call_finished": _tool_call_finished_line,
 }

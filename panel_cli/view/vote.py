@@ -19,7 +19,6 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.events import (
-    BaseEvent,
     DecisionRecorded,
     LeaderChose,
     QuorumReached,
@@ -341,28 +340,11 @@ def _decision_line(event: DecisionRecorded) -> str:
 
 
 # The plain view's line (or lines) for each event of a vote.
-PLAIN_LINES: dict[type[BaseEvent], Callable[[Any], str]] = {
-    VoteOpened: _opened_line,
-    VoteReceived: _ballot_line,
-    QuorumReached: _quorum_reached_line,
-    VoteTallied: _tally_lines,
-    LeaderChose: _leader_chose_line,
-    DecisionRecorded: _decision_line,
+PLAIN_LINES: dict[str, Callable[[Any], str]] = {
+    "vote_opened": _opened_line,
+    "vote_received": _ballot_line,
+    "quorum_reached": _quorum_reached_line,
+    "vote_tallied": _tally_lines,
+    "leader_chose": _leader_chose_line,
+    "decision_recorded": _decision_line,
 }
-
-
-def vote_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """The summary's vote facts (the winner is already there): method, votes, quorum, and
-    who abstained, was late or was overridden by the leader."""
-    if "vote_counts" not in result:
-        return []
-    fields_: list[tuple[str, str]] = [("method", str(result.get("method")))]
-    if result.get("winner") is not None and not result.get("leader_override"):
-        fields_.append(("votes", f"{result.get('winner_votes')} of {result.get('total_votes')}"))
-    fields_.append(("quorum", "met" if result.get("quorum_met") else "not met"))
-    for key in ("abstained", "late", "failed"):
-        if result.get(key):
-            fields_.append((key, str(len(result[key]))))
-    if result.get("leader_override"):
-        fields_.append(("leader override", str(result.get("leader"))))
-    return fields_

@@ -261,8 +261,16 @@ def test_the_thread_is_capped_nearest_runs_first() -> None:
     continued is kept however long it is."""
 
     def run(number: int, size: int = 10) -> RunRecord:
-        return RunRecord.model_construct(
-            id=f"r{number}", question=f"q{number}", final_answer=f"a{number}".ljust(size, ".")
+        return RunRecord(
+            id=f"r{number}",
+            protocol="confer",
+            panel="p",
+            question=f"q{number}",
+            status="finished",
+            started_at=float(number),
+            members=[],
+            config={},
+            final_answer=f"a{number}".ljust(size, "."),
         )
 
     assert prior_turns([run(1), run(2)]) == (

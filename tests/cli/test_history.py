@@ -108,7 +108,9 @@ def test_list_json(db: Path) -> None:
         "outcome",
         "started_at",
         "finished_at",
+        "damage",
     ]
+    assert runs[0]["damage"] is None
     assert runs[1]["cost"] is None and runs[1]["status"] == "no_answer" and runs[1]["reached_answer"] is False
     assert runs[2]["cost"] == pytest.approx(0.005) and runs[2]["reached_answer"] is True
     assert runs[2]["outcome"] == "gpt" and runs[0]["outcome"] is None
@@ -253,6 +255,7 @@ def test_show_json(db: Path) -> None:
         "thread",
         "call_records",
         "events",
+        "damage",
     ]
     assert run["run_id"] == "run-finished-1"
     assert run["final_answer"] == ANSWER and run["reached_answer"] is True
@@ -381,16 +384,23 @@ def imported_by(db: Path, command: list[str], heavy: tuple[str, ...]) -> list[st
 )
 def test_history_imports_no_model_code_nor_event_models(db: Path, command: list[str]) -> None:
     """`panel history` starts instantly: no litellm, no gateway, no event models, no live view."""
-    heavy = ("litellm", "panel_cli.llm", "panel_cli.events", "panel_cli.view.live", "rich.live")
+    heavy = ("litellm", "panel_cli.llm", "panel_cli.events", "rich.live")
     assert imported_by(db, command, heavy) == []
 
 
-@pytest.mark.parametrize("command", [["show", "run-fin"], ["replay", "run-fin", "--speed", "max"]])
-def test_show_and_replay_call_no_model(db: Path, command: list[str]) -> None:
-    """They draw with the event models and the views a live run uses, and load nothing that
-    could reach a model or the network."""
+def test_show_draws_without_the_event_models_or_a_live_area(db: Path) -> None:
+    """A stored run is drawn from its payloads as they are, by the live view's own drawing code
+    with no live area: no pydantic, no event models, no asyncio, nothing that could reach a model."""
+    heavy = ("litellm", "panel_cli.llm", "httpx", "pydantic", "panel_cli.events", "rich.live", "asyncio")
+    assert imported_by(db, ["show", "run-fin"], heavy) == []
+
+
+def test_replay_plays_through_the_live_view_and_calls_no_model(db: Path) -> None:
     heavy = ("litellm", "panel_cli.llm.gateway", "httpx", "aiohttp", "panel_cli.events", "panel_cli.view.live")
-    assert imported_by(db, command, heavy) == ["panel_cli.events", "panel_cli.view.live"]
+    assert imported_by(db, ["replay", "run-fin", "--speed", "max"], heavy) == [
+        "panel_cli.events",
+        "panel_cli.view.live",
+    ]
 
 
 def test_show_says_a_run_of_demo_personas_is_simulated_and_free(tmp_path: Path) -> None:

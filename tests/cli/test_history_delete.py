@@ -189,7 +189,8 @@ def test_purge_spares_a_run_still_being_written_and_takes_a_stale_one(tmp_path: 
     path = tmp_path / "runs.db"
     crash_a_run(path, "crashed")
     keep(path, "live", [run_started(), *answer_calls("live")])
-    result = history("purge", "--older-than", "0s", "--status", "running", "--yes", "--db", str(path))
+    tomorrow = time.strftime("%Y-%m-%d", time.localtime(time.time() + DAY))
+    result = history("purge", "--older-than", tomorrow, "--status", "running", "--yes", "--db", str(path))
     assert result.stdout.startswith("Deleted 1 running run started before ")
     assert list(stored(path)) == ["live"]
 

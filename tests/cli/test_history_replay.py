@@ -139,12 +139,13 @@ def test_the_speed_is_said_first_and_paces_the_events(
     assert asked == [factor]
 
 
-@pytest.mark.parametrize("speed", ["fast", "-1", "nan", "", "10x"])
+@pytest.mark.parametrize("speed", ["fast", "-1", "nan", "", "10x", "1e-300", "0.001"])
 def test_a_speed_that_is_no_number_is_one_sentence(db: Path, speed: str) -> None:
     with pytest.raises(UserError) as raised:
         cli("history", "replay", "slow", "--speed", speed, "--db", str(db), catch_exceptions=False, columns=160)
     assert raised.value.message == (
-        f"--speed takes a number of times faster than the run (10, 1, 0.5), or 0 or max for no waiting, not '{speed}'."
+        "--speed takes a number of times faster than the run from 0.01 up (10, 1, 0.5),"
+        f" or 0 or max for no waiting, not '{speed}'."
     )
 
 

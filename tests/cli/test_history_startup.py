@@ -29,6 +29,7 @@ NOT_FOR_LIST = (
     "litellm",
     "asyncio",
     "panel_cli.events",
+    "pydantic",
     "panel_cli.view.replay",
     "panel_cli.view.live",
     "rich._emoji_codes",
@@ -73,7 +74,8 @@ def test_history_list_loads_no_event_model_view_or_markdown(runs: Path) -> None:
 def test_show_of_a_plain_answer_loads_no_markdown(runs: Path) -> None:
     modules = loaded_after("history", "show", "plain-1", "--db", str(runs))
     assert among(modules, (*MARKDOWN, "asyncio", "rich.live", "rich._emoji_codes")) == set()
-    assert "litellm" not in modules and "panel_cli.view.replay" in modules
+    assert "litellm" not in modules and "panel_cli.view.history_stages" in modules
+    assert among(modules, ("pydantic", "panel_cli.events", "panel_cli.view.replay")) == set(), "drawn from its payloads"
 
 
 def test_show_of_a_markdown_answer_loads_markdown(runs: Path) -> None:

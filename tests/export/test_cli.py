@@ -33,13 +33,30 @@ def test_the_format_follows_the_file_name(demo_runs: DemoRuns, tmp_path: Path) -
         ("r.html", "<!doctype html>"),
         ("r.json", "{\n"),
         ("r.md", "# panel vote"),
-        ("r.txt", "# panel vote"),
+        ("r.MARKDOWN", "# panel vote"),
     ):
         stdout, stderr = invoke(demo_runs, run_id, "-o", str(tmp_path / name))
         assert stdout == "" and stderr == f"Wrote {tmp_path / name}.\n"
         assert (tmp_path / name).read_text(encoding="utf-8").startswith(opening)
     invoke(demo_runs, run_id, "-o", str(tmp_path / "forced.html"), "--format", "md")
     assert (tmp_path / "forced.html").read_text(encoding="utf-8").startswith("# panel vote")
+    invoke(demo_runs, run_id, "-o", str(tmp_path / "forced.txt"), "--format", "json")
+    assert (tmp_path / "forced.txt").read_text(encoding="utf-8").startswith("{\n")
+
+
+@pytest.mark.parametrize("name", ["x.txt", "report", "notes.pdf"])
+def test_a_file_name_that_names_no_format_is_refused_before_anything_is_written(
+    demo_runs: DemoRuns, tmp_path: Path, name: str
+) -> None:
+    target = tmp_path / name
+    outcome = cli("history", "export", demo_runs.ids["vote"], "-o", str(target), "--db", str(demo_runs.db))
+    assert isinstance(outcome.exception, UserError) and outcome.exception.exit_code == 2
+    suffix = f"'{target.suffix}'" if target.suffix else "no extension"
+    assert outcome.exception.message == (
+        f"-o {target}: {suffix} names no export format; give --format md, json or html,"
+        " or a file ending in .md, .json or .html."
+    )
+    assert not target.exists()
 
 
 def test_html_without_a_file_is_named_after_the_run(
@@ -84,25 +101,16 @@ def test_open_needs_a_file(demo_runs: DemoRuns, monkeypatch: pytest.MonkeyPatch)
         )
 
 
-def test_a_viewer_that_cannot_start_is_said(
-    demo_runs: DemoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("viewer", [lambda url: False, lambda url: (_ for _ in ()).throw(OSError("no display"))])
+def test_no_viewer_is_a_notice_and_the_export_still_succeeds(
+    demo_runs: DemoRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, viewer: object
 ) -> None:
-    monkeypatch.setattr(webbrowser, "open", lambda url: False)
+    monkeypatch.setattr(webbrowser, "open", viewer)
     target = tmp_path / "r.html"
-    with pytest.raises(UserError, match=r"^No viewer could be started for .*r\.html; open it yourself\.$"):
-        cli(
-            "history",
-            "export",
-            demo_runs.ids["confer"],
-            "-o",
-            str(target),
-            "--open",
-            "--db",
-            str(demo_runs.db),
-            catch_exceptions=False,
-            columns=None,
-        )
-    assert target.exists()
+    stdout, stderr = invoke(demo_runs, demo_runs.ids["confer"], "-o", str(target), "--open")
+    assert stdout == ""
+    assert stderr == f"Wrote {target}.\nNo viewer could be started for {target}; open it yourself.\n"
+    assert target.read_text(encoding="utf-8").startswith("<!doctype html>")
 
 
 def panel(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -59,14 +59,10 @@ async def test_every_protocol_reads_back_exactly_as_it_was_emitted(tmp_path: Pat
     ended = emitted[-1]
     assert (run.final_answer, run.result, run.finished_at) == (ended["final_answer"], ended["result"], ended["ts"])
     assert run.config == emitted[0]["config"]
-    # Records are built without validation (see TranscriptReader); they would pass it unchanged.
-    assert type(run).model_validate(run.model_dump()).model_dump() == run.model_dump()
-    assert [type(call).model_validate(call.model_dump()).model_dump() for call in calls] == [
-        call.model_dump() for call in calls
-    ]
+    # Every column of a run panel wrote reads back as the type its record says: nothing is damage.
+    assert run.damage is None and run.status == "finished"
     with TranscriptReader.open(path) as reader:
-        for summary in reader.list_runs():
-            assert type(summary).model_validate(summary.model_dump()).model_dump() == summary.model_dump()
+        assert [summary.damage for summary in reader.list_runs()] == [None]
 
 
 async def test_each_distinct_text_is_stored_once(tmp_path: Path) -> None:

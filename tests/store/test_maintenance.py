@@ -7,6 +7,7 @@ import os
 import socket
 import sqlite3
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,9 @@ def counts(path: Path) -> dict[str, int]:
 def snapshot(path: Path, run_id: str) -> dict[str, Any]:
     with TranscriptReader.open(path) as reader:
         return {
-            "run": reader.get_run(run_id).model_dump(),
+            "run": asdict(reader.get_run(run_id)),
             "events": reader.run_events(run_id),
-            "calls": [call.model_dump() for call in reader.run_calls(run_id)],
+            "calls": [asdict(call) for call in reader.run_calls(run_id)],
         }
 
 

@@ -4,6 +4,7 @@ import gzip
 import json
 import shutil
 import sqlite3
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -295,15 +296,15 @@ def assert_reads_as_before(reader: TranscriptReader) -> None:
     expected = expected_reads()
     assert sorted(run.id for run in reader.list_runs(limit=-1)) == sorted(expected["runs"])
     for run_id, before in expected["runs"].items():
-        run = reader.get_run(run_id).model_dump(mode="json")
+        run = asdict(reader.get_run(run_id))
         assert {key: run[key] for key in before["run"]} == before["run"], run_id
         assert reader.run_events(run_id) == before["events"], run_id
-        calls = [call.model_dump(mode="json") for call in reader.run_calls(run_id)]
+        calls = [asdict(call) for call in reader.run_calls(run_id)]
         assert [{key: call[key] for key in old} for call, old in zip(calls, before["calls"], strict=True)] == before[
             "calls"
         ]
-        assert [retally.model_dump(mode="json") for retally in reader.run_retallies(run_id)] == before["retallies"]
-    assert [decision.model_dump(mode="json") for decision in reader.list_decisions(limit=100)] == expected["decisions"]
+        assert [asdict(retally) for retally in reader.run_retallies(run_id)] == before["retallies"]
+    assert [asdict(decision) for decision in reader.list_decisions(limit=100)] == expected["decisions"]
 
 
 def test_the_schema_3_fixture_is_a_schema_3_file() -> None:
