@@ -4,9 +4,12 @@ What the rest of panel uses of it, and all it may use (`tests/store/test_surface
 
 - Writing a run: `subscriber.TranscriptStore`. `await TranscriptStore.open(path,
   secret_names=...)`, subscribe it to the run's EventBus, `await store.close()` (or `async
-  with`). Everything it was given is on disk once `close` returns, and a run killed outright
-  keeps what was committed before; how and when events reach the file (today a thread of its
-  own and a transaction per event) is the store's business, free to change.
+  with`). Everything it was given is on disk once `close` returns, or `close` raises
+  `subscriber.StoreFailure` saying which runs are not kept whole (the runs themselves went
+  on). A run's start, each of its stages and its end are on disk when the bus hands them on;
+  a run killed outright keeps what was committed before. How events reach the file (today
+  aiosqlite's thread, a transaction for all the events queued meanwhile) is the store's
+  business, free to change.
 - Reading: `reader.TranscriptReader.open(path)`, a context manager: runs, a run's calls,
   events, recounts and thread, decisions, a batch's runs, totals. It returns the models of
   `records` (and of `stats`), which say what each field means.
