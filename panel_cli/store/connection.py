@@ -14,12 +14,13 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
-
-import aiosqlite
+from typing import TYPE_CHECKING, TypeVar
 
 from panel_cli.errors import UserError
 from panel_cli.store.migrations import SCHEMA_VERSION, TEXTS_VERSION, migrate, schema_version
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 PAGE_SIZE = 8192
 # Long enough for a writer to wait out any other (eight processes writing at once, a purge).
@@ -89,7 +90,10 @@ class WritingConnection:
 
     @classmethod
     async def open(cls, path: Path) -> WritingConnection:
-        """`connect(path)` on the new connection's thread; its UserError as it is."""
+        """`connect(path)` on the new connection's thread; its UserError as it is. (aiosqlite,
+        and asyncio with it, is imported here: `panel history` only reads.)"""
+        import aiosqlite
+
         opened: list[sqlite3.Connection] = []
 
         def connect_here() -> sqlite3.Connection:

@@ -9,6 +9,7 @@ fake server receives the first vote, so the answers of the stage before are on d
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
@@ -31,7 +32,7 @@ from panel_cli.errors import UserError
 from panel_cli.events import EventBus
 from panel_cli.store import connection
 from panel_cli.store.reader import TranscriptReader
-from panel_cli.store.subscriber import TranscriptStore
+from panel_cli.store.subscriber import StoreFailure, TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
 from tests.protocols.conftest import task_of, vote_json
 from tests.store.sample_runs import confer_run, record, run_started
@@ -298,18 +299,16 @@ def test_the_file_made_unwritable_mid_run_is_a_warning_the_answer_printed_and_ex
     assert calls == [("answer", None), ("answer", None)]
 
 
-def test_a_full_disk_mid_run_is_a_warning_the_answer_printed_the_run_marked_failed_and_exit_1(
-    fake_server, tmp_path, monkeypatch
-):
-    """The disk is SQLite's `max_page_count` on the store's connection: room for 512 KiB more
-    than the file holds when the run opens it. At the first vote another writer fills that
-    room, and the votes (each with a 40,000-character rationale) need pages there is no room
-    for: SQLite refuses them as it refuses a full disk. The run's row is changed in place, so
-    it can still be marked."""
-    db = tmp_path / "runs.db"
+LONG = " ".join(f"reason {n}" for n in range(4000))
+
+
+def small_disk(db: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """The store's connections to `db` get room for 512 KiB more than the file holds when
+    they open it (SQLite's `max_page_count`); the fault fills that room from another
+    connection."""
     opened = connection.connect
 
-    def small_disk(path: Path) -> sqlite3.Connection:
+    def with_little_room(path: Path) -> sqlite3.Connection:
         store = opened(path)
         pages = store.execute("PRAGMA page_count").fetchone()[0]
         store.execute(f"PRAGMA max_page_count = {pages + 64}")
@@ -321,8 +320,20 @@ def test_a_full_disk_mid_run_is_a_warning_the_answer_printed_the_run_marked_fail
             other.execute("INSERT INTO filler VALUES (zeroblob(1000000))")
         other.close()
 
-    monkeypatch.setattr(connection, "connect", small_disk)
-    at_first_vote(fake_server, fill_the_disk, rationale=" ".join(f"reason {n}" for n in range(4000)))
+    monkeypatch.setattr(connection, "connect", with_little_room)
+    return fill_the_disk
+
+
+def test_a_full_disk_mid_run_is_a_warning_the_answer_printed_the_run_marked_failed_and_exit_1(
+    fake_server, tmp_path, monkeypatch
+):
+    """The disk is SQLite's `max_page_count` on the store's connection: room for 512 KiB more
+    than the file holds when the run opens it. At the first vote another writer fills that
+    room, and the votes (each with a 40,000-character rationale) need pages there is no room
+    for: SQLite refuses them as it refuses a full disk. The run's row is changed in place, so
+    it can still be marked."""
+    db = tmp_path / "runs.db"
+    at_first_vote(fake_server, small_disk(db, monkeypatch), rationale=LONG)
     outcome = runner.invoke(panel_app, ["confer", str(confer_panel(tmp_path, fake_server)), "--db", str(db)])
     assert outcome.exit_code == 1, outcome.output
     assert outcome.stdout == f"{ANSWER}\n"
@@ -334,3 +345,31 @@ def test_a_full_disk_mid_run_is_a_warning_the_answer_printed_the_run_marked_fail
     runs, calls = stored(db)
     assert runs == [("failed", "the transcript database could not be written: database or disk is full")]
     assert calls == [("answer", None), ("answer", None)]
+
+
+def test_a_full_disk_mid_batch_keeps_every_answer_in_the_results_and_names_the_runs_lost(
+    fake_server, tmp_path, monkeypatch
+):
+    """Every run of a batch goes on, each line reaches the results file; the batch ends with
+    the store's failure (exit 1), naming the run marked failed and those never written."""
+    db, output = tmp_path / "runs.db", tmp_path / "results.jsonl"
+    at_first_vote(fake_server, small_disk(db, monkeypatch), rationale=LONG)
+    questions = tmp_path / "questions.txt"
+    questions.write_text("First?\nSecond?\nThird?\n")
+    outcome = runner.invoke(
+        panel_app,
+        ["batch", str(confer_panel(tmp_path, fake_server)), "--questions", str(questions), "--concurrency", "1"]
+        + ["--output", str(output), "--db", str(db), "--quiet"],
+    )
+    assert outcome.exit_code == 1 and isinstance(outcome.exception, StoreFailure), outcome.output
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [(line["question"], line["final_answer"]) for line in lines] == [
+        (question, ANSWER) for question in ("First?", "Second?", "Third?")
+    ]
+    first, *others = [line["run_id"] for line in lines]
+    assert outcome.exception.message == (
+        f"Could not write to the transcript database {db} (database or disk is full): run {first} is kept up to"
+        f" that point, marked failed; runs {others[0]} and {others[1]} are not kept whole."
+    )
+    runs, _ = stored(db)
+    assert runs == [("failed", "the transcript database could not be written: database or disk is full")]
