@@ -13,6 +13,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -63,9 +64,7 @@ class TranscriptStore:
         self._connection = connection
         self._secrets = secrets
         self._writer = RunWriter(connection.db, pid=os.getpid(), host=this_host())
-        self._queued: list[dict[str, Any]] = []
-        # Done when the transaction holding what is queued now is committed (or failed).
-        self._queued_done: asyncio.Future[None] | None = None
+        self._queued: Queued | None = None
         self._writing: asyncio.Task[None] | None = None
         self._error: str | None = None  # why writing stopped
         self._moved = False  # it stopped because the file is not there any more
@@ -85,18 +84,19 @@ class TranscriptStore:
         if self._error is not None:
             self._lost.setdefault(event.run_id)
             return
+        loop = asyncio.get_running_loop()
+        if self._queued is None:
+            self._queued = Queued([], loop.create_future())
+        queued = self._queued
         payload = json_payload(event, self._secrets)
-        self._queued.append(payload)
-        if self._queued_done is None:
-            self._queued_done = asyncio.get_running_loop().create_future()
-        done = self._queued_done
+        queued.payloads.append(payload)
         if self._writing is None:
-            self._writing = asyncio.get_running_loop().create_task(self._write_queued())
+            self._writing = loop.create_task(self._write_queued())
         if payload["type"] in MOVES_ON:
             # Shielded: a cancelled run stops waiting, the transaction goes on.
-            await asyncio.shield(done)
+            await asyncio.shield(queued.written)
 
-    async def flush(self) -> None:
+    async def _drain(self) -> None:
         """Wait until everything given so far is written (or could not be)."""
         while self._writing is not None:
             await asyncio.shield(self._writing)
@@ -105,7 +105,7 @@ class TranscriptStore:
         """Write what is queued, close the file; raise `StoreFailure` if anything the store
         was given could not be written."""
         try:
-            await self.flush()
+            await self._drain()
             if self._error is None and self._connection.moved():
                 await self._stop(FileMovedError())
         finally:
@@ -122,25 +122,19 @@ class TranscriptStore:
         await self.close()
 
     async def _write_queued(self) -> None:
-        """The writer: one transaction at a time, each holding everything queued meanwhile."""
+        """The writer: one transaction at a time, each holding everything queued meanwhile.
+        Once writing has failed, what is queued is dropped."""
         try:
-            while self._queued and self._error is None:
-                payloads, self._queued = self._queued, []
-                done, self._queued_done = self._queued_done, None
-                try:
-                    await self._connection.run(partial(self._commit, payloads))
-                except Exception as error:  # every failure is reported by `close`, none ends a run
-                    self._lost.update(dict.fromkeys(payload["run_id"] for payload in payloads))
-                    await self._stop(error)
-                finally:
-                    if done is not None and not done.done():
-                        done.set_result(None)
-            if self._queued:  # given after writing stopped
-                self._lost.update(dict.fromkeys(payload["run_id"] for payload in self._queued))
-                self._queued = []
-                if self._queued_done is not None:
-                    self._queued_done.set_result(None)
-                    self._queued_done = None
+            while self._queued is not None:
+                queued, self._queued = self._queued, None
+                if self._error is None:
+                    try:
+                        await self._connection.run(partial(self._commit, queued.payloads))
+                    except Exception as error:  # reported by `close`; a run goes on without its store
+                        await self._stop(error)
+                if self._error is not None:
+                    self._lost.update(dict.fromkeys(payload["run_id"] for payload in queued.payloads))
+                queued.written.set_result(None)
         finally:
             self._writing = None
 
@@ -169,13 +163,23 @@ class TranscriptStore:
         lost = list(self._lost)
         if self._moved:
             return (
-                f"The transcript database {self.path} was deleted or replaced during the run: {_runs(lost)} not kept."
+                f"The transcript database {self.path} was deleted or replaced while panel was writing it:"
+                f" {_runs(lost)} not kept."
             )
         marked = [run for run in lost if run in self._marked]
         others = [run for run in lost if run not in self._marked]
         parts = [f"{_runs(marked)} kept up to that point, marked failed"] if marked else []
         parts += [f"{_runs(others)} not kept whole"] if others else []
         return f"Could not write to the transcript database {self.path} ({self._error}): {'; '.join(parts)}."
+
+
+@dataclass
+class Queued:
+    """The events queued for the next transaction; `written` is done once it is committed (or
+    has failed)."""
+
+    payloads: list[dict[str, Any]]
+    written: asyncio.Future[None]
 
 
 class FileMovedError(Exception):

@@ -249,7 +249,7 @@ def test_the_file_deleted_mid_run_is_a_warning_the_answer_printed_and_exit_1(fak
     assert result.returncode == 1, result.stderr
     assert result.stdout == f"{ANSWER}\n"
     assert re.fullmatch(
-        rf"panel: The transcript database {re.escape(str(db))} was deleted or replaced during the run:"
+        rf"panel: The transcript database {re.escape(str(db))} was deleted or replaced while panel was writing it:"
         rf" run {RUN_ID} is not kept\.",
         last_line(result.stderr),
     ), result.stderr
