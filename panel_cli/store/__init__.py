@@ -20,11 +20,12 @@ What the rest of panel uses of it, and all it may use (`tests/store/test_surface
   (The keys of a run's config the store reads are `panel_cli.run_keys`'s.)
 
 Inside, a module a job: `connection` opens a file (for writing: created, WAL, busy timeout,
-brought forward; for reading: read-only, never migrated) and words SQLite's refusals;
-`migrations` is the schema and its stated version; `upgrade` and `upgrade_texts` are the
-frozen code migration 4 copies a version 3 file's runs with; `writer` turns events into rows;
-`rows` says which fields an event leaves to the row that holds them; `texts` keeps each text
-once; `times` and `processes` are how times and the writing process are kept.
+brought forward, on an aiosqlite connection's thread; for reading: read-only, never migrated)
+and words SQLite's refusals; `subscriber` queues a run's events and decides when they reach
+the file; `migrations` is the schema and its stated version; `upgrade` and `upgrade_texts`
+are the frozen code migration 4 copies a version 3 file's runs with; `writer` turns events
+into rows; `rows` says which fields an event leaves to the row that holds them; `texts`
+keeps each text once; `times` and `processes` are how times and the writing process are kept.
 
 Nothing is imported here: `panel history` loads only the modules it reads with.
 """
