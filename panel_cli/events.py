@@ -9,12 +9,21 @@ must carry everything a view needs to draw it.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, Literal, TypedDict, get_args
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Self, TypedDict, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 from panel_cli.redact import redact, redact_obj
+
+
+@dataclass(frozen=True)
+class Dumped:
+    """An event as JSON (`model_dump(mode="json")`), with the secrets scrubbed out of it."""
+
+    payload: dict[str, Any]
+    scrubbed: frozenset[str]
 
 
 class BaseEvent(BaseModel):
@@ -25,6 +34,13 @@ class BaseEvent(BaseModel):
     run_id: str = ""
     seq: int = 0
     ts: float = 0.0
+    # Made by the bus, once for every subscriber (`json_payload`); a copy makes its own.
+    _dumped: Dumped | None = PrivateAttr(default=None)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        copied._dumped = None
+        return copied
 
 
 class MemberInfo(BaseModel):
@@ -521,17 +537,36 @@ def parse_event(payload: dict[str, Any]) -> BaseEvent:
     return kind.model_validate(payload)
 
 
-def _scrubbed(event: BaseEvent, secrets: Sequence[str]) -> BaseEvent:
-    data = event.model_dump()
-    clean = redact_obj(data, secrets)
-    return event if clean == data else type(event).model_validate(clean)
+def json_payload(event: BaseEvent, secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """`event` as JSON with `secrets` scrubbed out, for a subscriber that keeps it (the store).
+    The bus has made it already, scrubbed of the run's secrets: only those it lacks are
+    scrubbed here. Shared by every subscriber: read it, never change it."""
+    dumped = event._dumped
+    if dumped is None:
+        dumped = Dumped(event.model_dump(mode="json"), frozenset())
+    missing = [secret for secret in secrets if secret not in dumped.scrubbed]
+    return redact_obj(dumped.payload, missing) if missing else dumped.payload
+
+
+def _dumped(event: BaseEvent, secrets: Sequence[str]) -> BaseEvent:
+    """`event`, scrubbed of `secrets`, carrying its JSON. It is dumped once, and rebuilt from
+    the scrubbed JSON only when a secret was in it."""
+    payload = event.model_dump(mode="json")
+    if secrets:
+        clean = redact_obj(payload, secrets)
+        if clean != payload:
+            event = type(event).model_validate(clean)
+        payload = clean
+    event._dumped = Dumped(payload, frozenset(secrets))
+    return event
 
 
 class EventBus:
-    """Stamps each event with the run id, a sequence number and a time, scrubs the run's
-    `secrets` out of it, then hands it to every subscriber in order. Scrubbing here, once,
-    means no store, view or log can forget to. Subscribers are awaited, so the store has
-    written an event before the engine moves on."""
+    """Stamps each event with the run id, a sequence number and a time, dumps it to JSON and
+    scrubs the run's `secrets` out of it, once, then hands it to every subscriber in order.
+    Scrubbing here means no store, view or log can forget to; dumping here means the store
+    (`json_payload`) does not dump it again. Subscribers are awaited in order: the store
+    decides which events wait for the disk (`panel_cli.store.subscriber`)."""
 
     def __init__(self, run_id: str, subscribers: list[Subscriber] | None = None, secrets: Sequence[str] = ()) -> None:
         self.run_id = run_id
@@ -546,9 +581,9 @@ class EventBus:
         if isinstance(event, CallTextGrew):
             return await self._pass_on(event)
         self._seq += 1
-        stamped = event.model_copy(update={"run_id": self.run_id, "seq": self._seq, "ts": time.time()})
-        if self.secrets:
-            stamped = _scrubbed(stamped, self.secrets)
+        stamped = _dumped(
+            event.model_copy(update={"run_id": self.run_id, "seq": self._seq, "ts": time.time()}), self.secrets
+        )
         for subscriber in self.subscribers:
             await subscriber(stamped)
         return stamped

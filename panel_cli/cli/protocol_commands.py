@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from panel_cli.config import Panel
     from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.resume import Continuation
+    from panel_cli.store.subscriber import StoreFailure, TranscriptStore
 
 # The parameters every protocol command takes after its own options, by name.
 COMMON = ("json_mode", "quiet", "db", "demo", "attach")
@@ -192,11 +193,12 @@ def execute(
     )
     run_id = new_run_id()
 
-    async def run() -> RunOutcome:
+    async def run() -> tuple[RunOutcome, StoreFailure | None]:
+        """The run, and what the store could not keep of it: the answer is shown either way."""
         store = await TranscriptStore.open(db_path)
         view = make_view(console, json_mode=json_mode, quiet=quiet, err_stream=sys.stderr)
         try:
-            return await run_panel(
+            outcome = await run_panel(
                 prepared,
                 store=store,
                 view=view,
@@ -204,10 +206,13 @@ def execute(
                 # Only a person watching the live view gains from streaming; a resume never streams.
                 stream=not json_mode and continuing is None and getattr(view, "follows_text", False),
             )
-        finally:
-            await store.close()
+        except BaseException:
+            if failure := await closed(store):
+                sys.stderr.write(f"panel: {failure.message}\n")
+            raise
+        return outcome, await closed(store)
 
-    outcome = run_until_signal(run, run_id)
+    outcome, store_failure = run_until_signal(run, run_id)
     result = outcome.result
     if json_mode:
         payload = redact_obj(outcome.payload(), prepared.secrets)
@@ -217,4 +222,18 @@ def execute(
     if not result.reached_answer:
         reason = redact(result.failure_reason or "the panel reached no answer", prepared.secrets)
         sys.stderr.write(f"panel: {reason} (run {run_id}).\n")
+    if store_failure is not None:
+        sys.stderr.write(f"panel: {store_failure.message}\n")
+    if store_failure is not None or not result.reached_answer:
         raise typer.Exit(ExitStatus.FAILURE)
+
+
+async def closed(store: TranscriptStore) -> StoreFailure | None:
+    """Close `store`; what it could not write, if anything."""
+    from panel_cli.store.subscriber import StoreFailure
+
+    try:
+        await store.close()
+    except StoreFailure as failure:
+        return failure
+    return None

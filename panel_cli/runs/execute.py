@@ -205,9 +205,11 @@ async def run_panel(
 
     Guarantees: the run is stored as it happens and ends in the store as finished,
     no_answer, failed (the engine raised: re-raised here) or interrupted (cancelled:
-    CancelledError re-raised). Every event is scrubbed of the prepared secrets before the
-    store or view sees it, but the outcome's result is NOT: redact what you print or write
-    (`redact_obj(outcome.payload(), prepared.secrets)`)."""
+    CancelledError re-raised); its start, each stage and its end are on disk before the run
+    goes on (a call's answer, then, before the next stage). A store that cannot write does
+    not stop the run: the store's `close` reports it. Every event is scrubbed of the prepared
+    secrets before the store or view sees it, but the outcome's result is NOT: redact what
+    you print or write (`redact_obj(outcome.payload(), prepared.secrets)`)."""
     subscribers: list[Subscriber] = [subscriber for subscriber in (store, view) if subscriber is not None]
     bus = EventBus(run_id or new_run_id(), subscribers, secrets=prepared.secrets)
     calls = shared or SharedCalls()

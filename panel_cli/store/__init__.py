@@ -4,9 +4,12 @@ What the rest of panel uses of it, and all it may use (`tests/store/test_surface
 
 - Writing a run: `subscriber.TranscriptStore`. `await TranscriptStore.open(path,
   secret_names=...)`, subscribe it to the run's EventBus, `await store.close()` (or `async
-  with`). Everything it was given is on disk once `close` returns, and a run killed outright
-  keeps what was committed before; how and when events reach the file (today a thread of its
-  own and a transaction per event) is the store's business, free to change.
+  with`). Everything it was given is on disk once `close` returns, or `close` raises
+  `subscriber.StoreFailure` saying which runs are not kept whole (the runs themselves went
+  on). A run's start, each of its stages and its end are on disk when the bus hands them on;
+  a run killed outright keeps what was committed before. How events reach the file (today
+  aiosqlite's thread, a transaction for all the events queued meanwhile) is the store's
+  business, free to change.
 - Reading: `reader.TranscriptReader.open(path)`, a context manager: runs, a run's calls,
   events, recounts and thread, decisions, a batch's runs, totals. It returns the dataclasses
   of `records` (and the models of `stats`), which say what each field means; a row it cannot
@@ -21,11 +24,12 @@ What the rest of panel uses of it, and all it may use (`tests/store/test_surface
   (The keys of a run's config the store reads are `panel_cli.run_keys`'s.)
 
 Inside, a module a job: `connection` opens a file (for writing: created, WAL, busy timeout,
-brought forward; for reading: read-only, never migrated) and words SQLite's refusals;
-`migrations` is the schema and its stated version; `upgrade` and `upgrade_texts` are the
-frozen code migration 4 copies a version 3 file's runs with; `writer` turns events into rows;
-`rows` says which fields an event leaves to the row that holds them; `texts` keeps each text
-once; `times` and `processes` are how times and the writing process are kept.
+brought forward, on an aiosqlite connection's thread; for reading: read-only, never migrated)
+and words SQLite's refusals; `subscriber` queues a run's events and decides when they reach
+the file; `migrations` is the schema and its stated version; `upgrade` and `upgrade_texts`
+are the frozen code migration 4 copies a version 3 file's runs with; `writer` turns events
+into rows; `rows` says which fields an event leaves to the row that holds them; `texts`
+keeps each text once; `times` and `processes` are how times and the writing process are kept.
 
 Nothing is imported here: `panel history` loads only the modules it reads with.
 """

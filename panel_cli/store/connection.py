@@ -2,7 +2,8 @@
 reading (read-only, never migrated), and one sentence for each way SQLite refuses a file.
 
 WAL mode lets readers and any number of writing processes work on the same file at once;
-the busy timeout is how long one waits for another's transaction.
+the busy timeout is how long one waits for another's transaction. A run writes through
+`WritingConnection`: an aiosqlite connection, which keeps the file on a thread of its own.
 """
 
 from __future__ import annotations
@@ -11,19 +12,26 @@ import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from panel_cli.errors import UserError
 from panel_cli.store.migrations import SCHEMA_VERSION, TEXTS_VERSION, migrate, schema_version
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 PAGE_SIZE = 8192
 # Long enough for a writer to wait out any other (eight processes writing at once, a purge).
 BUSY_TIMEOUT_MS = 30000
 
 
-def connect(path: Path, *, threads: bool = False) -> sqlite3.Connection:
+T = TypeVar("T")
+
+
+def connect(path: Path) -> sqlite3.Connection:
     """Open a transcript file for writing, creating it if needed, and bring its schema forward.
-    `threads`: the connection is handed to another thread (the writer's own).
 
     Every way a file can be unusable becomes a `UserError`: the person can pick another
     `--db` or upgrade panel, and a traceback would tell them neither."""
@@ -37,7 +45,7 @@ def connect(path: Path, *, threads: bool = False) -> sqlite3.Connection:
     _check_writable(path)
     db: sqlite3.Connection | None = None
     try:
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=not threads)
+        db = sqlite3.connect(path, isolation_level=None)
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         version = schema_version(db)
         if version > SCHEMA_VERSION:
@@ -59,6 +67,69 @@ def connect(path: Path, *, threads: bool = False) -> sqlite3.Connection:
         raise
     db.row_factory = sqlite3.Row
     return db
+
+
+class WritingConnection:
+    """A transcript file open for writing on a thread of its own: an aiosqlite connection.
+
+    aiosqlite runs everything sent to a connection on the connection's thread, in the order
+    sent; each of its public methods sends one statement. A transaction of the writer is
+    dozens of statements with reads between them, so it goes as one function through the
+    same queue (`run`, by `aiosqlite.Connection._execute`, which every one of those methods is
+    built on): one trip to the thread per transaction, not one per statement. The function
+    then works on `db`, the sqlite3 connection of that thread.
+
+    The thread is a daemon: a store nobody closed (a bug) must not hold the process open
+    at its exit; what was committed is on disk either way."""
+
+    def __init__(self, connection: aiosqlite.Connection, db: sqlite3.Connection, path: Path) -> None:
+        self._connection = connection
+        self.db = db
+        self.path = path
+        self._identity = _identity(path)
+
+    @classmethod
+    async def open(cls, path: Path) -> WritingConnection:
+        """`connect(path)` on the new connection's thread; its UserError as it is. (aiosqlite,
+        and asyncio with it, is imported here: `panel history` only reads.)"""
+        import aiosqlite
+
+        opened: list[sqlite3.Connection] = []
+
+        def connect_here() -> sqlite3.Connection:
+            opened.append(connect(path))
+            return opened[0]
+
+        connection = aiosqlite.Connection(connect_here, iter_chunk_size=64)
+        connection._thread.daemon = True
+        try:
+            await connection
+        except BaseException:
+            # aiosqlite has told its thread to stop; it answers while this loop still runs.
+            connection._thread.join()
+            raise
+        return cls(connection, opened[0], path)
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """`work()` on the connection's thread, after everything sent before it."""
+        result: T = await self._connection._execute(work)
+        return result
+
+    def moved(self) -> bool:
+        """Whether the file at `path` is no longer the one this connection writes: deleted or
+        replaced. SQLite would go on writing to the file it has open, which nobody can read."""
+        return _identity(self.path) != self._identity
+
+    async def close(self) -> None:
+        await self._connection.close()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _use_wal(db: sqlite3.Connection) -> None:

@@ -1,14 +1,15 @@
-"""Writing a run's events into the transcript tables, one transaction per event.
+"""Writing runs' events into the transcript tables, any number of events in one transaction.
 
-Synchronous on purpose: `TranscriptStore` (`panel_cli.store.subscriber`) decides how it
-reaches the file. Migrations never use it: a shipped migration must not change when it does.
+Synchronous on purpose: `TranscriptStore` (`panel_cli.store.subscriber`) decides how and when
+it reaches the file. Migrations never use it: a shipped migration must not change when it does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from panel_cli.store.records import outcome_of
@@ -38,32 +39,79 @@ class RunWriter:
         self.texts = Texts(db)
         self._pid = pid
         self._host = host
+        # The runs begun and not ended, each with what it has stored so far.
         self._composers: dict[str, Composer] = {}
         # call_started events whose call has not ended yet: (run, call) -> (columns, payload)
         self._started: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def write(self, payload: dict[str, Any], messages: list[dict[str, Any]] | None = None) -> None:
-        """Store one event (already redacted) and what it changes, in one transaction; the
-        write lock is taken first, so a concurrent writer waits instead of failing."""
-        run_id = payload["run_id"]
-        composer = self._composers.setdefault(run_id, Composer(self.texts))
+        """Store one event (already redacted) and what it changes, in a transaction of its own."""
+        self.write_all([payload if messages is None else {**payload, "messages": messages}])
+
+    def write_all(self, payloads: Sequence[dict[str, Any]]) -> None:
+        """Store events (`payloads`: each event as JSON, already redacted) in order, and what
+        they change, in one transaction: all of them or, should one fail, none. The write lock
+        is taken first, so a concurrent writer waits instead of failing. No payload is changed."""
+        composers = {payload["run_id"]: self._composer(payload["run_id"]) for payload in payloads}
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._write(payload, messages, composer)
+            for payload in payloads:
+                self._write(payload, composers[payload["run_id"]])
             self._db.execute("COMMIT")
         except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            composer.rollback()
+            self._roll_back()
+            for composer in composers.values():
+                composer.rollback()
             raise
-        composer.commit()
-        if payload["type"] in ENDINGS:
-            self._composers.pop(run_id, None)
+        for composer in composers.values():
+            composer.commit()
+        for payload in payloads:
+            if payload["type"] in ENDINGS:
+                self._composers.pop(payload["run_id"], None)
 
-    def _write(self, payload: dict[str, Any], messages: list[dict[str, Any]] | None, composer: Composer) -> None:
+    def give_up(self, error: str, ts: float) -> list[str]:
+        """After a write that failed: every run begun and not ended, marked failed with
+        `error`, where its row is still running; forgotten either way. Returns the runs
+        marked. Raises what SQLite raises, marking nothing, when even that cannot be written."""
+        runs, self._composers = list(self._composers), {}
+        self._started.clear()
+        marked = []
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for run_id in runs:
+                cursor = self._db.execute(
+                    "UPDATE runs SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status = 'running'",
+                    (error, iso_time(ts), run_id),
+                )
+                if cursor.rowcount:
+                    marked.append(run_id)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._roll_back()
+            raise
+        return marked
+
+    def _composer(self, run_id: str) -> Composer:
+        composer = self._composers.get(run_id)
+        if composer is None:
+            composer = self._composers[run_id] = Composer(self.texts)
+        return composer
+
+    def _roll_back(self) -> None:
+        """After a failure inside a transaction; SQLite may have rolled it back already (a
+        full disk, an I/O error), or fail to (then the next BEGIN says so)."""
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+
+    def _write(self, payload: dict[str, Any], composer: Composer) -> None:
+        messages: list[dict[str, Any]] = []
+        if "messages" in payload:  # a call's prompt: kept in its row, not in its event
+            messages = payload["messages"]
+            payload = {key: value for key, value in payload.items() if key != "messages"}
         columns = {key: payload[key] for key in ENVELOPE}
         write_row = ROW_WRITERS.get(columns["type"])
-        given = None if write_row is None else write_row(self, payload, messages or [], composer)
+        given = None if write_row is None else write_row(self, payload, messages, composer)
         self.insert_event(columns, leftover(payload, columns, given), composer)
 
     def _call_started(self, payload: dict[str, Any], messages: list[dict[str, Any]], composer: Composer) -> None:

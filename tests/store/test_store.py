@@ -35,11 +35,12 @@ async def test_a_run_is_written_as_it_happens(tmp_path: Path) -> None:
 
         for event in answer_calls("r1"):
             await bus.emit(event)
+        await bus.emit(vote_round("r1")[0])  # the next stage begins once the answers are on disk
         row = run_row(path, "r1")
         assert row["status"] == "running"
         assert row["calls"] == 2
         with TranscriptReader.open(path) as reader:
-            assert [event["seq"] for event in reader.run_events("r1")] == [1, 2, 3, 4, 5, 6]
+            assert [event["seq"] for event in reader.run_events("r1")] == [1, 2, 3, 4, 5, 6, 7]
             assert reader.list_runs()[0].status == "running"
 
 

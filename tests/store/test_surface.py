@@ -15,7 +15,7 @@ STORE = Path(panel_cli.store.__file__).parent
 
 # Module -> the names other code may import from it (None: any of its names).
 SURFACE: dict[str, frozenset[str] | None] = {
-    "panel_cli.store.subscriber": frozenset({"TranscriptStore"}),
+    "panel_cli.store.subscriber": frozenset({"TranscriptStore", "StoreFailure"}),
     "panel_cli.store.reader": frozenset({"TranscriptReader"}),
     "panel_cli.store.records": None,
     "panel_cli.store.stats": None,
