@@ -123,6 +123,30 @@ def continuation(reader: TranscriptReader, record: RunRecord) -> Continuation:
     return Continuation(run_id=record.id, fence_tag=fence, answered=reader.answered_calls(record.id))
 
 
+@dataclass(frozen=True)
+class TakenOver:
+    """A stopped run of a batch, read back for its question to go on from it: the panel it ran
+    (its drawn seeds included, so its prompts come out as before) and what it hands over."""
+
+    panel: Panel
+    continuing: Continuation
+
+
+def take_over(reader: TranscriptReader, run_id: str) -> TakenOver | None:
+    """The stopped run `run_id` of a batch, to resume its question from (`panel batch
+    --resume`, holding the claim on it). None when it cannot be: another run took it over
+    meanwhile, or it ended, or its stored panel cannot be rebuilt (then the question is asked
+    afresh, as before resuming reused anything)."""
+    record = _stored(reader, run_id)
+    if record is None or record.status not in ("interrupted", "failed", "stale"):
+        return None
+    try:
+        panel = stored_panel(record, reader.short_id(record.id))
+    except UserError:
+        return None
+    return TakenOver(panel=panel, continuing=continuation(reader, record))
+
+
 def answered_count(continuing: Continuation) -> int:
     return sum(len(replies) for replies in continuing.answered.values())
 
