@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from panel_cli.cli.app import app
 from panel_cli.errors import UserError
 from panel_cli.store.claims import take_claims
+from panel_cli.store.connection import connect
 from panel_cli.store.processes import this_host
 from panel_cli.store.reader import TranscriptReader
 from tests.cli.test_resume import PERSONA, on_fake_server, relay_briefs  # noqa: F401  (the fixture relays briefs here too)
@@ -258,3 +264,44 @@ def test_a_resume_killed_mid_run_leaves_a_crashed_successor_to_continue(
     assert finished["reached_answer"] and finished["total_votes"] == 5
     with TranscriptReader.open(db) as reader:
         assert reader.get_run(crashed).resumed_by == finished["run_id"]
+
+
+def test_completion_offers_only_the_runs_resume_would_take(tmp_path: Path) -> None:
+    """`panel resume <TAB>`: interrupted, failed and crashed runs; not a finished one, one still
+    running (here, or on a host that cannot be checked), nor one another run took over."""
+    db = tmp_path / "runs.db"
+    rows = [  # id, status, pid, host; started a minute apart, in this order
+        ("a-finished", "finished", None, None),
+        ("a-interrupted", "interrupted", None, None),
+        ("a-failed", "failed", None, None),
+        ("a-crashed", "running", dead_pid(), this_host()),
+        ("a-alive", "running", os.getpid(), this_host()),
+        ("a-elsewhere", "running", 4242, "elsewhere.example"),
+        ("a-resumed", "resumed", None, None),
+    ]
+    with TranscriptStoreFile(db) as con:
+        for minute, (run_id, status, pid, host) in enumerate(rows):
+            con.execute(
+                "INSERT INTO runs (id, protocol, panel, status, started_at, pid, host) VALUES (?, 'vote', 'p', ?, ?, ?, ?)",
+                (run_id, status, f"2026-12-01T10:{minute:02d}:00.000000000Z", pid, host),
+            )
+
+    def complete(words: str) -> list[str]:
+        env = {"_PANEL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split(" ")) - 1)}
+        outcome = CliRunner(env=env).invoke(app, [], prog_name="panel")
+        return outcome.output.split()
+
+    assert complete(f"panel resume --db {db} a") == ["a-crashed", "a-failed", "a-interrupted"]
+    assert complete(f"panel resume --db {db} l") == []  # the run started last was taken over
+    with TranscriptStoreFile(db) as con:
+        con.execute("UPDATE runs SET status = 'interrupted' WHERE id = 'a-resumed'")
+    assert complete(f"panel resume --db {db} la") == ["last"]
+    assert set(complete(f"panel history show --db {db} a")) == {run_id for run_id, *_ in rows}
+
+
+@contextlib.contextmanager
+def TranscriptStoreFile(db: Path) -> Iterator[sqlite3.Connection]:  # noqa: N802  (reads as the file it opens)
+    """The store's own file (created and brought forward by it), open for a test to write rows by hand."""
+    connect(db).close()
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        yield con
