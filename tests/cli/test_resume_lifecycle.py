@@ -305,3 +305,50 @@ def TranscriptStoreFile(db: Path) -> Iterator[sqlite3.Connection]:  # noqa: N802
     connect(db).close()
     with contextlib.closing(sqlite3.connect(db)) as con, con:
         yield con
+
+
+def attached_vote(server: FakeOpenAIServer, folder: Path) -> tuple[Path, dict[str, Path], str]:
+    """An interrupted vote run (every ballot answered) with two files attached: the database,
+    the files by name and the run's id."""
+    files = {"notes": folder / "notes.txt", "prices": folder / "prices.txt"}
+    files["notes"].write_text("We bill 40,000 customers a month.\n")
+    files["prices"].write_text("PostgreSQL hosting: $50 a month.\n")
+    panel_file = on_fake_server("vote", server, folder)
+    panel_file.write_text(panel_file.read_text() + "attach: [notes.txt, prices.txt]\n")
+    db = folder / "runs.db"
+    run_id = cli_json("run", str(panel_file), "--db", str(db))["run_id"]
+    mark(db, run_id, "interrupted")
+    return db, files, run_id
+
+
+def test_resume_says_nothing_can_be_reused_when_an_attached_file_changed(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    db, files, run_id = attached_vote(fake_server, tmp_path)
+    files["prices"].write_text("PostgreSQL hosting: $80 a month.\n")
+    asked = len(fake_server.requests)
+
+    outcome = cli("resume", run_id, "--json", "--db", str(db))
+
+    assert outcome.exit_code == 0, outcome.output
+    assert outcome.stderr.splitlines()[0] == (
+        f"panel: resuming run {run_id[:8]} (vote): none of its 5 answered calls can be reused, since the attached"
+        f" file {files['prices']} has changed since the run; every call is made again."
+    )
+    assert len(fake_server.requests) - asked == 5 == json.loads(outcome.stdout)["calls"]
+
+
+def test_resume_with_the_attached_file_as_it_was_reuses_every_answer(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    db, _, run_id = attached_vote(fake_server, tmp_path)
+    asked = len(fake_server.requests)
+
+    outcome = cli("resume", run_id, "--json", "--db", str(db))
+
+    assert outcome.exit_code == 0, outcome.output
+    assert outcome.stderr.splitlines()[0] == (
+        f"panel: resuming run {run_id[:8]} (vote): 5 answered calls in the store, each reused where its request"
+        " comes out as it did; the rest are made as usual."
+    )
+    assert len(fake_server.requests) == asked
