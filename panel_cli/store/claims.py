@@ -84,9 +84,10 @@ class Claim:
 
 def take_claims(path: Path, wanted: list[tuple[ClaimKind, str]], *, force: bool = False) -> list[Claim]:
     """Claim every (kind, target) of `wanted` for this process, all or none, in one transaction.
-    A claim held by a live process of this host is never taken; one of another host only with
-    `force`; one whose process is gone is taken over. Raises `ClaimHeld` for the first that
-    cannot be taken, naming its holder."""
+        A claim held by a live process of this host is never taken; one of another host only with
+        `force`; one whose process is gone is taken over (and every other of this host whose process is gone
+    is dropped). Raises `ClaimHeld` for the first that
+        cannot be taken, naming its holder."""
     pid, host, now = os.getpid(), this_host(), time.time()
     db = connect(path)
     try:
@@ -108,6 +109,7 @@ def take_claims(path: Path, wanted: list[tuple[ClaimKind, str]], *, force: bool 
                     "INSERT OR REPLACE INTO claims (kind, target, pid, host, claimed_at) VALUES (?, ?, ?, ?, ?)",
                     (kind, target, pid, host, iso_time(now)),
                 )
+            _forget_the_dead(db, host)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -118,6 +120,17 @@ def take_claims(path: Path, wanted: list[tuple[ClaimKind, str]], *, force: bool 
     finally:
         db.close()
     return [Claim(path=path, kind=kind, target=target, pid=pid) for kind, target in wanted]
+
+
+def _forget_the_dead(db: sqlite3.Connection, host: str) -> None:
+    """Drop every claim of this host whose process is gone, so claims left by crashes do not
+    pile up (each would be taken over anyway)."""
+    for row in db.execute("SELECT kind, target, pid, claimed_at FROM claims WHERE host = ?", (host,)).fetchall():
+        holder = Holder(
+            pid=row["pid"] if isinstance(row["pid"], int) else None, host=host, since=read_time(row["claimed_at"])
+        )
+        if not holder.alive():
+            db.execute("DELETE FROM claims WHERE kind = ? AND target = ?", (row["kind"], row["target"]))
 
 
 def _held(kind: ClaimKind, target: str, holder: Holder) -> str:

@@ -227,8 +227,8 @@ def test_a_resume_killed_mid_run_leaves_a_crashed_successor_to_continue(
     fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     """SIGKILL of a resume: the run it started is stale and its claim stays behind with a dead
-    process. The source names the crashed run; resuming that one goes on, taking over the
-    claim-free way; and the answered calls of both are reused (the fake server counts)."""
+    process. The source names the crashed run; resuming that one goes on, reusing the answered
+    calls of both (the fake server counts), and the dead claim is dropped on the way."""
     db, first = interrupted_vote(fake_server, tmp_path)
     source = first["run_id"]
     with contextlib.closing(sqlite3.connect(db)) as con, con:  # the optimist's ballot was never answered
@@ -264,6 +264,7 @@ def test_a_resume_killed_mid_run_leaves_a_crashed_successor_to_continue(
     assert finished["reached_answer"] and finished["total_votes"] == 5
     with TranscriptReader.open(db) as reader:
         assert reader.get_run(crashed).resumed_by == finished["run_id"]
+    assert claims(db) == []  # the dead process's claim was dropped when the next one was taken
 
 
 def test_completion_offers_only_the_runs_resume_would_take(tmp_path: Path) -> None:
@@ -352,3 +353,15 @@ def test_resume_with_the_attached_file_as_it_was_reuses_every_answer(
         " comes out as it did; the rest are made as usual."
     )
     assert len(fake_server.requests) == asked
+
+
+def test_a_follow_up_of_a_resumed_run_is_pointed_at_the_run_that_took_it_over(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    db, first = interrupted_vote(fake_server, tmp_path)
+    mark(db, first["run_id"], "interrupted", final_answer_text=None)  # as a run stopped half way has none
+    successor = cli_json("resume", first["run_id"], "--db", str(db))["run_id"]
+    panel_file = str(tmp_path / "vote.yaml")
+    assert refusal("run", panel_file, "--continue", first["run_id"], "--db", str(db)) == (
+        f"Run {first['run_id'][:8]} has no final answer of its own: run {successor} resumed it; continue that one."
+    )
