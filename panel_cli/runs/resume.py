@@ -96,10 +96,10 @@ def _read_back(path: Path, run_id: str, force: bool, claim: Claim) -> Resumption
         else:
             refuse_finished(record, short)
         parent_id = stored_parent(record, short)
-        continuing = continuation(reader, record)
-        calls = reader.run_calls(record.id)
+        answered = reader.answered_calls(record.id)
     panel = stored_panel(record, short)
-    changed = changed_attachments(panel, continuing.fence_tag, calls)
+    continuing = continuation(record, answered)
+    changed = changed_attachments(panel, continuing.fence_tag, [call for calls in answered.values() for call in calls])
     notices = [resume_notice(short, panel.protocol, continuing, changed)]
     if continuing.fence_tag is None:
         notices.append(
@@ -116,11 +116,12 @@ def _read_back(path: Path, run_id: str, force: bool, claim: Claim) -> Resumption
     )
 
 
-def continuation(reader: TranscriptReader, record: RunRecord) -> Continuation:
-    """What a run resuming `record` takes over: its id, fence tag and answered calls."""
+def continuation(record: RunRecord, answered: Mapping[str, Sequence[CallRecord]]) -> Continuation:
+    """What a run resuming `record` takes over: its id, its fence tag, and its `answered` calls
+    (`TranscriptReader.answered_calls`)."""
     tag = record.config.get(FENCE_TAG_KEY)
     fence = tag if isinstance(tag, str) and re.fullmatch(FENCE_TAG_PATTERN, tag) else None
-    return Continuation(run_id=record.id, fence_tag=fence, answered=reader.answered_calls(record.id))
+    return Continuation(run_id=record.id, fence_tag=fence, answered=answered)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def take_over(reader: TranscriptReader, run_id: str) -> TakenOver | None:
         panel = stored_panel(record, reader.short_id(record.id))
     except UserError:
         return None
-    return TakenOver(panel=panel, continuing=continuation(reader, record))
+    return TakenOver(panel=panel, continuing=continuation(record, reader.answered_calls(record.id)))
 
 
 def answered_count(continuing: Continuation) -> int:
@@ -174,8 +175,8 @@ def resume_notice(short: str, protocol: str, continuing: Continuation, changed: 
 
 
 def changed_attachments(panel: Panel, fence: str | None, calls: Sequence[CallRecord]) -> list[str]:
-    """The attached files whose text is not what the run's prompts carried (each call's prompt
-    holds every attached file, fenced with the run's tag): empty when nothing changed, and when
+    """The attached files whose text is not what the prompts of the run's `calls` carried (each
+    prompt holds every attached file, fenced with the run's tag): empty when nothing changed, and when
     it cannot be told (no tag, no call, a prompt the store kept redacted). Raises what reading
     the attachments raises (a file gone or refused), as the run would."""
     if not panel.attach or fence is None:
