@@ -94,9 +94,7 @@ def batch(
         _run_batch(
             start,
             panel,
-            panel_file,
             questions,
-            questions_file,
             loader=loader,
             warnings=warnings,
             batch_id=batch_id,
@@ -115,9 +113,7 @@ def batch(
 def _run_batch(
     start: BatchStart,
     panel: Panel,
-    panel_file: Path,
     questions: list[BatchQuestion],
-    questions_file: Path,
     *,
     loader: GatewayLoader,
     warnings: list[str],
