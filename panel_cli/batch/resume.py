@@ -19,7 +19,7 @@ from panel_cli.batch.runner import QUESTION_TAG, BatchLine, finished_runs
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.runs.resume import TakenOver, answered_count, take_over
-from panel_cli.store.claims import Claim, take_claims
+from panel_cli.store.claims import Claim, release_claims, take_claims
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.records import BatchRun
 
@@ -42,8 +42,7 @@ class BatchStart:
         return sum(answered_count(taken.continuing) for taken in self.taken_over.values())
 
     def release(self) -> None:
-        for claim in self.claims:
-            claim.release()
+        release_claims(self.claims)
 
 
 def batch_start(

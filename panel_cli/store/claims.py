@@ -11,9 +11,11 @@ be checked from here; `force` takes it over.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -65,21 +67,32 @@ class Claim:
     pid: int
 
     def release(self) -> None:
-        """Drop the claim, if it is still this process's. Never raises: the work it guarded is
-        over, and a claim left behind is taken over once its process is gone."""
-        try:
-            db = connect(self.path)
-        except UserError:
-            return
-        try:
-            db.execute(
-                "DELETE FROM claims WHERE kind = ? AND target = ? AND pid = ? AND host = ?",
-                (self.kind, self.target, self.pid, this_host()),
-            )
-        except sqlite3.Error:
-            pass
-        finally:
-            db.close()
+        """Drop the claim, if it is still this process's (`release_claims`)."""
+        release_claims([self])
+
+
+def release_claims(claims: Sequence[Claim]) -> None:
+    """Drop the claims that are still this process's, in one transaction. Never raises: the work
+    they guarded is over, and a claim left behind is taken over once its process is gone."""
+    if not claims:
+        return
+    try:
+        db = connect(claims[0].path)
+    except UserError:
+        return
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(
+            "DELETE FROM claims WHERE kind = ? AND target = ? AND pid = ? AND host = ?",
+            [(claim.kind, claim.target, claim.pid, this_host()) for claim in claims],
+        )
+        db.execute("COMMIT")
+    except sqlite3.Error:
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+    finally:
+        db.close()
 
 
 def take_claims(path: Path, wanted: list[tuple[ClaimKind, str]], *, force: bool = False) -> list[Claim]:
