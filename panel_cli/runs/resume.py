@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -24,7 +24,7 @@ from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.llm.gateway import AnsweredCall
 from panel_cli.redact import REDACTED
-from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS
+from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS, TAGS_KEY
 from panel_cli.runs.followup import stored_parent
 from panel_cli.store.claims import Claim, take_claims
 from panel_cli.store.paths import resolve_db_path
@@ -40,11 +40,13 @@ class Continuation:
     `resumed_from`), its fence tag, so every prompt comes out byte for byte as it did then
     and hashes alike (None for a run stored before tags were recorded: a fresh one is drawn),
     and its answered calls by request hash, in the order they ended, which the gateway
-    answers from, each once."""
+    answers from, each once. `tags`: the run's own (a batch's id and question), kept by the
+    run that resumes it, so a batch counts that run as its question's."""
 
     run_id: str
     fence_tag: str | None
     answered: Mapping[str, Sequence[AnsweredCall]]
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,9 @@ def continuation(record: RunRecord, answered: Mapping[str, Sequence[CallRecord]]
     (`TranscriptReader.answered_calls`)."""
     tag = record.config.get(FENCE_TAG_KEY)
     fence = tag if isinstance(tag, str) and re.fullmatch(FENCE_TAG_PATTERN, tag) else None
-    return Continuation(run_id=record.id, fence_tag=fence, answered=answered)
+    stored = record.config.get(TAGS_KEY)
+    tags = {k: v for k, v in stored.items() if isinstance(v, str)} if isinstance(stored, dict) else {}
+    return Continuation(run_id=record.id, fence_tag=fence, answered=answered, tags=tags)
 
 
 @dataclass(frozen=True)

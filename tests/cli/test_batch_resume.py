@@ -133,3 +133,23 @@ def test_a_second_invocation_of_a_batch_is_refused_while_the_first_holds_it(
     assert [request.model for request in fake_server.requests[asked:]] == ["sage"]
     with contextlib.closing(sqlite3.connect(db)) as con:
         assert con.execute("SELECT count(*) FROM claims").fetchone()[0] == 0
+
+
+def test_a_batch_run_resumed_on_its_own_still_answers_its_question(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """`panel resume` of a batch's stopped run keeps its tags: the batch counts the new run as
+    its question's, and `--resume` asks nothing for it."""
+    args = batch_files(fake_server, tmp_path)
+    db = tmp_path / "runs.db"
+    batch_id = cli_json("batch", *args, columns=None)["batch_id"]
+    runs = {key: found[0][0] for key, found in runs_by_question(db, batch_id).items()}
+    stop(db, [runs["q4"]], unanswered={runs["q4"]: ["skeptic"]})
+    asked = len(fake_server.requests)
+
+    resumed = cli_json("resume", runs["q4"], "--db", str(db))
+
+    assert [request.model for request in fake_server.requests[asked:]] == ["skeptic"]
+    assert runs_by_question(db, batch_id)["q4"] == [(runs["q4"], "resumed"), (resumed["run_id"], "finished")]
+    summary = cli_json("batch", *args, "--resume", batch_id, columns=None)
+    assert (summary["skipped"], summary["ran"]) == (QUESTIONS, 0) and len(fake_server.requests) == asked + 1
