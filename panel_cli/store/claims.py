@@ -97,10 +97,10 @@ def release_claims(claims: Sequence[Claim]) -> None:
 
 def take_claims(path: Path, wanted: list[tuple[ClaimKind, str]], *, force: bool = False) -> list[Claim]:
     """Claim every (kind, target) of `wanted` for this process, all or none, in one transaction.
-        A claim held by a live process of this host is never taken; one of another host only with
-        `force`; one whose process is gone is taken over (and every other of this host whose process is gone
-    is dropped). Raises `ClaimHeld` for the first that
-        cannot be taken, naming its holder."""
+    A claim held by a live process of this host is never taken; one of another host only with
+    `force`; one whose process is gone is taken over (and every other claim of this host whose
+    process is gone is dropped). Raises `ClaimHeld` for the first that cannot be taken, naming
+    its holder."""
     pid, host, now = os.getpid(), this_host(), time.time()
     db = connect(path)
     try:
@@ -111,11 +111,7 @@ def take_claims(path: Path, wanted: list[tuple[ClaimKind, str]], *, force: bool 
                     "SELECT pid, host, claimed_at FROM claims WHERE kind = ? AND target = ?", (kind, target)
                 ).fetchone()
                 if row is not None:
-                    holder = Holder(
-                        pid=row["pid"] if isinstance(row["pid"], int) else None,
-                        host=row["host"] if isinstance(row["host"], str) else None,
-                        since=read_time(row["claimed_at"]),
-                    )
+                    holder = _holder(row)
                     if holder.alive() and (holder.here or not force):
                         raise ClaimHeld(_held(kind, target, holder), holder)
                 db.execute(
@@ -138,12 +134,18 @@ def take_claims(path: Path, wanted: list[tuple[ClaimKind, str]], *, force: bool 
 def _forget_the_dead(db: sqlite3.Connection, host: str) -> None:
     """Drop every claim of this host whose process is gone, so claims left by crashes do not
     pile up (each would be taken over anyway)."""
-    for row in db.execute("SELECT kind, target, pid, claimed_at FROM claims WHERE host = ?", (host,)).fetchall():
-        holder = Holder(
-            pid=row["pid"] if isinstance(row["pid"], int) else None, host=host, since=read_time(row["claimed_at"])
-        )
-        if not holder.alive():
+    for row in db.execute("SELECT * FROM claims WHERE host = ?", (host,)).fetchall():
+        if not _holder(row).alive():
             db.execute("DELETE FROM claims WHERE kind = ? AND target = ?", (row["kind"], row["target"]))
+
+
+def _holder(row: sqlite3.Row) -> Holder:
+    """Who holds a claim, as its row says (a value of the wrong type is not known)."""
+    return Holder(
+        pid=row["pid"] if isinstance(row["pid"], int) else None,
+        host=row["host"] if isinstance(row["host"], str) else None,
+        since=read_time(row["claimed_at"]),
+    )
 
 
 def _held(kind: ClaimKind, target: str, holder: Holder) -> str:
