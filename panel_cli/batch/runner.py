@@ -16,7 +16,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,7 @@ from panel_cli.totals import RunTotals
 if TYPE_CHECKING:
     from panel_cli.protocols.base import Engine
     from panel_cli.runs.outcome import RunOutcome
+    from panel_cli.runs.resume import TakenOver
     from panel_cli.store.records import BatchRun
     from panel_cli.store.subscriber import TranscriptStore
 
@@ -189,7 +190,8 @@ class RunUsage:
 
 class BatchRunner:
     """One invocation of a batch: `questions` are those still to run (the others are in
-    `lines` already, from the store), in file order."""
+    `lines` already, from the store), in file order; `taken_over`, by question key, the stopped
+    run a question resumes (`panel_cli.batch.resume`)."""
 
     def __init__(
         self,
@@ -206,6 +208,7 @@ class BatchRunner:
         concurrency: int,
         totals: BatchTotals,
         progress: BatchProgress,
+        taken_over: Mapping[str, TakenOver] | None = None,
     ) -> None:
         self.batch_id = batch_id
         self.engine = engine
@@ -219,6 +222,7 @@ class BatchRunner:
         self.concurrency = concurrency
         self.totals = totals
         self.progress = progress
+        self.taken_over = dict(taken_over or {})
 
     async def run(self) -> None:
         """Every question still to run; the store and the HTTP clients are closed however it ends."""
@@ -247,7 +251,9 @@ class BatchRunner:
         run_id = new_run_id()
         started = time.perf_counter()
         usage = RunUsage(self.totals, self.progress)
-        panel = question_panel(self.panel, question)
+        # A question whose run stopped goes on from it, on the panel that run ran (`take_over`).
+        taken = self.taken_over.get(question.key)
+        panel = taken.panel if taken is not None else question_panel(self.panel, question)
         try:
             # The file's `defaults.max_cost` caps each run, as it caps a run of the panel alone.
             prepared = PreparedRun(
@@ -257,6 +263,7 @@ class BatchRunner:
                 warnings=self.warnings,
                 secrets=self.secrets,
                 budget=run_budget(panel, allow_flag=False),
+                continuing=taken.continuing if taken is not None else None,
             )
             outcome = await run_panel(
                 prepared,

@@ -2,7 +2,8 @@
 every run stored with the batch's id, every finished question a line of `--output`.
 
 A batch is resumable: `--resume BATCH_ID` runs only the questions that have no finished run
-in that batch yet, in the same batch, and writes the results file in full again. `--shard I/N`
+in that batch yet, in the same batch, and writes the results file in full again; a question
+whose run stopped before its end resumes that run, reusing the calls it got answered. `--shard I/N`
 runs the I-th of N slices, so several machines split one batch, each into its own database
 (`panel history import` brings them together); every slice of one batch gets the same id,
 drawn from the panel file, the questions file and N.
@@ -24,8 +25,10 @@ from panel_cli.exit_status import ExitStatus
 if TYPE_CHECKING:
     from panel_cli.batch.progress import BatchTotals
     from panel_cli.batch.questions import BatchQuestion
+    from panel_cli.batch.resume import BatchStart
     from panel_cli.batch.runner import BatchLine
     from panel_cli.config import Panel
+    from panel_cli.runs.loader import GatewayLoader
 
 DEFAULT_OUTPUT = Path("results.jsonl")
 
@@ -64,19 +67,12 @@ def batch(
     demo: bool = options.DEMO,
 ) -> None:
     """Run the panel once per question of a file, several at a time; resumable, and splittable across machines."""
-    import asyncio
-
-    from rich.console import Console
-
-    from panel_cli.batch.progress import BatchTotals, make_progress
     from panel_cli.batch.questions import parse_shard, read_questions
     from panel_cli.batch.questions import shard as slice_of
-    from panel_cli.batch.runner import BatchRunner, BatchSummary, ResultsFile
-    from panel_cli.cli.signals import on_sigterm_exit, run_until_signal
+    from panel_cli.batch.resume import batch_start
+    from panel_cli.cli.signals import on_sigterm_exit
     from panel_cli.config import load_panel
-    from panel_cli.protocols.registry import engine_of
     from panel_cli.runs.loader import GatewayLoader
-    from panel_cli.runs.prepare import ready_to_call, run_budget
     from panel_cli.store.paths import resolve_db_path
 
     on_sigterm_exit()
@@ -91,21 +87,74 @@ def batch(
         questions = slice_of(questions, *slices)
     db_path = resolve_db_path(db)
     batch_id = resume or _new_batch_id(panel_file, questions_file, slices, demo)
-    lines = _finished_lines(db_path, batch_id, panel, questions, resuming=resume is not None)
-    to_run = [question for question in questions if question.key not in lines]
+    start = batch_start(db_path, batch_id, panel, questions, resuming=resume is not None, slices=slices)
+    # The claims are held until the batch ends, however it ends; a process killed outright
+    # leaves claims the next invocation takes over, its process being gone.
+    try:
+        _run_batch(
+            start,
+            panel,
+            questions,
+            loader=loader,
+            warnings=warnings,
+            batch_id=batch_id,
+            db_path=db_path,
+            output=output,
+            concurrency=concurrency,
+            slices=slices,
+            again=_resume_command(panel_file, questions_file, batch_id, output=output, shard=shard, db=db, demo=demo),
+            json_mode=json_mode,
+            quiet=quiet,
+        )
+    finally:
+        start.release()
 
+
+def _run_batch(
+    start: BatchStart,
+    panel: Panel,
+    questions: list[BatchQuestion],
+    *,
+    loader: GatewayLoader,
+    warnings: list[str],
+    batch_id: str,
+    db_path: Path,
+    output: Path,
+    concurrency: int,
+    slices: tuple[int, int] | None,
+    again: str,
+    json_mode: bool,
+    quiet: bool,
+) -> None:
+    """The batch once it is claimed: every question without a finished run, the stopped ones
+    resumed; the results file; the summary; the exit code."""
+    import asyncio
+
+    from rich.console import Console
+
+    from panel_cli.batch.progress import BatchTotals, make_progress
+    from panel_cli.batch.runner import BatchRunner, BatchSummary, ResultsFile
+    from panel_cli.cli.signals import run_until_signal
+    from panel_cli.protocols.registry import engine_of
+    from panel_cli.runs.prepare import ready_to_call, run_budget, run_secrets
+
+    lines = start.lines
+    to_run = [question for question in questions if question.key not in lines]
     progress_console = Console(stderr=True) if json_mode else Console()
     secrets = ready_to_call(
         loader, panel, console=progress_console, show_progress=progress_console.is_terminal and not quiet
+    )
+    # A resumed question runs on the panel its run ran: what that panel keeps secret is scrubbed too.
+    secrets = list(
+        dict.fromkeys([*secrets, *(s for taken in start.taken_over.values() for s in run_secrets(taken.panel))])
     )
     run_budget(panel, allow_flag=False)  # a cost cap over a member of unknown price stops the batch here, not each run
     results = ResultsFile(output)
     results.rewrite(_in_order(questions, lines))
     totals = BatchTotals(questions=len(questions), skipped=len(lines), done=len(lines))
     totals.failed = sum(not line.reached_answer for line in lines.values())
-    again = _resume_command(panel_file, questions_file, batch_id, output=output, shard=shard, db=db, demo=demo)
     if not quiet:
-        _say(_starting(batch_id, totals, concurrency, output, slices))
+        _say(_starting(batch_id, totals, concurrency, output, slices, start))
     progress = make_progress(batch_id, totals, concurrency=concurrency, json_mode=json_mode, quiet=quiet)
     runner = BatchRunner(
         batch_id=batch_id,
@@ -120,6 +169,7 @@ def batch(
         concurrency=concurrency,
         totals=totals,
         progress=progress,
+        taken_over=start.taken_over,
     )
 
     async def run() -> None:
@@ -206,37 +256,6 @@ def _new_batch_id(panel_file: Path, questions_file: Path, slices: tuple[int, int
     return "b" + digest.hexdigest()[:BATCH_ID_DIGITS]
 
 
-def _finished_lines(
-    db_path: Path, batch_id: str, panel: Panel, questions: list[BatchQuestion], *, resuming: bool
-) -> dict[str, BatchLine]:
-    """The results of the questions that already have a finished run in the batch, by key.
-    Resuming, the batch must exist and have run this panel's protocol; starting (a slice's
-    id is not random), it must not exist yet."""
-    from panel_cli.batch.runner import BatchLine, finished_runs
-    from panel_cli.errors import UserError
-    from panel_cli.store.reader import TranscriptReader
-
-    with TranscriptReader.open(db_path) as reader:
-        runs = reader.batch_runs(batch_id)
-    if not resuming:
-        if runs:
-            raise UserError(f"Batch {batch_id} already has runs in {db_path}; continue it with --resume {batch_id}.")
-        return {}
-    if not runs:
-        raise UserError(f"No batch has the id '{batch_id}' in {db_path}; a batch's id is printed when it starts.")
-    protocols = {run.protocol for run in runs}
-    if panel.protocol not in protocols:
-        raise UserError(
-            f"Batch {batch_id} ran {', '.join(sorted(protocols))}, and this panel runs {panel.protocol}; resume it with its own panel file."
-        )
-    finished = finished_runs(runs)
-    return {
-        question.key: BatchLine.stored(question, finished[question.key])
-        for question in questions
-        if question.key in finished
-    }
-
-
 def _in_order(questions: list[BatchQuestion], lines: dict[str, BatchLine]) -> list[BatchLine]:
     return [lines[question.key] for question in questions if question.key in lines]
 
@@ -265,12 +284,24 @@ def _resume_command(
 
 
 def _starting(
-    batch_id: str, totals: BatchTotals, concurrency: int, output: Path, slices: tuple[int, int] | None
+    batch_id: str,
+    totals: BatchTotals,
+    concurrency: int,
+    output: Path,
+    slices: tuple[int, int] | None,
+    start: BatchStart,
 ) -> str:
     count = f"{totals.questions} question{'' if totals.questions == 1 else 's'}"
     part = f" (slice {slices[0]} of {slices[1]})" if slices else ""
     earlier = f", {totals.skipped} already finished" if totals.skipped else ""
-    return f"batch {batch_id}: {count}{part}{earlier}, {concurrency} at a time, results to {output}."
+    resumed = ""
+    if start.taken_over:
+        stopped, calls = len(start.taken_over), start.answered
+        resumed = (
+            f", {stopped} resumed from {'its' if stopped == 1 else 'their'} stopped run{'' if stopped == 1 else 's'}"
+            f" ({calls} answered call{'' if calls == 1 else 's'} stored, reused where a request comes out as it did)"
+        )
+    return f"batch {batch_id}: {count}{part}{earlier}{resumed}, {concurrency} at a time, results to {output}."
 
 
 def _summary(batch_id: str, totals: BatchTotals, answered: int, output: Path) -> None:

@@ -109,6 +109,55 @@ def run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
     return found
 
 
+# What a run stopped before its end is stored as: the statuses `panel resume` takes (a
+# `running` one only when its process is gone from this host: stale).
+RESUMABLE = ("interrupted", "failed", "running")
+
+
+def resumable_run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+    """`run_ids` for `panel resume`: only the runs it would resume (interrupted, failed, or
+    crashed: running with its process gone), so finished runs and runs another run took over
+    are not offered. `last` only when the run started last is one of them."""
+    import sqlite3
+
+    from panel_cli.store.records import listed_status
+
+    db = ctx.params.get("db")
+    path = Path(db).expanduser() if db else default_db_path()
+    if not path.is_file():
+        return []
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        connection.row_factory = sqlite3.Row
+        try:
+            rows = connection.execute(
+                "SELECT r.id, r.started_at, r.protocol, q.body AS question, r.status, r.pid, r.host FROM runs r"
+                " LEFT JOIN texts q ON q.id = r.question_text WHERE substr(r.id, 1, ?) = ?"
+                f" AND r.status IN ({', '.join('?' for _ in RESUMABLE)}) ORDER BY r.started_at DESC LIMIT ?",
+                (len(incomplete), incomplete, *RESUMABLE, RUN_LIMIT),
+            ).fetchall()
+            offer_last = bool(incomplete) and "last".startswith(incomplete.lower())
+            latest = (
+                connection.execute(
+                    "SELECT id, status, pid, host, started_at FROM runs ORDER BY started_at DESC, id LIMIT 1"
+                ).fetchone()
+                if offer_last
+                else None
+            )
+        finally:
+            connection.close()
+        found = [
+            (row["id"], _describe(row["started_at"], row["protocol"], row["question"]))
+            for row in rows
+            if isinstance(row["id"], str) and listed_status(row) != "running"
+        ]
+        if latest is not None and latest["status"] in RESUMABLE and listed_status(latest) != "running":
+            found.insert(0, ("last", "the run started last"))
+    except sqlite3.Error:
+        return []
+    return found
+
+
 def _describe(started: object, protocol: object, question: object) -> str:
     """`2026-11-30 14:54 confer Which database…`: the start in local time (the file keeps ISO
     UTC). A damaged row's values are left out rather than stop the completion."""

@@ -31,8 +31,8 @@ history_app = typer.Typer(help="List and inspect the runs kept in the transcript
 
 # What `list --status` filters on: a run's status, `stale` (running, but its process is gone)
 # or `damaged` (its row cannot be read). Spelled out because Typer takes one Literal.
-StatusFilter = Literal["running", "stale", "finished", "no_answer", "failed", "interrupted", "damaged"]
-RunStatusOption = Literal["running", "finished", "no_answer", "failed", "interrupted"]
+StatusFilter = Literal["running", "stale", "finished", "no_answer", "failed", "interrupted", "resumed", "damaged"]
+RunStatusOption = Literal["running", "finished", "no_answer", "failed", "interrupted", "resumed"]
 
 DEFAULT_SPEED = 10.0
 # The slowest replay: a hundredth of the run's own pace (a slower one would wait for ever).

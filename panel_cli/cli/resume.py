@@ -15,8 +15,14 @@ def resume(
     run_id: str = typer.Argument(
         ...,
         metavar="ID",
-        help="The run to continue: its id, or any unique beginning of one.",
-        autocompletion=completion.run_ids,
+        help="The run to continue: its id, any unique beginning of one, or last (the run started last).",
+        autocompletion=completion.resumable_run_ids,
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Resume the run again though another run took it over, when that one failed, crashed or is gone;"
+        " or take over the claim of a resume on another host whose process is gone.",
     ),
     json_mode: bool = options.JSON,
     quiet: bool = options.QUIET,
@@ -30,21 +36,26 @@ def resume(
     from panel_cli.runs.resume import resumption
 
     on_sigterm_exit()
-    resumed = resumption(db, run_id)
-    loader = GatewayLoader()
-    loader.start(resumed.panel)
-    if not quiet:
-        for notice in resumed.notices:
-            sys.stderr.write(f"panel: {notice}\n")
-    execute(
-        loader,
-        resumed.panel,
-        resumed.question,
-        warnings=[],
-        json_mode=json_mode,
-        quiet=quiet,
-        db=db,
-        # A follow-up gets its earlier turns again, read from the store as they were, so its requests hash alike.
-        controls=RunControls(follow_up=resumed.parent_id),
-        continuing=resumed.continuing,
-    )
+    resumed = resumption(db, run_id, force=force)
+    # Held until the resume is over, however it ends; a process killed outright leaves a claim
+    # the next resume takes over, its process being gone.
+    try:
+        loader = GatewayLoader()
+        loader.start(resumed.panel)
+        if not quiet:
+            for notice in resumed.notices:
+                sys.stderr.write(f"panel: {notice}\n")
+        execute(
+            loader,
+            resumed.panel,
+            resumed.question,
+            warnings=[],
+            json_mode=json_mode,
+            quiet=quiet,
+            db=db,
+            # A follow-up gets its earlier turns again, read from the store as they were, so its requests hash alike.
+            controls=RunControls(follow_up=resumed.parent_id),
+            continuing=resumed.continuing,
+        )
+    finally:
+        resumed.claim.release()

@@ -48,6 +48,7 @@ STATUS_TONES = {
     "running": "info",
     "stale": "warn",
     "interrupted": "warn",
+    "resumed": "info",
     "timed out": "warn",
     "skipped": "warn",
     "failed": "bad",

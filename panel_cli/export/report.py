@@ -622,6 +622,11 @@ class _Builder:
         if self.totals.warnings:
             facts.append(("warnings", str(len(self.totals.warnings))))
         facts += [("tools", server) for server in self.servers]
+        # The runs a resume links: this run took over `resumes`, and `resumed by` took it over.
+        if self.run.resumed_from is not None:
+            facts.append(("resumes", self.run.resumed_from))
+        if self.run.resumed_by is not None:
+            facts.append(("resumed by", self.run.resumed_by))
         return facts
 
 

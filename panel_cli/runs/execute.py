@@ -52,7 +52,8 @@ def run_config(
 ) -> dict[str, Any]:
     """The run's config as RunStarted records it, assembled here once: the fields the panel's
     file and command line set (no default), then what the run core adds (`panel_cli.run_keys`):
-    its fence tag, the run it resumes, the run it follows up and its tags. Rebuilt from the
+    its fence tag, the run it resumes, the run it follows up and its tags (given, else those of
+    the run it resumes). Rebuilt from the
     panel's part, a resumed run's panel is the same panel, down to which fields were set: a
     protocol that tells a set field from a default (supervise's `max_rounds`, a stage limit set
     to `none`) behaves as it did."""
@@ -62,6 +63,8 @@ def run_config(
         config[RESUMED_FROM_KEY] = continuing.run_id
     if follow_up is not None:
         config[PARENT_ID_KEY] = follow_up.parent_id
+    if not tags and continuing is not None:
+        tags = continuing.tags  # a resumed run of a batch stays the batch's
     if tags:
         config[TAGS_KEY] = dict(tags)
     return config

@@ -71,6 +71,8 @@ def stored_parent(record: RunRecord, short: str) -> str | None:
 
 
 def _no_answer(record: RunRecord, short: str) -> str:
+    if record.resumed_by is not None:
+        return f"Run {short} has no final answer of its own: run {record.resumed_by} resumed it; continue that one."
     if record.status in ("running", "stale"):
         state = "is still running" if record.status == "running" else "never ended"
         return f"Run {short} {state}, so it has no final answer to follow up; continue a run that reached one."

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -24,11 +24,14 @@ from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.llm.gateway import AnsweredCall
 from panel_cli.redact import REDACTED
-from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS
+from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS, TAGS_KEY
 from panel_cli.runs.followup import stored_parent
+from panel_cli.store.claims import Claim, take_claims
+from panel_cli.store.paths import resolve_db_path
 from panel_cli.store.reader import TranscriptReader
-from panel_cli.store.records import RunRecord
-from panel_cli.tasks import FENCE_TAG_PATTERN
+from panel_cli.store.records import CallRecord, RunRecord
+from panel_cli.tasks import FENCE_TAG_PATTERN, fence_tag, render_labelled
+from panel_cli.tools.attachments import NOUN, read_attachments, render_attachments
 
 
 @dataclass(frozen=True)
@@ -37,17 +40,20 @@ class Continuation:
     `resumed_from`), its fence tag, so every prompt comes out byte for byte as it did then
     and hashes alike (None for a run stored before tags were recorded: a fresh one is drawn),
     and its answered calls by request hash, in the order they ended, which the gateway
-    answers from, each once."""
+    answers from, each once. `tags`: the run's own (a batch's id and question), kept by the
+    run that resumes it, so a batch counts that run as its question's."""
 
     run_id: str
     fence_tag: str | None
     answered: Mapping[str, Sequence[AnsweredCall]]
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Resumption:
     """A stopped run, read back to be run again: its panel, question and `continuing`; the run
-    it follows up (`parent_id`, None for none); its short id and what to tell the person."""
+    it follows up (`parent_id`, None for none); its short id and what to tell the person; and
+    the `claim` on it this process holds until the resume is over (`release` it then)."""
 
     panel: Panel
     question: str
@@ -55,35 +61,194 @@ class Resumption:
     parent_id: str | None
     short_id: str
     notices: list[str]
+    claim: Claim
 
 
-def resumption(db: Path | str | None, run_id: str) -> Resumption:
-    """The run `run_id` (an id or a unique beginning of one) read back for `panel resume`.
-    Raises UserError for a run that cannot be resumed, saying why."""
-    with TranscriptReader.open(db) as reader:
+# A run resumed, whose resume was resumed, …: how far the chain is followed to its latest run.
+CHAIN_LIMIT = 100
+# What the run that took a run over may have come to for `--force` to resume that run again:
+# its resume itself failed, crashed, or is no longer stored (None).
+FORCEABLE = ("failed", "stale", "damaged", None)
+
+
+def resumption(db: Path | str | None, run_id: str, *, force: bool = False) -> Resumption:
+    """The run `run_id` (an id, a unique beginning of one, or `last`) read back for `panel
+    resume`, claimed for this process first (`panel_cli.store.claims`), so that no other resume
+    of it starts until this one is over. Raises UserError for a run that cannot be resumed,
+    saying why: it finished, another run took it over (`force`: again, when that run failed,
+    crashed or is gone), or another process holds the claim (`force`: one of another host)."""
+    path = resolve_db_path(db)
+    with TranscriptReader.open(path) as reader:
+        found = reader.get_run(run_id).id
+    (claim,) = take_claims(path, [("run", found)], force=force)
+    try:
+        return _read_back(path, found, force, claim)
+    except BaseException:
+        claim.release()
+        raise
+
+
+def _read_back(path: Path, run_id: str, force: bool, claim: Claim) -> Resumption:
+    """Read once the claim is held: a resume that ended meanwhile has marked the run `resumed`."""
+    with TranscriptReader.open(path) as reader:
         record = reader.get_run(run_id)
         short = reader.short_id(record.id)
-        refuse_finished(record, short)
+        if record.status == "resumed":
+            refuse_taken_over(reader, record, short, force=force)
+        else:
+            refuse_finished(record, short)
         parent_id = stored_parent(record, short)
         answered = reader.answered_calls(record.id)
     panel = stored_panel(record, short)
-    tag = record.config.get(FENCE_TAG_KEY)
-    fence = tag if isinstance(tag, str) and re.fullmatch(FENCE_TAG_PATTERN, tag) else None
-    count = sum(len(replies) for replies in answered.values())
-    calls = f"{count} answered call{'' if count == 1 else 's'}"
-    notices = [f"resuming run {short} ({panel.protocol}): {calls} taken from the store, the rest made as usual."]
-    if fence is None:
+    continuing = continuation(record, answered)
+    changed = changed_attachments(panel, continuing.fence_tag, [call for calls in answered.values() for call in calls])
+    notices = [resume_notice(short, panel.protocol, continuing, changed)]
+    if continuing.fence_tag is None:
         notices.append(
             f"run {short} was stored before panel recorded fence tags; calls that quote other answers are made again."
         )
     return Resumption(
         panel=panel,
         question=record.question,
-        continuing=Continuation(run_id=record.id, fence_tag=fence, answered=answered),
+        continuing=continuing,
         parent_id=parent_id,
         short_id=short,
         notices=notices,
+        claim=claim,
     )
+
+
+def continuation(record: RunRecord, answered: Mapping[str, Sequence[CallRecord]]) -> Continuation:
+    """What a run resuming `record` takes over: its id, its fence tag, and its `answered` calls
+    (`TranscriptReader.answered_calls`)."""
+    tag = record.config.get(FENCE_TAG_KEY)
+    fence = tag if isinstance(tag, str) and re.fullmatch(FENCE_TAG_PATTERN, tag) else None
+    stored = record.config.get(TAGS_KEY)
+    tags = {k: v for k, v in stored.items() if isinstance(v, str)} if isinstance(stored, dict) else {}
+    return Continuation(run_id=record.id, fence_tag=fence, answered=answered, tags=tags)
+
+
+@dataclass(frozen=True)
+class TakenOver:
+    """A stopped run of a batch, read back for its question to go on from it: the panel it ran
+    (its drawn seeds included, so its prompts come out as before) and what it hands over."""
+
+    panel: Panel
+    continuing: Continuation
+
+
+def take_over(reader: TranscriptReader, run_id: str) -> TakenOver | None:
+    """The stopped run `run_id` of a batch, to resume its question from (`panel batch
+    --resume`, holding the claim on it). None when it cannot be: another run took it over
+    meanwhile, or it ended, or its stored panel cannot be rebuilt (then the question is asked
+    afresh, as before resuming reused anything)."""
+    record = _stored(reader, run_id)
+    if record is None or record.status not in ("interrupted", "failed", "stale"):
+        return None
+    try:
+        panel = stored_panel(record, reader.short_id(record.id))
+    except UserError:
+        return None
+    return TakenOver(panel=panel, continuing=continuation(record, reader.answered_calls(record.id)))
+
+
+def answered_count(continuing: Continuation) -> int:
+    return sum(len(replies) for replies in continuing.answered.values())
+
+
+def resume_notice(short: str, protocol: str, continuing: Continuation, changed: Sequence[str]) -> str:
+    """What is said before a resumed run's first call. The answered calls are reused only where
+    a request comes out as it did; an attached file that changed changes every request, so
+    none is, and that is said instead of a count that would not come true."""
+    count = answered_count(continuing)
+    calls = f"{count} answered call{'' if count == 1 else 's'}"
+    if count and changed:
+        files = ", ".join(changed)
+        noun = "file" if len(changed) == 1 else "files"
+        verb = "has" if len(changed) == 1 else "have"
+        return (
+            f"resuming run {short} ({protocol}): none of its {calls} can be reused, since the attached {noun} {files}"
+            f" {verb} changed since the run; every call is made again."
+        )
+    if not count:
+        return f"resuming run {short} ({protocol}): it has no answered call to reuse; every call is made again."
+    return (
+        f"resuming run {short} ({protocol}): {calls} in the store, each reused where its request comes out as it"
+        " did; the rest are made as usual."
+    )
+
+
+def changed_attachments(panel: Panel, fence: str | None, calls: Sequence[CallRecord]) -> list[str]:
+    """The attached files whose text is not what the prompts of the run's `calls` carried (each
+    prompt holds every attached file, fenced with the run's tag): empty when nothing changed, and when
+    it cannot be told (no tag, no call, a prompt the store kept redacted). Raises what reading
+    the attachments raises (a file gone or refused), as the run would."""
+    if not panel.attach or fence is None:
+        return []
+    prompts = [
+        message["content"]
+        for call in calls
+        for message in call.messages
+        if message.get("role") == "user" and isinstance(message.get("content"), str)
+    ]
+    if not prompts or any(REDACTED in prompt for prompt in prompts):
+        return []
+    with fence_tag(fence):
+        attachments = read_attachments(panel)
+        block = render_attachments(attachments)
+        if any(block in prompt for prompt in prompts):
+            return []
+        # Each file's fenced part alone: `render_labelled` puts its one-line note first.
+        parts = {each.path: render_labelled({each.name: each.text}, NOUN).partition("\n\n")[2] for each in attachments}
+    changed = [path for path, part in parts.items() if not any(part in prompt for prompt in prompts)]
+    return changed or list(parts)
+
+
+def refuse_taken_over(reader: TranscriptReader, record: RunRecord, short: str, *, force: bool) -> None:
+    """A run another run took over is resumed again only with `force`, and only when the latest
+    run of that chain failed, crashed or is gone: one sentence naming that run otherwise."""
+    successor = record.resumed_by
+    latest = _stored(reader, successor) if successor is not None else None
+    seen = {record.id}
+    while latest is not None and latest.status == "resumed" and latest.resumed_by and latest.id not in seen:
+        if len(seen) > CHAIN_LIMIT:
+            break
+        seen.add(latest.id)
+        successor = latest.resumed_by
+        latest = _stored(reader, successor)
+    status = latest.status if latest is not None else None
+    if force and status in FORCEABLE:
+        return
+    named = reader.short_id(record.resumed_by or "")
+    last = reader.short_id(latest.id if latest is not None else successor or "")
+    taken = f"Run {short} was already resumed, by run {named}"
+    if last != named:
+        taken += f" (and resumed again since: the latest is run {last})"
+    match status:
+        case "finished" | "no_answer":
+            raise UserError(f"{taken}, which has finished; `panel history show {last}` shows it.")
+        case "running":
+            raise UserError(f"{taken}, which is still running; let it finish.")
+        case "interrupted":
+            raise UserError(f"{taken}, which was interrupted; continue that one instead: `panel resume {last}`.")
+        case "failed" | "stale" | "damaged":
+            ended = {"failed": "failed", "stale": "crashed", "damaged": "is damaged"}[status]
+            raise UserError(
+                f"{taken}, which {ended}; continue that one (`panel resume {last}`), or give --force to resume {short} again."
+            )
+        case _:
+            raise UserError(f"{taken}, which is no longer stored; give --force to resume {short} again.")
+
+
+def _stored(reader: TranscriptReader, run_id: str | None) -> RunRecord | None:
+    """The run with exactly this id, or None when it is no longer stored."""
+    if run_id is None:
+        return None
+    try:
+        record = reader.get_run(run_id)
+    except UserError:
+        return None
+    return record if record.id == run_id else None
 
 
 def refuse_finished(record: RunRecord, short: str) -> None:

@@ -16,6 +16,10 @@ What the rest of panel uses of it, and all it may use (`tests/store/test_surface
   read is `damaged`, never an exception.
 - Changing what is stored outside a run: `maintenance.record_retally`, `delete_run`,
   `purge_runs` (and `refuse_running`, to refuse before asking); `merge.import_runs`.
+- Claims: `claims.take_claims(path, [(kind, target)], force=...)` before resuming a run or
+  running a batch, all or none, under the write lock; `Claim.release` (or `release_claims`)
+  when the work is over.
+  A claim whose process is gone is taken over; `ClaimHeld` (a UserError) names the holder.
 - Evals (`panel eval`): `evals.EvalWriter` keeps one as it runs (`open(path, eval_id)`, then
   `begin`, `item`, `update`, `end`), `evals.EvalReader` reads them back (`list_evals`, `get`),
   as plain values (`EvalRow`, `StoredEval`) that `panel_cli.eval` validates into its models.

@@ -109,6 +109,7 @@ RUN_TABLES = (
             "cost": NUMBER,
             **dict.fromkeys(("pid", "started_seq", "ended_seq"), WHOLE),
             "parent_id": RUN_ID,
+            "resumed_by": RUN_ID,
         },
         required=("id", "protocol", "status", "started_at", "question_text"),
     ),

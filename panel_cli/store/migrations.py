@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 Migration = Callable[[sqlite3.Connection], None]
 
-SCHEMA_VERSION = 8  # the number of the last migration, the version every file is brought to
+SCHEMA_VERSION = 9  # the number of the last migration, the version every file is brought to
 TEXTS_VERSION = 4  # the version whose migration moved every text to `texts`
 
 
@@ -415,6 +415,26 @@ def m008_evals(db: sqlite3.Connection) -> None:
     )
 
 
+def m009_resume_links_and_claims(db: sqlite3.Connection) -> None:
+    """`resumed_by` names the run that took a run over (`panel resume`, `batch --resume`); the
+    run itself is then `resumed`. `claims` has a row while a process resumes a run or runs a
+    batch, taken under the write lock before its first call, so two processes never run the
+    same questions at once; the holder's `pid` and `host` tell a claim whose process died."""
+    db.execute("ALTER TABLE runs ADD COLUMN resumed_by TEXT")
+    db.execute(
+        """
+        CREATE TABLE claims (
+            kind TEXT NOT NULL,                  -- run | batch
+            target TEXT NOT NULL,                -- the run's or the batch's id
+            pid INTEGER,                         -- the process holding it, and its host
+            host TEXT,
+            claimed_at TEXT,                     -- ISO-8601 UTC
+            PRIMARY KEY (kind, target)
+        ) WITHOUT ROWID
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_call_detail_and_truncation,
@@ -424,6 +444,7 @@ MIGRATIONS: list[Migration] = [
     m006_tool_calls,
     m007_follow_ups,
     m008_evals,
+    m009_resume_links_and_claims,
 ]
 
 

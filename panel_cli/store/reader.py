@@ -212,6 +212,7 @@ def _summary(row: Mapping[str, Any], question: str | None, columns: Columns | No
         "cost": columns.real("cost"),
         "outcome": columns.text("outcome"),
         "parent_id": columns.text("parent_id"),
+        "resumed_by": columns.text("resumed_by"),
     }
     if row["status"] not in RUN_STATUSES:
         columns.note("status")
@@ -246,7 +247,7 @@ def prefix_successor(prefix: str) -> str | None:
 
 _SUMMARY = (
     "SELECT r.id, r.protocol, r.panel, question.body AS question, r.question_text, r.status, r.started_at,"
-    " r.finished_at, r.calls, r.tokens, r.cost, r.outcome, r.pid, r.host, r.parent_id"
+    " r.finished_at, r.calls, r.tokens, r.cost, r.outcome, r.pid, r.host, r.parent_id, r.resumed_by"
     " FROM runs r LEFT JOIN texts question ON question.id = r.question_text"
 )
 # A run's ancestors, nearest first: the chain of parent ids, up to the first run no longer stored.

@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from panel_cli.run_keys import RESUMED_FROM_KEY
 from panel_cli.store.processes import process_alive, this_host
 from panel_cli.store.times import optional_epoch
 
-RunStatus = Literal["running", "finished", "no_answer", "failed", "interrupted"]
-RUN_STATUSES: tuple[RunStatus, ...] = ("running", "finished", "no_answer", "failed", "interrupted")
+# "resumed": it stopped before its end, and another run took it over (`resumed_by`).
+RunStatus = Literal["running", "finished", "no_answer", "failed", "interrupted", "resumed"]
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "finished", "no_answer", "failed", "interrupted", "resumed")
 # "stale": running, but its process is gone; "damaged": its row cannot be read as a run.
 ListedStatus = RunStatus | Literal["stale", "damaged"]
 
@@ -34,7 +36,8 @@ class RunSummary:
     """A line of `panel history list`. `tokens` and `cost` are None when no call reported them;
     `outcome` is the winner (confer, vote, decide) or the final answer's first line. `damage`
     says what of the run could not be read (None: nothing); a run whose row itself cannot be
-    read is listed `damaged`, at `started_at` 0 when its start is what is unreadable."""
+    read is listed `damaged`, at `started_at` 0 when its start is what is unreadable.
+    `resumed_by`: the run that took this one over (`panel resume`), None for none."""
 
     id: str
     protocol: str
@@ -48,6 +51,7 @@ class RunSummary:
     cost: float | None = None
     outcome: str | None = None
     parent_id: str | None = None
+    resumed_by: str | None = None
     damage: str | None = None
 
     @property
@@ -107,6 +111,12 @@ class RunRecord(RunSummary):
     pid: int | None = None
     host: str | None = None
     thread: RunThread = field(default_factory=RunThread)
+
+    @property
+    def resumed_from(self) -> str | None:
+        """The run this one resumes (`panel resume`), None for none."""
+        source = self.config.get(RESUMED_FROM_KEY)
+        return source if isinstance(source, str) else None
 
     @property
     def warnings(self) -> list[Any]:

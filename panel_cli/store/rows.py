@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from panel_cli.run_keys import BATCH_TAG, PARENT_ID_KEY, TAGS_KEY
+from panel_cli.run_keys import BATCH_TAG, PARENT_ID_KEY, RESUMED_FROM_KEY, TAGS_KEY
 from panel_cli.store.texts import TextCache, decode, dumps
 from panel_cli.store.times import optional_epoch
 
@@ -112,6 +112,12 @@ def parent_of(config: Any) -> str | None:
     """The run a follow-up continues, from its config; None for a run that continues none."""
     parent = config.get(PARENT_ID_KEY) if isinstance(config, dict) else None
     return parent if isinstance(parent, str) else None
+
+
+def resumed_source(config: Any) -> str | None:
+    """The run a resumed run takes over, from its config; None for a run that resumes none."""
+    source = config.get(RESUMED_FROM_KEY) if isinstance(config, dict) else None
+    return source if isinstance(source, str) else None
 
 
 def call_fields(row: Mapping[str, Any], texts: TextCache) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from panel_cli.store.rows import (
     leftover,
     parent_of,
     restore,
+    resumed_source,
     run_fields,
 )
 from panel_cli.store.texts import Composer, TextCache, Texts, decode, dumps, encode
@@ -200,6 +201,15 @@ class RunWriter:
         parent = parent_of(payload["config"])
         if parent is not None:
             self._db.execute("UPDATE runs SET parent_id = ? WHERE id = ?", (parent, run_id))
+        source = resumed_source(payload["config"])
+        if source is not None:
+            # In the transaction that starts the run, so its source is never left unmarked. Only a
+            # run that stopped before its end can be taken over (a finished one keeps its answer).
+            self._db.execute(
+                "UPDATE runs SET status = 'resumed', resumed_by = ?"
+                " WHERE id = ? AND status IN ('running', 'interrupted', 'failed', 'resumed')",
+                (run_id, source),
+            )
         return run_fields(self._run_row(run_id), TextCache(self._db), "run_started")
 
     def insert_call(

@@ -36,6 +36,7 @@ STATUS_STYLES = {
     "no_answer": "yellow",
     "failed": "red",
     "interrupted": "magenta",
+    "resumed": "cyan",
     "damaged": "bold red",
 }
 # Off a terminal, with no COLUMNS, a table is drawn at its own width, whatever that is: a
@@ -173,6 +174,8 @@ def run_header(run: RunRecord) -> Table:
     grid.add_row("Run", Text(run.id))
     grid.add_row("Question", Text(run.question))
     grid.add_row("Status", _status_detail(run))
+    if run.resumed_from is not None:
+        grid.add_row("Resumes", Text(f"run {run.resumed_from}, which stopped before its end"))
     if run.damage:
         grid.add_row(
             "Damage",
@@ -197,6 +200,8 @@ def run_header(run: RunRecord) -> Table:
 def _status_detail(run: RunRecord) -> Text:
     """`stale` says whose process is gone, so a person can check that it really is."""
     status = status_text(run.status)
+    if run.resumed_by is not None:
+        status.append(f" by run {run.resumed_by}, which took it over")
     if run.status == "stale" and run.pid is not None:
         status.append(f" (running, but its process {run.pid}" + (f" on {run.host}" if run.host else "") + " is gone)")
     return status

@@ -16,11 +16,12 @@ from panel_cli.store.records import CallRecord, RunRecord, RunSummary
 
 def run_row(run: RunSummary) -> dict[str, Any]:
     """A run in `history list --json`. `parent_id`: the run it follows up (`--continue`), null
-    for none."""
+    for none; `resumed_by`: the run that took it over (`panel resume`), null for none."""
     return {
         **_envelope(run),
         "panel": run.panel,
         "status": run.status,
+        "resumed_by": run.resumed_by,
         "outcome": run.outcome,
         "started_at": run.started_at,
         "finished_at": run.finished_at,
@@ -31,7 +32,8 @@ def run_row(run: RunSummary) -> dict[str, Any]:
 def run_detail(run: RunRecord, calls: list[CallRecord], events: list[dict[str, Any]]) -> dict[str, Any]:
     """`history show --json`: the envelope, then what the store kept. `calls` is the count, as
     in the envelope; the calls themselves are `call_records`. `thread`: the runs it follows up,
-    oldest first, and its follow-ups (`--continue`)."""
+    oldest first, and its follow-ups (`--continue`). `resumed_from` and `resumed_by`: the run it
+    resumes and the run that resumed it (`panel resume`), null for none."""
     envelope = _envelope(run)
     return {
         **{key: envelope[key] for key in ("run_id", "protocol", "question")},
@@ -41,6 +43,8 @@ def run_detail(run: RunRecord, calls: list[CallRecord], events: list[dict[str, A
         "parent_id": run.parent_id,
         "panel": run.panel,
         "status": run.status,
+        "resumed_from": run.resumed_from,
+        "resumed_by": run.resumed_by,
         "outcome": run.outcome,
         "started_at": run.started_at,
         "finished_at": run.finished_at,

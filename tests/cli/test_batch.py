@@ -188,7 +188,7 @@ def test_a_batch_with_an_id_of_the_old_length_resumes(files, fake_server):
     assert summary["batch_id"] == old_id and summary["ran"] == 1 and summary["answered"] == 1
     assert [answer(request) for request in fake_server.requests[asked:]] == ["A3"]
     with TranscriptReader.open(files["db"]) as reader:
-        assert sorted(run.status for run in reader.batch_runs(old_id)) == ["finished", "interrupted"]
+        assert sorted(run.status for run in reader.batch_runs(old_id)) == ["finished", "resumed"]
 
 
 def test_a_long_question_id_is_never_cut_in_the_progress_lines(files):
@@ -283,7 +283,7 @@ def test_resume_runs_only_the_questions_without_a_finished_run(files, fake_serve
         ("q1", "finished"),
         ("q2", "finished"),
         ("q3", "finished"),
-        ("q3", "interrupted"),
+        ("q3", "resumed"),
         ("q4", "finished"),
     ]
 

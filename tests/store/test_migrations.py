@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import shutil
@@ -12,7 +13,7 @@ import pytest
 
 from panel_cli.errors import UserError
 from panel_cli.events import EventBus
-from panel_cli.store.connection import connect
+from panel_cli.store.connection import PAGE_SIZE, connect
 from panel_cli.store.migrations import MIGRATIONS
 from panel_cli.store.paths import default_db_path, resolve_db_path
 from panel_cli.store.reader import TranscriptReader
@@ -342,7 +343,11 @@ async def test_the_writer_migrates_a_schema_3_file_and_every_run_reads_back_iden
     assert not {name for name in names if name.endswith("_v3")}
     assert {"texts", "text_search", "call_texts", "run_texts"} <= names
     assert finished[0] == 9 and finished[1] == 0  # the result is the run row's, not repeated
-    assert path.stat().st_size < size / 2  # given back by the VACUUM after the move
+    # Given back by the VACUUM after the move: vacuumed again, the file hardly shrinks.
+    again = tmp_path / "vacuumed.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("VACUUM INTO ?", (str(again),))
+    assert path.stat().st_size <= again.stat().st_size + 2 * PAGE_SIZE < size
     with TranscriptReader.open(path) as reader:
         assert reader.version == len(MIGRATIONS)
         assert_reads_as_before(reader)
@@ -376,7 +381,7 @@ def test_migration_8_adds_the_eval_tables_and_leaves_runs_alone(tmp_path):
     db.close()
     connect(path).close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 8
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"evals", "eval_questions", "eval_items", "eval_judge_calls"} <= tables
         assert db.execute("SELECT count(*) FROM evals").fetchone()[0] == 0

@@ -21,6 +21,7 @@ SURFACE: dict[str, frozenset[str] | None] = {
     "panel_cli.store.stats": None,
     "panel_cli.store.maintenance": frozenset({"record_retally", "delete_run", "purge_runs", "refuse_running"}),
     "panel_cli.store.merge": frozenset({"import_runs"}),
+    "panel_cli.store.claims": frozenset({"take_claims", "release_claims", "Claim", "ClaimHeld"}),
     "panel_cli.store.paths": frozenset({"resolve_db_path", "default_db_path"}),
     "panel_cli.store.times": frozenset({"epoch"}),
     "panel_cli.store.evals": frozenset({"EvalWriter", "EvalReader", "EvalRow", "StoredEval"}),
