@@ -151,7 +151,9 @@ ErrorKind = Literal[
 
 class CallFailed(CallEvent):
     """`message` is one clean sentence for people; `detail` is the provider's raw text, kept
-    in the store for whoever debugs the failure and never drawn."""
+    in the store for whoever debugs the failure and never drawn. `tokens_in`, `tokens_out`
+    and `cost`: what the call's replies reported before it failed or was cancelled (a tool
+    loop, a reply asked for once more); None when no reply came."""
 
     type: Literal["call_failed"] = "call_failed"
     messages: list[dict[str, Any]] = Field(default_factory=list)
@@ -160,6 +162,9 @@ class CallFailed(CallEvent):
     detail: str | None = None
     latency: float
     attempts: int = 1
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
 
 
 class MemberSkipped(BaseEvent):
