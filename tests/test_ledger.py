@@ -9,7 +9,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from tests.fakes.openai_server import FakeOpenAIServer, after, hang, reply
+from tests.fakes.openai_server import FakeOpenAIServer, after, error, hang, reply
 from tests.helpers import cli, cli_json, cli_ok, write_panel
 
 
@@ -67,8 +67,6 @@ def test_a_race_whose_members_all_answer_at_once_cancels_none(fake_server: FakeO
 def test_a_wrong_key_at_a_proxy_names_the_member_endpoint_and_key_variable(
     fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    from tests.fakes.openai_server import error
-
     fake_server.script("a", error(400, "No connected db"))
     panel = write_panel(
         tmp_path / "proxy.yaml",
@@ -83,7 +81,8 @@ def test_a_wrong_key_at_a_proxy_names_the_member_endpoint_and_key_variable(
     said = outcome.output
     assert outcome.exit_code != 0
     assert "No connected db" in said
-    assert "a" in said and "127.0.0.1" in said and "PROXY_KEY" in said
+    port = fake_server.url.split(":")[2].split("/")[0]
+    assert f"No connected db (a called 127.0.0.1:{port} with the key in PROXY_KEY)" in said
     assert "sk-proxy-secret-123456" not in said
     stored = json.dumps(call_rows(Path(os.environ["PANEL_DB"])))
     assert "sk-proxy-secret" not in stored

@@ -57,6 +57,7 @@ from panel_cli.llm.brief import RequestBrief, plain, with_voter
 from panel_cli.llm.budget import Budget, Hold, known_price, model_info, output_bound, prompt_tokens, worst_case
 from panel_cli.llm.demo_route import Read, demo_call
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
+from panel_cli.llm.key_hosts import endpoint_of, key_source
 from panel_cli.llm.request_hash import request_hash
 from panel_cli.llm.routes import is_demo, needs_litellm
 from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream
@@ -208,6 +209,10 @@ async def _astream(litellm: ModuleType, request: dict[str, Any], grow: TextGrowt
             close = getattr(chunks, "aclose", None)
             if close is not None:
                 await close()
+
+
+# The failures that may come of sending the wrong key, or sending it to the wrong place.
+SENT_WRONG = frozenset({"auth", "bad_request"})
 
 
 class AnsweredCall(Protocol):
@@ -989,8 +994,12 @@ class Gateway:
     ) -> CallResult:
         """Report a failed call, with the tokens its replies reported, if any (a tool loop that
         then failed, a reply asked for once more); a member that failed for good is excluded
-        from the rest of the run."""
+        from the rest of the run. A key or a request refused says where it went and with which
+        key: a proxy's own words (`No connected db`) rarely say."""
         attempts = exchange.attempts
+        if failure.kind in SENT_WRONG and not is_demo(member.model):
+            sent = f"{member.name} called {endpoint_of(member)} with {key_source(member)}"
+            failure = dataclasses.replace(failure, message=f"{failure.message} ({sent})")
         await self.emit(
             CallFailed(
                 **common,

@@ -4,7 +4,16 @@ from io import StringIO
 
 from panel_cli.events import CallFinished, MemberSkipped, RankingParsed, RunStarted
 from panel_cli.view.plain import PlainView
-from tests.view.sample import FINAL_ANSWER, MEMBERS, RUN_ID, confer_events, council_events, demo_events, judge_events, play
+from tests.view.sample import (
+    FINAL_ANSWER,
+    MEMBERS,
+    RUN_ID,
+    confer_events,
+    council_events,
+    demo_events,
+    judge_events,
+    play,
+)
 
 
 async def test_one_plain_line_per_event() -> None:
