@@ -109,7 +109,8 @@ class CallFinished(CallEvent):
     """`truncated`: the reply was longer than `max_response_chars` and `text` is its beginning.
     `request_hash` identifies the request (model, messages, parameters), so a resumed run can
     take an answered call from the store instead of paying for it again. `reused`: this run
-    made no request; the reply is the one the run it resumes got (so no tokens, no cost)."""
+    made no request; the reply is the one the run it resumes got, with the tokens and cost
+    that run paid for it (a resumed run's `spent_anew` leaves them out)."""
 
     type: Literal["call_finished"] = "call_finished"
     messages: list[dict[str, Any]] = Field(default_factory=list)

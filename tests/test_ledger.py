@@ -4,13 +4,23 @@ show`, `history list`, `history stats`, batch's JSONL, eval's table) says the sa
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+from panel_cli.config import load_panel
+from panel_cli.events import BaseEvent, EventBus
+from panel_cli.llm.gateway import Gateway
+from panel_cli.protocols.registry import engine_of
+from panel_cli.runs.execute import run_engine
+from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, after, error, hang, reply
-from tests.helpers import cli, cli_json, cli_ok, write_panel
+from tests.helpers import HANG_GUARD, cli, cli_json, cli_ok, write_panel
 
 
 def call_rows(db: Path) -> list[tuple[str, str | None, int | None, int | None]]:
@@ -86,3 +96,82 @@ def test_a_wrong_key_at_a_proxy_names_the_member_endpoint_and_key_variable(
     assert "sk-proxy-secret-123456" not in said
     stored = json.dumps(call_rows(Path(os.environ["PANEL_DB"])))
     assert "sk-proxy-secret" not in stored
+
+
+class Answered:
+    """Counts the calls answered so far, to stop a run once the ones a test needs are in."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def __call__(self, event: BaseEvent) -> None:
+        self.count += event.type == "call_finished"
+
+
+async def interrupted(panel_file: Path, db: Path, server: FakeOpenAIServer, answered: int, asked: int) -> str:
+    """Run the panel in-process until `answered` calls are answered and stored and the server
+    has `asked` requests, then cancel it, as Ctrl-C does; its run id."""
+    panel = load_panel(panel_file)
+    store = await TranscriptStore.open(db)
+    counter = Answered()
+    bus = EventBus("ledger0interrupted", [store, counter])
+    gateway = Gateway(bus.emit, defaults=panel.defaults)
+    task = asyncio.create_task(run_engine(engine_of(panel.protocol), panel, "Which database?", gateway, bus))
+    try:
+        await wait_until(lambda: counter.count >= answered and len(server.requests) >= asked)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        await gateway.aclose()
+        await store.close()
+    return bus.run_id
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + HANG_GUARD
+    while not condition():
+        assert time.monotonic() < deadline, "the run never got there"
+        await asyncio.sleep(0.01)
+
+
+def test_a_reused_call_keeps_its_tokens_and_its_unknown_cost(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """A run of models with no price is interrupted with one answer in; its resume reuses that
+    call: it keeps its tokens, its cost stays unknown (never $0), it is marked `reused` in
+    JSON, the progress line, `history show` and the exports, and the resumed run says what it
+    spent anew beside its total."""
+    fake_server.script("a", reply("a says PostgreSQL", prompt_tokens=11, completion_tokens=22))
+    fake_server.script("b", hang(), reply("b says SQLite", prompt_tokens=5, completion_tokens=6))
+    panel = write_panel(tmp_path / "fanout.yaml", fake_server, ["a", "b"], "protocol: ensemble", "mode: fanout")
+    db = Path(os.environ["PANEL_DB"])
+    old_id = asyncio.run(interrupted(panel, db, fake_server, answered=1, asked=2))
+
+    outcome = cli("resume", old_id)
+    assert outcome.exit_code == 0, outcome.output
+    assert "call finished  a  0.00s  33 tok  reused" in outcome.stderr
+    new_id = outcome.stderr.split("run started", 1)[1].split("\n", 1)[0].rsplit(" ", 1)[1]
+    result = cli_json("history", "show", new_id)
+
+    assert len(fake_server.requests) == 3, "a's call is not asked again"
+    assert result["calls_by_status"] == {"answered": 1, "reused": 1, "failed": 0, "cancelled": 0, "refused": 0}
+    assert (result["calls"], result["tokens"]) == (2, 33 + 11)
+    assert result["spent_anew"] == {"calls": 1, "tokens": 11, "cost": None}
+    assert (result["cost"], result["cost_basis"]) == (None, "unknown")
+    assert result["unpriced_models"] == ["openai/a", "openai/b"]
+    stored = result["result"]
+    ledger = ("calls", "tokens", "cost", "cost_basis", "unpriced_models", "calls_by_status", "spent_anew")
+    assert {key: stored[key] for key in ledger} == {key: result[key] for key in ledger}, "as the run said it"
+
+    listed = cli_ok("history", "list")
+    shown = cli_ok("history", "show", new_id)
+    markdown = cli_ok("history", "export", new_id, "--format", "md")
+    transcript = json.loads(cli_ok("history", "export", new_id, "--format", "json"))
+    for text in (listed, shown, markdown):
+        assert "$0.0000" not in text, "an unknown price is never $0"
+    assert "2 calls · 44 tokens · —" in shown
+    assert "reused (paid by the run resumed)" in shown and "reused (paid by the run resumed)" in markdown
+    assert "spent anew 1 call · 11 tokens · —" in shown
+    reused = [call for call in transcript["call_records"] if call["reused"]]
+    assert [(call["member"], call["tokens_in"], call["tokens_out"], call["cost"]) for call in reused] == [
+        ("a", 11, 22, None)
+    ]

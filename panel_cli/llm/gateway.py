@@ -224,6 +224,15 @@ class AnsweredCall(Protocol):
     @property
     def truncated(self) -> bool: ...
 
+    @property
+    def tokens_in(self) -> int | None: ...
+
+    @property
+    def tokens_out(self) -> int | None: ...
+
+    @property
+    def cost(self) -> float | None: ...
+
 
 class CallResult(BaseModel):
     """What one call produced. `ok` is False when the call itself failed; a reply that is
@@ -947,8 +956,10 @@ class Gateway:
         schema: type[BaseModel] | None,
     ) -> CallResult:
         """Answer a request from the run being resumed: reported like a call, marked `reused`,
-        with no tokens and no cost, since the earlier run paid for them; no request is made."""
+        with the tokens and cost the earlier run paid for it (a run's total counts every call it
+        stands on; `spent_anew` leaves these out); no request is made."""
         text, truncated = earlier.response or "", earlier.truncated
+        tokens_in, tokens_out, cost = earlier.tokens_in, earlier.tokens_out, earlier.cost
         await self.emit(
             CallFinished(
                 **common,
@@ -957,9 +968,9 @@ class Gateway:
                 truncated=truncated,
                 request_hash=digest,
                 reused=True,
-                tokens_in=0,
-                tokens_out=0,
-                cost=0.0,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost=cost,
                 latency=0.0,
                 attempts=0,
             )
@@ -977,9 +988,9 @@ class Gateway:
             parse_error=parse_error,
             truncated=truncated,
             reused=True,
-            tokens_in=0,
-            tokens_out=0,
-            cost=0.0,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=cost,
         )
 
     async def _warn_truncated(self, member: Member) -> None:

@@ -170,7 +170,7 @@ def check_resumed(
     assert record.config["fence_tag"] == old_record.config["fence_tag"]
     finished = [event for event in events if event["type"] == "call_finished"]
     assert sum(event["reused"] for event in finished) == reused
-    assert all(event["cost"] == 0 and event["tokens_in"] == 0 for event in finished if event["reused"])
+    assert all(event["tokens_in"] for event in finished if event["reused"]), "a reused call keeps what it was paid"
     assert [events[0]["type"], events[-1]["type"]] == ["run_started", "run_finished"]
     assert len(calls) == result["calls"] == record.calls
 

@@ -55,10 +55,13 @@ class Recorder:
 
 @dataclass
 class Stored:
-    """The two fields the gateway reads of a stored call."""
+    """The fields the gateway reads of a stored call."""
 
     response: str | None
     truncated: bool = False
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
 
 
 def sage(**fields: Any) -> Member:
