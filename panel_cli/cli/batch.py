@@ -151,6 +151,7 @@ def batch(
             calls=totals.calls,
             tokens=totals.tokens,
             cost=totals.cost,
+            cost_basis=totals.spent.cost_basis,
             output=str(output),
             db=str(db_path),
         )
