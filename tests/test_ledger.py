@@ -11,14 +11,20 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from importlib.resources import files
 from pathlib import Path
+
+import pytest
+import yaml
 
 from panel_cli.config import load_panel
 from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.registry import engine_of
+from panel_cli.protocols.registry import engine_of, names
 from panel_cli.runs.execute import run_engine
 from panel_cli.store.subscriber import TranscriptStore
+from panel_cli.view import fmt
+from panel_cli.wording import plural
 from tests.fakes.openai_server import FakeOpenAIServer, after, error, hang, reply
 from tests.helpers import HANG_GUARD, cli, cli_json, cli_ok, write_panel
 
@@ -175,3 +181,142 @@ def test_a_reused_call_keeps_its_tokens_and_its_unknown_cost(fake_server: FakeOp
     assert [(call["member"], call["tokens_in"], call["tokens_out"], call["cost"]) for call in reused] == [
         ("a", 11, 22, None)
     ]
+
+
+# -- one ledger on every surface, for every protocol -----------------------------------------
+
+LEDGER = ("calls", "tokens", "cost", "cost_basis")
+QUESTION = "Which database should a five-person startup build on?"
+EVAL_PROTOCOLS = ("confer", "council", "vote")
+
+
+def priced_panel(protocol: str, server: FakeOpenAIServer, folder: Path) -> Path:
+    """The protocol's starter demo panel with its first member moved onto the fake server as a
+    model litellm has a price for, so the run spends real tokens at a known price beside the
+    simulated personas (the server's plain `ok` is a poor ballot, which is fine: the ledger
+    counts calls however they end)."""
+    data = yaml.safe_load(files("panel_cli").joinpath(f"starters/{protocol}.demo.yaml").read_text(encoding="utf-8"))
+    data["members"][0] = {**data["members"][0], "model": "openai/gpt-4o-mini", "api_base": server.url}
+    data.pop("question", None)
+    path = folder / f"{protocol}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def ledger_of(found: dict) -> tuple:
+    return tuple(
+        pytest.approx(found[key]) if key == "cost" and found[key] is not None else found[key] for key in LEDGER
+    )
+
+
+def cost_text(envelope: dict) -> str:
+    return fmt.basis_cost(envelope["cost"], envelope["cost_basis"], envelope["unpriced_models"])
+
+
+@pytest.mark.parametrize("protocol", list(names()))
+def test_every_surface_tells_one_ledger(protocol: str, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """One run, told by the summary line, its envelope (what `--json` prints, as stored), the
+    store's row (`history show --json`), `history show`, `history list` and `history stats`;
+    then a batch's JSONL line and an eval's items, each against the run it names."""
+    panel = priced_panel(protocol, fake_server, tmp_path)
+    db = tmp_path / "runs.db"
+    outcome = cli(protocol, str(panel), "-q", QUESTION, "--db", str(db))
+    assert outcome.exit_code in (0, 1), outcome.output
+    summary = next(line for line in outcome.stderr.splitlines() if line.startswith("run finished"))
+    run_id = summary.rsplit("run ", 1)[1]
+
+    stored = cli_json("history", "show", run_id, "--db", str(db))
+    envelope = stored["result"]  # the object `--json` printed: the run's payload as it ended
+    assert envelope["calls"] > 0 and len(fake_server.requests) > 0
+    assert envelope["cost_basis"] == "known" and envelope["cost"] > 0, "gpt-4o-mini has a price, demo calls cost 0"
+    by_status = envelope["calls_by_status"]
+    assert envelope["calls"] == sum(count for status, count in by_status.items() if status != "refused")
+    assert ledger_of(stored) == ledger_of(envelope)
+    assert stored["calls_by_status"] == by_status
+    assert len(stored["call_records"]) == envelope["calls"] + by_status["refused"]
+
+    assert f"  calls {envelope['calls']}" in summary
+    assert f"  tokens {fmt.tokens(envelope['tokens'])}  cost {cost_text(envelope)}  " in summary
+    shown = cli_ok("history", "show", run_id, "--db", str(db))
+    totals = f"{plural(envelope['calls'], 'call')} · {fmt.tokens(envelope['tokens'])} tokens · {cost_text(envelope)}"
+    assert f"Totals    {totals}" in shown
+    (listed,) = cli_json("history", "list", "--db", str(db))
+    assert ledger_of(listed) == ledger_of(envelope)
+    stats = cli_json("history", "stats", "--db", str(db))
+    assert ledger_of(stats["total"]) == ledger_of(envelope)
+    assert cli_ok("history", "stats", "--db", str(db)).splitlines()[0].endswith(f"· cost {cost_text(envelope)}")
+
+    (tmp_path / "questions.txt").write_text(QUESTION + "\n")
+    results = tmp_path / "results.jsonl"
+    batch = cli("batch", str(panel), "--questions", str(tmp_path / "questions.txt"), "-o", str(results))
+    assert batch.exit_code in (0, 1), batch.output
+    (line,) = [json.loads(text) for text in results.read_text().splitlines()]
+    batch_run = cli_json("history", "show", line["run_id"])
+    assert ledger_of(line) == ledger_of(batch_run) == ledger_of(batch_run["result"])
+
+    if protocol in EVAL_PROTOCOLS:
+        dataset = tmp_path / "one.jsonl"
+        dataset.write_text(json.dumps({"question": QUESTION, "options": ["PostgreSQL", "SQLite"], "answer": "SQLite"}))
+        graded = cli_json(
+            "eval", "run", str(panel), "--dataset", str(dataset), "--protocols", protocol, "--db", str(db)
+        )
+        assert graded["items"], "every system's run"
+        for item in graded["items"]:
+            run = cli_json("history", "show", item["run_id"], "--db", str(db))
+            assert ledger_of({**item, "cost_basis": run["cost_basis"]}) == ledger_of(run)
+
+
+def test_a_run_mixing_priced_and_unpriced_models_costs_at_least_and_names_them(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    panel = tmp_path / "mixed.yaml"
+    panel.write_text(
+        "name: mixed\nprotocol: ensemble\nmode: fanout\nmembers:\n"
+        f"  - name: priced\n    model: openai/gpt-4o-mini\n    api_base: {fake_server.url}\n"
+        f"  - name: house\n    model: openai/house-model\n    api_base: {fake_server.url}\n"
+        "  - name: sage\n    model: demo/sage\n"
+    )
+    outcome = cli("ensemble", str(panel), "-q", QUESTION)
+    assert outcome.exit_code == 0, outcome.output
+    run_id = outcome.stderr.rsplit("run ", 1)[1].split()[0]
+    envelope = cli_json("history", "show", run_id)["result"]
+
+    assert (envelope["cost_basis"], envelope["unpriced_models"]) == ("partial", ["openai/house-model"])
+    price = 10 * 0.15e-6 + 20 * 0.6e-6  # gpt-4o-mini's 10 tokens in and 20 out; the demo persona's cost 0
+    assert envelope["cost"] == pytest.approx(price)
+    said = f"cost at least {fmt.cost(price)} (no price: openai/house-model)"
+    assert f"  {said}  " in outcome.stderr
+    assert said.removeprefix("cost ") in cli_ok("history", "list")
+
+
+def test_a_demo_run_reads_simulated_and_free_everywhere(tmp_path: Path) -> None:
+    """In JSON a demo run costs 0.0, `simulated` (an unknown price is null, `unknown`); every
+    text surface says `simulated, free`, never `$0.0000`."""
+    panel = str(files("panel_cli").joinpath("starters/ensemble.demo.yaml"))
+    outcome = cli("ensemble", panel, "-q", QUESTION)
+    assert outcome.exit_code == 0, outcome.output
+    assert "  cost simulated, free  " in outcome.stderr
+    run_id = outcome.stderr.rsplit("run ", 1)[1].split()[0]
+    envelope = cli_json("history", "show", run_id)["result"]
+    assert (envelope["cost"], envelope["cost_basis"]) == (0.0, "simulated")
+
+    (tmp_path / "questions.txt").write_text(QUESTION + "\n")
+    results = tmp_path / "results.jsonl"
+    batch = cli("batch", panel, "--questions", str(tmp_path / "questions.txt"), "-o", str(results))
+    assert batch.exit_code == 0, batch.output
+    assert "simulated, free" in batch.stderr
+    (line,) = [json.loads(text) for text in results.read_text().splitlines()]
+    assert (line["cost"], line["cost_basis"]) == (0.0, "simulated")
+
+    stats = cli_ok("history", "stats")
+    texts = {
+        "list": cli_ok("history", "list"),
+        "show": cli_ok("history", "show", run_id),
+        "stats": stats,
+        "markdown": cli_ok("history", "export", run_id, "--format", "md"),
+        "html": cli_ok("history", "export", run_id, "--format", "html", "-o", "-"),
+    }
+    for surface, text in texts.items():
+        assert "simulated, free" in text and "$0.0000" not in text, surface
+    by_protocol = stats.split("By protocol", 1)[1].split("By month", 1)[0]
+    assert "ensemble" in by_protocol and "simulated, free" in by_protocol

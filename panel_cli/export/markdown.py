@@ -331,7 +331,7 @@ def _calls(report: Report) -> str:
                 fmt.seconds(call.latency),
                 fmt.tokens(call.tokens_in),
                 fmt.tokens(call.tokens_out),
-                fmt.cost(call.cost),
+                fmt.call_cost(call.cost, call.model),
                 cell(note, 200),
             ]
         )

@@ -517,7 +517,7 @@ def _calls(report: Report) -> str:
             f'<td class="num">{number}</td><td>{esc(call.member)}</td><td><code>{esc(call.model)}</code></td><td>{esc(call.stage)}</td>',
             f'<td class="num">{"" if call.round is None else call.round}</td>' if with_round else "",
             f'<td>{status}</td><td class="num">{esc(fmt.seconds(call.latency))}</td><td class="num">{esc(fmt.tokens(call.tokens_in))}</td>',
-            f'<td class="num">{esc(fmt.tokens(call.tokens_out))}</td><td class="num">{esc(fmt.cost(call.cost))}</td>',
+            f'<td class="num">{esc(fmt.tokens(call.tokens_out))}</td><td class="num">{esc(fmt.call_cost(call.cost, call.model))}</td>',
             f'<td class="note">{esc(note)}</td>' if any(notes) else "",
         ]
         rows.append(f"<tr>{''.join(cells)}</tr>")

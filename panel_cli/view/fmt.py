@@ -54,6 +54,11 @@ def run_cost(value: float | None, models: Iterable[str]) -> str:
     return SIMULATED_COST if simulated(models) else cost(value)
 
 
+def call_cost(value: float | None, model: str) -> str:
+    """One call's cost: a demo persona's is `simulated, free`, never `$0.0000`."""
+    return SIMULATED_COST if model.startswith("demo/") else cost(value)
+
+
 def basis_cost(value: float | None, basis: str, unpriced: Iterable[str] = ()) -> str:
     """A cost as its basis reads (`panel_cli.totals.cost_basis`), the same on every surface:
     `simulated, free`; `$0.0123`; `at least $0.0123 (no price: model-a, model-b)` when some

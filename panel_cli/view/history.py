@@ -274,7 +274,7 @@ def calls_table(calls: list[CallRecord]) -> Table:
             fmt.UNKNOWN if call.round is None else str(call.round),
             fmt.UNKNOWN if call.latency is None else f"{call.latency:.1f}s",
             fmt.tokens(sum(known) if known else None),
-            fmt.cost(call.cost),
+            fmt.call_cost(call.cost, call.model),
             _note(call),
         )
     return table
