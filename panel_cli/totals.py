@@ -123,8 +123,8 @@ class RunTotals:
         self.real_calls += not model.startswith(DEMO_PREFIX)
         if not reused:
             self.anew.calls += 1
-        if model.startswith(DEMO_PREFIX) and cost is None:
-            cost = 0.0  # a demo persona's call, stored before demo calls were costed 0.0
+        if model.startswith(DEMO_PREFIX) and cost is None and replied:
+            cost = 0.0  # a demo persona's reply, stored before demo calls were costed 0.0
         if tokens_in is not None or tokens_out is not None:
             tokens = (tokens_in or 0) + (tokens_out or 0)
             self.tokens = (self.tokens or 0) + tokens

@@ -181,19 +181,19 @@ def endpoint_of(member: KeyedMember) -> str:
 
 def key_source(member: KeyedMember) -> str:
     """Which key a member's calls send, by its variable's name (never its value), as the
-    gateway chooses it (`Gateway._api_key`): `the key in PROXY_KEY`, `no key (PROXY_KEY is
-    not set)`, or the provider's variable litellm reads."""
+    gateway chooses it (`Gateway._api_key`): `the key in PROXY_KEY`, `no key (PROXY_KEY
+    unset)`, or the provider's variable litellm reads."""
     if member.api_key_env:
         if os.environ.get(member.api_key_env):
             return f"the key in {member.api_key_env}"
-        return f"no key ({member.api_key_env} is not set)"
+        return f"no key ({member.api_key_env} unset)"
     provider = provider_of(member.model) or "openai"
     variable = _key_variable(member, provider)
     if variable is not None:
         return f"the key in {variable}"
     if member.api_base and provider == "openai":
-        return "no key (OPENAI_API_KEY is not set, so a placeholder was sent)"
-    return "no key (none of the provider's key variables is set)"
+        return "no key (OPENAI_API_KEY unset)"
+    return "no key (its provider's key variables unset)"
 
 
 @cache
