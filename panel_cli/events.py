@@ -109,7 +109,8 @@ class CallFinished(CallEvent):
     """`truncated`: the reply was longer than `max_response_chars` and `text` is its beginning.
     `request_hash` identifies the request (model, messages, parameters), so a resumed run can
     take an answered call from the store instead of paying for it again. `reused`: this run
-    made no request; the reply is the one the run it resumes got (so no tokens, no cost)."""
+    made no request; the reply is the one the run it resumes got, with the tokens and cost
+    that run paid for it (a resumed run's `spent_anew` leaves them out)."""
 
     type: Literal["call_finished"] = "call_finished"
     messages: list[dict[str, Any]] = Field(default_factory=list)
@@ -151,7 +152,9 @@ ErrorKind = Literal[
 
 class CallFailed(CallEvent):
     """`message` is one clean sentence for people; `detail` is the provider's raw text, kept
-    in the store for whoever debugs the failure and never drawn."""
+    in the store for whoever debugs the failure and never drawn. `tokens_in`, `tokens_out`
+    and `cost`: what the call's replies reported before it failed or was cancelled (a tool
+    loop, a reply asked for once more); None when no reply came."""
 
     type: Literal["call_failed"] = "call_failed"
     messages: list[dict[str, Any]] = Field(default_factory=list)
@@ -160,6 +163,9 @@ class CallFailed(CallEvent):
     detail: str | None = None
     latency: float
     attempts: int = 1
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
 
 
 class MemberSkipped(BaseEvent):

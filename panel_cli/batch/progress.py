@@ -8,13 +8,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
+from panel_cli.totals import RunTotals
 from panel_cli.view import fmt
 
 if TYPE_CHECKING:
@@ -32,16 +33,20 @@ class BatchTotals:
     skipped: int = 0
     done: int = 0
     failed: int = 0
-    calls: int = 0
-    tokens: int | None = None
-    cost: float | None = None
+    # Every call of this invocation's runs, counted as a run counts its own (`RunTotals`).
+    spent: RunTotals = field(default_factory=RunTotals)
 
-    def add_call(self, tokens: int | None, cost: float | None) -> None:
-        self.calls += 1
-        if tokens is not None:
-            self.tokens = (self.tokens or 0) + tokens
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + cost
+    @property
+    def calls(self) -> int:
+        return self.spent.calls
+
+    @property
+    def tokens(self) -> int | None:
+        return self.spent.tokens
+
+    @property
+    def cost(self) -> float | None:
+        return self.spent.run_cost
 
     def add_line(self, reached_answer: bool) -> None:
         self.done += 1
@@ -49,7 +54,8 @@ class BatchTotals:
 
     @property
     def usage(self) -> str:
-        return f"{fmt.tokens(self.tokens)} tokens · cost {fmt.cost(self.cost)}"
+        cost = fmt.basis_cost(self.cost, self.spent.cost_basis, self.spent.unpriced)
+        return f"{fmt.tokens(self.tokens)} tokens · cost {cost}"
 
 
 def time_left(durations: Sequence[float], remaining: int, concurrency: int) -> float | None:
@@ -139,7 +145,7 @@ class PlainProgress:
 
     def finished(self, line: BatchLine, totals: BatchTotals) -> None:
         label = fmt.flat(str(line.id))  # an id is never cut
-        run = f"run {line.run_id}, {fmt.seconds(line.duration_s)}, {fmt.cost(line.cost)}"
+        run = f"run {line.run_id}, {fmt.seconds(line.duration_s)}, {fmt.basis_cost(line.cost, line.cost_basis)}"
         if line.reached_answer:
             how = "answered"
         else:

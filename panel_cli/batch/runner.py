@@ -59,6 +59,7 @@ class BatchLine(BaseModel):
     calls: int
     tokens: int | None
     cost: float | None
+    cost_basis: str = "unknown"
     duration_s: float | None
 
     @classmethod
@@ -75,6 +76,7 @@ class BatchLine(BaseModel):
             calls=run.calls,
             tokens=run.tokens,
             cost=run.cost,
+            cost_basis=run.cost_basis,
             duration_s=duration,
         )
 
@@ -91,6 +93,7 @@ class BatchLine(BaseModel):
             calls=envelope.calls,
             tokens=envelope.tokens,
             cost=envelope.cost,
+            cost_basis=envelope.cost_basis,
             duration_s=envelope.duration_s,
         )
 
@@ -110,6 +113,7 @@ class BatchSummary(BaseModel):
     calls: int
     tokens: int | None
     cost: float | None
+    cost_basis: str = "unknown"
     output: str
     db: str
 
@@ -172,17 +176,10 @@ class RunUsage:
 
     async def __call__(self, event: BaseEvent) -> None:
         self.run.update(event)
-        match event:
-            case CallFinished():
-                known = event.tokens_in is not None or event.tokens_out is not None
-                self._totals.add_call((event.tokens_in or 0) + (event.tokens_out or 0) if known else None, event.cost)
-            case CallFailed(kind="budget"):
-                return  # no request went out, as `RunTotals` counts it
-            case CallFailed():
-                self._totals.add_call(None, None)
-            case _:
-                return
-        self._progress.update(self._totals)
+        refused = isinstance(event, CallFailed) and event.kind == "budget"  # no request went out
+        if isinstance(event, CallFinished | CallFailed) and not refused:
+            self._totals.spent.update(event)
+            self._progress.update(self._totals)
 
     def close(self) -> None:
         return None
@@ -285,7 +282,8 @@ class BatchRunner:
                 failure_reason=f"the run failed: {type(error).__name__}: {error}",
                 calls=usage.run.calls,
                 tokens=usage.run.tokens,
-                cost=usage.run.cost,
+                cost=usage.run.run_cost,
+                cost_basis=usage.run.cost_basis,
                 duration_s=round(time.perf_counter() - started, 3),
             )
         else:

@@ -201,6 +201,7 @@ def _run_batch(
             calls=totals.calls,
             tokens=totals.tokens,
             cost=totals.cost,
+            cost_basis=totals.spent.cost_basis,
             output=str(output),
             db=str(db_path),
         )

@@ -57,7 +57,7 @@ def bar(score: SystemScore, theory: float | None = None, width: int = BAR_WIDTH)
 
 
 def cost(score: SystemScore, simulated: str = SIMULATED_COST) -> str:
-    return simulated if score.simulated and score.cost is None else fmt.cost(score.cost)
+    return simulated if score.simulated else fmt.cost(score.cost)
 
 
 THEORY_INTRO = f"Theory for simulated voters ({VOTER_MODEL}), │ on the bars:"
@@ -113,7 +113,7 @@ def per_correct(score: SystemScore) -> str:
     """`4.0 calls, $0.002` per correct answer; `–` with none right."""
     if score.calls_per_correct is None:
         return "–"
-    money = "simulated" if score.simulated and score.cost is None else fmt.cost(score.cost_per_correct)
+    money = "simulated" if score.simulated else fmt.cost(score.cost_per_correct)
     return f"{score.calls_per_correct:.1f} calls, {money}"
 
 
@@ -185,7 +185,7 @@ def render(result: EvalResult) -> RenderableType:
             Text(f"{score.calls_per_correct:.1f}" if score.calls_per_correct is not None else "–"),
             Text(fmt.seconds(score.wall_time_s)),
         )
-    simulated = any(score.simulated and score.cost is None for score in result.systems)
+    simulated = any(score.simulated for score in result.systems)
     lines: list[RenderableType] = [
         title,
         grid,

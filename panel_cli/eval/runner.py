@@ -443,7 +443,7 @@ async def run_item(
         grade=judged.grade if judged is not None else grade(answer, item),
         calls=totals.calls,
         tokens=totals.tokens,
-        cost=totals.cost,
+        cost=totals.run_cost,
         duration_s=round(duration, 3),
         error=error,
         judge_tokens=judged.tokens if judged else None,

@@ -73,7 +73,7 @@ def _score_row(result: EvalResult, score: SystemScore) -> str:
         accuracy = bar_svg(score.accuracy, tone="good", marker=line, name=f"{score.system} {percent(score.accuracy)}")
         accuracy += f" {esc(percent(score.accuracy))}"
         interval = f"{score.ci_low * 100:.1f}–{score.ci_high * 100:.1f}%"
-    money = "simulated" if score.simulated and score.cost is None else fmt.cost(score.cost)
+    money = "simulated" if score.simulated else fmt.cost(score.cost)
     cells = [
         f"<td><b>{esc(system_label(result, score))}</b></td>",
         f"<td>{accuracy}</td>",

@@ -20,6 +20,7 @@ from panel_cli.export.report import (
     Stage,
     Verdict,
     VoteSummary,
+    call_note,
     cell_text,
     pretty_reply,
     stage_columns,
@@ -319,9 +320,7 @@ def _calls(report: Report) -> str:
         return "## Calls\n\n_No model was called._"
     rows = []
     for number, call in enumerate(report.calls, start=1):
-        note = (
-            f"{call.error_kind}: {call.error or ''}" if call.error_kind else "reply truncated" if call.truncated else ""
-        )
+        note = call_note(call)
         rows.append(
             [
                 str(number),
@@ -332,7 +331,7 @@ def _calls(report: Report) -> str:
                 fmt.seconds(call.latency),
                 fmt.tokens(call.tokens_in),
                 fmt.tokens(call.tokens_out),
-                fmt.cost(call.cost),
+                fmt.call_cost(call.cost, call.model),
                 cell(note, 200),
             ]
         )

@@ -28,6 +28,7 @@ from panel_cli.export.report import (
     Task,
     Verdict,
     VoteSummary,
+    call_note,
     cell_text,
     pretty_reply,
     stage_columns,
@@ -201,7 +202,7 @@ def _masthead(report: Report) -> str:
         ("took", esc(report.duration or "not finished")),
         ("calls", esc(f"{run.calls:,}")),
         ("tokens", esc(fmt.tokens(run.tokens))),
-        ("cost", esc(fmt.SIMULATED_COST if report.simulated else fmt.cost(run.cost))),
+        ("cost", esc(report.cost)),
     ]
     items = "".join(f"<div><dt>{esc(name)}</dt><dd>{value}</dd></div>" for name, value in meta)
     return (
@@ -509,18 +510,15 @@ def _calls(report: Report) -> str:
     if not report.calls:
         return '<section class="card" id="calls"><h2>Calls</h2><p class="dim">No model was called.</p></section>'
     with_round = any(call.round is not None for call in report.calls)
-    notes = [
-        f"{call.error_kind}: {call.error or ''}" if call.error_kind else "reply truncated" if call.truncated else ""
-        for call in report.calls
-    ]
+    notes = [call_note(call) for call in report.calls]
     rows = []
     for number, (call, note) in enumerate(zip(report.calls, notes, strict=True), start=1):
-        status = badge(call.error_kind, "bad") if call.error_kind else badge("answered")
+        status = badge(call.error_kind, "bad") if call.error_kind else badge(call.status)
         cells = [
             f'<td class="num">{number}</td><td>{esc(call.member)}</td><td><code>{esc(call.model)}</code></td><td>{esc(call.stage)}</td>',
             f'<td class="num">{"" if call.round is None else call.round}</td>' if with_round else "",
             f'<td>{status}</td><td class="num">{esc(fmt.seconds(call.latency))}</td><td class="num">{esc(fmt.tokens(call.tokens_in))}</td>',
-            f'<td class="num">{esc(fmt.tokens(call.tokens_out))}</td><td class="num">{esc(fmt.cost(call.cost))}</td>',
+            f'<td class="num">{esc(fmt.tokens(call.tokens_out))}</td><td class="num">{esc(fmt.call_cost(call.cost, call.model))}</td>',
             f'<td class="note">{esc(note)}</td>' if any(notes) else "",
         ]
         rows.append(f"<tr>{''.join(cells)}</tr>")

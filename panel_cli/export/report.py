@@ -263,7 +263,6 @@ class Report(BaseModel):
     facts: list[tuple[str, str]]
     warnings: list[str]
     calls: list[CallRecord]
-    simulated: bool
     unknown_events: int = 0
 
     @property
@@ -273,14 +272,27 @@ class Report(BaseModel):
     @property
     def totals(self) -> str:
         """`9 calls · 4,069 tokens · $0.0123` from the run's own totals, as `history show` prints them."""
-        cost = fmt.SIMULATED_COST if self.simulated else fmt.cost(self.run.cost)
-        return f"{plural(self.run.calls, 'call')} · {fmt.tokens(self.run.tokens)} tokens · {cost}"
+        return f"{plural(self.run.calls, 'call')} · {fmt.tokens(self.run.tokens)} tokens · {self.cost}"
+
+    @property
+    def cost(self) -> str:
+        """The run's cost as every surface reads it (`fmt.basis_cost`)."""
+        return fmt.basis_cost(self.run.cost, self.run.cost_basis, self.run.unpriced)
 
     @property
     def duration(self) -> str | None:
         if self.run.finished_at is None:
             return None
         return f"{self.run.finished_at - self.run.started_at:.1f}s"
+
+
+def call_note(call: CallRecord) -> str:
+    """What a call's row notes: its failure, that it was reused from the run resumed, that its
+    reply was cut."""
+    if call.error_kind:
+        return f"{call.error_kind}: {call.error or ''}"
+    notes = ["reused (paid by the run resumed)"] * call.reused + ["reply truncated"] * call.truncated
+    return "; ".join(notes)
 
 
 def utc(timestamp: float) -> str:
@@ -587,7 +599,6 @@ class _Builder:
             facts=self._facts(),
             warnings=self.warnings,
             calls=self.transcript.calls,
-            simulated=self.totals.simulated,
             unknown_events=self.unknown,
         )
 

@@ -57,6 +57,7 @@ from panel_cli.llm.brief import RequestBrief, plain, with_voter
 from panel_cli.llm.budget import Budget, Hold, known_price, model_info, output_bound, prompt_tokens, worst_case
 from panel_cli.llm.demo_route import Read, demo_call
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
+from panel_cli.llm.key_hosts import endpoint_of, key_source
 from panel_cli.llm.request_hash import request_hash
 from panel_cli.llm.routes import is_demo, needs_litellm
 from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream
@@ -210,6 +211,10 @@ async def _astream(litellm: ModuleType, request: dict[str, Any], grow: TextGrowt
                 await close()
 
 
+# The failures that may come of sending the wrong key, or sending it to the wrong place.
+SENT_WRONG = frozenset({"auth", "bad_request"})
+
+
 class AnsweredCall(Protocol):
     """A reply the run being resumed got, as the store reads it back (`CallRecord`)."""
 
@@ -218,6 +223,15 @@ class AnsweredCall(Protocol):
 
     @property
     def truncated(self) -> bool: ...
+
+    @property
+    def tokens_in(self) -> int | None: ...
+
+    @property
+    def tokens_out(self) -> int | None: ...
+
+    @property
+    def cost(self) -> float | None: ...
 
 
 class CallResult(BaseModel):
@@ -301,6 +315,9 @@ class _Exchange:
     # counts that cannot be counts (`panel_cli.llm.usage`): the call's tokens are then unknown.
     replied: bool = False
     bad_usage: str | None = None
+    # Set once the call's final event (finished, failed, refused, reused) is on its way, so a
+    # cancellation arriving after it adds no second one.
+    ended: bool = False
 
     def count(self, tokens_in: Any, tokens_out: Any) -> None:
         """Add one reply's counts, as its provider reported them."""
@@ -456,7 +473,23 @@ class Gateway:
             self._infos[model] = model_info(self._litellm, model)
         return self._infos[model]
 
+    def _usage(self, member: Member, exchange: _Exchange) -> dict[str, Any]:
+        """The tokens and cost of a call that ended without an answer, as far as its replies
+        reported them (nothing when no reply came)."""
+        if not exchange.replied:
+            return {}
+        tokens_in, tokens_out = exchange.tokens
+        return {
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "cost": self._cost(member.model, tokens_in, tokens_out),
+        }
+
     def _cost(self, model: str, tokens_in: int | None, tokens_out: int | None) -> float | None:
+        """A call's cost from its provider's counts and litellm's table; a demo persona's is
+        nothing (simulated); None when the price or the counts are unknown, never 0."""
+        if is_demo(model):
+            return 0.0
         price = self._price(model)
         if price is None or tokens_in is None or tokens_out is None:
             return None
@@ -543,14 +576,20 @@ class Gateway:
         earlier = self._take_answered(digest)
         # Reserved before the first await, so the calls of a stage reserve one after another.
         hold = self._reserve(member, request) if earlier is None else None
-        await self.emit(CallStarted(**common))
-        if earlier is not None:
-            return await self._reuse(member, common, full, digest, earlier, schema)
-        if isinstance(hold, str):
-            return await self._refuse(member, common, full, hold)
-        exchange = _Exchange(messages=full, brief=brief or plain(messages), hold=hold)
+        exchange = _Exchange(
+            messages=full, brief=brief or plain(messages), hold=None if isinstance(hold, str) else hold
+        )
         started = time.perf_counter()
         try:
+            # From here on a call always ends with an event of its own, even when it is
+            # cancelled at its first step: every call started has its row and final status.
+            await self.emit(CallStarted(**common))
+            if earlier is not None:
+                exchange.ended = True
+                return await self._reuse(member, common, full, digest, earlier, schema)
+            if isinstance(hold, str):
+                exchange.ended = True
+                return await self._refuse(member, common, full, hold)
             grow = TextGrowth(self.emit, common) if self.stream and schema is None and offered is None else None
             reply = await self._complete(member, request, deadline, exchange, tool_calls=offered is not None, grow=grow)
             if offered is not None and reply.failure is None and reply.calls:
@@ -558,24 +597,26 @@ class Gateway:
             if schema is not None and reply.failure is None:
                 reply = await self._one_answer(member, request, reply, schema, deadline, exchange)
             if reply.failure is not None:
-                return await self._fail(
-                    member, common, exchange.messages, reply.failure, time.perf_counter() - started, exchange.attempts
-                )
+                exchange.ended = True
+                return await self._fail(member, common, exchange, reply.failure, time.perf_counter() - started)
         except asyncio.CancelledError:
-            await self.emit(
-                CallFailed(
-                    **common,
-                    messages=exchange.messages,
-                    kind="cancelled",
-                    message="cancelled",
-                    latency=time.perf_counter() - started,
-                    attempts=exchange.attempts,
+            if not exchange.ended:
+                exchange.ended = True
+                await self.emit(
+                    CallFailed(
+                        **common,
+                        messages=exchange.messages,
+                        kind="cancelled",
+                        message="cancelled",
+                        latency=time.perf_counter() - started,
+                        attempts=exchange.attempts,
+                        **self._usage(member, exchange),
+                    )
                 )
-            )
             raise
         finally:
-            if hold is not None and self.budget is not None:
-                self.budget.settle(hold, self._spent(member, exchange, hold))
+            if exchange.hold is not None and self.budget is not None:
+                self.budget.settle(exchange.hold, self._spent(member, exchange, exchange.hold))
         latency = time.perf_counter() - started
         text, attempts = reply.text, exchange.attempts
         tokens_in, tokens_out = exchange.tokens
@@ -592,6 +633,7 @@ class Gateway:
         parsed, parse_error = _parse(text, schema)
         if parse_error is not None and reply.again is not None:
             parse_error = f"{parse_error}{reply.again}"
+        exchange.ended = True
         await self.emit(
             CallFinished(
                 **common,
@@ -914,8 +956,10 @@ class Gateway:
         schema: type[BaseModel] | None,
     ) -> CallResult:
         """Answer a request from the run being resumed: reported like a call, marked `reused`,
-        with no tokens and no cost, since the earlier run paid for them; no request is made."""
+        with the tokens and cost the earlier run paid for it (a run's total counts every call it
+        stands on; `spent_anew` leaves these out); no request is made."""
         text, truncated = earlier.response or "", earlier.truncated
+        tokens_in, tokens_out, cost = earlier.tokens_in, earlier.tokens_out, earlier.cost
         await self.emit(
             CallFinished(
                 **common,
@@ -924,9 +968,9 @@ class Gateway:
                 truncated=truncated,
                 request_hash=digest,
                 reused=True,
-                tokens_in=0,
-                tokens_out=0,
-                cost=0.0,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost=cost,
                 latency=0.0,
                 attempts=0,
             )
@@ -944,9 +988,9 @@ class Gateway:
             parse_error=parse_error,
             truncated=truncated,
             reused=True,
-            tokens_in=0,
-            tokens_out=0,
-            cost=0.0,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=cost,
         )
 
     async def _warn_truncated(self, member: Member) -> None:
@@ -957,24 +1001,26 @@ class Gateway:
         )
 
     async def _fail(
-        self,
-        member: Member,
-        common: CallRoute,
-        messages: list[dict[str, Any]],
-        failure: Failure,
-        latency: float,
-        attempts: int,
+        self, member: Member, common: CallRoute, exchange: _Exchange, failure: Failure, latency: float
     ) -> CallResult:
-        """Report a failed call; a member that failed for good is excluded from the rest of the run."""
+        """Report a failed call, with the tokens its replies reported, if any (a tool loop that
+        then failed, a reply asked for once more); a member that failed for good is excluded
+        from the rest of the run. A key or a request refused says where it went and with which
+        key: a proxy's own words (`No connected db`) rarely say."""
+        attempts = exchange.attempts
+        if failure.kind in SENT_WRONG and not is_demo(member.model):
+            sent = f"{member.name} called {endpoint_of(member)} with {key_source(member)}"
+            failure = dataclasses.replace(failure, message=f"{failure.message} ({sent})")
         await self.emit(
             CallFailed(
                 **common,
-                messages=messages,
+                messages=exchange.messages,
                 kind=failure.kind,
                 message=failure.message,
                 detail=failure.detail,
                 latency=latency,
                 attempts=attempts,
+                **self._usage(member, exchange),
             )
         )
         if failure.permanent and member.name not in self.excluded:

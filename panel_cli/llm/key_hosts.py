@@ -169,6 +169,33 @@ def _key_variable(member: KeyedMember, provider: str) -> str | None:
     return next((name for name in names if name not in NOT_SECRET and os.environ.get(name)), None)
 
 
+def endpoint_of(member: KeyedMember) -> str:
+    """Where a member's calls go, for a message: its `api_base`'s host and port (never a path,
+    a query or anything else the URL carries), else its provider's own API."""
+    if member.api_base:
+        parts = split_url(member.api_base)
+        if parts.hostname:
+            return parts.netloc.rpartition("@")[2] or parts.hostname
+    return f"{provider_of(member.model) or 'openai'}'s own API"
+
+
+def key_source(member: KeyedMember) -> str:
+    """Which key a member's calls send, by its variable's name (never its value), as the
+    gateway chooses it (`Gateway._api_key`): `the key in PROXY_KEY`, `no key (PROXY_KEY
+    unset)`, or the provider's variable litellm reads."""
+    if member.api_key_env:
+        if os.environ.get(member.api_key_env):
+            return f"the key in {member.api_key_env}"
+        return f"no key ({member.api_key_env} unset)"
+    provider = provider_of(member.model) or "openai"
+    variable = _key_variable(member, provider)
+    if variable is not None:
+        return f"the key in {variable}"
+    if member.api_base and provider == "openai":
+        return "no key (OPENAI_API_KEY unset)"
+    return "no key (its provider's key variables unset)"
+
+
 @cache
 def json_provider_hosts() -> dict[str, tuple[str, ...]]:
     """The host of each OpenAI-compatible provider litellm configures from `providers.json`."""

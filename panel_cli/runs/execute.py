@@ -24,7 +24,7 @@ from panel_cli.events import (
 )
 from panel_cli.protocols.base import Engine, drawn
 from panel_cli.run_keys import FENCE_TAG_KEY, PARENT_ID_KEY, RESUMED_FROM_KEY, TAGS_KEY
-from panel_cli.runs.outcome import RunEnvelope, RunOutcome
+from panel_cli.runs.outcome import RunEnvelope, RunOutcome, ledger_fields
 from panel_cli.tasks import fence_tag, new_fence_tag
 from panel_cli.tools.equip import equipped
 from panel_cli.totals import RunTotals
@@ -126,9 +126,7 @@ async def run_engine(
             final_answer=result.final_answer,
             reached_answer=result.reached_answer,
             duration_s=round(time.perf_counter() - started, 3),
-            calls=totals.calls,
-            tokens=totals.tokens,
-            cost=totals.cost,
+            **ledger_fields(totals),
             warnings=list(totals.warnings),
             excluded_members=dict(gateway.excluded),
             budget_exhausted=gateway.budget_exhausted,

@@ -5,17 +5,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from panel_cli.llm.budget import BudgetReport
 from panel_cli.protocols.base import ProtocolResult
+from panel_cli.totals import CostBasis, RunTotals
+
+
+class CallsByStatus(BaseModel):
+    """How every call the run started ended (docs/result.md#the-envelope): `calls` is
+    answered + reused + failed + cancelled; a call the budget `refused` made no request."""
+
+    answered: int = 0
+    reused: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    refused: int = 0
+
+
+class SpentAnew(BaseModel):
+    """What a resumed run paid for itself: its calls, tokens and cost less the reused ones."""
+
+    calls: int
+    tokens: int | None
+    cost: float | None
 
 
 class RunEnvelope(BaseModel):
-    """What every run reports, in this order. `excluded_members` names each member that failed
-    for good and was not called again, with the reason. `budget_exhausted`: the run's spending
-    cap (`--max-cost`, `--max-calls`) refused a call and the protocol ended with what it had;
-    `budget` has the caps and the spend (null for a run without a cap)."""
+    """What every run reports, in this order. `cost_basis` says how to read `cost`:
+    `simulated` (demo personas: 0.0), `known`, `partial` (at least `cost`: the models in
+    `unpriced_models` have no price) or `unknown` (null, never 0). `spent_anew`: for a run
+    whose calls reused a resumed run's, what it spent itself (null when nothing was reused).
+    `excluded_members` names each member that failed for good and was not called again, with
+    the reason. `budget_exhausted`: the run's spending cap (`--max-cost`, `--max-calls`)
+    refused a call and the protocol ended with what it had; `budget` has the caps and the
+    spend (null for a run without a cap)."""
 
     run_id: str
     protocol: str
@@ -26,6 +50,10 @@ class RunEnvelope(BaseModel):
     calls: int
     tokens: int | None
     cost: float | None
+    cost_basis: CostBasis = "unknown"
+    unpriced_models: list[str] = Field(default_factory=list)
+    calls_by_status: CallsByStatus = Field(default_factory=CallsByStatus)
+    spent_anew: SpentAnew | None = None
     warnings: list[str]
     excluded_members: dict[str, str]
     budget_exhausted: bool = False
@@ -45,3 +73,17 @@ class RunOutcome(BaseModel):
             **self.envelope.model_dump(mode="json"),
             **self.result.model_dump(mode="json", exclude={"final_answer"}),
         }
+
+
+def ledger_fields(totals: RunTotals) -> dict[str, Any]:
+    """The envelope's ledger, from the run's totals: what `--json` and the store say of its calls."""
+    anew = totals.anew
+    return {
+        "calls": totals.calls,
+        "tokens": totals.tokens,
+        "cost": totals.run_cost,
+        "cost_basis": totals.cost_basis,
+        "unpriced_models": list(totals.unpriced),
+        "calls_by_status": CallsByStatus(**totals.by_status()),
+        "spent_anew": SpentAnew(calls=anew.calls, tokens=anew.tokens, cost=anew.cost) if totals.reused else None,
+    }

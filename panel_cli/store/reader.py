@@ -49,6 +49,7 @@ from panel_cli.store.records import (
 )
 from panel_cli.store.rows import call_fields, decision_fields, envelope, restore, run_fields
 from panel_cli.store.texts import MissingTextError, TextCache, decode, refs_in
+from panel_cli.totals import ledger_cost
 
 if TYPE_CHECKING:
     from panel_cli.store.stats import StatsReport
@@ -214,6 +215,11 @@ def _summary(row: Mapping[str, Any], question: str | None, columns: Columns | No
         "parent_id": columns.text("parent_id"),
         "resumed_by": columns.text("resumed_by"),
     }
+    if "real_calls" in tuple(row.keys()):  # a sqlite3.Row's `in` looks at values
+        unpriced = sorted(str(row["unpriced"]).split(",")) if row["unpriced"] is not None else []
+        real_calls = row["real_calls"] if isinstance(row["real_calls"], int) else 0
+        fields["cost"], fields["cost_basis"] = ledger_cost(fields["calls"] or 0, real_calls, fields["cost"], unpriced)
+        fields["unpriced"] = unpriced
     if row["status"] not in RUN_STATUSES:
         columns.note("status")
     if fields["started_at"] is None:
@@ -245,10 +251,31 @@ def prefix_successor(prefix: str) -> str | None:
     return None
 
 
+# A call whose reply came but whose price is unknown (a demo persona's costs nothing).
+_UNPRICED = (
+    "c.cost IS NULL AND c.error_kind IS NOT 'budget' AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/'"
+    " AND (c.response_text IS NOT NULL OR c.tokens_in IS NOT NULL OR c.tokens_out IS NOT NULL)"
+)
+# What a run's cost basis is read from (`panel_cli.totals.ledger_cost`): its calls of a real
+# model, and the models whose calls had no price; `r` is the run's row.
+_LEDGER = (
+    ", (SELECT count(*) FROM calls c WHERE c.run_id = r.id AND c.error_kind IS NOT 'budget'"
+    " AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/') AS real_calls"
+    f", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c WHERE c.run_id = r.id AND {_UNPRICED})"
+    " AS unpriced"
+)
 _SUMMARY = (
     "SELECT r.id, r.protocol, r.panel, question.body AS question, r.question_text, r.status, r.started_at,"
-    " r.finished_at, r.calls, r.tokens, r.cost, r.outcome, r.pid, r.host, r.parent_id, r.resumed_by"
+    f" r.finished_at, r.calls, r.tokens, r.cost, r.outcome, r.pid, r.host, r.parent_id, r.resumed_by{_LEDGER}"
     " FROM runs r LEFT JOIN texts question ON question.id = r.question_text"
+)
+_RUN = f"SELECT r.*{_LEDGER} FROM runs r"
+# The same over a group of runs (`{}`: what ties a run `r2` to the group's `r`), for `stats`.
+_GROUP_LEDGER = (
+    ", (SELECT count(*) FROM calls c JOIN runs r2 ON r2.id = c.run_id WHERE c.error_kind IS NOT 'budget'"
+    " AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/' {0}) AS real_calls"
+    ", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c JOIN runs r2 ON r2.id = c.run_id"
+    f" WHERE {_UNPRICED} {{0}}) AS unpriced"
 )
 # A run's ancestors, nearest first: the chain of parent ids, up to the first run no longer stored.
 _ANCESTORS = """
@@ -401,15 +428,15 @@ class TranscriptReader:
     def _find(self, id_or_prefix: str) -> sqlite3.Row:
         """The run an id names, or a unique beginning of one; `last` is the run started last,
         as `--continue last` takes it."""
-        rows = self._query("SELECT * FROM runs WHERE id = ?", (id_or_prefix,))
+        rows = self._query(f"{_RUN} WHERE id = ?", (id_or_prefix,))
         if not rows and id_or_prefix.strip().lower() == LAST:
-            rows = self._query("SELECT * FROM runs ORDER BY started_at DESC, id LIMIT 1")
+            rows = self._query(f"{_RUN} ORDER BY started_at DESC, id LIMIT 1")
             if not rows:
                 raise UserError(f"There is no run in {self.path} yet, so no last one.")
         if not rows and id_or_prefix:
             upper = prefix_successor(id_or_prefix)
             rows = self._query(
-                f"SELECT * FROM runs WHERE id >= ?{' AND id < ?' if upper else ''} ORDER BY id LIMIT 6",
+                f"{_RUN} WHERE id >= ?{' AND id < ?' if upper else ''} ORDER BY id LIMIT 6",
                 (id_or_prefix, upper) if upper else (id_or_prefix,),
             )
         if not rows:
@@ -459,7 +486,7 @@ class TranscriptReader:
     def batch_runs(self, batch_id: str) -> list[BatchRun]:
         """Every run of a batch, oldest first, with its tags, its final answer and why it has
         none (found through the batch id's index)."""
-        rows = self._query("SELECT * FROM runs WHERE batch_id = ? ORDER BY started_at, id", (batch_id,))
+        rows = self._query(f"{_RUN} WHERE batch_id = ? ORDER BY started_at, id", (batch_id,))
         texts = self._texts(
             text_id
             for row in rows
@@ -640,6 +667,7 @@ class TranscriptReader:
                     response=texts.column(columns, "response_text"),
                     truncated=bool(row["truncated"]),
                     request_hash=columns.text("request_hash"),
+                    reused=bool(row["reused"]),
                     tokens_in=columns.whole("tokens_in"),
                     tokens_out=columns.whole("tokens_out"),
                     cost=columns.real("cost"),
@@ -676,16 +704,25 @@ class TranscriptReader:
         usage = (
             f"count(*) AS runs, total({calls}) AS calls, {known.format(tokens)} AS tokens, {known.format(cost)} AS cost"
         )
-        (total,) = self._query(f"SELECT {usage} FROM runs")
-        by_protocol = self._query(f"SELECT CAST(protocol AS TEXT) AS protocol, {usage} FROM runs GROUP BY 1 ORDER BY 1")
+        (total,) = self._query(f"SELECT {usage}{_GROUP_LEDGER.format('')} FROM runs r")
+        by_protocol = self._query(
+            f"SELECT CAST(protocol AS TEXT) AS protocol, {usage}"
+            f"{_GROUP_LEDGER.format('AND r2.protocol IS r.protocol')} FROM runs r GROUP BY 1 ORDER BY 1"
+        )
+        same_month = "AND substr(CAST(r2.started_at AS TEXT), 1, 7) IS substr(CAST(r.started_at AS TEXT), 1, 7)"
         by_month = self._query(
-            f"SELECT substr(CAST(started_at AS TEXT), 1, 7) AS month, {usage} FROM runs GROUP BY month ORDER BY month"
+            f"SELECT substr(CAST(started_at AS TEXT), 1, 7) AS month, {usage}{_GROUP_LEDGER.format(same_month)}"
+            " FROM runs r GROUP BY month ORDER BY month"
         )
         tokens_in, tokens_out, call_cost = (number.format(column) for column in ("tokens_in", "tokens_out", "cost"))
+        # A call the budget refused made no request: it is no call here, as in a run's count.
         by_model = self._query(
             "SELECT CAST(model AS TEXT) AS model, count(DISTINCT run_id) AS runs, count(*) AS calls,"
             f" CASE WHEN count({tokens_in}) + count({tokens_out}) THEN total({tokens_in}) + total({tokens_out}) END"
-            f" AS tokens, {known.format(call_cost)} AS cost FROM calls GROUP BY 1 ORDER BY 1"
+            f" AS tokens, {known.format(call_cost)} AS cost,"
+            " sum(substr(CAST(model AS TEXT), 1, 5) IS NOT 'demo/') AS real_calls,"
+            f" CASE WHEN sum({_UNPRICED}) THEN CAST(model AS TEXT) END AS unpriced"
+            " FROM calls c WHERE error_kind IS NOT 'budget' GROUP BY 1 ORDER BY 1"
         )
         return StatsReport(
             total=Usage(**_usage(total)),
@@ -696,15 +733,22 @@ class TranscriptReader:
 
 
 def _usage(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A sum past what a float holds is unknown rather than infinite."""
+    """A sum past what a float holds is unknown rather than infinite; the cost is read as a
+    run's is (`ledger_cost`)."""
     cost = row["cost"]
     tokens = row["tokens"]
-    calls = row["calls"]
+    calls = int(row["calls"]) if isinstance(row["calls"], int | float) and math.isfinite(row["calls"]) else 0
+    unpriced = sorted(str(row["unpriced"]).split(",")) if row["unpriced"] is not None else []
+    known = float(cost) if isinstance(cost, int | float) and math.isfinite(cost) else None
+    real_calls = int(row["real_calls"] or 0)
+    cost, basis = ledger_cost(calls, real_calls, known, unpriced)
     return {
         "runs": int(row["runs"]),
-        "calls": int(calls) if isinstance(calls, int | float) and math.isfinite(calls) else 0,
+        "calls": calls,
         "tokens": int(tokens) if isinstance(tokens, int | float) and math.isfinite(tokens) else None,
-        "cost": float(cost) if isinstance(cost, int | float) and math.isfinite(cost) else None,
+        "cost": cost,
+        "cost_basis": basis,
+        "unpriced": unpriced,
     }
 
 

@@ -34,6 +34,7 @@ OUTCOME_LENGTH = 80
 @dataclass(kw_only=True)
 class RunSummary:
     """A line of `panel history list`. `tokens` and `cost` are None when no call reported them;
+    `cost_basis` and `unpriced` say how to read the cost (`panel_cli.totals.ledger_cost`);
     `outcome` is the winner (confer, vote, decide) or the final answer's first line. `damage`
     says what of the run could not be read (None: nothing); a run whose row itself cannot be
     read is listed `damaged`, at `started_at` 0 when its start is what is unreadable.
@@ -49,6 +50,8 @@ class RunSummary:
     calls: int = 0
     tokens: int | None = None
     cost: float | None = None
+    cost_basis: str = "unknown"
+    unpriced: list[str] = field(default_factory=list)
     outcome: str | None = None
     parent_id: str | None = None
     resumed_by: str | None = None
@@ -139,7 +142,8 @@ class BatchRun(RunSummary):
 class CallRecord:
     """One model call; a failed call has `error_kind`, `error` and the provider's raw
     `detail` instead of a response. A `truncated` response is the beginning of the reply.
-    `request_hash` identifies the request, so a resumed run can reuse the reply."""
+    `request_hash` identifies the request, so a resumed run can reuse the reply; `reused`: this
+    call is such a reply, with the tokens and cost the run it resumes paid."""
 
     id: str
     run_id: str
@@ -152,6 +156,7 @@ class CallRecord:
     response: str | None = None
     truncated: bool = False
     request_hash: str | None = None
+    reused: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -161,6 +166,22 @@ class CallRecord:
     detail: str | None = None
     attempts: int = 1
     ts: float
+
+    @property
+    def status(self) -> str:
+        """How the call ended: answered, reused, failed, cancelled or refused (by the budget)."""
+        return call_status(self.error_kind, self.reused)
+
+
+def call_status(error_kind: str | None, reused: bool) -> str:
+    """A call's final status from its row, as `panel_cli.totals.RunTotals` counts its events."""
+    if error_kind == "budget":
+        return "refused"
+    if error_kind == "cancelled":
+        return "cancelled"
+    if error_kind is not None:
+        return "failed"
+    return "reused" if reused else "answered"
 
 
 @dataclass(kw_only=True)

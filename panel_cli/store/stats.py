@@ -3,12 +3,13 @@ history commands do not build them."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Usage(BaseModel):
     """Totals of a group of calls or runs; `tokens` and `cost` are None when nothing in the
-    group reported them (an unknown price is never $0)."""
+    group reported them (an unknown price is never $0). `cost_basis` and `unpriced` say how to
+    read the cost, as a run's envelope does (`panel_cli.totals.ledger_cost`)."""
 
     model_config = ConfigDict(defer_build=True)
 
@@ -16,6 +17,8 @@ class Usage(BaseModel):
     calls: int = 0
     tokens: int | None = None
     cost: float | None = None
+    cost_basis: str = "unknown"
+    unpriced: list[str] = Field(default_factory=list)
 
 
 class ModelUsage(Usage):

@@ -50,8 +50,25 @@ def simulated(models: Iterable[str]) -> bool:
 
 def run_cost(value: float | None, models: Iterable[str]) -> str:
     """The cost of a run (or its calls) of these models: `simulated, free` for demo personas
-    alone, rather than an unknown price."""
-    return SIMULATED_COST if value is None and simulated(models) else cost(value)
+    alone, rather than an unknown price or $0."""
+    return SIMULATED_COST if simulated(models) else cost(value)
+
+
+def call_cost(value: float | None, model: str) -> str:
+    """One call's cost: a demo persona's is `simulated, free`, never `$0.0000`."""
+    return SIMULATED_COST if model.startswith("demo/") else cost(value)
+
+
+def basis_cost(value: float | None, basis: str, unpriced: Iterable[str] = ()) -> str:
+    """A cost as its basis reads (`panel_cli.totals.cost_basis`), the same on every surface:
+    `simulated, free`; `$0.0123`; `at least $0.0123 (no price: model-a, model-b)` when some
+    calls had no price; `—` when none had one."""
+    if basis == "simulated":
+        return SIMULATED_COST
+    if basis == "partial":
+        names = ", ".join(unpriced)
+        return f"at least {cost(value)}" + (f" (no price: {names})" if names else "")
+    return cost(value)
 
 
 def cost(value: float | None) -> str:

@@ -99,7 +99,7 @@ def runs_table(runs: list[RunSummary], short_ids: Mapping[str, str], width: int 
             run.status,
             fmt.one_line(run.outcome or "", OUTCOME_PREVIEW if width else len(run.outcome or "") + 1),
             str(run.calls),
-            fmt.cost(run.cost),
+            fmt.basis_cost(run.cost, run.cost_basis, run.unpriced),
         ]
         for run in runs
     ]
@@ -192,7 +192,7 @@ def run_header(run: RunRecord) -> Table:
     grid.add_row("Started", started(run))
     if run.finished_at is not None:
         grid.add_row("Ended", f"{local_time(run.finished_at)} ({run.finished_at - run.started_at:.1f}s)")
-    cost = fmt.run_cost(run.cost, (member.model for member in run.members))
+    cost = fmt.basis_cost(run.cost, run.cost_basis, run.unpriced)
     grid.add_row("Totals", f"{plural(run.calls, 'call')} · {fmt.tokens(run.tokens)} tokens · {cost}")
     return grid
 
@@ -279,7 +279,7 @@ def calls_table(calls: list[CallRecord]) -> Table:
             fmt.UNKNOWN if call.round is None else str(call.round),
             fmt.UNKNOWN if call.latency is None else f"{call.latency:.1f}s",
             fmt.tokens(sum(known) if known else None),
-            fmt.cost(call.cost),
+            fmt.call_cost(call.cost, call.model),
             _note(call),
         )
     return table
@@ -288,9 +288,10 @@ def calls_table(calls: list[CallRecord]) -> Table:
 def _note(call: CallRecord) -> Text:
     if call.error_kind:
         return Text.assemble((call.error_kind, "red"), f": {call.error or ''}")
+    note = Text("reused (paid by the run resumed)", style="cyan") if call.reused else Text("")
     if call.truncated:
-        return Text("reply truncated", style="yellow")
-    return Text("")
+        note.append(("; " if call.reused else "") + "reply truncated", style="yellow")
+    return note
 
 
 def print_plain_answer(console: Console, payloads: list[dict[str, Any]]) -> None:

@@ -39,6 +39,8 @@ def run_detail(run: RunRecord, calls: list[CallRecord], events: list[dict[str, A
         **{key: envelope[key] for key in ("run_id", "protocol", "question")},
         "final_answer": run.final_answer,
         **{key: envelope[key] for key in ("reached_answer", "duration_s", "calls", "tokens", "cost")},
+        **{key: envelope[key] for key in ("cost_basis", "unpriced_models")},
+        **calls_ledger(calls),
         "warnings": run.warnings,
         "parent_id": run.parent_id,
         "panel": run.panel,
@@ -69,5 +71,22 @@ def _envelope(run: RunSummary) -> dict[str, Any]:
         "calls": run.calls,
         "tokens": run.tokens,
         "cost": run.cost,
+        "cost_basis": run.cost_basis,
+        "unpriced_models": run.unpriced,
         "parent_id": run.parent_id,
     }
+
+
+def calls_ledger(calls: list[CallRecord]) -> dict[str, Any]:
+    """The envelope's `calls_by_status` and `spent_anew`, from the run's call rows as the live
+    run counted them from its events (`panel_cli.totals.RunTotals`)."""
+    statuses = ("answered", "reused", "failed", "cancelled", "refused")
+    by_status = {status: sum(call.status == status for call in calls) for status in statuses}
+    anew = [call for call in calls if call.status not in ("reused", "refused")]
+    if not by_status["reused"]:
+        return {"calls_by_status": by_status, "spent_anew": None}
+    counts = [count for call in anew for count in (call.tokens_in, call.tokens_out) if count is not None]
+    costs = [0.0 if call.model.startswith("demo/") and call.cost is None else call.cost for call in anew]
+    known = [cost for cost in costs if cost is not None]
+    spent = {"calls": len(anew), "tokens": sum(counts) if counts else None, "cost": sum(known) if known else None}
+    return {"calls_by_status": by_status, "spent_anew": spent}

@@ -73,6 +73,7 @@ class PlainView:
         line = f"{_where(event.stage, event.round)}call finished  {who}  {fmt.seconds(event.latency)}"
         if event.tokens_in is not None or event.tokens_out is not None:
             line += f"  {(event.tokens_in or 0) + (event.tokens_out or 0):,} tok"
+        line += "  reused" if event.reused else ""
         return line + ("  truncated" if event.truncated else "")
 
     def _call_failed(self, event: CallFailed) -> str:

@@ -22,7 +22,7 @@ def draw_stats(console: Console, path: Path, report: StatsReport) -> None:
     if not total.runs:
         console.print(Text(f"No runs yet in {path}."), soft_wrap=True)
         return
-    cost = fmt.run_cost(total.cost, (row.model for row in report.by_model))
+    cost = fmt.basis_cost(total.cost, total.cost_basis, total.unpriced)
     totals = (
         f"{plural(total.runs, 'run')} · {plural(total.calls, 'call')} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
     )
@@ -39,7 +39,7 @@ def draw_stats(console: Console, path: Path, report: StatsReport) -> None:
 
 def _usage_table(name: str, rows: list[tuple[str, Usage]]) -> Table:
     """One group of the stats. A demo persona's calls cost nothing, and say so rather than
-    showing an unknown price."""
+    showing an unknown price; a group with calls of no price shows `at least`."""
     table = Table(
         title=f"By {name}", title_justify="left", title_style="bold", header_style="bold", box=None, pad_edge=False
     )
@@ -47,6 +47,6 @@ def _usage_table(name: str, rows: list[tuple[str, Usage]]) -> Table:
     for header in ("runs", "calls", "tokens", "cost"):
         table.add_column(header, justify="right", no_wrap=True)
     for key, usage in rows:
-        cost = fmt.run_cost(usage.cost, [key]) if name == "model" else fmt.cost(usage.cost)
+        cost = fmt.basis_cost(usage.cost, usage.cost_basis, usage.unpriced if name != "model" else ())
         table.add_row(Text(key or fmt.UNKNOWN), f"{usage.runs:,}", f"{usage.calls:,}", fmt.tokens(usage.tokens), cost)
     return table

@@ -3,7 +3,6 @@ the live run and like the result envelope."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from panel_cli.totals import RunTotals
@@ -11,21 +10,11 @@ from panel_cli.view import fmt
 from panel_cli.wording import plural
 
 if TYPE_CHECKING:
-    from panel_cli.events import BaseEvent, RunFinished
+    from panel_cli.events import RunFinished
 
 
-@dataclass
-class ViewTotals(RunTotals):
-    """The run's totals, counted as the result envelope counts them, plus what only the summary
-    needs: `simulated` when every member is a demo persona, so the run cost nothing and no
-    price may be shown as money."""
-
-    simulated: bool = False
-
-    def update(self, event: BaseEvent) -> None:
-        super().update(event)
-        if getattr(event, "type", "") == "run_started":
-            self.simulated = fmt.simulated(member.model for member in event.members)
+# The run's totals as the result envelope counts them: the views count alike.
+ViewTotals = RunTotals
 
 
 def _council_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -143,6 +132,22 @@ def _vote_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
     return fields
 
 
+def calls_line(totals: RunTotals) -> str:
+    """`7 (4 reused, 1 failed, 2 cancelled)`: the calls made and how those that did not simply
+    answer ended; a call the budget refused is told too, though it made no request."""
+    notes = [
+        f"{count} {what}"
+        for count, what in (
+            (totals.reused, "reused"),
+            (totals.failed, "failed"),
+            (totals.cancelled, "cancelled"),
+            (totals.refused, "refused (budget)"),
+        )
+        if count
+    ]
+    return str(totals.calls) + (f" ({', '.join(notes)})" if notes else "")
+
+
 def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[str, str]]:
     """The summary of a finished run as (name, value) pairs, for the live and the plain view.
 
@@ -163,21 +168,15 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
     fields += _delphi_fields(result) + _supervise_fields(result)
     fields += _vote_fields(result)
     if totals is not None:
-        notes = [
-            f"{count} {what}"
-            for count, what in (
-                (totals.failed, "failed"),
-                (totals.cancelled, "cancelled"),
-                (totals.refused, "refused (budget)"),
-            )
-            if count
-        ]
-        calls = str(totals.calls) + (f" ({', '.join(notes)})" if notes else "")
-        fields.append(("calls", calls))
+        fields.append(("calls", calls_line(totals)))
         if totals.skipped:
             fields.append(("skipped", f"{totals.skipped} call{'' if totals.skipped == 1 else 's'}"))
-        cost = fmt.SIMULATED_COST if totals.simulated else fmt.cost(totals.cost)
+        cost = fmt.basis_cost(totals.run_cost, totals.cost_basis, totals.unpriced)
         fields += [("tokens", fmt.tokens(totals.tokens)), ("cost", cost)]
+        if totals.reused:
+            anew = totals.anew
+            spent = fmt.basis_cost(anew.cost if not totals.simulated else 0.0, totals.cost_basis, ())
+            fields.append(("spent anew", f"{plural(anew.calls, 'call')} · {fmt.tokens(anew.tokens)} tokens · {spent}"))
         if totals.wall_time is not None:
             fields.append(("time", f"{totals.wall_time:.1f}s"))
     fields.append(("run", event.run_id or fmt.UNKNOWN))

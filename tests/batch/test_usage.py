@@ -15,7 +15,7 @@ class Progress:
         self.updates += 1
 
 
-ROUTE = {"member": "ann", "model": "demo/sage", "stage": "answer", "round": 0}
+ROUTE = {"member": "ann", "model": "openai/gpt-4o", "stage": "answer", "round": 0}
 
 
 async def test_a_call_the_budget_refused_is_no_call_of_the_batch_as_of_its_run() -> None:

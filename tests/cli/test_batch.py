@@ -85,6 +85,7 @@ def test_every_question_runs_once_into_one_batch_and_one_line_each(files, fake_s
         "calls",
         "tokens",
         "cost",
+        "cost_basis",
         "duration_s",
     }
     assert re.fullmatch(r"b[0-9a-f]{11}", summary["batch_id"])

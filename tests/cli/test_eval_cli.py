@@ -82,7 +82,7 @@ def test_eval_json_and_report(jury, tmp_path, capsys, monkeypatch):
     assert len(result["items"]) == 48
     for system in result["systems"]:
         assert 0 <= system["ci_low"] <= system["accuracy"] <= system["ci_high"] <= 1
-        assert system["simulated"] and system["cost"] is None
+        assert system["simulated"] and system["cost"] == 0.0, "simulated: nothing spent"
     text = report.read_text(encoding="utf-8")
     for heading in (
         "# Eval of jury on builtin:general",

@@ -102,6 +102,8 @@ def test_list_json(db: Path) -> None:
         "calls",
         "tokens",
         "cost",
+        "cost_basis",
+        "unpriced_models",
         "parent_id",
         "panel",
         "status",
@@ -114,6 +116,7 @@ def test_list_json(db: Path) -> None:
     assert runs[0]["damage"] is None
     assert runs[1]["cost"] is None and runs[1]["status"] == "no_answer" and runs[1]["reached_answer"] is False
     assert runs[2]["cost"] == pytest.approx(0.005) and runs[2]["reached_answer"] is True
+    assert (runs[2]["cost_basis"], runs[2]["unpriced_models"]) == ("partial", ["anthropic/claude"])
     assert runs[2]["outcome"] == "gpt" and runs[0]["outcome"] is None
     assert runs[2]["duration_s"] == pytest.approx(runs[2]["finished_at"] - runs[2]["started_at"])
     assert runs[0]["duration_s"] is None and runs[0]["finished_at"] is None  # still running
@@ -201,7 +204,7 @@ def test_show_a_finished_run(db: Path) -> None:
     assert [line.rstrip() for line in output.splitlines()[:2]] == ["Run       run-finished-1", f"Question  {QUESTION}"]
     assert "Status    finished" in output
     assert "Members   gpt (openai/gpt-4o), claude (anthropic/claude)" in output
-    assert "4 calls · 480 tokens · $0.0050" in output
+    assert "4 calls · 480 tokens · at least $0.0050 (no price: anthropic/claude)" in output
     assert "round 0 · answer" in output and "round 1 · vote" in output, "each round as the live view draws it"
     assert "→ A 80" in output and "winner: gpt" in output
     assert "╭─ answer" in output and "append-only tables" in output and "**PostgreSQL**" not in output  # Markdown
@@ -242,6 +245,10 @@ def test_show_json(db: Path) -> None:
         "calls",
         "tokens",
         "cost",
+        "cost_basis",
+        "unpriced_models",
+        "calls_by_status",
+        "spent_anew",
         "warnings",
         "parent_id",
         "panel",
@@ -264,6 +271,7 @@ def test_show_json(db: Path) -> None:
     assert run["final_answer"] == ANSWER and run["reached_answer"] is True
     assert run["duration_s"] == pytest.approx(run["finished_at"] - run["started_at"])
     assert (run["calls"], run["tokens"], run["cost"]) == (4, 480, pytest.approx(0.005))
+    assert run["calls_by_status"] == {"answered": 3, "reused": 0, "failed": 1, "cancelled": 0, "refused": 0}
     assert run["warnings"] == [] and run["outcome"] == "gpt"
     assert [member["name"] for member in run["members"]] == ["gpt", "claude"]
     assert len(run["call_records"]) == 4 and run["call_records"][0]["messages"][0]["role"] == "user"

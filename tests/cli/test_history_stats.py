@@ -47,14 +47,26 @@ def db(tmp_path: Path) -> Path:
 
 def test_stats_json(db: Path) -> None:
     report = json.loads(history("stats", "--json", "--db", str(db)))
-    assert report["total"] == {"runs": 3, "calls": 9, "tokens": 960, "cost": pytest.approx(0.02)}
+    claude = ["anthropic/claude"]
+    assert report["total"] == {
+        "runs": 3,
+        "calls": 9,
+        "tokens": 960,
+        "cost": pytest.approx(0.02),
+        "cost_basis": "partial",
+        "unpriced": claude,
+    }
     assert report["by_model"] == [
-        {"runs": 2, "calls": 4, "tokens": 240, "cost": None, "model": "anthropic/claude"},
-        {"runs": 3, "calls": 5, "tokens": 720, "cost": pytest.approx(0.02), "model": "openai/gpt-4o"},
+        {"runs": 2, "calls": 4, "tokens": 240, "cost": None, "model": "anthropic/claude"}
+        | {"cost_basis": "unknown", "unpriced": claude},
+        {"runs": 3, "calls": 5, "tokens": 720, "cost": pytest.approx(0.02), "model": "openai/gpt-4o"}
+        | {"cost_basis": "known", "unpriced": []},
     ]
     assert report["by_protocol"] == [
-        {"runs": 2, "calls": 8, "tokens": 960, "cost": pytest.approx(0.01), "protocol": "confer"},
-        {"runs": 1, "calls": 1, "tokens": None, "cost": pytest.approx(0.01), "protocol": "vote"},
+        {"runs": 2, "calls": 8, "tokens": 960, "cost": pytest.approx(0.01), "protocol": "confer"}
+        | {"cost_basis": "partial", "unpriced": claude},
+        {"runs": 1, "calls": 1, "tokens": None, "cost": pytest.approx(0.01), "protocol": "vote"}
+        | {"cost_basis": "known", "unpriced": []},
     ]
     now, then = month_of(time.time()), month_of(time.time() - 40 * 86400)
     assert [(row["month"], row["runs"], row["calls"]) for row in report["by_month"]] == [(then, 1, 4), (now, 2, 5)]
@@ -62,13 +74,14 @@ def test_stats_json(db: Path) -> None:
 
 def test_stats_tables(db: Path) -> None:
     lines = [line.rstrip() for line in history("stats", "--db", str(db)).splitlines()]
-    assert lines[0] == f"{db}: 3 runs · 9 calls · 960 tokens · cost $0.0200"
+    assert lines[0] == f"{db}: 3 runs · 9 calls · 960 tokens · cost at least $0.0200 (no price: anthropic/claude)"
     assert lines[2] == "By model"
     assert lines[3].split() == ["model", "runs", "calls", "tokens", "cost"]
     assert lines[4].split() == ["anthropic/claude", "2", "4", "240", "—"], "an unknown price is never $0"
     assert lines[5].split() == ["openai/gpt-4o", "3", "5", "720", "$0.0200"]
     protocol = lines.index("By protocol")
-    assert lines[protocol + 2].split() == ["confer", "2", "8", "960", "$0.0100"]
+    assert lines[protocol + 2].split()[:7] == ["confer", "2", "8", "960", "at", "least", "$0.0100"]
+    assert lines[protocol + 2].split()[-1] == "anthropic/claude)", "the models of no price are named"
     assert lines[protocol + 3].split() == ["vote", "1", "1", "—", "$0.0100"]
     month = lines.index("By month")
     assert [line.split()[0] for line in lines[month + 2 :]] == [

@@ -22,6 +22,7 @@ from panel_cli.config import Defaults, Member
 from panel_cli.events import BaseEvent
 from panel_cli.llm.budget import Budget
 from panel_cli.llm.gateway import CallResult, Gateway, load_litellm
+from panel_cli.llm.key_hosts import endpoint_of, key_source
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.delphi.engine import delphi
 from panel_cli.protocols.ensemble.engine import ensemble
@@ -245,6 +246,11 @@ async def test_a_body_that_is_not_utf8_is_malformed_and_not_retried(fake_server,
 # -- 5. one clean sentence per kind; the raw text goes to the detail -------------------------
 
 
+def sent_by(who: Member) -> str:
+    """What a refused key or request adds: who called where, with the key of which variable."""
+    return f" ({who.name} called {endpoint_of(who)} with {key_source(who)})"
+
+
 @pytest.mark.parametrize(
     ("step", "kind", "message"),
     [
@@ -293,6 +299,8 @@ async def test_a_body_that_is_not_utf8_is_malformed_and_not_retried(fake_server,
 )
 async def test_each_kind_has_one_clean_sentence(fake_server, recorder, step, kind, message):
     fake_server.script("m", step)
+    if kind in ("auth", "bad_request"):
+        message += sent_by(member(fake_server))
     gw = Gateway(recorder, defaults=Defaults(retries=0))
     try:
         result = await ask(gw, member(fake_server))
@@ -338,6 +346,8 @@ async def test_a_refused_connection_has_one_clean_sentence(gateway, recorder):
 )
 async def test_a_member_that_fails_for_good_is_skipped_afterwards(fake_server, gateway, recorder, step, kind, reason):
     fake_server.script("m", step, reply("never asked"))
+    if kind in ("auth", "bad_request"):
+        reason += sent_by(member(fake_server))
     first = await ask(gateway, member(fake_server), round=0)
     later = await ask(gateway, member(fake_server), round=1, about="Answer A")
     assert first.error_kind == kind and not first.skipped
@@ -407,7 +417,8 @@ async def test_confer_asks_a_rejected_member_once(fake_server, run_protocol):
     assert len(fake_server.requests_for("ann-model")) == len(fake_server.requests_for("bob-model")) == 4
     skipped = events.of("member_skipped")
     assert [(e.member, e.round) for e in skipped] == [("bad", 1), ("bad", 2), ("bad", 3)]
-    reason = "auth: the provider rejected the key (401): Incorrect API key provided"
+    bad = next(each for each in panel.members if each.name == "bad")
+    reason = f"auth: the provider rejected the key (401): Incorrect API key provided{sent_by(bad)}"
     assert {e.reason for e in skipped} == {reason}
     warnings = [e for e in events.of("warning") if e.member == "bad"]
     assert [w.message for w in warnings] == [f"failed for good ({reason}); it is not called again in this run"]

@@ -55,10 +55,13 @@ class Recorder:
 
 @dataclass
 class Stored:
-    """The two fields the gateway reads of a stored call."""
+    """The fields the gateway reads of a stored call."""
 
     response: str | None
     truncated: bool = False
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
 
 
 def sage(**fields: Any) -> Member:
@@ -77,7 +80,7 @@ async def test_a_demo_call_is_reported_like_any_call_and_costs_nothing():
     assert finished.request_hash == request_hash({"model": "demo/sage", "messages": sent})
     prompt_chars = len("Be brief.") + len(QUESTION[0]["content"])
     assert (result.tokens_in, result.tokens_out) == (prompt_chars // 4 + 1, len(result.text) // 4 + 1)
-    assert result.cost is None and finished.cost is None, "simulated: no price, not a price of zero"
+    assert result.cost == 0.0 and finished.cost == 0.0, "simulated: nothing spent (cost_basis says so)"
 
 
 async def test_the_brief_decides_the_reply_and_the_prompt_does_not():
@@ -305,7 +308,7 @@ def test_a_run_of_demo_personas_never_imports_litellm(protocol: str, tmp_path: P
     )
     loaded, result, stderr = run_panel_process(protocol, str(panel), "--json", "--db", str(tmp_path / "runs.db"))
     assert "exit 0" in stderr and result["reached_answer"], stderr
-    assert result["calls"] >= 8 and result["cost"] is None, "every call simulated, none priced"
+    assert result["calls"] >= 8 and result["cost"] == 0.0 and result["cost_basis"] == "simulated"
     assert not loaded
 
 

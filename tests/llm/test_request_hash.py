@@ -97,10 +97,13 @@ class Recorder:
 
 @dataclass
 class Stored:
-    """The two fields the gateway reads of a stored call (`CallRecord` has them)."""
+    """The fields the gateway reads of a stored call (`CallRecord` has them)."""
 
     response: str | None
     truncated: bool = False
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
 
 
 async def first_call(server, who: Member, schema: type[BaseModel] | None = None) -> CallFinished:
@@ -139,7 +142,8 @@ async def test_an_answered_request_is_taken_from_the_store_without_a_request(fak
     assert len(fake_server.requests) == 1 and earlier.tokens_in == 30
 
     recorder = Recorder()
-    gateway = Gateway(recorder, defaults=Defaults(retries=0), answered={earlier.request_hash: [Stored(earlier.text)]})
+    stored = Stored(earlier.text, tokens_in=earlier.tokens_in, tokens_out=earlier.tokens_out, cost=earlier.cost)
+    gateway = Gateway(recorder, defaults=Defaults(retries=0), answered={earlier.request_hash: [stored]})
     try:
         result = await gateway.call(
             who, [{"role": "user", "content": "Tea or coffee?"}], stage="answer", schema=Verdict
@@ -151,7 +155,7 @@ async def test_an_answered_request_is_taken_from_the_store_without_a_request(fak
     assert len(fake_server.requests) == 2, "only the request nobody answered before is made"
     assert fake_server.requests[1].messages[-1]["content"] == "Tea, then?"
     assert result.ok and result.reused and result.parsed == {"choice": "coffee"}
-    assert (result.tokens_in, result.tokens_out, result.cost, result.attempts) == (0, 0, 0.0, 0)
+    assert (result.tokens_in, result.tokens_out, result.cost, result.attempts) == (30, 5, None, 0), "as first paid"
     assert not other.reused and other.tokens_in == 30
     assert [event.type for event in recorder.events] == [
         "call_started",
@@ -161,7 +165,7 @@ async def test_an_answered_request_is_taken_from_the_store_without_a_request(fak
     ]
     reused = recorder.events[1]
     assert reused.reused and reused.request_hash == earlier.request_hash and reused.text == earlier.text
-    assert reused.messages == earlier.messages and (reused.tokens_in, reused.tokens_out, reused.cost) == (0, 0, 0.0)
+    assert reused.messages == earlier.messages and (reused.tokens_in, reused.tokens_out, reused.cost) == (30, 5, None)
 
 
 async def test_each_stored_reply_answers_one_request_only(fake_server):

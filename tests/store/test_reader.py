@@ -158,7 +158,10 @@ def test_get_run_by_prefix_is_a_range_of_the_primary_key_index(tmp_path: Path) -
         reader._db.set_trace_callback(None)
         (ranged,) = [sql for sql in statements if "id >=" in sql]
         plan = " / ".join(row[3] for row in reader._db.execute(f"EXPLAIN QUERY PLAN {ranged}"))
-    assert plan == "SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id>? AND id<?)"
+    # The run through the index; its ledger (calls of a real model, models of no price) through its calls' key.
+    run, *ledger = plan.split(" / ")
+    assert run == "SEARCH r USING INDEX sqlite_autoindex_runs_1 (id>? AND id<?)"
+    assert [step for step in ledger if step.startswith("SEARCH")] == ["SEARCH c USING PRIMARY KEY (run_id=?)"] * 2
 
 
 def test_prefix_successor() -> None:
@@ -233,12 +236,18 @@ def test_stats_by_model_protocol_and_month(tmp_path: Path) -> None:
     write_run(path, "c", started=february, model="openai/gpt-4o", cost=0.5)
     with TranscriptReader.open(path) as reader:
         stats = reader.stats()
-    assert stats.total.model_dump() == {"runs": 3, "calls": 3, "tokens": 45, "cost": 0.75}
+    unpriced = {"cost_basis": "partial", "unpriced": ["anthropic/claude"]}
+    assert stats.total.model_dump() == {"runs": 3, "calls": 3, "tokens": 45, "cost": 0.75, **unpriced}
     assert [row.model_dump() for row in stats.by_model] == [
-        {"runs": 1, "calls": 1, "tokens": 15, "cost": None, "model": "anthropic/claude"},
-        {"runs": 2, "calls": 2, "tokens": 30, "cost": 0.75, "model": "openai/gpt-4o"},
+        {"runs": 1, "calls": 1, "tokens": 15, "cost": None, "model": "anthropic/claude", "cost_basis": "unknown"}
+        | {"unpriced": ["anthropic/claude"]},
+        {"runs": 2, "calls": 2, "tokens": 30, "cost": 0.75, "model": "openai/gpt-4o", "cost_basis": "known"}
+        | {"unpriced": []},
     ]
-    assert [(row.protocol, row.runs, row.cost) for row in stats.by_protocol] == [("confer", 2, 0.75), ("vote", 1, None)]
+    assert [(row.protocol, row.runs, row.cost, row.cost_basis) for row in stats.by_protocol] == [
+        ("confer", 2, 0.75, "known"),
+        ("vote", 1, None, "unknown"),
+    ]
     assert [(row.month, row.runs, row.calls, row.tokens) for row in stats.by_month] == [
         ("2026-01", 2, 2, 30),
         ("2026-02", 1, 1, 15),
@@ -248,7 +257,14 @@ def test_stats_by_model_protocol_and_month(tmp_path: Path) -> None:
 def test_stats_of_an_empty_store(tmp_path: Path) -> None:
     with TranscriptReader.open(tmp_path / "none.db") as reader:
         stats = reader.stats()
-    assert stats.total.model_dump() == {"runs": 0, "calls": 0, "tokens": None, "cost": None}
+    assert stats.total.model_dump() == {
+        "runs": 0,
+        "calls": 0,
+        "tokens": None,
+        "cost": None,
+        "cost_basis": "unknown",
+        "unpriced": [],
+    }
     assert (stats.by_model, stats.by_protocol, stats.by_month) == ([], [], [])
 
 

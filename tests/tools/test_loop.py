@@ -248,6 +248,7 @@ async def test_a_resumed_call_reuses_the_final_text_and_makes_no_tool_call(fake_
     class Stored:
         response = finished.text
         truncated = False
+        tokens_in, tokens_out, cost = finished.tokens_in, finished.tokens_out, finished.cost
 
     requests_before = len(fake_server.requests)
     result, second = await run_with_tools(answer_once, panel, answered={finished.request_hash: [Stored()]})
@@ -255,7 +256,8 @@ async def test_a_resumed_call_reuses_the_final_text_and_makes_no_tool_call(fake_
     assert result.final_answer == "the first run's answer"
     assert len(fake_server.requests) == requests_before
     assert second.of("tool_call_started") == []
-    assert second.of("call_finished")[0].reused
+    reused = second.of("call_finished")[0]
+    assert reused.reused and (reused.tokens_in, reused.tokens_out) == (finished.tokens_in, finished.tokens_out)
 
 
 async def test_a_server_that_cannot_start_fails_the_run_in_one_sentence(fake_server, run_with_tools):

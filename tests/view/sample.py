@@ -169,3 +169,16 @@ def judge_events() -> list[BaseEvent]:
         RunFinished(final_answer="bob's answer", result={"mode": "consensus", "chosen": "bob"}),
     ]
     return events
+
+
+def demo_events() -> list[BaseEvent]:
+    """`confer_events` with every member a demo persona, its calls too (a demo call costs 0.0)."""
+    demo: list[BaseEvent] = []
+    for event in confer_events():
+        if isinstance(event, RunStarted):
+            members = [member.model_copy(update={"model": f"demo/{member.name}"}) for member in event.members]
+            event = event.model_copy(update={"members": members})
+        elif hasattr(event, "call_id") and hasattr(event, "model"):
+            event = event.model_copy(update={"model": f"demo/{event.member}"})
+        demo.append(event)
+    return demo

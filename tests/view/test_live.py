@@ -21,7 +21,7 @@ from panel_cli.events import (
 from panel_cli.view.final import render_final
 from panel_cli.view.live import LiveView
 from panel_cli.view.summary import ViewTotals
-from tests.view.sample import RUN_ID, call, confer_events, council_events, judge_events, play, screen
+from tests.view.sample import RUN_ID, call, confer_events, council_events, demo_events, judge_events, play, screen
 
 
 async def test_confer_rounds_tally_and_final(console: Console) -> None:
@@ -257,12 +257,7 @@ async def test_ensemble_tally_bars_read_best_first_and_confer_keeps_label_order(
 
 
 async def test_a_demo_run_costs_nothing_and_says_so(console: Console) -> None:
-    events = confer_events(costs=True)
-    started = events[0]
-    assert isinstance(started, RunStarted)
-    demo = [member.model_copy(update={"model": f"demo/{member.name}"}) for member in started.members]
-    events[0] = started.model_copy(update={"members": demo})
-    await play(LiveView(console), events)
+    await play(LiveView(console), demo_events())
     text = screen(console)
     assert "cost simulated, free" in text
     assert "$" not in text

@@ -4,7 +4,16 @@ from io import StringIO
 
 from panel_cli.events import CallFinished, MemberSkipped, RankingParsed, RunStarted
 from panel_cli.view.plain import PlainView
-from tests.view.sample import FINAL_ANSWER, MEMBERS, RUN_ID, confer_events, council_events, judge_events, play
+from tests.view.sample import (
+    FINAL_ANSWER,
+    MEMBERS,
+    RUN_ID,
+    confer_events,
+    council_events,
+    demo_events,
+    judge_events,
+    play,
+)
 
 
 async def test_one_plain_line_per_event() -> None:
@@ -86,9 +95,6 @@ async def test_a_long_question_is_one_line() -> None:
 
 async def test_a_demo_run_costs_nothing_and_says_so() -> None:
     stream = StringIO()
-    demo = [member.model_copy(update={"model": f"demo/{member.name}"}) for member in MEMBERS]
-    events = confer_events(costs=True)
-    events[0] = events[0].model_copy(update={"members": demo})
-    await play(PlainView(stream), events)
+    await play(PlainView(stream), demo_events())
     last = stream.getvalue().splitlines()[-1]
     assert "cost simulated, free" in last and "$" not in last

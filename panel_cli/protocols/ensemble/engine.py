@@ -28,6 +28,7 @@ from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRule
 from panel_cli.protocols.council.engine import answer_prompt
 from panel_cli.protocols.stages import broadcast, failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark, render_labelled
+from panel_cli.wording import plural
 
 DEFAULT_TIMEOUT = 120.0
 RESEMBLANCE = 0.5
@@ -200,13 +201,19 @@ async def _race(
     deadline: float | None,
 ) -> dict[str, CallResult]:
     """Calls until the first success, then cancel the rest (their connections close, so a
-    provider stops working for nobody). Members still running when it ends are absent."""
-    pending = {
+    provider stops working for nobody). Every member's call is started before the race can be
+    decided, so each has its row and its final status; a call that answers while it is being
+    cancelled keeps its answer. Members cancelled while still running are absent."""
+    racers = [
         asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline, tools=True, brief=brief))
         for m in members
-    }
+    ]
+    pending = set(racers)
     results: dict[str, CallResult] = {}
     try:
+        # One turn of the loop runs each racer's first step (tasks start in the order they
+        # were made), which reports its call started: none is cancelled before it began.
+        await asyncio.sleep(0)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             finished = [task.result() for task in done]
@@ -216,7 +223,8 @@ async def _race(
     finally:
         for task in pending:
             task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        ended = await asyncio.gather(*pending, return_exceptions=True)
+    results.update((reply.member, reply) for reply in ended if isinstance(reply, CallResult))
     return results
 
 
@@ -304,7 +312,9 @@ async def _choose(
     if plan.mode == "race":
         durations = {r.name: r.duration for r in responses if r.name in texts}
         first = min(durations, key=lambda name: (durations[name], order.index(name)))
-        return _Choice(first, f"first to answer, in {durations[first]:.2f}s; the others were cancelled")
+        cancelled = sum(r.error_kind == "cancelled" for r in responses)
+        rest = f"; {plural(cancelled, 'other')} {'was' if cancelled == 1 else 'were'} cancelled" if cancelled else ""
+        return _Choice(first, f"first to answer, in {durations[first]:.2f}s{rest}")
     if plan.mode == "majority":
         counts = resemblance_counts(texts)
         scores = {name: float(count) for name, count in counts.items()}

@@ -1,0 +1,322 @@
+"""One ledger per run: every call a run starts has one row with its final status, and every
+surface that reports a run's calls, tokens and cost (`--json`, the summary line, `history
+show`, `history list`, `history stats`, batch's JSONL, eval's table) says the same of it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+import yaml
+
+from panel_cli.config import load_panel
+from panel_cli.events import BaseEvent, EventBus
+from panel_cli.llm.gateway import Gateway
+from panel_cli.protocols.registry import engine_of, names
+from panel_cli.runs.execute import run_engine
+from panel_cli.store.subscriber import TranscriptStore
+from panel_cli.view import fmt
+from panel_cli.wording import plural
+from tests.fakes.openai_server import FakeOpenAIServer, after, error, hang, reply
+from tests.helpers import HANG_GUARD, cli, cli_json, cli_ok, write_panel
+
+
+def call_rows(db: Path) -> list[tuple[str, str | None, int | None, int | None]]:
+    """Each stored call: its member, how it ended and its tokens."""
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("SELECT member, error_kind, tokens_in, tokens_out FROM calls ORDER BY member")
+        return list(rows)
+
+
+def test_a_race_keeps_a_row_for_every_call_it_started(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """The winner answers once the server holds all four requests; the others never answer and
+    are cancelled. Every request the server received is a call row with its final status, and
+    `--json`, the store and `history show` agree."""
+    fake_server.script("a", after(lambda: len(fake_server.requests) >= 4, reply("first", prompt_tokens=10)))
+    for name in ("b", "c", "d"):
+        fake_server.script(name, hang())
+    panel = write_panel(tmp_path / "race.yaml", fake_server, ["a", "b", "c", "d"], "protocol: ensemble")
+    db = Path(os.environ["PANEL_DB"])
+
+    result = cli_json("ensemble", str(panel), "--mode", "race", "-q", "Which database?")
+
+    assert len(fake_server.requests) == 4
+    assert result["calls"] == len(fake_server.requests)
+    assert result["calls_by_status"] == {"answered": 1, "reused": 0, "failed": 0, "cancelled": 3, "refused": 0}
+    assert result["tokens"] == 30, "the winner's 10 + 20; a cancelled call reported nothing"
+    assert (result["cost"], result["cost_basis"], result["unpriced_models"]) == (None, "unknown", ["openai/a"])
+    assert call_rows(db) == [
+        ("a", None, 10, 20),
+        ("b", "cancelled", None, None),
+        ("c", "cancelled", None, None),
+        ("d", "cancelled", None, None),
+    ]
+    shown = cli_ok("history", "show", result["run_id"])
+    assert "waiting" not in shown
+    assert "4 calls · 30 tokens" in shown
+    assert "first to answer" in result["reason"] and "3 others were cancelled" in result["reason"]
+
+
+def test_a_race_whose_members_all_answer_at_once_cancels_none(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """Every member answers in the same instant: each call is answered, none is said to be
+    cancelled, and each counts its tokens."""
+    fake_server.default(after(lambda: len(fake_server.requests) >= 3, reply("same")))
+    panel = write_panel(tmp_path / "race.yaml", fake_server, ["a", "b", "c"], "protocol: ensemble")
+
+    result = cli_json("ensemble", str(panel), "--mode", "race", "-q", "Which database?")
+
+    assert result["calls"] == len(fake_server.requests) == 3
+    assert result["calls_by_status"]["answered"] + result["calls_by_status"]["cancelled"] == 3
+    answered = result["calls_by_status"]["answered"]
+    assert result["tokens"] == 30 * answered
+    assert ("cancelled" in result["reason"]) == (answered < 3)
+
+
+def test_a_wrong_key_at_a_proxy_names_the_member_endpoint_and_key_variable(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    fake_server.script("a", error(400, "No connected db"))
+    panel = write_panel(
+        tmp_path / "proxy.yaml",
+        fake_server,
+        ["a"],
+        "protocol: ensemble",
+        member_lines="    api_key_env: PROXY_KEY\n",
+    )
+    outcome = cli(
+        "ensemble", str(panel), "-q", "Which database?", env={"PROXY_KEY": "sk-proxy-secret-123456", "NO_COLOR": "1"}
+    )
+    said = outcome.output
+    assert outcome.exit_code != 0
+    assert "No connected db" in said
+    port = fake_server.url.split(":")[2].split("/")[0]
+    assert f"No connected db (a called 127.0.0.1:{port} with the key in PROXY_KEY)" in said
+    assert "sk-proxy-secret-123456" not in said
+    stored = json.dumps(call_rows(Path(os.environ["PANEL_DB"])))
+    assert "sk-proxy-secret" not in stored
+
+
+class Answered:
+    """Counts the calls answered so far, to stop a run once the ones a test needs are in."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def __call__(self, event: BaseEvent) -> None:
+        self.count += event.type == "call_finished"
+
+
+async def interrupted(panel_file: Path, db: Path, server: FakeOpenAIServer, answered: int, asked: int) -> str:
+    """Run the panel in-process until `answered` calls are answered and stored and the server
+    has `asked` requests, then cancel it, as Ctrl-C does; its run id."""
+    panel = load_panel(panel_file)
+    store = await TranscriptStore.open(db)
+    counter = Answered()
+    bus = EventBus("ledger0interrupted", [store, counter])
+    gateway = Gateway(bus.emit, defaults=panel.defaults)
+    task = asyncio.create_task(run_engine(engine_of(panel.protocol), panel, "Which database?", gateway, bus))
+    try:
+        await wait_until(lambda: counter.count >= answered and len(server.requests) >= asked)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        await gateway.aclose()
+        await store.close()
+    return bus.run_id
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + HANG_GUARD
+    while not condition():
+        assert time.monotonic() < deadline, "the run never got there"
+        await asyncio.sleep(0.01)
+
+
+def test_a_reused_call_keeps_its_tokens_and_its_unknown_cost(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """A run of models with no price is interrupted with one answer in; its resume reuses that
+    call: it keeps its tokens, its cost stays unknown (never $0), it is marked `reused` in
+    JSON, the progress line, `history show` and the exports, and the resumed run says what it
+    spent anew beside its total."""
+    fake_server.script("a", reply("a says PostgreSQL", prompt_tokens=11, completion_tokens=22))
+    fake_server.script("b", hang(), reply("b says SQLite", prompt_tokens=5, completion_tokens=6))
+    panel = write_panel(tmp_path / "fanout.yaml", fake_server, ["a", "b"], "protocol: ensemble", "mode: fanout")
+    db = Path(os.environ["PANEL_DB"])
+    old_id = asyncio.run(interrupted(panel, db, fake_server, answered=1, asked=2))
+
+    outcome = cli("resume", old_id)
+    assert outcome.exit_code == 0, outcome.output
+    assert "call finished  a  0.00s  33 tok  reused" in outcome.stderr
+    new_id = outcome.stderr.split("run started", 1)[1].split("\n", 1)[0].rsplit(" ", 1)[1]
+    result = cli_json("history", "show", new_id)
+
+    assert len(fake_server.requests) == 3, "a's call is not asked again"
+    assert result["calls_by_status"] == {"answered": 1, "reused": 1, "failed": 0, "cancelled": 0, "refused": 0}
+    assert (result["calls"], result["tokens"]) == (2, 33 + 11)
+    assert result["spent_anew"] == {"calls": 1, "tokens": 11, "cost": None}
+    assert (result["cost"], result["cost_basis"]) == (None, "unknown")
+    assert result["unpriced_models"] == ["openai/a", "openai/b"]
+    stored = result["result"]
+    ledger = ("calls", "tokens", "cost", "cost_basis", "unpriced_models", "calls_by_status", "spent_anew")
+    assert {key: stored[key] for key in ledger} == {key: result[key] for key in ledger}, "as the run said it"
+
+    listed = cli_ok("history", "list")
+    shown = cli_ok("history", "show", new_id)
+    markdown = cli_ok("history", "export", new_id, "--format", "md")
+    transcript = json.loads(cli_ok("history", "export", new_id, "--format", "json"))
+    for text in (listed, shown, markdown):
+        assert "$0.0000" not in text, "an unknown price is never $0"
+    assert "2 calls · 44 tokens · —" in shown
+    assert "reused (paid by the run resumed)" in shown and "reused (paid by the run resumed)" in markdown
+    assert "spent anew 1 call · 11 tokens · —" in shown
+    reused = [call for call in transcript["call_records"] if call["reused"]]
+    assert [(call["member"], call["tokens_in"], call["tokens_out"], call["cost"]) for call in reused] == [
+        ("a", 11, 22, None)
+    ]
+
+
+# -- one ledger on every surface, for every protocol -----------------------------------------
+
+LEDGER = ("calls", "tokens", "cost", "cost_basis")
+QUESTION = "Which database should a five-person startup build on?"
+EVAL_PROTOCOLS = ("confer", "council", "vote")
+
+
+def priced_panel(protocol: str, server: FakeOpenAIServer, folder: Path) -> Path:
+    """The protocol's starter demo panel with its first member moved onto the fake server as a
+    model litellm has a price for, so the run spends real tokens at a known price beside the
+    simulated personas (the server's plain `ok` is a poor ballot, which is fine: the ledger
+    counts calls however they end)."""
+    data = yaml.safe_load(files("panel_cli").joinpath(f"starters/{protocol}.demo.yaml").read_text(encoding="utf-8"))
+    data["members"][0] = {**data["members"][0], "model": "openai/gpt-4o-mini", "api_base": server.url}
+    data.pop("question", None)
+    path = folder / f"{protocol}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def ledger_of(found: dict) -> tuple:
+    return tuple(
+        pytest.approx(found[key]) if key == "cost" and found[key] is not None else found[key] for key in LEDGER
+    )
+
+
+def cost_text(envelope: dict) -> str:
+    return fmt.basis_cost(envelope["cost"], envelope["cost_basis"], envelope["unpriced_models"])
+
+
+@pytest.mark.parametrize("protocol", list(names()))
+def test_every_surface_tells_one_ledger(protocol: str, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """One run, told by the summary line, its envelope (what `--json` prints, as stored), the
+    store's row (`history show --json`), `history show`, `history list` and `history stats`;
+    then a batch's JSONL line and an eval's items, each against the run it names."""
+    panel = priced_panel(protocol, fake_server, tmp_path)
+    db = tmp_path / "runs.db"
+    outcome = cli(protocol, str(panel), "-q", QUESTION, "--db", str(db))
+    assert outcome.exit_code in (0, 1), outcome.output
+    summary = next(line for line in outcome.stderr.splitlines() if line.startswith("run finished"))
+    run_id = summary.rsplit("run ", 1)[1]
+
+    stored = cli_json("history", "show", run_id, "--db", str(db))
+    envelope = stored["result"]  # the object `--json` printed: the run's payload as it ended
+    assert envelope["calls"] > 0 and len(fake_server.requests) > 0
+    assert envelope["cost_basis"] == "known" and envelope["cost"] > 0, "gpt-4o-mini has a price, demo calls cost 0"
+    by_status = envelope["calls_by_status"]
+    assert envelope["calls"] == sum(count for status, count in by_status.items() if status != "refused")
+    assert ledger_of(stored) == ledger_of(envelope)
+    assert stored["calls_by_status"] == by_status
+    assert len(stored["call_records"]) == envelope["calls"] + by_status["refused"]
+
+    assert f"  calls {envelope['calls']}" in summary
+    assert f"  tokens {fmt.tokens(envelope['tokens'])}  cost {cost_text(envelope)}  " in summary
+    shown = cli_ok("history", "show", run_id, "--db", str(db))
+    totals = f"{plural(envelope['calls'], 'call')} · {fmt.tokens(envelope['tokens'])} tokens · {cost_text(envelope)}"
+    assert f"Totals    {totals}" in shown
+    (listed,) = cli_json("history", "list", "--db", str(db))
+    assert ledger_of(listed) == ledger_of(envelope)
+    stats = cli_json("history", "stats", "--db", str(db))
+    assert ledger_of(stats["total"]) == ledger_of(envelope)
+    assert cli_ok("history", "stats", "--db", str(db)).splitlines()[0].endswith(f"· cost {cost_text(envelope)}")
+
+    (tmp_path / "questions.txt").write_text(QUESTION + "\n")
+    results = tmp_path / "results.jsonl"
+    batch = cli("batch", str(panel), "--questions", str(tmp_path / "questions.txt"), "-o", str(results))
+    assert batch.exit_code in (0, 1), batch.output
+    (line,) = [json.loads(text) for text in results.read_text().splitlines()]
+    batch_run = cli_json("history", "show", line["run_id"])
+    assert ledger_of(line) == ledger_of(batch_run) == ledger_of(batch_run["result"])
+
+    if protocol in EVAL_PROTOCOLS:
+        dataset = tmp_path / "one.jsonl"
+        dataset.write_text(json.dumps({"question": QUESTION, "options": ["PostgreSQL", "SQLite"], "answer": "SQLite"}))
+        graded = cli_json(
+            "eval", "run", str(panel), "--dataset", str(dataset), "--protocols", protocol, "--db", str(db)
+        )
+        assert graded["items"], "every system's run"
+        for item in graded["items"]:
+            run = cli_json("history", "show", item["run_id"], "--db", str(db))
+            assert ledger_of({**item, "cost_basis": run["cost_basis"]}) == ledger_of(run)
+
+
+def test_a_run_mixing_priced_and_unpriced_models_costs_at_least_and_names_them(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    panel = tmp_path / "mixed.yaml"
+    panel.write_text(
+        "name: mixed\nprotocol: ensemble\nmode: fanout\nmembers:\n"
+        f"  - name: priced\n    model: openai/gpt-4o-mini\n    api_base: {fake_server.url}\n"
+        f"  - name: house\n    model: openai/house-model\n    api_base: {fake_server.url}\n"
+        "  - name: sage\n    model: demo/sage\n"
+    )
+    outcome = cli("ensemble", str(panel), "-q", QUESTION)
+    assert outcome.exit_code == 0, outcome.output
+    run_id = outcome.stderr.rsplit("run ", 1)[1].split()[0]
+    envelope = cli_json("history", "show", run_id)["result"]
+
+    assert (envelope["cost_basis"], envelope["unpriced_models"]) == ("partial", ["openai/house-model"])
+    price = 10 * 0.15e-6 + 20 * 0.6e-6  # gpt-4o-mini's 10 tokens in and 20 out; the demo persona's cost 0
+    assert envelope["cost"] == pytest.approx(price)
+    said = f"cost at least {fmt.cost(price)} (no price: openai/house-model)"
+    assert f"  {said}  " in outcome.stderr
+    assert said.removeprefix("cost ") in cli_ok("history", "list")
+
+
+def test_a_demo_run_reads_simulated_and_free_everywhere(tmp_path: Path) -> None:
+    """In JSON a demo run costs 0.0, `simulated` (an unknown price is null, `unknown`); every
+    text surface says `simulated, free`, never `$0.0000`."""
+    panel = str(files("panel_cli").joinpath("starters/ensemble.demo.yaml"))
+    outcome = cli("ensemble", panel, "-q", QUESTION)
+    assert outcome.exit_code == 0, outcome.output
+    assert "  cost simulated, free  " in outcome.stderr
+    run_id = outcome.stderr.rsplit("run ", 1)[1].split()[0]
+    envelope = cli_json("history", "show", run_id)["result"]
+    assert (envelope["cost"], envelope["cost_basis"]) == (0.0, "simulated")
+
+    (tmp_path / "questions.txt").write_text(QUESTION + "\n")
+    results = tmp_path / "results.jsonl"
+    batch = cli("batch", panel, "--questions", str(tmp_path / "questions.txt"), "-o", str(results))
+    assert batch.exit_code == 0, batch.output
+    assert "simulated, free" in batch.stderr
+    (line,) = [json.loads(text) for text in results.read_text().splitlines()]
+    assert (line["cost"], line["cost_basis"]) == (0.0, "simulated")
+
+    stats = cli_ok("history", "stats")
+    texts = {
+        "list": cli_ok("history", "list"),
+        "show": cli_ok("history", "show", run_id),
+        "stats": stats,
+        "markdown": cli_ok("history", "export", run_id, "--format", "md"),
+        "html": cli_ok("history", "export", run_id, "--format", "html", "-o", "-"),
+    }
+    for surface, text in texts.items():
+        assert "simulated, free" in text and "$0.0000" not in text, surface
+    by_protocol = stats.split("By protocol", 1)[1].split("By month", 1)[0]
+    assert "ensemble" in by_protocol and "simulated, free" in by_protocol
