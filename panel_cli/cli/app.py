@@ -24,6 +24,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.models import DefaultPlaceholder
 
+from panel_cli.cli.closed_pipes import flush_quietly, keep_going_when_readers_leave
 from panel_cli.cli.commands import PanelCommand, PanelGroup
 from panel_cli.cli.signals import owning_the_process
 from panel_cli.errors import PanelError
@@ -230,6 +231,7 @@ def main() -> None:
 
     The program name is fixed so that `python -m panel_cli` prints the same usage lines
     and answers the same completion variable (`_PANEL_COMPLETE`) as the `panel` script."""
+    keep_going_when_readers_leave()
     try:
         with owning_the_process():
             code = app(prog_name="panel", standalone_mode=False)
@@ -250,4 +252,5 @@ def main() -> None:
                 f"unexpected error: {type(exc).__name__}: {exc} (run with --traceback or PANEL_TRACEBACK=1 for details)."
             )
             code = ExitStatus.FAILURE
+    flush_quietly()
     sys.exit(code if isinstance(code, int) else ExitStatus.SUCCESS)

@@ -1,0 +1,112 @@
+"""A reader that leaves (`panel … | head`) never changes a run's status: the run goes on to its
+end, is stored as finished, and the process exits with the run's own code, saying nothing.
+
+Real processes, since a closed pipe is a process boundary. Each test makes sure panel still
+has something to write after the pipe is closed, so a write does meet the closed pipe: the
+fake server holds its replies until the test has closed its end, or the text to print is
+larger than a pipe holds."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
+from tests.helpers import HANG_GUARD, ROOT, hear_ctrl_c, write_panel
+from tests.protocols.conftest import task_of, vote_json
+
+ANSWER = "Use PostgreSQL."
+
+
+def held_until(server: FakeOpenAIServer, released: threading.Event) -> None:
+    """Each member answers, then votes for A, once `released` is set."""
+
+    def reply(request: RecordedRequest) -> str:
+        assert released.wait(HANG_GUARD), "the test never released the replies"
+        return vote_json("A", 90, ANSWER) if task_of(request) == "confer.vote" else ANSWER
+
+    server.default(responder(reply))
+
+
+def started(args: list[str], *, stderr: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "panel_cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=hear_ctrl_c,
+    )
+
+
+def run_statuses(db: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT status, calls FROM runs").fetchall()
+    con.close()
+    return rows
+
+
+def test_a_run_piped_to_head_finishes_and_exits_0(fake_server, tmp_path):
+    """`panel confer FILE 2>&1 | head -1`: progress and answer share the pipe head closes."""
+    released = threading.Event()
+    held_until(fake_server, released)
+    panel, db = (
+        write_panel(tmp_path / "panel.yaml", fake_server, ["a", "b"], "question: Which database?", "max_rounds: 1"),
+        tmp_path / "runs.db",
+    )
+    process = started(["confer", str(panel), "--db", str(db)], stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    process.stdout.close()
+    released.set()
+    assert process.wait(HANG_GUARD) == 0
+    assert first.startswith("run started")
+    assert run_statuses(db) == [("finished", 4)]
+
+
+def test_a_closed_stdout_is_not_an_error_on_stderr(fake_server, tmp_path):
+    released = threading.Event()
+    held_until(fake_server, released)
+    panel, db = (
+        write_panel(tmp_path / "panel.yaml", fake_server, ["a", "b"], "question: Which database?", "max_rounds: 1"),
+        tmp_path / "runs.db",
+    )
+    process = started(["confer", str(panel), "--db", str(db), "--json"], stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    released.set()
+    stderr = process.stderr.read()
+    assert process.wait(HANG_GUARD) == 0
+    assert "Error" not in stderr and "Traceback" not in stderr and "Exception" not in stderr, stderr
+    assert run_statuses(db) == [("finished", 4)]
+
+
+def test_history_show_piped_to_head_exits_0_quietly(fake_server, tmp_path):
+    """Two 150,000-character answers are more than a pipe holds: show is still writing when
+    the reader leaves."""
+    long = "PostgreSQL, because " + "it is well understood and " * 6000
+    fake_server.default(
+        responder(lambda request: vote_json("A", 90, "ok") if task_of(request) == "confer.vote" else long)
+    )
+    panel, db = (
+        write_panel(tmp_path / "panel.yaml", fake_server, ["a", "b"], "question: Which database?", "max_rounds: 1"),
+        tmp_path / "runs.db",
+    )
+    subprocess.run(
+        [sys.executable, "-m", "panel_cli", "confer", str(panel), "--db", str(db), "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        timeout=HANG_GUARD,
+    )
+    process = started(["history", "show", "last", "--db", str(db)], stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith("Run")
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(HANG_GUARD) == 0
+    assert stderr == ""
