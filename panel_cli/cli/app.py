@@ -11,6 +11,7 @@ them all, builds them all.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import importlib
@@ -213,11 +214,14 @@ ROOT_COMMANDS = {
 
 def _say(message: str) -> None:
     """Each line of a message on its own `panel:` line: several problems read as a list. A
-    key quoted in an unexpected error is scrubbed like everywhere else."""
+    key quoted in an unexpected error is scrubbed like everywhere else. A terminal already
+    closed (SIGHUP) hears nothing, and the exit code still says what happened."""
     from panel_cli.redact import redact, secret_values
 
-    for line in redact(message, secret_values()).splitlines() or [""]:
-        sys.stderr.write(f"panel: {line}\n")
+    with contextlib.suppress(OSError):
+        for line in redact(message, secret_values()).splitlines() or [""]:
+            sys.stderr.write(f"panel: {line}\n")
+        sys.stderr.flush()
 
 
 def _is_usage_error(exc: Exception) -> bool:
