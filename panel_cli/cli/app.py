@@ -16,6 +16,7 @@ import copy
 import functools
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from functools import cached_property
@@ -26,7 +27,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.models import DefaultPlaceholder
 
 from panel_cli.cli.commands import PanelCommand, PanelGroup
-from panel_cli.cli.signals import owning_the_process
+from panel_cli.cli.signals import Interrupted, ctrl_c_as_interrupted, owning_the_process
 from panel_cli.errors import PanelError
 from panel_cli.exit_status import ExitStatus
 
@@ -160,6 +161,16 @@ class RootGroup(PanelGroup):
         self.add_command(LazyGroup("history", "panel_cli.cli.history:history_app", help=HISTORY_HELP))
         self.add_command(LazyGroup("eval", "panel_cli.cli.eval:eval_app", help=EVAL_HELP))
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: typer.Context | None = None, **extra: Any
+    ) -> typer.Context:
+        with ctrl_c_as_interrupted():
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        with ctrl_c_as_interrupted():
+            return super().invoke(ctx)
+
 
 # The top-level commands. Registered here rather than on `app`, since Typer builds every
 # command of an app at each start, and `RootGroup` builds only the one a command line names.
@@ -235,12 +246,14 @@ def main() -> None:
     The program name is fixed so that `python -m panel_cli` prints the same usage lines
     and answers the same completion variable (`_PANEL_COMPLETE`) as the `panel` script."""
     try:
-        with owning_the_process():
+        with owning_the_process(), ctrl_c_as_interrupted():
             code = app(prog_name="panel", standalone_mode=False)
-    except (KeyboardInterrupt, typer.Abort):
+    except typer.Abort:  # end of input at the question prompt
         _say("interrupted.")
         code = ExitStatus.SIGINT
     except PanelError as exc:
+        if isinstance(exc, Interrupted):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this line short
         _say(exc.message)
         code = exc.exit_code
     except Exception as exc:

@@ -45,6 +45,17 @@ class Interrupted(PanelError):
         self.exit_code = ExitStatus.for_signal(signum)
 
 
+@contextlib.contextmanager
+def ctrl_c_as_interrupted() -> Iterator[None]:
+    """A Ctrl-C that reaches Python as KeyboardInterrupt (while the command line is parsed,
+    modules imported, the panel checked) becomes `Interrupted`, so it ends the command as one
+    during a run does: one line, exit 130. Typer would exit 130 without a word."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(signal.SIGINT) from None
+
+
 def _raise_interrupted(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 

@@ -111,6 +111,7 @@ def test_closing_the_terminal_mid_run_keeps_the_run_as_interrupted_and_exits_129
     terminal, child_end = os.openpty()
 
     def own_the_terminal() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as a terminal's shell starts it, whatever ours has
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -162,3 +163,35 @@ def test_a_run_started_with_sighup_ignored_outlives_its_terminal(fake_server, tm
     con = sqlite3.connect(db)
     assert con.execute("select status from runs").fetchone() in (("finished",), ("no_answer",))
     assert con.execute("select count(*) from calls where error_kind = 'cancelled'").fetchone() == (0,)
+
+
+def has_loaded(pid: int, library: str) -> bool:
+    """Whether the process has mapped a shared library whose path holds `library` (Linux's
+    /proc/PID/maps): a sign of how far its imports have got."""
+    try:
+        return library in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/PID/maps")
+@pytest.mark.parametrize(
+    "library",
+    [
+        pytest.param("_pydantic_core", id="while-panel-imports"),
+        pytest.param("multidict/_multidict", id="while-litellm-loads-in-its-thread"),
+    ],
+)
+def test_ctrl_c_before_the_run_exists_is_one_line_and_exit_130(fake_server, tmp_path, library):
+    """Ctrl-C in panel's first second (importing itself, or while litellm loads in a thread
+    that holds the import lock) ends it as a later Ctrl-C does: one line, exit 130, promptly."""
+    fake_server.default(hang())
+    panel = write_panel(tmp_path / "p.yaml", fake_server, ["a", "b"], "question: hi")
+    db = tmp_path / "runs.db"
+    process = start_panel("confer", str(panel), "--db", str(db))
+    wait_until(lambda: has_loaded(process.pid, library), f"panel to load {library}", process=process)
+    process.send_signal(signal.SIGINT)
+    stderr = finish(process)
+
+    assert (process.returncode, stderr) == (130, "panel: interrupted by SIGINT.\n")
+    assert not fake_server.requests
