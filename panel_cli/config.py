@@ -229,8 +229,13 @@ class Defaults(Strict):
     max_cost: float | None = Field(default=None, ge=0)
 
 
+# A streamed reply with nothing new for this long has stalled: its call ends as a timeout.
+DEFAULT_IDLE_TIMEOUT = 60.0
+
+
 class Timeouts(Strict):
-    """Per-stage limits. A stage left unset takes its protocol's default; `none` means no limit."""
+    """Per-stage limits. A stage left unset takes its protocol's default; `none` means no limit.
+    `idle` is not a stage: it bounds the wait for a streamed reply's next piece, in every stage."""
 
     answer: Duration = None
     review: Duration = None
@@ -238,6 +243,7 @@ class Timeouts(Strict):
     vote: Duration = None
     plan: Duration = None
     task: Duration = None
+    idle: Duration = DEFAULT_IDLE_TIMEOUT
 
     def get(self, stage: str, default: float | None) -> float | None:
         return getattr(self, stage) if stage in self.model_fields_set else default

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from panel_cli.config import Defaults, Member
+from panel_cli.config import DEFAULT_IDLE_TIMEOUT, Defaults, Member
 from panel_cli.events import (
     BaseEvent,
     CallFailed,
@@ -59,7 +59,7 @@ from panel_cli.llm.demo_route import Read, demo_call
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
 from panel_cli.llm.request_hash import request_hash
 from panel_cli.llm.routes import is_demo, needs_litellm
-from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream
+from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream, stalling_after, within_idle
 from panel_cli.llm.structured import json_instructions, one_answer_prompt, parse_structured
 from panel_cli.llm.usage import reported_usage
 from panel_cli.tasks import find_task, mark
@@ -197,13 +197,16 @@ async def _acompletion(litellm: ModuleType, request: dict[str, Any]) -> Any:
         return await litellm.acompletion(**request)
 
 
-async def _astream(litellm: ModuleType, request: dict[str, Any], grow: TextGrowth, cap: int) -> StreamedReply:
-    """The request streamed (`panel_cli.llm.stream`), read to its end; closed however it ends,
-    so a deadline mid-stream hangs up on the provider."""
+async def _astream(
+    litellm: ModuleType, request: dict[str, Any], grow: TextGrowth, cap: int, idle: float | None
+) -> StreamedReply:
+    """The request streamed (`panel_cli.llm.stream`), read to its end unless it stalls for
+    `idle` seconds; closed however it ends, so a deadline mid-stream hangs up on the provider."""
     with _quiet_call():
-        chunks = await litellm.acompletion(**request, stream=True, stream_options={"include_usage": True})
+        opened = litellm.acompletion(**request, stream=True, stream_options={"include_usage": True})
+        chunks = await within_idle(opened, idle)
         try:
-            return await read_stream(chunks, grow, cap)
+            return await read_stream(stalling_after(chunks, idle), grow, cap)
         finally:
             close = getattr(chunks, "aclose", None)
             if close is not None:
@@ -343,6 +346,7 @@ class Gateway:
         limits: dict[str, asyncio.Semaphore] | None = None,
         budget: Budget | None = None,
         stream: bool = False,
+        idle: float | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         """`answered`: the replies the run being resumed got, by request hash, oldest first.
         Each answers one request: a run that asked the same thing twice (two members on one
@@ -350,8 +354,10 @@ class Gateway:
         `limits`: the per-endpoint semaphores, when runs in flight at once (a batch) share
         them, so an endpoint's concurrency limit holds across the runs, not within each.
         `budget`: the run's spending cap (`panel_cli.llm.budget`), which every call reserves
-        its worst case from before its request."""
+        its worst case from before its request. `idle`: how long a streamed reply may go
+        without a new piece before its call ends as a timeout (None: as long as its deadline)."""
         self.emit = emit
+        self.idle = idle
         self.budget = budget
         # Set only when the live view draws the run: its answers then stream into their rows.
         self.stream = stream
@@ -702,7 +708,7 @@ class Gateway:
         if grow is None:
             response = await _acompletion(self._litellm, request)
         else:
-            response = await _astream(self._litellm, request, grow, cap)
+            response = await _astream(self._litellm, request, grow, cap, self.idle)
         return _read_response(response, tool_calls=tool_calls)
 
     async def _use_tools(

@@ -11,14 +11,17 @@ tokens, so the store, the result and a later resume cannot tell them apart.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from panel_cli.events import BaseEvent, CallRoute, CallTextGrew
 from panel_cli.llm.errors import ClassifiedError
 from panel_cli.untrusted import clean_text
+
+T = TypeVar("T")
 
 # The live view redraws about ten times a second; growth reported more often is never seen.
 TEXT_INTERVAL = 0.1
@@ -94,6 +97,26 @@ async def read_pieces(pieces: AsyncIterator[Piece], grow: TextGrowth, cap: int) 
     if not text.strip():
         raise ClassifiedError("malformed", "the reply was empty")
     return StreamedReply(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+async def within_idle(step: Awaitable[T], idle: float | None) -> T:
+    """One step of a stream (its opening, its next chunk), or a `timeout` when nothing comes
+    for `idle` seconds: a provider that stalls, or drips a byte at a time, which the HTTP
+    client counts as progress, ends the call long before its stage's deadline."""
+    try:
+        return await asyncio.wait_for(step, idle)
+    except TimeoutError:
+        raise ClassifiedError("timeout", f"the stream stalled: nothing arrived for {idle:g}s") from None
+
+
+async def stalling_after(chunks: AsyncIterator[T], idle: float | None) -> AsyncIterator[T]:
+    """`chunks`, each awaited `within_idle`."""
+    iterator = aiter(chunks)
+    while True:
+        try:
+            yield await within_idle(anext(iterator), idle)
+        except StopAsyncIteration:
+            return
 
 
 async def _pieces(chunks: AsyncIterator[Any]) -> AsyncIterator[Piece]:
