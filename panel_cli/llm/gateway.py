@@ -64,11 +64,12 @@ from panel_cli.llm.structured import json_instructions, one_answer_prompt, parse
 from panel_cli.llm.usage import reported_usage
 from panel_cli.tasks import find_task, mark
 from panel_cli.tools.calls import (
-    BUDGET_SPENT,
+    NOT_RUN_LABEL,
     RequestedCall,
     ToolSet,
     assistant_message,
     failed,
+    not_run,
     parse_arguments,
     requested_calls,
     result_label,
@@ -76,6 +77,7 @@ from panel_cli.tools.calls import (
     with_results,
 )
 from panel_cli.untrusted import clean_text
+from panel_cli.wording import plural
 
 if TYPE_CHECKING:
     from panel_cli.tools.servers import Toolbox
@@ -729,16 +731,27 @@ class Gateway:
         used = 0
         while reply.failure is None and reply.calls:
             conversation.append(assistant_message(reply.text, reply.calls))
-            for call in reply.calls:
+            run, dropped = reply.calls[: budget - used], len(reply.calls) - (budget - used)
+            for call in run:
                 number = len(results) + 1
-                if used < budget:
-                    used += 1
-                    text = await self._run_tool(member, common, offered, call, deadline)
-                else:
-                    text = BUDGET_SPENT
+                used += 1
+                text = await self._run_tool(member, common, offered, call, deadline)
                 results[result_label(number, call.name)] = text
                 exchange.found.append(text)
                 conversation.append(result_message(call, number, text))
+            if dropped > 0:
+                # One note for every call past the budget, however many: a reply asking for
+                # 20,000 calls must not become 20,000 results in the prompt and the store.
+                note = not_run(dropped)
+                results[NOT_RUN_LABEL] = note
+                exchange.found.append(note)
+                await self.emit(
+                    WarningRaised(
+                        member=member.name,
+                        message=f"asked for {plural(dropped, 'more tool call')} than its tool budget "
+                        f"({budget}) allows in one stage; not run",
+                    )
+                )
             if used >= budget:
                 final = {key: value for key, value in request.items() if key != "tools"}
                 final["messages"] = with_results(request["messages"], results)
