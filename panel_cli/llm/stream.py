@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from panel_cli.events import BaseEvent, CallRoute, CallTextGrew
 from panel_cli.llm.errors import ClassifiedError
-from panel_cli.untrusted import clean_text
+from panel_cli.untrusted import without_controls, writable
 
 T = TypeVar("T")
 
@@ -92,8 +92,10 @@ async def read_pieces(pieces: AsyncIterator[Piece], grow: TextGrowth, cap: int) 
         kept_pieces.append(piece.text)
         kept += len(piece.text)
         if grow.due():
-            await grow.report("".join(kept_pieces)[: cap + 1])
-    text = "".join(kept_pieces)[: cap + 1]
+            await grow.report(without_controls("".join(kept_pieces)[: cap + 1]))
+    # Controls are removed from the whole text, not piece by piece: a sequence split across
+    # two pieces goes whole, as it does from a reply read at once.
+    text = without_controls("".join(kept_pieces)[: cap + 1])
     if not text.strip():
         raise ClassifiedError("malformed", "the reply was empty")
     return StreamedReply(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
@@ -132,9 +134,10 @@ async def _pieces(chunks: AsyncIterator[Any]) -> AsyncIterator[Piece]:
 
 
 def _delta_text(chunk: Any) -> str:
-    """The text a chunk adds, lone surrogates replaced; the usage chunk and the finish have none."""
+    """The text a chunk adds, lone surrogates replaced (its controls are removed once the
+    pieces are joined); the usage chunk and the finish have none."""
     try:
         content = chunk.choices[0].delta.content
     except (AttributeError, IndexError, TypeError):
         return ""
-    return clean_text(content) if isinstance(content, str) else ""
+    return writable(content) if isinstance(content, str) else ""
