@@ -1,8 +1,10 @@
-"""Ctrl-C, SIGTERM and SIGHUP during a run: stop it once, clean up within a bound, exit 130, 143 or 129.
+"""Ctrl-C, SIGTERM and SIGHUP during a run: stop it once, clean up within a bound, exit 130,
+143 or 129.
 
 `timeout`, a CI cancel and `docker stop` send SIGTERM; a person presses Ctrl-C, often more
-than once; a closed terminal sends SIGHUP (unless `nohup` had it ignored, which is kept). The first signal cancels the run: in-flight calls are recorded as cancelled and
-the run as interrupted. Later signals are ignored while that clean-up runs, so it cannot be
+than once; a closed terminal sends SIGHUP (unless `nohup` had it ignored, which is kept). The
+first signal cancels the run: in-flight calls are recorded as cancelled and the run as
+interrupted. Later signals are ignored while that clean-up runs, so it cannot be
 interrupted half way, and the clean-up is bounded, so the process always exits.
 
 A command changes the process's signal handlers only for as long as it runs

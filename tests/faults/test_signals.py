@@ -193,5 +193,8 @@ def test_ctrl_c_before_the_run_exists_is_one_line_and_exit_130(fake_server, tmp_
     process.send_signal(signal.SIGINT)
     stderr = finish(process)
 
-    assert (process.returncode, stderr) == (130, "panel: interrupted by SIGINT.\n")
+    assert stderr == "panel: interrupted by SIGINT.\n"
+    # 130 as panel exits; now and then CPython ends a process interrupted while it imports by
+    # SIGINT itself, after panel's line: the shell reports that as 130 too.
+    assert process.returncode in (130, -signal.SIGINT)
     assert not fake_server.requests
