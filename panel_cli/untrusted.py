@@ -7,7 +7,8 @@ and one of 30 digits parses but overflows SQLite's INTEGER when it is stored; an
 surrogate (`"\\ud800"`, valid JSON) gives a string that no UTF-8 writer accepts, so the store,
 the terminal and every export fail on it. `load_json` bounds all three and has one failure, a
 `json.JSONDecodeError` (located, like any syntax error), so every caller keeps the one
-`except` it already has. `clean_text` is the same cleaning for text that arrives as text.
+`except` it already has. `clean_text` is the same cleaning for text that arrives as text,
+and takes out what a terminal would obey rather than show (escape sequences, controls).
 """
 
 from __future__ import annotations
