@@ -1,3 +1,3 @@
-from panel_cli.cli.app import main
+from panel_cli.cli.entry import main
 
 main()

@@ -68,26 +68,40 @@ def _named_choice(value: Any) -> Any:
 RuleName = BeforeValidator(_named_choice)
 
 
+# Numbers a panel file may give, each bounded so that no value reaches arithmetic, the store
+# or asyncio where it overflows (1e308 weights, 1e30 timeouts) or compares as nothing does (NaN).
+MAX_DURATION = 86_400.0  # a day: `none` is the way to lift a limit
+MAX_WEIGHT = 1e6
+MAX_TOKENS = 10_000_000
+MAX_CONCURRENCY = 1_024
+MAX_RESPONSE_CHARS = 100_000_000
+MAX_COST = 1e6  # US dollars
+MAX_SEED = 2**63 - 1  # SQLite's INTEGER
+
+
 def parse_duration(value: Any) -> float | None:
-    """`90s`, `5m`, `1h`, `250ms`, a bare number of seconds, or `none` for no limit."""
+    """`90s`, `5m`, `1h`, `250ms`, a bare number of seconds, or `none` for no limit; at most a day."""
     if value is None:
         return None
     if isinstance(value, bool):
         raise ValueError("a duration is written like 90s, 5m or none")
     if isinstance(value, int | float):
-        if value <= 0:
-            raise ValueError("a duration must be positive")
-        return float(value)
+        return _bounded_seconds(value)
     text = str(value).strip().lower()
     if text in {"none", "never", "off"}:
         return None
     match = _DURATION.match(text)
     if not match:
         raise ValueError(f"'{value}' is not a duration; write it like 90s, 5m, 1h or none")
-    seconds = float(match.group(1)) * _UNITS[match.group(2)]
-    if seconds <= 0:
-        raise ValueError("a duration must be positive")
-    return seconds
+    return _bounded_seconds(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def _bounded_seconds(value: float) -> float:
+    if not 0 < value <= MAX_DURATION:  # NaN fails this too
+        if value > MAX_DURATION:
+            raise ValueError("a duration is at most a day (24h); write none for no limit")
+        raise ValueError("a duration must be a positive number of seconds")
+    return float(value)
 
 
 Duration = Annotated[float | None, BeforeValidator(parse_duration)]
@@ -171,10 +185,10 @@ class Member(Strict):
     model: str = Field(min_length=1)
     system: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     api_base: str | None = None
     api_key_env: str | None = None
-    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    weight: float = Field(default=1.0, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)
     timeout: Duration = None
     retries: int | None = Field(default=None, ge=0, le=10)
     # supervise: this worker's own part of the goal.
@@ -215,22 +229,27 @@ class Member(Strict):
 
 class Defaults(Strict):
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     retries: int = Field(default=2, ge=0, le=10)
     timeout: Duration = None
-    concurrency: int = Field(default=16, ge=1)
+    concurrency: int = Field(default=16, ge=1, le=MAX_CONCURRENCY)
     # A reply longer than this is cut (and marked truncated) before it is stored or shown to
     # other members: one runaway member must not fill the disk or every other prompt.
-    max_response_chars: int = Field(default=200_000, ge=1_000)
+    max_response_chars: int = Field(default=200_000, ge=1_000, le=MAX_RESPONSE_CHARS)
     # Tool calls a member may make in one stage (seed 004: three per round, so a loop cannot
     # run up the bill); then it is asked once more, without tools, for its answer.
     tool_budget: int = Field(default=3, ge=0, le=50)
     # US dollars a run may spend at most (`--max-cost` overrides it); see panel_cli.llm.budget.
-    max_cost: float | None = Field(default=None, ge=0)
+    max_cost: float | None = Field(default=None, ge=0, le=MAX_COST, allow_inf_nan=False)
+
+
+# A streamed reply with nothing new for this long has stalled: its call ends as a timeout.
+DEFAULT_IDLE_TIMEOUT = 60.0
 
 
 class Timeouts(Strict):
-    """Per-stage limits. A stage left unset takes its protocol's default; `none` means no limit."""
+    """Per-stage limits. A stage left unset takes its protocol's default; `none` means no limit.
+    `idle` is not a stage: it bounds the wait for a streamed reply's next piece, in every stage."""
 
     answer: Duration = None
     review: Duration = None
@@ -238,6 +257,7 @@ class Timeouts(Strict):
     vote: Duration = None
     plan: Duration = None
     task: Duration = None
+    idle: Duration = DEFAULT_IDLE_TIMEOUT
 
     def get(self, stage: str, default: float | None) -> float | None:
         return getattr(self, stage) if stage in self.model_fields_set else default
@@ -267,14 +287,14 @@ class Panel(Strict):
     options: list[str] = Field(default_factory=list)
     no_match: Literal["abstain", "first"] = "abstain"
     leader: str | None = None
-    max_voters: int = Field(default=10, ge=1)
+    max_voters: int = Field(default=10, ge=1, le=10_000)
     mode: EnsembleMode = "fanout"
     scorer: str = "length"
     aggregator: str | None = None
     shuffle: bool = False
     self_review: bool = True
-    seed: int | None = None
-    concurrency: dict[str, int] = Field(default_factory=dict)
+    seed: int | None = Field(default=None, ge=-MAX_SEED - 1, le=MAX_SEED)
+    concurrency: dict[str, Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
     # MCP servers by name, and files whose text every member gets with the question.
     tools: dict[str, ToolServer] = Field(default_factory=dict)

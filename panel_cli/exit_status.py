@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 # Shells report a process killed by signal N as 128 + N; panel exits the same way when it
-# stops a run for SIGINT (2) or SIGTERM (15), after keeping what it has.
+# stops a run for SIGHUP (1), SIGINT (2) or SIGTERM (15), after keeping what it has.
 SIGNAL_BASE = 128
 
 
@@ -17,10 +17,11 @@ class ExitStatus(IntEnum):
     FAILURE = 1
     # Bad input the user can fix: a panel file, an option, a model, a key, a database.
     USER_ERROR = 2
+    SIGHUP = SIGNAL_BASE + 1
     SIGINT = SIGNAL_BASE + 2
     SIGTERM = SIGNAL_BASE + 15
 
     @classmethod
     def for_signal(cls, signum: int) -> ExitStatus:
-        """The exit code of a command stopped by SIGINT or SIGTERM, the signals panel handles."""
+        """The exit code of a command stopped by SIGHUP, SIGINT or SIGTERM, the signals panel handles."""
         return cls(SIGNAL_BASE + signum)

@@ -7,7 +7,8 @@ and one of 30 digits parses but overflows SQLite's INTEGER when it is stored; an
 surrogate (`"\\ud800"`, valid JSON) gives a string that no UTF-8 writer accepts, so the store,
 the terminal and every export fail on it. `load_json` bounds all three and has one failure, a
 `json.JSONDecodeError` (located, like any syntax error), so every caller keeps the one
-`except` it already has. `clean_text` is the same cleaning for text that arrives as text.
+`except` it already has. `clean_text` is the same cleaning for text that arrives as text,
+and takes out what a terminal would obey rather than show (escape sequences, controls).
 """
 
 from __future__ import annotations
@@ -24,6 +25,20 @@ MAX_INTEGER = 2**63 - 1
 REPLACEMENT = "\ufffd"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What a terminal would obey rather than show: escape sequences (CSI such as `ESC[2J`; OSC
+# such as `ESC]52;c;…BEL`, a clipboard write, or `ESC]0;…`, a window title; DCS, APC, PM and
+# SOS strings; two-character escapes), their 8-bit forms, and every other C0 or C1 control
+# but the tab and the line break. A carriage return goes too (it lets a line overwrite itself),
+# except as part of CRLF.
+_CONTROL = re.compile(
+    "\x1b\\[[0-?]*[ -/]*[@-~]?"  # CSI
+    "|\x9b[0-?]*[ -/]*[@-~]?"
+    "|[\x1b][\\]P^_X][^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"  # OSC, DCS, PM, APC, SOS
+    "|[\x90\x98\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"
+    "|\x1b[ -/]*[0-~]?"  # any other escape
+    "|\r(?!\n)"
+    "|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
 # What decides nesting: brackets, and the quotes and escapes that say which brackets are text.
 _STRUCTURE = re.compile(r'[\[\]{}"\\]')
 
@@ -39,8 +54,27 @@ class _NumberOutOfRange(Exception):
 
 
 def clean_text(text: str) -> str:
-    """`text` with every lone surrogate replaced by U+FFFD, so it can be written anywhere."""
+    """`text` with every lone surrogate replaced by U+FFFD and every terminal control sequence
+    removed (`without_controls`), so it can be written anywhere: the store, a terminal, a file."""
+    return without_controls(writable(text))
+
+
+def writable(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so a UTF-8 writer takes it."""
     return _SURROGATE.sub(REPLACEMENT, text) if _SURROGATE.search(text) else text
+
+
+def without_controls(text: str) -> str:
+    """`text` without what a terminal would obey: a model's or a tool's text printed as it
+    came could set the clipboard (`ESC]52`), retitle the window, clear the screen or move the
+    cursor over what panel drew. Tabs and line breaks (CRLF too) stay."""
+    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
+
+
+def clean_strings(value: Any) -> Any:
+    """Every string of a value read back (a stored payload), keys included, `clean_text`ed:
+    text stored before panel cleaned it on the way in is shown as clean."""
+    return _cleaned(value)
 
 
 def nesting_depth(text: str, limit: int = MAX_DEPTH) -> tuple[int, int]:

@@ -11,10 +11,12 @@ them all, builds them all.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from functools import cached_property
@@ -26,7 +28,7 @@ from typer.models import DefaultPlaceholder
 
 from panel_cli.cli.closed_pipes import flush_quietly, keep_going_when_readers_leave
 from panel_cli.cli.commands import PanelCommand, PanelGroup
-from panel_cli.cli.signals import owning_the_process
+from panel_cli.cli.signals import Interrupted, ctrl_c_as_interrupted, owning_the_process
 from panel_cli.errors import PanelError
 from panel_cli.exit_status import ExitStatus
 
@@ -160,6 +162,16 @@ class RootGroup(PanelGroup):
         self.add_command(LazyGroup("history", "panel_cli.cli.history:history_app", help=HISTORY_HELP))
         self.add_command(LazyGroup("eval", "panel_cli.cli.eval:eval_app", help=EVAL_HELP))
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: typer.Context | None = None, **extra: Any
+    ) -> typer.Context:
+        with ctrl_c_as_interrupted():
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        with ctrl_c_as_interrupted():
+            return super().invoke(ctx)
+
 
 # The top-level commands. Registered here rather than on `app`, since Typer builds every
 # command of an app at each start, and `RootGroup` builds only the one a command line names.
@@ -214,11 +226,14 @@ ROOT_COMMANDS = {
 
 def _say(message: str) -> None:
     """Each line of a message on its own `panel:` line: several problems read as a list. A
-    key quoted in an unexpected error is scrubbed like everywhere else."""
+    key quoted in an unexpected error is scrubbed like everywhere else. A terminal already
+    closed (SIGHUP) hears nothing, and the exit code still says what happened."""
     from panel_cli.redact import redact, secret_values
 
-    for line in redact(message, secret_values()).splitlines() or [""]:
-        sys.stderr.write(f"panel: {line}\n")
+    with contextlib.suppress(OSError):
+        for line in redact(message, secret_values()).splitlines() or [""]:
+            sys.stderr.write(f"panel: {line}\n")
+        sys.stderr.flush()
 
 
 def _is_usage_error(exc: Exception) -> bool:
@@ -233,12 +248,14 @@ def main() -> None:
     and answers the same completion variable (`_PANEL_COMPLETE`) as the `panel` script."""
     keep_going_when_readers_leave()
     try:
-        with owning_the_process():
+        with owning_the_process(), ctrl_c_as_interrupted():
             code = app(prog_name="panel", standalone_mode=False)
-    except (KeyboardInterrupt, typer.Abort):
+    except typer.Abort:  # end of input at the question prompt
         _say("interrupted.")
         code = ExitStatus.SIGINT
     except PanelError as exc:
+        if isinstance(exc, Interrupted):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut this line short
         _say(exc.message)
         code = exc.exit_code
     except Exception as exc:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 # The runner's default too (`panel_cli.eval.runner`), not imported here: `panel --help` stays light.
 DEFAULT_CONCURRENCY = 4
+# Bounds that keep a number within what SQLite stores (an eval's seed is kept with it).
+MAX_COUNT = 1_000_000
+MAX_SEED = 2**63 - 1
 DEFAULT_COMMAND = "run"
 HELP_FLAGS = ("--help", "-h")
 EVAL_HELP = "Measure the panel against one member alone on questions with known answers, and keep every eval."
@@ -81,10 +84,15 @@ def eval_command(
         DEFAULT_CONCURRENCY, "--concurrency", min=1, max=64, metavar="N", help="How many questions run at a time."
     ),
     limit: int | None = typer.Option(
-        None, "--limit", min=1, metavar="N", help="Only the first N questions of the dataset."
+        None, "--limit", min=1, max=MAX_COUNT, metavar="N", help="Only the first N questions of the dataset."
     ),
     seed: int = typer.Option(
-        0, "--seed", metavar="N", help="Seed of the simulated demo/oracle@p members and of --split."
+        0,
+        "--seed",
+        min=0,
+        max=MAX_SEED,
+        metavar="N",
+        help="Seed of the simulated demo/oracle@p members and of --split.",
     ),
     calibrate: str | None = typer.Option(
         None,
@@ -389,7 +397,9 @@ def _write_report(result: EvalResult, report: Path) -> None:
 
 @eval_app.command("list")
 def list_command(
-    limit: int = typer.Option(20, "--limit", "-n", min=1, metavar="N", help="How many evals, the latest first."),
+    limit: int = typer.Option(
+        20, "--limit", "-n", min=1, max=MAX_COUNT, metavar="N", help="How many evals, the latest first."
+    ),
     json_mode: bool = typer.Option(False, "--json", help="Print JSON on stdout instead of a table."),
     db: Path | None = options.DB,
 ) -> None:

@@ -22,6 +22,7 @@ from panel_cli.cli.history_export import export_run
 from panel_cli.cli.history_options import DbOption, JsonOption, RunIdArgument, YesOption
 from panel_cli.errors import UserError
 from panel_cli.exit_status import ExitStatus
+from panel_cli.untrusted import clean_strings
 
 if TYPE_CHECKING:
     from panel_cli.store.reader import TranscriptReader
@@ -159,7 +160,7 @@ def show_run(
     with TranscriptReader.open(db) as reader:
         run = reader.get_run(run_id)
         calls = reader.run_calls(run.id)
-        payloads = reader.run_events(run.id)
+        payloads = clean_strings(reader.run_events(run.id))  # text stored before it was cleaned on the way in
         threaded = [run.id, *(line.run_id for line in (*run.thread.ancestors, *run.thread.follow_ups))]
         short_ids = {thread_id: reader.short_id(thread_id) for thread_id in threaded}
     if as_json:
@@ -203,7 +204,7 @@ def replay_run(
     factor = _speed(speed)
     with TranscriptReader.open(db) as reader:
         run = reader.get_run(run_id)
-        payloads = reader.run_events(run.id)
+        payloads = clean_strings(reader.run_events(run.id))
     if not payloads:
         raise UserError(f"Run {run.id} has no stored events to replay.")
     import asyncio

@@ -46,6 +46,16 @@ def panel_file_argument(required: bool = True) -> Any:
     )
 
 
+def dollars(value: float | None) -> float | None:
+    """`--max-cost`: a sum of US dollars, so neither NaN (which every comparison fails, so the
+    cap refused every call) nor infinite, and within the panel file's bound for the same cap."""
+    from panel_cli.config import MAX_COST
+
+    if value is not None and not 0 <= value <= MAX_COST:
+        raise typer.BadParameter(f"{value:g} is not an amount from 0 to {MAX_COST:,.0f} US dollars.")
+    return value
+
+
 # The options of `panel_cli.runs.controls.RunControls`, by field: its type and its option.
 RUN_CONTROLS: dict[str, tuple[Any, Any]] = {
     "max_cost": (
@@ -53,13 +63,16 @@ RUN_CONTROLS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--max-cost",
-            min=0.0,
+            callback=dollars,
             metavar="USD",
             help="Make no call that could take the run's spend past this many US dollars "
             "(default: the file's defaults.max_cost).",
         ),
     ),
-    "max_calls": (int | None, typer.Option(None, "--max-calls", min=1, help="Make at most this many model calls.")),
+    "max_calls": (
+        int | None,
+        typer.Option(None, "--max-calls", min=1, max=1_000_000, help="Make at most this many model calls."),
+    ),
     "allow_unknown_prices": (
         bool,
         typer.Option(

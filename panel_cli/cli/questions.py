@@ -27,21 +27,40 @@ def read_stdin(before_prompt: Callable[[], None] | None = None) -> str | None:
     if stream.isatty():
         if before_prompt is not None:
             before_prompt()
-        return typer.prompt("Question", err=True)
+        return utf8_text(typer.prompt("Question", err=True), "The question typed")
     try:
         text = stream.read(STDIN_LIMIT + 1)
-    except UnicodeDecodeError:
-        raise UserError("The question on stdin is not UTF-8 text.") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"The question on stdin is not UTF-8 text ({_bad_byte(exc.object[exc.start])} at byte {exc.start + 1})."
+        ) from None
     except OSError:
         return None
     if len(text) > STDIN_LIMIT:
         raise UserError(
             f"The question on stdin is longer than {STDIN_LIMIT:,} characters; put a shorter one in question_file."
         )
+    return utf8_text(text, "The question on stdin")
+
+
+def utf8_text(text: str, source: str) -> str:
+    """`text` if it is text. Bytes that are not UTF-8 reach Python as lone surrogates (argv and
+    stdin are decoded with `surrogateescape`); sent on, they fail every call and the store.
+    Refused here with where the first one is, as bad input, before the run starts."""
+    for index, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            what = _bad_byte(ord(char) - 0xDC00) if "\udc80" <= char <= "\udcff" else "a lone surrogate"
+            raise UserError(f"{source} is not UTF-8 text ({what} at character {index + 1}).")
     return text
+
+
+def _bad_byte(value: int) -> str:
+    return f"byte 0x{value:02x}"
 
 
 def question_for(
     panel: Panel, panel_file: Path | None, given: str | None, *, before_prompt: Callable[[], None] | None = None
 ) -> str:
+    if given is not None and given != "-":
+        utf8_text(given, "The question given with -q")
     return resolve_question(panel, panel_file.parent if panel_file else None, given, lambda: read_stdin(before_prompt))

@@ -1,8 +1,10 @@
-"""Ctrl-C and SIGTERM during a run: stop it once, clean up within a bound, exit 130 or 143.
+"""Ctrl-C, SIGTERM and SIGHUP during a run: stop it once, clean up within a bound, exit 130,
+143 or 129.
 
 `timeout`, a CI cancel and `docker stop` send SIGTERM; a person presses Ctrl-C, often more
-than once. The first signal cancels the run: in-flight calls are recorded as cancelled and
-the run as interrupted. Later signals are ignored while that clean-up runs, so it cannot be
+than once; a closed terminal sends SIGHUP (unless `nohup` had it ignored, which is kept). The
+first signal cancels the run: in-flight calls are recorded as cancelled and the run as
+interrupted. Later signals are ignored while that clean-up runs, so it cannot be
 interrupted half way, and the clean-up is bounded, so the process always exits.
 
 A command changes the process's signal handlers only for as long as it runs
@@ -32,11 +34,11 @@ T = TypeVar("T")
 CLEANUP_SECONDS = 5.0
 # How long leftover tasks and litellm's worker threads get once the run itself has ended.
 SHUTDOWN_SECONDS = 2.0
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(PanelError):
-    """A run stopped by a signal; the exit code is 128 + the signal's number (130, 143)."""
+    """A run stopped by a signal; the exit code is 128 + the signal's number (130, 143, 129)."""
 
     def __init__(self, signum: int, run_id: str | None = None) -> None:
         name = signal.Signals(signum).name
@@ -45,16 +47,37 @@ class Interrupted(PanelError):
         self.exit_code = ExitStatus.for_signal(signum)
 
 
+@contextlib.contextmanager
+def ctrl_c_as_interrupted() -> Iterator[None]:
+    """A Ctrl-C that reaches Python as KeyboardInterrupt (while the command line is parsed,
+    modules imported, the panel checked) becomes `Interrupted`, so it ends the command as one
+    during a run does: one line, exit 130. Typer would exit 130 without a word."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(signal.SIGINT) from None
+
+
 def _raise_interrupted(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
 def on_sigterm_exit() -> None:
-    """Before the run's event loop exists, SIGTERM stops the command as Ctrl-C does (an
-    exception, exit 143) instead of killing it outright. Until the command ends: the command
-    (`KeepsSignalHandlers`) puts back the handler this replaces."""
+    """Before the run's event loop exists, SIGTERM and SIGHUP stop the command as Ctrl-C does
+    (an exception, exit 143 or 129) instead of killing it outright. Until the command ends: the
+    command (`KeepsSignalHandlers`) puts back the handlers this replaces."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise_interrupted)
+        for signum in watched_signals():
+            if signum != signal.SIGINT:
+                signal.signal(signum, _raise_interrupted)
+
+
+def watched_signals() -> tuple[int, ...]:
+    """The signals that stop a command: SIGINT, SIGTERM, and SIGHUP unless the process was
+    started with it ignored (`nohup panel …` must outlive its terminal)."""
+    return tuple(
+        signum for signum in SIGNALS if signum != signal.SIGHUP or signal.getsignal(signum) is not signal.SIG_IGN
+    )
 
 
 class _Process:
@@ -115,7 +138,7 @@ def _restore(handlers: dict[int, Any]) -> None:
 
 
 def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
-    """Run `main()` on a fresh event loop. The first SIGINT or SIGTERM cancels it, and it gets
+    """Run `main()` on a fresh event loop. The first SIGINT, SIGTERM or SIGHUP cancels it, and it gets
     CLEANUP_SECONDS to finish cancelling; later signals are ignored. Raises Interrupted. When no
     signal came, the handlers in place before are put back (the loop's own replace them)."""
     import asyncio
@@ -133,18 +156,20 @@ def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
 
     watching = threading.current_thread() is threading.main_thread()
     found = {signum: signal.getsignal(signum) for signum in SIGNALS}
-    if watching:
-        for signum in SIGNALS:
-            loop.add_signal_handler(signum, on_signal, signum)
+    watched = watched_signals() if watching else ()
+    for signum in watched:
+        loop.add_signal_handler(signum, on_signal, signum)
     try:
         return loop.run_until_complete(task)
-    except (asyncio.CancelledError, RuntimeError):
-        # RuntimeError: the clean-up outlasted its bound and the loop was stopped under it.
+    except BaseException:
+        # Once a signal came, however the run ended is its interruption: cancelled, the loop
+        # stopped under a clean-up that outlasted its bound (RuntimeError), or a write to the
+        # terminal that SIGHUP says is gone (OSError) while the view closed.
         if received:
             raise Interrupted(received[0], run_id) from None
         raise
     finally:
-        _shutdown(loop, watching)
+        _shutdown(loop, watched)
         if received:
             _ignore_signals()
             _exit_if_threads_linger(Interrupted(received[0], run_id))
@@ -156,7 +181,7 @@ async def _as_coroutine(main: Callable[[], Awaitable[T]]) -> T:
     return await main()
 
 
-def _shutdown(loop: asyncio.AbstractEventLoop, watching: bool) -> None:
+def _shutdown(loop: asyncio.AbstractEventLoop, watched: tuple[int, ...]) -> None:
     """Cancel what is left, then give litellm's worker threads a moment; never wait forever."""
     import asyncio
 
@@ -168,9 +193,8 @@ def _shutdown(loop: asyncio.AbstractEventLoop, watching: bool) -> None:
             loop.run_until_complete(asyncio.wait(pending, timeout=SHUTDOWN_SECONDS))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.run_until_complete(asyncio.wait_for(loop.shutdown_default_executor(), SHUTDOWN_SECONDS))
-    if watching:
-        for signum in SIGNALS:
-            loop.remove_signal_handler(signum)
+    for signum in watched:
+        loop.remove_signal_handler(signum)
     loop.close()
 
 
@@ -187,7 +211,8 @@ def _exit_if_threads_linger(interrupted: Interrupted) -> None:
         for thread in threading.enumerate()
         if thread is not threading.main_thread()
     ):
-        sys.stdout.flush()
-        sys.stderr.write(f"panel: {interrupted.message}\n")
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+            sys.stdout.flush()
+            sys.stderr.write(f"panel: {interrupted.message}\n")
+            sys.stderr.flush()
         os._exit(interrupted.exit_code)

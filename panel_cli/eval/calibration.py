@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from panel_cli.config import MAX_WEIGHT
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
 from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.located_yaml import parse_yaml, read_config_text
@@ -192,7 +193,7 @@ def read_weights(path: Path, shown: str) -> dict[str, float]:
                     shown,
                     tree.line_of(("weights", name)),
                     f"weights.{name}",
-                    f"a weight is a number of 0 or more, not '{value}'",
+                    f"a weight is a number from 0 to {MAX_WEIGHT:,.0f}, not '{value}'",
                 )
             )
         else:
@@ -205,5 +206,8 @@ def read_weights(path: Path, shown: str) -> dict[str, float]:
 def _weight(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
-    return number if math.isfinite(number) and number >= 0 else None
+    try:
+        number = float(value)
+    except OverflowError:  # a whole number too large for a float
+        return None
+    return number if 0 <= number <= MAX_WEIGHT else None  # NaN fails this too

@@ -3,7 +3,9 @@ answer first, then the panel, each round as tables, the warnings and every call.
 
 Every name and text from a user or a model is escaped, so it reads as written wherever the
 ticket is rendered: a `*` stays a star, a `|` cannot break a table, a `<script>` is text. The
-final answer keeps its Markdown formatting but not its raw HTML nor its images.
+final answer keeps its Markdown formatting but not its raw HTML, its images, nor a link to
+anything but a web page (`[x](javascript:…)` is text). Terminal controls were taken out of
+every text on the way in (`panel_cli.untrusted.clean_text`), and again when the run was read.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ _INLINE = re.compile(r"([\\`*_\[\]<>|~&!#])")
 _BLOCK_START = re.compile(r"^(\s*)([#>+=-]|\d+[.)])")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+# Where a link's destination follows (`](` inline, `]:` defining a reference) and it is not http(s).
+_OTHER_LINK = re.compile(r"\]((?:\(|:)\s*(?:&lt;)?)(?!\s*https?://)", re.IGNORECASE)
 
 
 def render_markdown(report: Report) -> str:
@@ -95,7 +99,9 @@ def _outside_code_spans(line: str) -> str:
 
 
 def _defuse(text: str) -> str:
-    return text.replace("<", "&lt;").replace("![", "[image: ")
+    """No tag, no image, and no link but to a web page: a `javascript:`, `data:` or `file:`
+    link (or any other) is shown as the text it is, its closing bracket escaped."""
+    return _OTHER_LINK.sub(r"\\]\1", text.replace("<", "&lt;").replace("![", "[image: "))
 
 
 def table(headers: list[str], rows: list[list[str]], numeric: set[int] | None = None) -> str:

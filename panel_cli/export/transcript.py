@@ -2,7 +2,8 @@
 
 The store already redacts what it writes; scrubbing again at export costs nothing and covers a
 run written by an older panel or with a key set since, because an export is made to leave
-the machine."""
+the machine. Every text is cleaned once more too (`clean_strings`): a run stored before
+terminal controls were taken out on the way in is exported without them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 from panel_cli.redact import redact_obj, secret_values
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.records import CallRecord, RunRecord
+from panel_cli.untrusted import clean_strings
 
 
 class Transcript(BaseModel):
@@ -29,4 +31,4 @@ class Transcript(BaseModel):
             "events": reader.run_events(run.id),
             "calls": [asdict(call) for call in reader.run_calls(run.id)],
         }
-        return cls.model_validate(redact_obj(raw, secret_values()))
+        return cls.model_validate(clean_strings(redact_obj(raw, secret_values())))

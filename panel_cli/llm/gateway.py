@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from panel_cli.config import Defaults, Member
+from panel_cli.config import DEFAULT_IDLE_TIMEOUT, Defaults, Member
 from panel_cli.events import (
     BaseEvent,
     CallFailed,
@@ -60,16 +60,17 @@ from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, 
 from panel_cli.llm.key_hosts import endpoint_of, key_source
 from panel_cli.llm.request_hash import request_hash
 from panel_cli.llm.routes import is_demo, needs_litellm
-from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream
+from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream, stalling_after, within_idle
 from panel_cli.llm.structured import json_instructions, one_answer_prompt, parse_structured
 from panel_cli.llm.usage import reported_usage
 from panel_cli.tasks import find_task, mark
 from panel_cli.tools.calls import (
-    BUDGET_SPENT,
+    NOT_RUN_LABEL,
     RequestedCall,
     ToolSet,
     assistant_message,
     failed,
+    not_run,
     parse_arguments,
     requested_calls,
     result_label,
@@ -77,6 +78,7 @@ from panel_cli.tools.calls import (
     with_results,
 )
 from panel_cli.untrusted import clean_text
+from panel_cli.wording import plural
 
 if TYPE_CHECKING:
     from panel_cli.tools.servers import Toolbox
@@ -198,13 +200,16 @@ async def _acompletion(litellm: ModuleType, request: dict[str, Any]) -> Any:
         return await litellm.acompletion(**request)
 
 
-async def _astream(litellm: ModuleType, request: dict[str, Any], grow: TextGrowth, cap: int) -> StreamedReply:
-    """The request streamed (`panel_cli.llm.stream`), read to its end; closed however it ends,
-    so a deadline mid-stream hangs up on the provider."""
+async def _astream(
+    litellm: ModuleType, request: dict[str, Any], grow: TextGrowth, cap: int, idle: float | None
+) -> StreamedReply:
+    """The request streamed (`panel_cli.llm.stream`), read to its end unless it stalls for
+    `idle` seconds; closed however it ends, so a deadline mid-stream hangs up on the provider."""
     with _quiet_call():
-        chunks = await litellm.acompletion(**request, stream=True, stream_options={"include_usage": True})
+        opened = litellm.acompletion(**request, stream=True, stream_options={"include_usage": True})
+        chunks = await within_idle(opened, idle)
         try:
-            return await read_stream(chunks, grow, cap)
+            return await read_stream(stalling_after(chunks, idle), grow, cap)
         finally:
             close = getattr(chunks, "aclose", None)
             if close is not None:
@@ -360,6 +365,7 @@ class Gateway:
         limits: dict[str, asyncio.Semaphore] | None = None,
         budget: Budget | None = None,
         stream: bool = False,
+        idle: float | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         """`answered`: the replies the run being resumed got, by request hash, oldest first.
         Each answers one request: a run that asked the same thing twice (two members on one
@@ -367,8 +373,10 @@ class Gateway:
         `limits`: the per-endpoint semaphores, when runs in flight at once (a batch) share
         them, so an endpoint's concurrency limit holds across the runs, not within each.
         `budget`: the run's spending cap (`panel_cli.llm.budget`), which every call reserves
-        its worst case from before its request."""
+        its worst case from before its request. `idle`: how long a streamed reply may go
+        without a new piece before its call ends as a timeout (None: as long as its deadline)."""
         self.emit = emit
+        self.idle = idle
         self.budget = budget
         # Set only when the live view draws the run: its answers then stream into their rows.
         self.stream = stream
@@ -744,7 +752,7 @@ class Gateway:
         if grow is None:
             response = await _acompletion(self._litellm, request)
         else:
-            response = await _astream(self._litellm, request, grow, cap)
+            response = await _astream(self._litellm, request, grow, cap, self.idle)
         return _read_response(response, tool_calls=tool_calls)
 
     async def _use_tools(
@@ -765,16 +773,27 @@ class Gateway:
         used = 0
         while reply.failure is None and reply.calls:
             conversation.append(assistant_message(reply.text, reply.calls))
-            for call in reply.calls:
+            run, dropped = reply.calls[: budget - used], len(reply.calls) - (budget - used)
+            for call in run:
                 number = len(results) + 1
-                if used < budget:
-                    used += 1
-                    text = await self._run_tool(member, common, offered, call, deadline)
-                else:
-                    text = BUDGET_SPENT
+                used += 1
+                text = await self._run_tool(member, common, offered, call, deadline)
                 results[result_label(number, call.name)] = text
                 exchange.found.append(text)
                 conversation.append(result_message(call, number, text))
+            if dropped > 0:
+                # One note for every call past the budget, however many: a reply asking for
+                # 20,000 calls must not become 20,000 results in the prompt and the store.
+                note = not_run(dropped)
+                results[NOT_RUN_LABEL] = note
+                exchange.found.append(note)
+                await self.emit(
+                    WarningRaised(
+                        member=member.name,
+                        message=f"asked for {plural(dropped, 'more tool call')} than its tool budget "
+                        f"({budget}) allows in one stage; not run",
+                    )
+                )
             if used >= budget:
                 final = {key: value for key, value in request.items() if key != "tools"}
                 final["messages"] = with_results(request["messages"], results)

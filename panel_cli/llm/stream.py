@@ -11,14 +11,17 @@ tokens, so the store, the result and a later resume cannot tell them apart.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from panel_cli.events import BaseEvent, CallRoute, CallTextGrew
 from panel_cli.llm.errors import ClassifiedError
-from panel_cli.untrusted import clean_text
+from panel_cli.untrusted import without_controls, writable
+
+T = TypeVar("T")
 
 # The live view redraws about ten times a second; growth reported more often is never seen.
 TEXT_INTERVAL = 0.1
@@ -89,11 +92,33 @@ async def read_pieces(pieces: AsyncIterator[Piece], grow: TextGrowth, cap: int) 
         kept_pieces.append(piece.text)
         kept += len(piece.text)
         if grow.due():
-            await grow.report("".join(kept_pieces)[: cap + 1])
-    text = "".join(kept_pieces)[: cap + 1]
+            await grow.report(without_controls("".join(kept_pieces)[: cap + 1]))
+    # Controls are removed from the whole text, not piece by piece: a sequence split across
+    # two pieces goes whole, as it does from a reply read at once.
+    text = without_controls("".join(kept_pieces)[: cap + 1])
     if not text.strip():
         raise ClassifiedError("malformed", "the reply was empty")
     return StreamedReply(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+async def within_idle(step: Awaitable[T], idle: float | None) -> T:
+    """One step of a stream (its opening, its next chunk), or a `timeout` when nothing comes
+    for `idle` seconds: a provider that stalls, or drips a byte at a time, which the HTTP
+    client counts as progress, ends the call long before its stage's deadline."""
+    try:
+        return await asyncio.wait_for(step, idle)
+    except TimeoutError:
+        raise ClassifiedError("timeout", f"the stream stalled: nothing arrived for {idle:g}s") from None
+
+
+async def stalling_after(chunks: AsyncIterator[T], idle: float | None) -> AsyncIterator[T]:
+    """`chunks`, each awaited `within_idle`."""
+    iterator = aiter(chunks)
+    while True:
+        try:
+            yield await within_idle(anext(iterator), idle)
+        except StopAsyncIteration:
+            return
 
 
 async def _pieces(chunks: AsyncIterator[Any]) -> AsyncIterator[Piece]:
@@ -109,9 +134,10 @@ async def _pieces(chunks: AsyncIterator[Any]) -> AsyncIterator[Piece]:
 
 
 def _delta_text(chunk: Any) -> str:
-    """The text a chunk adds, lone surrogates replaced; the usage chunk and the finish have none."""
+    """The text a chunk adds, lone surrogates replaced (its controls are removed once the
+    pieces are joined); the usage chunk and the finish have none."""
     try:
         content = chunk.choices[0].delta.content
     except (AttributeError, IndexError, TypeError):
         return ""
-    return clean_text(content) if isinstance(content, str) else ""
+    return writable(content) if isinstance(content, str) else ""

@@ -24,6 +24,9 @@ Finding = tuple[tuple[str | int, ...], str]
 # A stage of answers, votes or reviews waits at most 5 minutes unless the panel says otherwise
 # (docs/protocols.md#stages-and-time-limits).
 DEFAULT_STAGE_TIMEOUT = 300.0
+# A synthesis reads everything before it and writes the longest text of the run: 10 minutes.
+# No stage is left without a limit, so an endpoint that never finishes cannot hold a run open.
+DEFAULT_SYNTHESIS_TIMEOUT = 600.0
 
 
 class ProtocolResult(BaseModel):

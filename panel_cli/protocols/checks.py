@@ -55,7 +55,7 @@ def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> lis
         ]
         findings += [
             (("timeouts", stage), f"not used by {protocol}")
-            for stage in sorted(panel.timeouts.model_fields_set - set(rules.timeouts))
+            for stage in sorted(panel.timeouts.model_fields_set - set(rules.timeouts) - {"idle"})
         ]
         for index, member in enumerate(panel.members):
             unused = member.model_fields_set & OPTIONAL_MEMBER_FIELDS - rules.member_fields

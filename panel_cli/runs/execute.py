@@ -173,6 +173,7 @@ class SharedCalls:
             limits=self.limits,
             budget=budget,
             stream=stream,
+            idle=panel.timeouts.idle,
         )
         return self._last
 

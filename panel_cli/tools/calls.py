@@ -24,7 +24,14 @@ RESULT_NOUN = "Tool result"
 _FUNCTION_NAME = re.compile(r"[^A-Za-z0-9_-]")
 FUNCTION_NAME_LENGTH = 64
 ARGUMENTS_PREVIEW = 60
-BUDGET_SPENT = "Not run: your tool budget for this stage is spent."
+# The one result that stands for every call of a reply past the tool budget.
+NOT_RUN_LABEL = "not run"
+
+
+def not_run(count: int) -> str:
+    """What the model is told of the calls it asked for past its budget: one line for all."""
+    calls = "call" if count == 1 else "calls"
+    return f"Not run: {count:,} more tool {calls}; your tool budget for this stage is spent."
 
 
 ToolStatus = Literal["ok", "failed", "timeout"]

@@ -36,6 +36,7 @@ from panel_cli.config import ToolServer
 from panel_cli.errors import UserError
 from panel_cli.tools.calls import ToolOutcome, ToolSpec, capped, failed
 from panel_cli.tools.checks import command_line
+from panel_cli.untrusted import clean_text
 
 # How long a server may take to start and list its tools.
 START_SECONDS = 30.0
@@ -252,7 +253,8 @@ async def _listing(client: Client) -> list[ToolSpec]:
 
 def _result_text(result: CallToolResult) -> str:
     """A result's text parts, in order; other kinds of content are named, not shown; with no
-    text at all, its structured content as JSON."""
+    text at all, its structured content as JSON. Cleaned (`clean_text`) as a reply is: a tool
+    is as untrusted as a model."""
     parts: list[str] = []
     for item in result.content:
         if isinstance(item, TextContent):
@@ -261,7 +263,7 @@ def _result_text(result: CallToolResult) -> str:
             parts.append(f"[{getattr(item, 'type', 'other')} content, not shown]")
     if not any(isinstance(item, TextContent) for item in result.content) and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts)
+    return clean_text("\n".join(parts))
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.segment import Segment
 from rich.text import Text
 
+from panel_cli.untrusted import without_controls
 from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
 
 if TYPE_CHECKING:
@@ -50,7 +51,9 @@ class Paragraphs:
 
 
 def answer_body(answer: str) -> RenderableType:
-    """The answer as Markdown, or as its paragraphs when it holds no Markdown syntax."""
+    """The answer as Markdown, or as its paragraphs when it holds no Markdown syntax; never
+    a terminal control (a stored answer may predate their removal on the way in)."""
+    answer = without_controls(answer)
     if answer.strip() and "\0" not in answer and not MARKDOWN_SYNTAX.search(answer):
         blocks = re.split(r"\n{2,}", answer.strip("\n"))
         return Paragraphs([block.replace("\n", " ") for block in blocks])

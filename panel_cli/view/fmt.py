@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from panel_cli.untrusted import without_controls
+
 UNKNOWN = "—"
 NO_AGGREGATE = "aggregate ranking: none (no review gave a usable ranking)"
 
@@ -14,8 +16,9 @@ CELL_TEXT = 1_000
 
 
 def flat(text: str) -> str:
-    """Every run of whitespace (line breaks too) as one space, and nothing cut: an id on one line."""
-    return " ".join(text.split())
+    """Every run of whitespace (line breaks too) as one space, and nothing cut: an id on one
+    line. Terminal controls go too, should the text predate their removal on the way in."""
+    return " ".join(without_controls(text).split())
 
 
 def one_line(text: str, limit: int = CELL_TEXT) -> str:

@@ -16,6 +16,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from panel_cli.store.records import CallRecord, RunRecord
+from panel_cli.untrusted import without_controls
 from panel_cli.view import fmt
 from panel_cli.view import history as view
 
@@ -92,7 +93,7 @@ def reply_heading(call: CallRecord) -> Text:
 def print_reply(console: Console, call: CallRecord, *, fold: bool) -> None:
     """A member's reply as written, indented under its heading; folded to FOLD_LINES lines
     when `fold`, with how many more there are."""
-    text = (call.response or "").rstrip()
+    text = without_controls(call.response or "").rstrip()
     lines = text.splitlines()
     console.print()
     console.print(reply_heading(call))

@@ -134,7 +134,6 @@ MARKDOWN_TEXTS = [
     "~~struck~~",
     "tab\there",
     "line\r\nending",
-    "nul \0 here",
     "no\u00a0break",
     "   ",
     "> quote",

@@ -24,11 +24,11 @@ def marker(signum: int, frame: object) -> None:
 
 @pytest.fixture
 def host_handlers() -> Iterator[None]:
-    """The host's own handlers, for SIGINT and SIGTERM both: what pytest has may already be
+    """The host's own handlers, for SIGINT, SIGTERM and SIGHUP: what pytest has may already be
     SIG_IGN (started in the background by a shell), which would hide a command leaving it so."""
-    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, marker)
-    signal.signal(signal.SIGTERM, marker)
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for signum in before:
+        signal.signal(signum, marker)
     try:
         yield
     finally:
@@ -50,6 +50,7 @@ def test_a_command_in_process_leaves_sigterm_and_sigint_as_it_found_them(
     assert ran.exit_code == 0, ran.output
     assert signal.getsignal(signal.SIGTERM) is marker
     assert signal.getsignal(signal.SIGINT) is marker
+    assert signal.getsignal(signal.SIGHUP) is marker
 
 
 def test_a_replay_in_process_leaves_sigterm_as_it_found_it(host_handlers: None, tmp_path: Path) -> None:
@@ -109,3 +110,4 @@ def test_when_panel_is_the_process_a_signal_leaves_both_ignored_until_it_exits(
         raise Interrupted(signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN

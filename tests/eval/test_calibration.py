@@ -163,8 +163,8 @@ def test_a_panel_takes_its_weights_from_the_file(tmp_path):
             None,
             [
                 "weights.yaml, line 2: notes: not a field of a weights file (weights, calibration).",
-                "weights.yaml, line 1: weights.v1: a weight is a number of 0 or more, not '-1'.",
-                "weights.yaml, line 1: weights.v2: a weight is a number of 0 or more, not 'inf'.",
+                "weights.yaml, line 1: weights.v1: a weight is a number from 0 to 1,000,000, not '-1'.",
+                "weights.yaml, line 1: weights.v2: a weight is a number from 0 to 1,000,000, not 'inf'.",
             ],
         ),
         (

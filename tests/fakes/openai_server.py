@@ -55,6 +55,8 @@ __all__ = [
     "tool_calls",
     "tool_responder",
     "ToolCallStep",
+    "DripStep",
+    "drip",
 ]
 
 _PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
@@ -186,7 +188,16 @@ class GatedStep:
     guard: float = 30.0
 
 
-Step = ReplyStep | ErrorStep | MalformedStep | HangStep | ResetStep | ToolCallStep | GatedStep
+@dataclass(frozen=True)
+class DripStep:
+    """Answer `text`, its headers at once, then its body (streamed: the events) one byte
+    every `every` seconds: an endpoint that is never quite silent and never done."""
+
+    text: str
+    every: float = 1.0
+
+
+Step = ReplyStep | ErrorStep | MalformedStep | HangStep | ResetStep | ToolCallStep | GatedStep | DripStep
 
 
 def reply(
@@ -275,6 +286,11 @@ def malformed_json() -> MalformedStep:
 def after(until: Callable[[], object], then: Step, *, guard: float = 30.0) -> GatedStep:
     """Answer with `then` once `until()` is true (or `guard` seconds have passed)."""
     return GatedStep(until, then, guard)
+
+
+def drip(text: str = "a reply that takes for ever", *, every: float = 1.0) -> DripStep:
+    """Answer one byte every `every` seconds, to exercise deadlines and idle streams."""
+    return DripStep(text, every)
 
 
 def hang() -> HangStep:
@@ -374,6 +390,8 @@ class _Answer:
     extra_headers: str = ""
     cut_at: int | None = None
     stream: _Stream | None = None
+    drip: float | None = None  # seconds between the body's bytes
+    events: bool = False  # the body is server-sent events already framed in HTTP chunks
 
 
 def _response(status: int, body: bytes, extra_headers: str = "", close: bool = False) -> bytes:
@@ -530,6 +548,9 @@ class FakeOpenAIServer:
                 answer = await self._respond(conn, method, path, headers, body)
                 if answer is None:
                     return
+                if answer.drip is not None:
+                    await self._drip(conn, writer, answer, close)
+                    return
                 if answer.stream is not None:
                     if not await self._send_stream(conn, writer, answer.stream, close) or close:
                         return
@@ -612,6 +633,13 @@ class FakeOpenAIServer:
             case MalformedStep():
                 body = step.body if isinstance(step.body, bytes) else step.body.encode()
                 return _Answer(step.status, body)
+            case DripStep() if request.streamed:
+                stream = self._streamed(request, reply(step.text), step.text)
+                events = b"".join(_http_chunk(b"data: " + data + b"\n\n") for data in stream.events)
+                body = events + _http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+                return _Answer(200, body, drip=step.every, events=True)
+            case DripStep():
+                return _Answer(200, self._completion(request, 10, 20, step.text), drip=step.every)
             case ResetStep() if request.streamed:
                 stream = self._streamed(
                     request, reply("this reply never arrives whole " * 20), "this reply never arrives whole " * 20
@@ -702,6 +730,20 @@ class FakeOpenAIServer:
             self.in_flight -= 1
         stream.sent.finished = True
         return True
+
+    async def _drip(self, conn: _Connection, writer: asyncio.StreamWriter, answer: _Answer, close: bool) -> None:
+        """The headers at once, then the body one byte at a time, until the client leaves."""
+        assert answer.drip is not None
+        whole = _response(answer.status, answer.body, close=close)
+        writer.write(_stream_head(close) if answer.events else whole[: len(whole) - len(answer.body)])
+        await writer.drain()
+        try:
+            for index in range(len(answer.body)):
+                await conn.sleep_or_close(answer.drip)
+                writer.write(answer.body[index : index + 1])
+                await writer.drain()
+        except (_ClientGone, ConnectionError):
+            self.closed_early.append("drip")
 
     def _tool_completion(
         self, request: RecordedRequest, step: ToolCallStep, calls: list[tuple[str, dict[str, Any] | str]]

@@ -1,4 +1,4 @@
-"""Hostile panel files: each is refused with one located sentence and exit code 2.
+"""Hostile panel files (and questions): each is refused with one located sentence and exit code 2.
 
 One test per row of the fault suite. Each runs the real `panel validate` in a subprocess
 (it never imports litellm, so each is quick): a recursion, a hang or a memory blow-up
@@ -162,3 +162,28 @@ def test_a_question_file_with_a_nul_byte(tmp_path):
     assert refused(tmp_path, "p.yaml", MEMBERS + "question_file: q.md\n") == (
         "p.yaml, line 6: question_file: q.md: is a binary file; a question is text."
     )
+
+
+@pytest.mark.parametrize(
+    ("where", "encoding", "said"),
+    [
+        ("-q", "utf-8:surrogateescape", "The question given with -q is not UTF-8 text (byte 0xe9 at character 4)."),
+        ("stdin", "utf-8:surrogateescape", "The question on stdin is not UTF-8 text (byte 0xe9 at character 4)."),
+        ("stdin", "utf-8:strict", "The question on stdin is not UTF-8 text (byte 0xe9 at byte 4)."),
+    ],
+)
+def test_a_question_that_is_not_utf8(tmp_path, where, encoding, said):
+    """Bytes that are not UTF-8 in argv, or on stdin (read leniently in a C locale, strictly
+    in a UTF-8 one), are one sentence and exit 2 before any call, never a run that fails."""
+    question = "Café or tea?".encode("latin-1")
+    given: list[str | bytes] = ["-q", question] if where == "-q" else ["-q", "-"]
+    result = subprocess.run(
+        [sys.executable, "-m", "panel_cli", "confer", "configs/demo.yaml", "--db", str(tmp_path / "r.db"), *given],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "PYTHONIOENCODING": encoding},
+        input=question if where == "stdin" else b"",
+        capture_output=True,
+        timeout=HANG_GUARD,
+    )
+    assert (result.returncode, result.stderr.decode()) == (2, f"panel: {said}\n")
+    assert not (tmp_path / "r.db").exists()

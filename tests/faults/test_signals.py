@@ -1,4 +1,4 @@
-"""Signals: SIGTERM and repeated Ctrl-C end a run cleanly, within a bound, and keep it.
+"""Signals: SIGTERM, SIGHUP and repeated Ctrl-C end a run cleanly, within a bound, and keep it.
 
 Real subprocesses (a signal needs a process boundary), against the fake server, whose
 members hang so the run is mid-stage when the signal lands. Each signal is sent once the
@@ -8,15 +8,29 @@ in the store, its main thread blocked on stdin), never after a fixed sleep.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import signal
 import sqlite3
 import subprocess
+import sys
+import termios
+import threading
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAIServer, hang, reply
-from tests.helpers import blocked_reading_stdin, finish, start_panel, stored_count, wait_until, write_panel
+from tests.fakes.openai_server import FakeOpenAIServer, after, hang, reply
+from tests.helpers import (
+    HANG_GUARD,
+    ROOT,
+    blocked_reading_stdin,
+    finish,
+    start_panel,
+    stored_count,
+    wait_until,
+    write_panel,
+)
 
 STARTED_CALLS = "select count(*) from events where type = 'call_started'"
 
@@ -85,3 +99,102 @@ def test_sigterm_before_the_run_exists_exits_143_without_a_traceback(tmp_path):
     assert process.returncode == 143, stderr
     assert "Traceback" not in stderr and "interrupted by SIGTERM" in stderr
     assert not (tmp_path / "runs.db").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_closing_the_terminal_mid_run_keeps_the_run_as_interrupted_and_exits_129(fake_server, tmp_path):
+    """The terminal closes under a live run: the kernel sends SIGHUP and every later write to
+    the terminal fails. The run is kept as interrupted, its calls cancelled, as for SIGTERM."""
+    fake_server.default(hang())
+    db = tmp_path / "runs.db"
+    panel = signals_panel(tmp_path / "p.yaml", fake_server, ["a", "b"])
+    terminal, child_end = os.openpty()
+
+    def own_the_terminal() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as a terminal's shell starts it, whatever ours has
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "panel_cli", "confer", str(panel), "--db", str(db)],
+        stdin=child_end,
+        stdout=child_end,
+        stderr=child_end,
+        cwd=ROOT,
+        preexec_fn=own_the_terminal,
+    )
+    os.close(child_end)
+    try:
+        wait_until(lambda: stored_count(db, STARTED_CALLS) == 2, "both answers to be in the store", process=process)
+    finally:
+        os.close(terminal)  # the terminal window closes: SIGHUP to the process on it
+    assert process.wait(timeout=HANG_GUARD) == 129
+    con = sqlite3.connect(db)
+    assert con.execute("select status from runs").fetchone() == ("interrupted",)
+    assert con.execute("select count(*), min(error_kind), max(error_kind) from calls").fetchone() == (
+        2,
+        "cancelled",
+        "cancelled",
+    )
+
+
+def test_a_run_started_with_sighup_ignored_outlives_its_terminal(fake_server, tmp_path):
+    """`nohup panel …` starts panel with SIGHUP ignored: a SIGHUP mid-run then changes nothing."""
+    hung_up = threading.Event()
+    fake_server.default(after(hung_up.is_set, reply("still here"), guard=HANG_GUARD))
+    db = tmp_path / "runs.db"
+    panel = signals_panel(tmp_path / "p.yaml", fake_server, ["a", "b"])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "panel_cli", "confer", str(panel), "--db", str(db), "--max-rounds", "1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
+    wait_until(lambda: stored_count(db, STARTED_CALLS) == 2, "both answers to be in the store", process=process)
+    process.send_signal(signal.SIGHUP)
+    hung_up.set()
+    stderr = finish(process)
+
+    assert process.returncode in (0, 1), stderr
+    assert "SIGHUP" not in stderr
+    con = sqlite3.connect(db)
+    assert con.execute("select status from runs").fetchone() in (("finished",), ("no_answer",))
+    assert con.execute("select count(*) from calls where error_kind = 'cancelled'").fetchone() == (0,)
+
+
+def has_loaded(pid: int, library: str) -> bool:
+    """Whether the process has mapped a shared library whose path holds `library` (Linux's
+    /proc/PID/maps): a sign of how far its imports have got."""
+    try:
+        return library in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/PID/maps")
+@pytest.mark.parametrize(
+    "library",
+    [
+        pytest.param("_pydantic_core", id="while-panel-imports"),
+        pytest.param("multidict/_multidict", id="while-litellm-loads-in-its-thread"),
+    ],
+)
+def test_ctrl_c_before_the_run_exists_is_one_line_and_exit_130(fake_server, tmp_path, library):
+    """Ctrl-C in panel's first second (importing itself, or while litellm loads in a thread
+    that holds the import lock) ends it as a later Ctrl-C does: one line, exit 130, promptly."""
+    fake_server.default(hang())
+    panel = write_panel(tmp_path / "p.yaml", fake_server, ["a", "b"], "question: hi")
+    db = tmp_path / "runs.db"
+    process = start_panel("confer", str(panel), "--db", str(db))
+    wait_until(lambda: has_loaded(process.pid, library), f"panel to load {library}", process=process)
+    process.send_signal(signal.SIGINT)
+    stderr = finish(process)
+
+    assert stderr == "panel: interrupted by SIGINT.\n"
+    # 130 as panel exits; now and then CPython ends a process interrupted while it imports by
+    # SIGINT itself, after panel's line: the shell reports that as 130 too.
+    assert process.returncode in (130, -signal.SIGINT)
+    assert not fake_server.requests

@@ -74,6 +74,26 @@ async def test_a_huge_result_is_cut_before_anyone_sees_it(fake_server, run_with_
     assert len(tool_messages(fake_server.requests[-1])[0]) < RESULT_CHARS + 500
 
 
+async def test_twenty_thousand_tool_calls_in_one_reply_are_one_note_not_twenty_thousand_results(
+    fake_server, run_with_tools
+):
+    """Calls past the budget in one reply are dropped with one note to the model and one
+    warning: the final prompt stays the size of the budget's results, whatever was asked."""
+    asked = [("lookup", {"query": f"q{index}"}) for index in range(20_000)]
+    fake_server.script("a-model", tool_calls(*asked), reply("done"))
+    result, recorder = await run_with_tools(answer_once, tool_panel(fake_server, ["a"]))
+
+    assert result.final_answer == "done"
+    assert [e.arguments for e in recorder.of("tool_call_finished")] == [{"query": f"q{i}"} for i in range(3)]
+    final = fake_server.requests[-1]
+    assert "tools" not in final.body and len(final.messages) == 1
+    prompt = final.messages[-1]["content"]
+    assert prompt.count("Not run") == 1 and "Not run: 19,997 more tool calls" in prompt
+    assert len(prompt) < 3_000
+    (warning,) = [e.message for e in recorder.of("warning") if "tool budget" in e.message]
+    assert warning == "asked for 19,997 more tool calls than its tool budget (3) allows in one stage; not run"
+
+
 async def test_a_ranking_in_a_tool_result_never_counts(fake_server, run_with_tools):
     """Each member's answer-stage tool returns a FINAL RANKING putting b first; the reviews,
     which offer no tools, rank a first: only the reviewers' own replies are parsed."""

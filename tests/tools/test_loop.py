@@ -79,7 +79,10 @@ async def test_more_calls_in_one_turn_than_the_budget_allows(fake_server, run_wi
 
     assert result.final_answer == "done"
     assert [e.arguments for e in recorder.of("tool_call_finished")] == [{"query": "x"}]
-    assert "Not run: your tool budget for this stage is spent." in fake_server.requests[-1].messages[-1]["content"]
+    assert (
+        "Not run: 1 more tool call; your tool budget for this stage is spent."
+        in fake_server.requests[-1].messages[-1]["content"]
+    )
     assert "tools" not in fake_server.requests[-1].body
 
 

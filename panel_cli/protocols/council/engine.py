@@ -20,6 +20,7 @@ from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
+    DEFAULT_SYNTHESIS_TIMEOUT,
     Emit,
     Finding,
     ProtocolResult,
@@ -139,7 +140,7 @@ def with_seed(panel: Panel) -> Panel:
 
 RULES = ProtocolRules(
     fields=frozenset({"chairman", "anonymize", "shuffle", "self_review", "seed"}),
-    timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": None},
+    timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_council_findings,
     settings=_council_settings,
     draw=with_seed,

@@ -24,6 +24,7 @@ from panel_cli.llm.brief import Quoted, RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
+    DEFAULT_SYNTHESIS_TIMEOUT,
     Emit,
     Finding,
     ProtocolResult,
@@ -130,7 +131,7 @@ def _delphi_settings(panel: Panel) -> list[tuple[str, str]]:
 RULES = ProtocolRules(
     fields=frozenset({"chairman", "max_rounds", "until_convergence"}),
     # `answer` limits each round's contributions, `synthesis` the chairman.
-    timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "synthesis": None},
+    timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_delphi_findings,
     settings=_delphi_settings,
 )

@@ -24,7 +24,7 @@ from panel_cli.errors import UserError
 from panel_cli.events import RoundTallied, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
-from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, labels_for
+from panel_cli.protocols.base import DEFAULT_SYNTHESIS_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules, labels_for
 from panel_cli.protocols.council.engine import answer_prompt
 from panel_cli.protocols.stages import broadcast, failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark, render_labelled
@@ -132,7 +132,7 @@ def _ensemble_settings(panel: Panel) -> list[tuple[str, str]]:
 RULES = ProtocolRules(
     fields=frozenset({"mode", "scorer", "aggregator", "chairman"}),
     # `review` limits a judge's scoring, `synthesis` the aggregator.
-    timeouts={"answer": DEFAULT_TIMEOUT, "review": DEFAULT_TIMEOUT, "synthesis": None},
+    timeouts={"answer": DEFAULT_TIMEOUT, "review": DEFAULT_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=check_ensemble,
     settings=_ensemble_settings,
 )

@@ -39,7 +39,14 @@ from panel_cli.events import (
 )
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules
+from panel_cli.protocols.base import (
+    DEFAULT_STAGE_TIMEOUT,
+    DEFAULT_SYNTHESIS_TIMEOUT,
+    Emit,
+    Finding,
+    ProtocolResult,
+    ProtocolRules,
+)
 from panel_cli.protocols.orchestrate.plan import MAX_TASKS, PLAN_DECISIVE, PlanError, read_plan
 from panel_cli.protocols.stages import (
     ChairFailure,
@@ -174,7 +181,7 @@ def _orchestrate_settings(panel: Panel) -> list[tuple[str, str]]:
 RULES = ProtocolRules(
     fields=frozenset({"planner", "chairman", "max_plan_attempts"}),
     # `plan` limits each plan attempt, `task` each subtask from its start, `synthesis` the chairman.
-    timeouts={"plan": DEFAULT_STAGE_TIMEOUT, "task": DEFAULT_STAGE_TIMEOUT, "synthesis": None},
+    timeouts={"plan": DEFAULT_STAGE_TIMEOUT, "task": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_check_orchestrate,
     settings=_orchestrate_settings,
 )

@@ -30,7 +30,14 @@ from panel_cli.events import VerdictGiven, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.located_yaml import field_name
-from panel_cli.protocols.base import DEFAULT_STAGE_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules
+from panel_cli.protocols.base import (
+    DEFAULT_STAGE_TIMEOUT,
+    DEFAULT_SYNTHESIS_TIMEOUT,
+    Emit,
+    Finding,
+    ProtocolResult,
+    ProtocolRules,
+)
 from panel_cli.protocols.stages import (
     Synthesis,
     failure_reason,
@@ -210,7 +217,7 @@ def _supervise_settings(panel: Panel) -> list[tuple[str, str]]:
 RULES = ProtocolRules(
     fields=frozenset({"critic", "chairman", "max_rounds"}),
     # `task` limits each worker's delivery or correction, `review` the critic, `synthesis` the chairman.
-    timeouts={"task": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": None},
+    timeouts={"task": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     member_fields=frozenset({"task"}),
     check=_supervise_findings,
     settings=_supervise_settings,
