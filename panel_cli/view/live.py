@@ -129,11 +129,12 @@ class LiveView:
             self._stage.tally = event
 
     def _on_plan_rejected(self, event: PlanRejected) -> None:
-        from panel_cli.events import WarningRaised
         from panel_cli.view.orchestrate import rejection_note
+        from panel_cli.view.stored import Stored
 
         if self._stage:
-            self._stage.warnings.append(WarningRaised(message=rejection_note(event), member=event.planner))
+            warning = Stored(type="warning", message=rejection_note(event), member=event.planner)
+            self._stage.warnings.append(warning)  # type: ignore[arg-type]
 
     def _on_plan_accepted(self, event: PlanAccepted) -> None:
         self._so_far.plan = event
