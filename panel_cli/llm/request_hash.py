@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from panel_cli.llm.brief import RequestBrief
+from panel_cli.llm.brief import Quoted, RequestBrief
 
 # The request fields that decide the reply besides the messages, as the gateway passes them to
 # litellm (`tools`: the tools a member is offered; absent when it is offered none).
@@ -89,11 +89,13 @@ def _text(content: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """A brief's value with every text as its digest (labels, numbers and names as they are)."""
-    if isinstance(value, Enum):
-        return value.value
+    """A brief's value with every text as its digest (numbers as they are)."""
     if isinstance(value, str):
         return text_digest(value)
+    if isinstance(value, Quoted):
+        return [text_digest(value.label), text_digest(value.text), value.round]
+    if isinstance(value, Enum):
+        return value.value
     if isinstance(value, BaseModel):
         return {name: _plain(field) for name, field in value.__dict__.items() if field not in (None, (), "")}
     if isinstance(value, tuple | list):
