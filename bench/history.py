@@ -29,7 +29,8 @@ Figures:
           bench's folder), reading the same rows of the same file with the same queries and
           drawing them as Rich tables (the answer as Rich Markdown when panel draws it as
           Markdown). Targets: list <= 1.3, show <= 1.6.
-        - `history list --help` divided by a minimal two-command Typer app's `hello --help`
+        - `history list --help` divided by a minimal two-command Typer app's `hello --help`, no
+          completion options
           (`TYPER_FLOOR`, as bench/startup.py's). Target <= 1.3.
         - growth: each command's CPU on the --large file divided by the same on the --runs
           one. Target <= 1.2 for list, search and show.
@@ -140,7 +141,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 SEARCH = "SELECT rowid FROM text_search WHERE text_search MATCH ?"
 
 
@@ -239,7 +240,7 @@ if __name__ == "__main__":
 TYPER_FLOOR = '''\
 import typer
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 @app.command()

@@ -172,7 +172,7 @@ def main() -> None:
 
     from importlib.metadata import version
 
-    from panel_cli.protocols.orchestrate.plan import critical_path, wave_time
+    from panel_cli.protocols.orchestrate.graph import critical_path, wave_time
 
     depends = {task_id: deps for task_id, (_, deps) in PLAN.items()}
     seconds = {task_id: latency for task_id, (latency, _) in PLAN.items()}

@@ -6,12 +6,17 @@ Run by hand (never part of the tests):
     python bench/overhead.py --profile  # also cProfile the gateway's 200-call burst
 
 Figures:
-  1. confer (answer + 2 vote rounds, `until_convergence: false`) against a fake provider that
-     answers every call after a fixed 1 s, for 3, 16 and 64 members with a concurrency limit of
-     at least the member count: wall time / nominal path, the nominal path being 3 stages x
-     the server's 1 s. The denominator comes from outside our code (the fake server's fixed
-     latency), so everything we add (queueing, CPU, event handling, the store) shows in the
-     ratio. Target <= 1.05.
+  1. P1 (issue 23): confer (answer + 2 vote rounds, `until_convergence: false`) as a person
+     runs it on a terminal: `panel confer FILE` in a new process, the live view (`FORCE_COLOR`,
+     drawn into a pipe), the answers streamed, the store writing, secrets redaction on
+     (`OPENAI_API_KEY` is set); 3, 16 and 64 members, the fake provider answering every call
+     after a fixed 1 s, a concurrency limit of at least the member count. The figure is the
+     server's span (the first request's arrival to the last reply, its arrival plus the 1 s)
+     divided by the nominal path, 3 stages x 1 s: a denominator from outside our code. Beside
+     it, the same for bare litellm (`import litellm` alone, in a new process: the answers
+     streamed, then two rounds of vote prompts quoting every answer, each stage's calls at
+     once), and panel / bare. Median of CONFER_REPS of each, alternating. Goals: <= 1.03 /
+     1.10 / 1.40 at 3 / 16 / 64 members.
   2. throughput of 200 concurrent calls to an instant fake: Gateway.call vs raw httpx
      (one AsyncClient, pool >= 200, same JSON body), and litellm.acompletion alone vs raw
      httpx, so what is ours and what is litellm's can be told apart. Median of 2 x 5 bursts
@@ -47,6 +52,7 @@ import concurrent.futures
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,7 +69,8 @@ BURST = 200
 STAGE_LATENCY = 1.0
 STAGES = 3  # confer's answer round and two vote rounds
 SIZES = (3, 16, 64)
-CONFER_REPS = 2
+GOALS = {3: 1.03, 16: 1.10, 64: 1.40}  # issue 23: the server's span / the nominal path
+CONFER_REPS = 3
 BURST_REPS = 5
 WARM_UP_BURSTS = 2
 
@@ -74,7 +81,8 @@ WARM_UP_BURSTS = 2
 def _vote_or_answer(request: Any) -> str:
     content = str(request.messages[-1]["content"]) if request.messages else ""
     if "[panel-task: confer.vote]" in content:
-        return json.dumps({"chosen_label": "A", "revised_answer": "answer A", "confidence": 80, "rationale": "best"})
+        revised = f"answer A, as {request.model} revised it"
+        return json.dumps({"chosen_label": "A", "revised_answer": revised, "confidence": 80, "rationale": "best"})
     return "answer " + request.model
 
 
@@ -85,7 +93,11 @@ def serve(latency: float) -> None:
     server = FakeOpenAIServer().start()
     server.default(responder(_vote_or_answer, latency=latency))
     print(server.url, flush=True)
-    sys.stdin.read()
+    for line in sys.stdin:
+        if line.strip() == "span":  # the requests since the last `span`: first and last arrival, count
+            arrived = [request.received_at for request in server.requests]
+            server.requests.clear()
+            print(json.dumps([min(arrived, default=0.0), max(arrived, default=0.0), len(arrived)]), flush=True)
     server.stop()
 
 
@@ -123,58 +135,112 @@ def cold_start() -> dict[str, float]:
     return {"import": imported, "load_litellm": loaded, "first_call": first, "second_call": second, "third_call": third}
 
 
-# -- 1. confer overhead -----------------------------------------------------------------
+# -- 1. confer overhead: the server's span ----------------------------------------------------
+
+KEY = "sk-bench-0123456789abcdef"  # named like a secret: panel scrubs it from every event
 
 
-async def confer_once(url: str, size: int, concurrency: int) -> float:
-    """Wall time of one confer run; every member must have answered in each of the 3 stages."""
-    from panel_cli.config import Panel
-    from panel_cli.events import CallFailed, CallFinished, EventBus
-    from panel_cli.llm.gateway import Gateway
-    from panel_cli.protocols.confer.engine import confer
-    from panel_cli.runs.execute import run_engine
-
-    panel = Panel.model_validate(
-        {
-            "name": "bench",
-            "protocol": "confer",
-            "members": [{"name": f"m{i}", "model": f"openai/m{i}", "api_base": url} for i in range(size)],
-            "max_rounds": STAGES - 1,
-            "until_convergence": False,
-            "defaults": {"retries": 0, "concurrency": concurrency},
-        }
+def panel_file(folder: Path, url: str, size: int) -> Path:
+    members = "".join(f"  - {{name: m{i}, model: openai/m{i}, api_base: '{url}'}}\n" for i in range(size))
+    path = folder / f"confer-{size}.yaml"
+    path.write_text(
+        f"name: bench\nprotocol: confer\nquestion: What is best?\nmax_rounds: {STAGES - 1}\n"
+        f"until_convergence: false\ndefaults: {{retries: 0, concurrency: {max(size, 16)}}}\nmembers:\n{members}"
     )
-    events: list[Any] = []
+    return path
 
-    async def record(event: Any) -> None:
-        events.append(event)
 
-    bus = EventBus("bench", [record])
-    gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
-    try:
-        started = time.perf_counter()
-        await run_engine(confer, panel, "What is best?", gateway, bus)
-        wall = time.perf_counter() - started
-    finally:
-        await gateway.aclose()
-    finished = [e for e in events if isinstance(e, CallFinished)]
-    assert len(finished) == STAGES * size, [e.message for e in events if isinstance(e, CallFailed)][:3]
-    return wall
+def server_span(server: ChildServer) -> tuple[float, int]:
+    """The span the server saw since it was last asked: from the first request's arrival to
+    the last one's reply (its arrival plus the fixed latency), and how many requests came."""
+    first, last, count = json.loads(server.ask("span"))
+    return last + STAGE_LATENCY - first, count
+
+
+def panel_span(server: ChildServer, folder: Path, size: int, rep: int) -> float:
+    """`panel confer` as a person runs it on a terminal: the CLI in a new process, the live
+    view (`FORCE_COLOR`, drawn into a pipe), answers streamed, the store, redaction."""
+    server_span(server)  # forget what came before
+    env = {**os.environ, "OPENAI_API_KEY": KEY, "FORCE_COLOR": "1", "COLUMNS": "160", "LINES": "50"}
+    command = [sys.executable, "-m", "panel_cli", "confer", str(panel_file(folder, server.url, size))]
+    done = subprocess.run(
+        [*command, "--db", str(folder / f"runs-{size}-{rep}.db")], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"panel confer exited {done.returncode}: {done.stderr[-2000:]}")
+    span, count = server_span(server)
+    if count != STAGES * size:
+        raise SystemExit(f"panel confer made {count} requests, not {STAGES * size}")
+    return span
+
+
+def bare_span(server: ChildServer, size: int) -> float:
+    """The same stages made by bare litellm in a new process (`--floor`)."""
+    server_span(server)
+    done = subprocess.run(
+        [sys.executable, __file__, "--floor", server.url, "--members", str(size)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPENAI_API_KEY": KEY},
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the floor exited {done.returncode}: {done.stderr[-2000:]}")
+    span, count = server_span(server)
+    if count != STAGES * size:
+        raise SystemExit(f"the floor made {count} requests, not {STAGES * size}")
+    return span
+
+
+def floor(url: str, size: int) -> None:
+    """Child process: confer's three stages with `litellm.acompletion` alone: the answers
+    streamed (as panel streams them on a terminal), then two vote rounds whose prompts quote
+    every answer, each stage's calls at once."""
+    import litellm
+
+    async def call(member: int, content: str, stream: bool = False) -> str:
+        extra: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+        response = await litellm.acompletion(
+            model=f"openai/m{member}",
+            messages=[{"role": "user", "content": content}],
+            api_base=url,
+            api_key=KEY,
+            max_retries=0,
+            **extra,
+        )
+        if stream:
+            return "".join([chunk.choices[0].delta.content or "" async for chunk in response if chunk.choices])
+        return response.choices[0].message.content
+
+    async def run() -> None:
+        answers = await asyncio.gather(*(call(member, "What is best?", stream=True) for member in range(size)))
+        for _ in range(STAGES - 1):
+            block = "\n\n".join(f"=== Answer {index} ===\n{text}" for index, text in enumerate(answers))
+            prompt = f"What is best?\n\n{block}\n\n[panel-task: confer.vote]"
+            votes = await asyncio.gather(*(call(member, prompt) for member in range(size)))
+            answers = [json.loads(vote)["revised_answer"] for vote in votes]
+
+    asyncio.run(run())
 
 
 def bench_confer() -> list[dict[str, Any]]:
     server = ChildServer(__file__, str(STAGE_LATENCY))
     rows = []
     try:
-        asyncio.run(confer_once(server.url, 3, 16))  # warm-up: imports, first-call costs, connections
-        for size in SIZES:
-            concurrency = max(size, 16)
-            # The best of the repetitions: noise only adds.
-            wall = min(asyncio.run(confer_once(server.url, size, concurrency)) for _ in range(CONFER_REPS))
-            nominal = STAGES * STAGE_LATENCY
-            rows.append(
-                {"members": size, "concurrency": concurrency, "wall": wall, "nominal": nominal, "ratio": wall / nominal}
-            )
+        with tempfile.TemporaryDirectory(prefix="panel-bench-overhead-") as name:
+            folder = Path(name)
+            panel_span(server, folder, 3, -1)  # warm-up: bytecode, the disk cache
+            for size in SIZES:
+                spans: dict[str, list[float]] = {"panel": [], "bare": []}
+                for rep in range(CONFER_REPS):
+                    # Alternate which goes first, so drift in the machine's load hits both alike.
+                    order = ("panel", "bare") if rep % 2 == 0 else ("bare", "panel")
+                    for who in order:
+                        found = panel_span(server, folder, size, rep) if who == "panel" else bare_span(server, size)
+                        spans[who].append(found)
+                nominal = STAGES * STAGE_LATENCY
+                panel, bare = statistics.median(spans["panel"]), statistics.median(spans["bare"])
+                rows.append({"members": size, "panel": panel / nominal, "bare": bare / nominal, "ratio": panel / bare})
     finally:
         server.stop()
     return rows
@@ -344,6 +410,8 @@ def bench_throughput(profile: bool) -> dict[str, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--floor", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--members", type=int, default=3, help=argparse.SUPPRESS)
     parser.add_argument(
         "--profile", action="store_true", help="also cProfile one burst of Gateway.call (CPU time, all threads)"
     )
@@ -351,8 +419,12 @@ def main() -> None:
     if args.serve is not None:
         serve(args.serve)
         return
+    if args.floor:
+        floor(args.floor, args.members)
+        return
 
     total = time.perf_counter()
+    load = os.getloadavg()
     cold = cold_start()
     confer_rows = bench_confer()
     rates = bench_throughput(args.profile)
@@ -377,13 +449,17 @@ def main() -> None:
     )
     print()
     print(
-        f"confer, {STAGES} stages, the fake server answering each call after {STAGE_LATENCY:g} s "
-        f"(best of {CONFER_REPS}); wall / nominal path, target <= 1.05"
+        f"P1: confer, {STAGES} stages, the fake server answering each call after {STAGE_LATENCY:g} s; the server's span"
+        f" (first request in to last reply out) / the nominal path ({STAGES} x {STAGE_LATENCY:g} s), median of"
+        f" {CONFER_REPS}, panel (CLI, live view, streamed answers, store, redaction) and bare litellm alternating;"
+        f" load average {load[0]:.2f} before, {os.getloadavg()[0]:.2f} after"
     )
-    print(f"  {'members':>7}  {'concurrency':>11}  {'wall s':>7}  {'nominal s':>9}  {'wall/nominal':>12}")
+    print(f"  {'members':>7}  {'panel':>6}  {'bare litellm':>12}  {'panel / bare':>12}  {'goal (panel)':>12}")
     for row in confer_rows:
+        goal = GOALS.get(row["members"])
         print(
-            f"  {row['members']:>7}  {row['concurrency']:>11}  {row['wall']:>7.3f}  {row['nominal']:>9.3f}  {row['ratio']:>12.3f}"
+            f"  {row['members']:>7}  {row['panel']:>6.3f}  {row['bare']:>12.3f}  {row['ratio']:>12.3f}"
+            f"  {'' if goal is None else f'<= {goal:.2f}':>12}"
         )
     print()
     print(

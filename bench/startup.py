@@ -9,7 +9,8 @@ Run by hand (never part of the tests), from the repository root, in the project'
 
 Figures:
   1. `panel --help`: the CPU time (user + sys of the child, from os.wait4) of `panel --help`
-     divided by that of a minimal two-command Typer app with Rich help (`typer_floor.py`,
+     divided by that of a minimal two-command Typer app with Rich help and no completion
+     options (`add_completion=False`: the least a Typer CLI costs; `typer_floor.py`,
      written to a temp folder), the floor for any Typer CLI. Median of --help-runs runs of
      each, interleaved. Target <= 1.3.
   2. `panel confer` to its first request: the wall time from spawning `panel confer` (a
@@ -55,7 +56,7 @@ if str(ROOT) not in sys.path:
 TYPER_FLOOR = '''\
 import typer
 
-app = typer.Typer()
+app = typer.Typer(add_completion=False)
 
 
 @app.command()

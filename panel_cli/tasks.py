@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from enum import StrEnum
+from functools import lru_cache
 
 
 class Task(StrEnum):
@@ -106,10 +107,13 @@ def _as_seen(text: str) -> str:
     return _UNSEEN.sub("", unicodedata.normalize("NFKD", text)).casefold().translate(_LOOK_ALIKE)
 
 
+@lru_cache(maxsize=4096)
 def scrub_tag(text: str, tag: str) -> str:
     """`text` with every spelling of the run's tag replaced by `(tag)`: the tag as written, and
     any run of characters that reads as it (`_as_seen`: upper case, fullwidth digits, a zero-width
-    space between two digits, a Cyrillic `е`), so no quoted text can draw a look-alike fence."""
+    space between two digits, a Cyrillic `е`), so no quoted text can draw a look-alike fence.
+    Cached: a vote prompt quotes every answer of the round, so each answer is scrubbed once
+    rather than once per voter."""
     seen = _as_seen(tag)
     if seen not in _as_seen(text):
         return text

@@ -56,7 +56,7 @@ from panel_cli.events import (
     parse_event,
 )
 from panel_cli.export.transcript import Transcript
-from panel_cli.protocols.orchestrate.plan import tree_order
+from panel_cli.protocols.orchestrate.graph import tree_order
 from panel_cli.protocols.vote.tally import RunoffRound
 from panel_cli.store.records import CallRecord, RunRecord
 from panel_cli.untrusted import load_json

@@ -536,6 +536,32 @@ class Gateway:
             last["content"] = f"{last['content']}\n\n{_instructions(schema)}"
         return full
 
+    def _hash(
+        self,
+        member: Member,
+        messages: list[dict[str, Any]],
+        request: Mapping[str, Any],
+        schema: type[BaseModel] | None,
+        *,
+        stage: str,
+        round: int | None,
+        about: str | None,
+        brief: RequestBrief | None,
+    ) -> str:
+        """The request's identity (see `request_hash`): what the gateway adds to the engine's
+        messages goes in as context, with the engine's messages before its last; that last one,
+        the prompt the engine built from its brief, is stood for by the brief when it gave one
+        (all the messages go in without one)."""
+        context = [{"role": "system", "content": member.system}] if member.system else []
+        context += self._prior
+        if self._attachments:
+            context.append({"role": "attachments", "content": self._attachments})
+        context += messages[:-1] if brief is not None else messages
+        settings = {**request, "response_format": schema} if schema is not None else request
+        return request_hash(
+            settings, member=member.name, stage=stage, round=round, about=about, context=context, brief=brief
+        )
+
     def messages_for(
         self, member: Member, messages: list[dict[str, Any]], schema: type[BaseModel] | None = None
     ) -> list[dict[str, Any]]:
@@ -564,7 +590,8 @@ class Gateway:
         is spent, and then once more without tools. A structured call never gets tools. It is
         still one call: one request hash (its first request's), one result, summed tokens.
         `brief`: what the request is about, for a demo persona (a call without one is a plain
-        question, its last message); it is never sent, hashed or stored."""
+        question, its last message); it is never sent or stored, and it stands for that last
+        message in the request hash."""
         if member.name in self.excluded:
             return await self._skip(member, stage, round, about)
         self.prepare([member])
@@ -576,7 +603,7 @@ class Gateway:
             request["tools"] = offered.specs
         else:
             offered = None
-        digest = request_hash(request)
+        digest = self._hash(member, messages, request, schema, stage=stage, round=round, about=about, brief=brief)
         call_id = uuid.uuid4().hex[:16]
         common = CallRoute(
             call_id=call_id, member=member.name, model=member.model, stage=stage, round=round, about=about

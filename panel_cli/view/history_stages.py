@@ -2,9 +2,10 @@
 
 The live view reads each event by its fields, so it draws the stored payloads as they are,
 each read by attribute (`Stored`), never rebuilt as its event model: building the models would
-cost `panel history show` most of its time, and a stored run needs none of them. A run holding
-an event whose tables read its model (a vote's ballots, orchestrate's plan) is drawn from its
-rebuilt events (`view/replay.py`), as is one whose payloads cannot be read.
+cost `panel history show` most of its time, and a stored run needs none of them (a vote's
+board reads its tally, orchestrate's tree its plan, by attribute too). A run whose payloads
+cannot be read is drawn from its rebuilt events (`view/replay.py`), which leave out what
+cannot be read.
 tests/cli/test_history_protocols.py checks that every protocol is drawn exactly as the live
 view drew it.
 """
@@ -17,45 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from panel_cli.view.live import LiveView
-
-
-class Stored(dict[str, Any]):
-    """A stored payload read as the event it was: its fields as attributes, a nested object as
-    another `Stored`, and still a dict for what the views read as one (a tally's scores, an
-    aggregate ranking's entries)."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return _stored(self[name])
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-def _stored(value: Any) -> Any:
-    if isinstance(value, dict) and not isinstance(value, Stored):
-        return Stored(value)
-    if isinstance(value, list):
-        return [_stored(item) for item in value]
-    return value
-
-
-# A vote's board and orchestrate's plan are drawn from their event models (a vote's tally is
-# read by the vote's own model), so a run holding these is drawn from its rebuilt events.
-NEEDS_EVENT_MODELS: frozenset[str] = frozenset(
-    {
-        "plan_rejected",
-        "plan_accepted",
-        "task_started",
-        "task_finished",
-        "task_failed",
-        "task_skipped",
-        "vote_opened",
-        "vote_received",
-        "quorum_reached",
-        "vote_tallied",
-        "leader_chose",
-    }
-)
+from panel_cli.view.stored import Stored
 
 
 def draw_stages(console: Console, payloads: Sequence[dict[str, Any]]) -> None:
@@ -82,7 +45,5 @@ def draw_stages(console: Console, payloads: Sequence[dict[str, Any]]) -> None:
 
 
 def _as_stored(payloads: Sequence[Stored]) -> bool:
-    """Whether every event can be drawn from its payload as it is."""
-    return all(
-        isinstance(payload.get("type"), str) and payload["type"] not in NEEDS_EVENT_MODELS for payload in payloads
-    )
+    """Whether every event can be drawn from its payload as it is: each says what it is."""
+    return all(isinstance(payload.get("type"), str) for payload in payloads)

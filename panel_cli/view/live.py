@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.text import Text
 
 from panel_cli.protocols.registry import is_protocol, resolve, spec
@@ -87,6 +88,7 @@ class LiveView:
         self._live: Live | None = None
         self._spinner: Spinner | None = None  # one instance, so updates do not restart its animation
         self._draw_soon = False
+        self._frame = Frame()
 
     async def __call__(self, event: BaseEvent) -> None:
         self.draw(event)
@@ -98,6 +100,7 @@ class LiveView:
         handle = HANDLERS.get(event.type)  # type: ignore[attr-defined]
         if handle is not None:
             handle(self, event)
+            self._frame.changed()
         self._refresh()
 
     def close(self) -> None:
@@ -129,11 +132,12 @@ class LiveView:
             self._stage.tally = event
 
     def _on_plan_rejected(self, event: PlanRejected) -> None:
-        from panel_cli.events import WarningRaised
         from panel_cli.view.orchestrate import rejection_note
+        from panel_cli.view.stored import Stored
 
         if self._stage:
-            self._stage.warnings.append(WarningRaised(message=rejection_note(event), member=event.planner))
+            warning = Stored(type="warning", message=rejection_note(event), member=event.planner)
+            self._stage.warnings.append(warning)  # type: ignore[arg-type]
 
     def _on_plan_accepted(self, event: PlanAccepted) -> None:
         self._so_far.plan = event
@@ -302,13 +306,44 @@ class LiveView:
         if self._spinner is None:
             return self._stage.render()
         self._spinner.update(text=Text(self._stage.progress, style="dim"))
-        return Group(self._stage.render(), self._spinner)
+        return Group(self._frame.of(self._stage), self._spinner)
 
     def _refresh(self, *, now: bool = False) -> None:
         """Hand Live the new picture; it draws it on its next tick unless `now`. Printing
         above the live area redraws the last drawn picture, so a print must follow a `now`."""
         if self._live is not None:
             self._live.update(self._live_renderable(), refresh=now)
+
+
+class Frame:
+    """The stage in progress as last rendered, drawn again as it was until an event changes
+    it: Live redraws on every tick (about 8 a second, for the spinner), and a stage of 64
+    rows takes tens of milliseconds to lay out, most of it for nothing between events."""
+
+    def __init__(self) -> None:
+        self._version = 0
+        self._drawn: tuple[tuple[int, int, int, int | None], list[Segment]] | None = None
+
+    def changed(self) -> None:
+        self._version += 1
+
+    def of(self, stage: StageState) -> RenderableType:
+        return _FrameOf(self, stage)
+
+    def render(self, stage: StageState, console: Console, options: ConsoleOptions) -> list[Segment]:
+        key = (id(stage), self._version, options.max_width, options.height)
+        if self._drawn is None or self._drawn[0] != key:
+            self._drawn = (key, list(console.render(stage.render(), options)))
+        return self._drawn[1]
+
+
+class _FrameOf:
+    def __init__(self, frame: Frame, stage: StageState) -> None:
+        self.frame = frame
+        self.stage = stage
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self.frame.render(self.stage, console, options)
 
 
 # What the live view does with each event type, by its `type`. Every type is either here or in

@@ -11,21 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
-from panel_cli.events import (
-    PlanAccepted,
-    PlanProposed,
-    PlanRejected,
-    TaskFailed,
-    TaskFinished,
-    TaskSkipped,
-    TaskStarted,
-)
-from panel_cli.protocols.orchestrate.plan import tree_order
+from panel_cli.protocols.orchestrate.graph import tree_order
 from panel_cli.view import fmt
 from panel_cli.view.tables import (
     LATENCY_WIDTH,
@@ -39,6 +30,19 @@ from panel_cli.view.tables import (
     warning_line,
 )
 from panel_cli.view.tools import ToolActivity, tools_cell
+
+if TYPE_CHECKING:
+    # Only named: the tree reads each event by its fields, so `panel history show` draws a
+    # stored plan from its payloads without loading the event models.
+    from panel_cli.events import (
+        PlanAccepted,
+        PlanProposed,
+        PlanRejected,
+        TaskFailed,
+        TaskFinished,
+        TaskSkipped,
+        TaskStarted,
+    )
 
 TaskState = Literal["pending", "running", "succeeded", "failed", "skipped"]
 
@@ -111,17 +115,17 @@ class TaskStage(StageState):
         row = next((row for row in self.tasks if row.task_id == event.task_id), None)
         if row is None:
             return
-        match event:
-            case TaskStarted():
+        match event.type:
+            case "task_started":
                 row.status = "running"
                 origin = self.plan.ts if self.plan is not None else 0.0
                 row.start = max(event.ts - origin, 0.0) if event.ts and origin else None
-            case TaskFinished():
-                row.status, row.duration, row.note = "succeeded", event.duration, event.preview
-            case TaskFailed():
-                row.status, row.duration, row.note = "failed", event.duration, event.error
-            case TaskSkipped():
-                row.status, row.note = "skipped", event.reason
+            case "task_finished":
+                row.status, row.duration, row.note = "succeeded", event.duration, event.preview  # type: ignore[union-attr]
+            case "task_failed":
+                row.status, row.duration, row.note = "failed", event.duration, event.error  # type: ignore[union-attr]
+            case "task_skipped":
+                row.status, row.note = "skipped", event.reason  # type: ignore[union-attr]
 
     def render(self) -> RenderableType:
         return Group(TaskTable(self), *(warning_line(warning) for warning in self.warnings))

@@ -468,6 +468,10 @@ def preview_cell(row: CallRow) -> Preview:
     )
 
 
+# The most characters of a preview measured for its column's width: wider than any cell.
+MEASURED = 1_000
+
+
 class Preview:
     """One line cut to its cell with an ellipsis, its `mark` (` (truncated)`) kept whole at
     the end however narrow the cell, since the mark is what must not be missed. `from_end`:
@@ -480,10 +484,13 @@ class Preview:
 
     @property
     def cell_len(self) -> int:
-        return self.text.cell_len + (self.mark.cell_len if self.mark else 0)
+        """Measured on the first `MEASURED` characters at most: a cell is never wider, and
+        measuring every reply whole on every frame was most of what a live table cost."""
+        text = self.text if len(self.text) <= MEASURED else self.text[:MEASURED]
+        return text.cell_len + (self.mark.cell_len if self.mark else 0)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        line = self.text.copy()
+        line = self._within(options.max_width)
         if self.from_end and line.cell_len > options.max_width > 1:
             tail = line[len(line) - options.max_width + 1 :]
             while tail.cell_len > options.max_width - 1:
@@ -495,6 +502,21 @@ class Preview:
             line.append_text(self.mark)
         line.no_wrap, line.overflow = True, "ellipsis"
         yield line
+
+    def _within(self, width: int) -> Text:
+        """The text cut to a little more than `width` characters (ASCII is one cell a
+        character; otherwise a few times that, as a character is at most two cells wide), its
+        cut end marked, so what Rich measures and cuts on each frame is bounded by the cell
+        rather than by the reply."""
+        keep = max(width, 1) + 1
+        plain = self.text.plain
+        if not (plain[-keep:] if self.from_end else plain[:keep]).isascii():
+            keep = 4 * keep
+        if len(self.text) <= keep:
+            return self.text.copy()
+        if self.from_end:
+            return Text("…").append_text(self.text[len(self.text) - keep :])
+        return self.text[:keep].append("…")
 
 
 def vote_cell(vote: VoteCast | None, ranking: list[str] | None = None) -> Text:

@@ -12,29 +12,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from panel_cli.events import (
-    DecisionRecorded,
-    LeaderChose,
-    QuorumReached,
-    VoteCast,
-    VoteOpened,
-    VoteReceived,
-    VoteTallied,
-)
-from panel_cli.protocols.vote.tally import PLURALITY_METHODS, WEIGHTED_METHODS, RunoffRound, Tally
+from panel_cli.protocols.vote.methods import PLURALITY_METHODS, WEIGHTED_METHODS
 from panel_cli.view import fmt
+from panel_cli.view.stored import Stored
 from panel_cli.view.tables import BAR_WIDTH, WINNER, RunSoFar, StageState, StageTable, warning_line
 from panel_cli.wording import plural
 
-REASON_PREVIEW = 80
+if TYPE_CHECKING:
+    # Only named: the board reads each event by its fields, so `panel history show` draws a
+    # stored vote from its payloads without loading the event or tally models.
+    from panel_cli.events import (
+        DecisionRecorded,
+        LeaderChose,
+        QuorumReached,
+        VoteOpened,
+        VoteReceived,
+        VoteTallied,
+    )
+    from panel_cli.protocols.vote.tally import RunoffRound, Tally
+
 # The events a vote's board is drawn from (DecisionRecorded only repeats what they say).
-VoteEvent = VoteOpened | VoteReceived | QuorumReached | VoteTallied | LeaderChose
+VoteEvent: TypeAlias = "VoteOpened | VoteReceived | QuorumReached | VoteTallied | LeaderChose"
+
+REASON_PREVIEW = 80
 
 
 def choice_text(choice: str | None, matched_by: str, late: bool = False) -> str:
@@ -48,7 +54,8 @@ def choice_text(choice: str | None, matched_by: str, late: bool = False) -> str:
 
 @dataclass
 class VoteBoard:
-    """Everything a vote has shown so far, redrawn from its events alone."""
+    """Everything a vote has shown so far, redrawn from its events alone. The tally is read
+    as the JSON its event holds (`Tally`'s fields, by attribute)."""
 
     opened: VoteOpened | None = None
     ballots: dict[str, VoteReceived] = field(default_factory=dict)
@@ -57,17 +64,17 @@ class VoteBoard:
     leader: LeaderChose | None = None
 
     def update(self, event: VoteEvent) -> None:
-        match event:
-            case VoteOpened():
-                self.opened = event
-            case VoteReceived():
-                self.ballots.setdefault(event.voter, event)
-            case QuorumReached():
-                self.quorum = event
-            case VoteTallied():
-                self.tally = Tally.model_validate(event.tally)
-            case LeaderChose():
-                self.leader = event
+        match event.type:
+            case "vote_opened":
+                self.opened = event  # type: ignore[assignment]
+            case "vote_received":
+                self.ballots.setdefault(event.voter, event)  # type: ignore[union-attr,arg-type]
+            case "quorum_reached":
+                self.quorum = event  # type: ignore[assignment]
+            case "vote_tallied":
+                self.tally = Stored(event.tally)  # type: ignore[union-attr,assignment]
+            case "leader_chose":
+                self.leader = event  # type: ignore[assignment]
 
     def running(self) -> dict[str, float]:
         """The count so far: ballots (or, for weighted, their weight) per option; a runoff's
@@ -277,24 +284,38 @@ def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str])
         return stage
     voting = stage if isinstance(stage, VoteStage) else VoteStage.of(stage)
     voting.board.update(event)
-    if isinstance(event, VoteReceived):
-        row = voting.member_row(event.voter, labels.get(event.voter))
-        row.vote = VoteCast(
-            voter=event.voter,
-            choice=choice_text(event.choice, event.matched_by, event.late),
-            confidence=event.confidence,
-            rationale=event.reason,
+    if event.type == "vote_received":
+        row = voting.member_row(event.voter, labels.get(event.voter))  # type: ignore[union-attr]
+        row.vote = vote_shown(
+            event.voter,  # type: ignore[union-attr]
+            choice_text(event.choice, event.matched_by, event.late),  # type: ignore[union-attr]
+            event.confidence,  # type: ignore[union-attr]
+            event.reason,  # type: ignore[union-attr]
         )
-        row.ranking = event.ranking if voting.ranked and len(event.ranking) > 1 else None
-    elif isinstance(event, LeaderChose):
-        row = voting.member_row(event.leader, labels.get(event.leader))
-        row.vote = VoteCast(
-            voter=event.leader,
-            choice=choice_text(event.choice, event.matched_by),
-            confidence=event.confidence,
-            rationale=event.reason or event.error or "",
+        ranking = event.ranking  # type: ignore[union-attr]
+        row.ranking = ranking if voting.ranked and len(ranking) > 1 else None
+    elif event.type == "leader_chose":
+        row = voting.member_row(event.leader, labels.get(event.leader))  # type: ignore[union-attr]
+        row.vote = vote_shown(
+            event.leader,  # type: ignore[union-attr]
+            choice_text(event.choice, event.matched_by),  # type: ignore[union-attr]
+            event.confidence,  # type: ignore[union-attr]
+            event.reason or event.error or "",  # type: ignore[union-attr]
         )
     return voting
+
+
+def vote_shown(voter: str, choice: str, confidence: float | None, rationale: str) -> Any:
+    """A ballot as its voter's row shows it, read as a `VoteCast` is (by attribute)."""
+    return Stored(
+        type="vote_cast",
+        round=None,
+        voter=voter,
+        choice=choice,
+        confidence=confidence,
+        rationale=rationale,
+        fallback=False,
+    )
 
 
 # Plain lines -----------------------------------------------------------------------------------
@@ -320,7 +341,7 @@ def _quorum_reached_line(event: QuorumReached) -> str:
 
 def _tally_lines(event: VoteTallied) -> str:
     """The count, a line per runoff round, and the outcome."""
-    counted = Tally.model_validate(event.tally)
+    counted: Tally = Stored(event.tally)  # type: ignore[assignment]
     values: dict[str, Any] = counted.weights if counted.method in WEIGHTED_METHODS else counted.vote_counts
     lines = [
         f"tally ({counted.method}): " + " ".join(f"{option}={fmt.number(value)}" for option, value in values.items())

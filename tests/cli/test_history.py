@@ -406,6 +406,20 @@ def test_show_draws_without_the_event_models_or_a_live_area(db: Path) -> None:
     assert imported_by(db, ["show", "run-fin"], heavy) == []
 
 
+@pytest.mark.parametrize("protocol", ["vote", "decide", "orchestrate"])
+def test_show_draws_a_ballot_board_or_a_task_tree_without_the_event_models(tmp_path: Path, protocol: str) -> None:
+    """A vote's board (its tally and runoff rounds) and orchestrate's tree (its plan) read the
+    stored payloads by attribute too: no protocol's show loads pydantic."""
+    path = tmp_path / "runs.db"
+    ran = cli(protocol, f"configs/{protocol}.yaml", "--json", "--db", str(path), env={"PANEL_DEMO_DELAY": "0"})
+    assert ran.exit_code == 0, ran.output
+    run_id = json.loads(ran.stdout)["run_id"]
+    heavy = ("litellm", "panel_cli.llm", "pydantic", "panel_cli.events", "panel_cli.protocols.vote.tally", "rich.live")
+    assert imported_by(path, ["show", run_id], heavy) == []
+    shown = invoke("show", run_id, "--db", str(path))
+    assert ("winner: " in shown or "no winner" in shown) if protocol != "orchestrate" else "plan by " in shown
+
+
 def test_replay_plays_through_the_live_view_and_calls_no_model(db: Path) -> None:
     heavy = ("litellm", "panel_cli.llm.gateway", "httpx", "aiohttp", "panel_cli.events", "panel_cli.view.live")
     assert imported_by(db, ["replay", "run-fin", "--speed", "max"], heavy) == [

@@ -260,21 +260,20 @@ def test_list_filters_by_protocol(runs: tuple[Path, dict[str, StoredRun]], proto
     assert {row["protocol"] for row in listed} == {protocol}
 
 
-@pytest.mark.parametrize("protocol", ["confer", "council", "ensemble", "delphi", "supervise", "fake"])
-def test_show_draws_these_from_the_stored_payloads_without_their_event_models(
+@pytest.mark.parametrize("protocol", [*DEMO_RUNS, "fake"])
+def test_show_draws_every_protocol_from_the_stored_payloads_without_their_event_models(
     runs: tuple[Path, dict[str, StoredRun]], protocol: str
 ) -> None:
     """No fallback hides here: the live view fed the payloads as they are must give what it drew
     from the events while the run went."""
     from panel_cli.store.reader import TranscriptReader
-    from panel_cli.view.history_stages import NEEDS_EVENT_MODELS, Stored
     from panel_cli.view.live import LiveView
+    from panel_cli.view.stored import Stored
 
     path, made = runs
     run = made[protocol]
     with TranscriptReader.open(path) as reader:
         payloads = [Stored(payload) for payload in reader.run_events(run.run_id)]
-    assert not any(payload["type"] in NEEDS_EVENT_MODELS for payload in payloads)
     drawn = StringIO()
     view = LiveView(quiet_console(drawn), animate=False, header=False)
     for payload in payloads:

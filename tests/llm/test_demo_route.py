@@ -77,7 +77,10 @@ async def test_a_demo_call_is_reported_like_any_call_and_costs_nothing():
     (finished,) = recorder.finished()
     sent = [{"role": "system", "content": "Be brief."}, *QUESTION]
     assert finished.messages == sent
-    assert finished.request_hash == request_hash({"model": "demo/sage", "messages": sent})
+    context = [{"role": "system", "content": "Be brief."}]
+    assert finished.request_hash == request_hash(
+        {"model": "demo/sage"}, member="sage", stage="answer", context=context, brief=BRIEF
+    )
     prompt_chars = len("Be brief.") + len(QUESTION[0]["content"])
     assert (result.tokens_in, result.tokens_out) == (prompt_chars // 4 + 1, len(result.text) // 4 + 1)
     assert result.cost == 0.0 and finished.cost == 0.0, "simulated: nothing spent (cost_basis says so)"

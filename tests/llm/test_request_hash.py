@@ -12,18 +12,29 @@ from pydantic import BaseModel
 
 from panel_cli.config import Defaults, Member
 from panel_cli.events import CallFinished
+from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import Gateway
-from panel_cli.llm.request_hash import request_hash
+from panel_cli.llm.request_hash import identity, request_hash
+from panel_cli.tasks import Task
 from tests.fakes.openai_server import reply
 from tests.helpers import member
 
 BASE = {
     "model": "openai/gpt-4o",
-    "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tea or coffee?"}],
+    "messages": [{"role": "user", "content": "Tea or coffee?"}],
     "temperature": 0.2,
     "max_tokens": 256,
     "api_base": "http://127.0.0.1:9/v1",
 }
+CONTEXT = [{"role": "system", "content": "Be brief."}]
+ANSWERS = {"A": "Tea, for the calm.", "B": "Coffee, for the focus.", "C": "Water."}
+VOTE = RequestBrief(task=Task.CONFER_VOTE, question="Tea or coffee?", quoted=quote(ANSWERS), own="A")
+
+
+def digest(request: dict = BASE, **changes) -> str:
+    """The hash of a confer vote of member `m1`, with `changes` to its identity."""
+    fields = {"member": "m1", "stage": "vote", "round": 1, "about": None, "context": CONTEXT, "brief": VOTE}
+    return request_hash(request, **{**fields, **changes})
 
 
 class Verdict(BaseModel):
@@ -35,53 +46,90 @@ class OtherVerdict(BaseModel):
     confidence: int
 
 
-def test_the_same_request_always_hashes_alike():
-    """The canonical form (sorted keys, no spacing) must not drift between processes or
-    releases, or a resume would match nothing its earlier run stored."""
-    assert request_hash(BASE) == request_hash(json.loads(json.dumps(BASE)))
-    assert request_hash(dict(reversed(list(BASE.items())))) == request_hash(BASE)
-    canonical = b'{"messages":[{"content":"hi","role":"user"}],"model":"m"}'
+def test_the_same_identity_always_hashes_alike():
+    """The canonical form (sorted keys, no spacing, every text as its SHA-256) must not drift
+    between processes or releases, or a resume would match nothing its earlier run stored."""
+    same = RequestBrief(task=Task.CONFER_VOTE, question="Tea or coffee?", quoted=quote(dict(ANSWERS)), own="A")
+    assert digest() == digest(json.loads(json.dumps(BASE)), brief=same, context=[dict(CONTEXT[0])])
+    assert digest(dict(reversed(list(BASE.items())))) == digest()
+    text = hashlib.sha256(b"hi").hexdigest()
+    canonical = f'{{"call":["m","answer",null,null],"context":[["user","{text}"]],"model":"m"}}'.encode()
     assert (
-        request_hash({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        request_hash({"model": "m"}, member="m", stage="answer", context=[{"role": "user", "content": "hi"}])
         == hashlib.sha256(canonical).hexdigest()
     )
 
 
+def test_the_messages_sent_are_not_read_the_identity_is():
+    """The brief stands for the prompt the engine built from it: the expanded prompt (which
+    quotes every answer) is never serialised."""
+    assert digest({**BASE, "messages": [{"role": "user", "content": "x" * 100_000}]}) == digest()
+
+
 def test_the_key_and_the_transport_settings_are_not_part_of_it():
     keyed = {**BASE, "api_key": "sk-test-0123456789abcdef", "max_retries": 0}
-    assert request_hash(keyed) == request_hash({**BASE, "api_key": "sk-other-key-9876543210"}) == request_hash(BASE)
+    assert digest(keyed) == digest({**BASE, "api_key": "sk-other-key-9876543210"}) == digest()
 
 
 def test_a_field_set_to_none_is_the_same_request_as_one_left_out():
-    assert request_hash({**BASE, "seed": None, "response_format": None}) == request_hash(BASE)
+    assert digest({**BASE, "seed": None, "response_format": None, "tools": None}) == digest()
 
 
 @pytest.mark.parametrize(
     "change",
     [
-        {"model": "openai/gpt-4o-mini"},
-        {"api_base": "http://127.0.0.1:10/v1"},
-        {"messages": [{"role": "system", "content": "Be thorough."}, BASE["messages"][1]]},
-        {"messages": [BASE["messages"][1]]},
-        {"messages": [BASE["messages"][0], {"role": "user", "content": "Tea or coffee? "}]},
-        {"temperature": 0.3},
-        {"max_tokens": 257},
-        {"seed": 7},
-        {"response_format": Verdict},
+        {"request": {**BASE, "model": "openai/gpt-4o-mini"}},
+        {"request": {**BASE, "api_base": "http://127.0.0.1:10/v1"}},
+        {"request": {**BASE, "temperature": 0.3}},
+        {"request": {**BASE, "max_tokens": 257}},
+        {"request": {**BASE, "seed": 7}},
+        {"request": {**BASE, "response_format": Verdict}},
+        {"request": {**BASE, "tools": [{"type": "function", "function": {"name": "lookup"}}]}},
+        {"member": "m2"},
+        {"stage": "answer"},
+        {"round": 2},
+        {"about": "A"},
+        {"context": [{"role": "system", "content": "Be thorough."}]},
+        {"context": []},
+        {"context": [*CONTEXT, {"role": "user", "content": "Earlier question"}]},
+        {"brief": None},
+        {"brief": VOTE.model_copy(update={"own": "B"})},
+        {"brief": VOTE.model_copy(update={"question": "Tea or coffee? "})},
+        {"brief": VOTE.model_copy(update={"task": Task.ANSWER})},
+        {"brief": VOTE.model_copy(update={"quoted": quote({**ANSWERS, "B": "Coffee, for the focus!"})})},
+        {"brief": VOTE.model_copy(update={"quoted": quote({"A": ANSWERS["A"], "B": ANSWERS["B"]})})},
+        {"brief": VOTE.model_copy(update={"quoted": quote({"A": ANSWERS["B"], "B": ANSWERS["A"], "C": "Water."})})},
+        {"brief": VOTE.model_copy(update={"options": ("tea", "coffee")})},
     ],
 )
-def test_everything_that_decides_the_reply_changes_the_hash(change):
-    assert request_hash({**BASE, **change}) != request_hash(BASE)
+def test_everything_that_identifies_the_request_changes_the_hash(change):
+    request = change.pop("request", BASE)
+    assert digest(request, **change) != digest()
 
 
 def test_a_schema_hashes_as_the_json_schema_it_stands_for():
-    assert request_hash({**BASE, "response_format": Verdict}) == request_hash({**BASE, "response_format": Verdict})
-    assert request_hash({**BASE, "response_format": Verdict}) != request_hash({**BASE, "response_format": OtherVerdict})
+    assert digest({**BASE, "response_format": Verdict}) == digest({**BASE, "response_format": Verdict})
+    assert digest({**BASE, "response_format": Verdict}) != digest({**BASE, "response_format": OtherVerdict})
 
 
 def test_text_that_is_not_valid_unicode_still_hashes():
-    broken = {**BASE, "messages": [{"role": "user", "content": "half a pair: \ud800"}]}
-    assert len(request_hash(broken)) == 64
+    broken = RequestBrief(question="half a pair: \ud800", quoted=quote({"A": "\udfff"}))
+    assert len(digest(brief=broken, context=[{"role": "user", "content": "\ud800"}])) == 64
+
+
+def test_what_is_serialised_does_not_grow_with_the_texts_quoted():
+    """A vote prompt quotes every answer of the round; hashing it whole made a round's hashing
+    grow with the square of the panel. The identity holds each text's digest instead, so its
+    size is the same for answers of 10 characters and of 100,000."""
+
+    def size(length: int) -> int:
+        answers = {chr(ord("A") + i): str(i) * length for i in range(16)}
+        brief = RequestBrief(task=Task.CONFER_VOTE, question="q" * length, quoted=quote(answers), own="A")
+        context = [{"role": "system", "content": "s" * length}]
+        prompt = [{"role": "user", "content": "\n".join(answers.values())}]
+        return len(identity({**BASE, "messages": prompt}, member="m1", stage="vote", context=context, brief=brief))
+
+    assert size(10) == size(100_000)
 
 
 # The gateway ------------------------------------------------------------------------------------
@@ -125,12 +173,10 @@ async def test_each_finished_call_carries_its_request_hash_and_never_the_key(fak
     assert event.request_hash is not None and not event.reused
     assert fake_server.requests[0].headers["authorization"] == "Bearer sk-test-secret-0123456789"
     expected = request_hash(
-        {
-            "model": "openai/m",
-            "api_base": fake_server.url,
-            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tea or coffee?"}],
-            "temperature": 0.2,
-        }
+        {"model": "openai/m", "api_base": fake_server.url, "temperature": 0.2},
+        member="m",
+        stage="answer",
+        context=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tea or coffee?"}],
     )
     assert event.request_hash == expected
 
@@ -175,7 +221,10 @@ async def test_each_stored_reply_answers_one_request_only(fake_server):
     fake_server.script("m", reply("fresh"))
     who = member(fake_server)
     digest = request_hash(
-        {"model": "openai/m", "api_base": fake_server.url, "messages": [{"role": "user", "content": "Again?"}]}
+        {"model": "openai/m", "api_base": fake_server.url},
+        member="m",
+        stage="answer",
+        context=[{"role": "user", "content": "Again?"}],
     )
     gateway = Gateway(
         Recorder(), defaults=Defaults(retries=0), answered={digest: [Stored(None), Stored("first"), Stored("second")]}
@@ -192,7 +241,10 @@ async def test_a_reused_truncated_reply_stays_marked_and_warned(fake_server):
     recorder = Recorder()
     who = member(fake_server)
     digest = request_hash(
-        {"model": "openai/m", "api_base": fake_server.url, "messages": [{"role": "user", "content": "Long?"}]}
+        {"model": "openai/m", "api_base": fake_server.url},
+        member="m",
+        stage="answer",
+        context=[{"role": "user", "content": "Long?"}],
     )
     gateway = Gateway(recorder, defaults=Defaults(retries=0), answered={digest: [Stored("x" * 1000, truncated=True)]})
     try:

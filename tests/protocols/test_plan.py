@@ -8,17 +8,8 @@ from typing import Any
 
 import pytest
 
-from panel_cli.protocols.orchestrate.plan import (
-    MAX_TASKS,
-    PlanError,
-    critical_path,
-    depths,
-    find_cycle,
-    read_plan,
-    tree_order,
-    tree_parents,
-    wave_time,
-)
+from panel_cli.protocols.orchestrate.graph import critical_path, depths, tree_order, tree_parents, wave_time
+from panel_cli.protocols.orchestrate.plan import MAX_TASKS, PlanError, find_cycle, read_plan
 
 WORKERS = ["research", "analysis", "writing"]
 

@@ -283,6 +283,9 @@ async def test_a_server_that_cannot_start_fails_the_run_in_one_sentence(fake_ser
 def test_request_hash_covers_the_tools_offered() -> None:
     from panel_cli.llm.request_hash import request_hash
 
-    base = {"model": "m", "messages": [{"role": "user", "content": "q"}]}
-    assert request_hash(base) == request_hash({**base, "tools": None})
-    assert request_hash(base) != request_hash({**base, "tools": [{"type": "function", "function": {"name": "lookup"}}]})
+    def digest(request: dict) -> str:
+        return request_hash(request, member="m", stage="answer", context=[{"role": "user", "content": "q"}])
+
+    base = {"model": "m"}
+    assert digest(base) == digest({**base, "tools": None})
+    assert digest(base) != digest({**base, "tools": [{"type": "function", "function": {"name": "lookup"}}]})

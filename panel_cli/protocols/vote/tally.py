@@ -27,13 +27,14 @@ from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
+# The families of methods live apart, so a view reads them without these models; named here too.
+from panel_cli.protocols.vote.methods import PLURALITY_METHODS
+from panel_cli.protocols.vote.methods import WEIGHTED_METHODS as WEIGHTED_METHODS
+
 Method = Literal[
     "majority", "supermajority", "unanimous", "ranked_choice", "weighted", "plurality", "weighted_plurality"
 ]
 METHODS: tuple[Method, ...] = get_args(Method)
-# The methods that count weight rather than ballots, and those that need only the most.
-WEIGHTED_METHODS: frozenset[str] = frozenset({"weighted", "weighted_plurality"})
-PLURALITY_METHODS: frozenset[str] = frozenset({"plurality", "weighted_plurality"})
 TieBreak = Literal["none", "leader", "first"]
 TIE_BREAKS: tuple[TieBreak, ...] = get_args(TieBreak)
 Name = TypeVar("Name", bound=str)

@@ -1,0 +1,309 @@
+"""Our own CPU per call: a 64-member confer with 1,200-character answers, less bare litellm.
+
+Run by hand (never part of the tests), from the repository root, in the project's venv:
+
+    python bench/percall.py                 # 64 members, 3 measured runs of each, ~1-2 minutes
+    python bench/percall.py --members 16 --reps 5
+    python bench/percall.py --profile       # also where panel's own CPU goes (cProfile, one run)
+
+Figure (issue 23): panel's CPU per call above bare litellm's. A child process runs
+`panel confer FILE` through panel's own `main`, as a command line would: the store writing to
+a new database, secrets redaction on (`OPENAI_API_KEY` is set), and either the live view on a
+terminal (`FORCE_COLOR`, 160 x 50, drawn to /dev/null; answers streamed, as on a terminal) or
+piped (the plain view's progress lines, nothing streamed); 64 members, `max_rounds: 2`, `until_convergence:
+false` (an answer stage and two vote rounds: 192 calls), against the fake server
+(tests/fakes/openai_server.py, in a child process of its own) answering after 50 ms with
+~1,200-character answers, and votes carrying a revised answer of the same size. One run warms
+the process up (imports, the first calls, connections); each of --reps runs after it is timed
+in CPU (time.process_time: every thread of the process, the store's and litellm's included).
+The floor: another child makes the same 192 calls with `litellm.acompletion` and nothing else
+of panel's (litellm set up by panel's `load_litellm`, as in panel's process) (the answers streamed, as panel streams them on a terminal, then two rounds whose
+prompts quote every answer, as confer's vote prompts do), warmed up and timed the same way. The two alternate. Our CPU per call is
+(panel's CPU − the floor's) ÷ calls, from the medians. Target <= 1 ms.
+
+--profile adds one piped panel run under cProfile (CPU time, litellm's executor work run inline so
+one thread sees it all) and lists the functions outside litellm (and the libraries under it:
+httpx, aiohttp, openai) by their own time, with their share of panel's own CPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["LITELLM_OFFLINE_MODE"] = "True"
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+for path in (BENCH, ROOT):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from child_server import ChildServer  # noqa: E402  (beside this script)
+
+LATENCY = 0.05
+STAGES = 3  # the answer stage and two vote rounds
+ANSWER_CHARS = 1200
+KEY = "sk-bench-0123456789abcdef"
+VOTE_MARKER = "[panel-task: confer.vote]"
+QUESTION = "Which storage engine should the audit trail use, and why?"
+WORDS = ("the", "a", "system", "data", "team", "cost", "latency", "risk", "plan", "storage", "index", "query", "user")
+# The libraries under litellm: their time is the floor's too, never ours.
+THEIRS = ("litellm", "httpx", "httpcore", "aiohttp", "openai", "tiktoken", "tokenizers", "yarl", "multidict")
+
+
+def prose(seed: object, length: int) -> str:
+    rng = random.Random(str(seed))
+    words: list[str] = []
+    while sum(len(word) + 1 for word in words) < length:
+        words.append(rng.choice(WORDS))
+    return " ".join(words)
+
+
+def reply(request: Any) -> str:
+    content = str(request.messages[-1]["content"]) if request.messages else ""
+    if VOTE_MARKER in content:
+        vote = {"chosen_label": "A", "revised_answer": prose(content[-80:], ANSWER_CHARS), "confidence": 70}
+        return json.dumps({**vote, "rationale": prose(request.model, 120)})
+    return prose(request.model, ANSWER_CHARS)
+
+
+def serve(latency: float) -> None:
+    """Child process: serve until stdin closes, printing the URL first."""
+    from tests.fakes.openai_server import FakeOpenAIServer, responder
+
+    server = FakeOpenAIServer().start()
+    server.default(responder(reply, latency=latency))
+    print(server.url, flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+# -- the two children -------------------------------------------------------------------------
+
+
+def panel_child(url: str, members: int, reps: int, profile: bool, piped: bool) -> None:
+    """Child process: warm up, then `reps` timed runs of `panel confer`; prints their CPU.
+    On a terminal (the live view, answers streamed), or piped (the plain lines, no stream)."""
+    os.environ.update({"OPENAI_API_KEY": KEY, "COLUMNS": "160", "LINES": "50"})
+    if not piped:
+        os.environ["FORCE_COLOR"] = "1"
+    out = sys.stdout
+    folder = Path(tempfile.mkdtemp(prefix="panel-bench-percall-"))
+    panel_file = folder / "panel.yaml"
+    lines = "".join(f"  - {{name: m{i}, model: openai/m{i}, api_base: '{url}'}}\n" for i in range(members))
+    panel_file.write_text(
+        f"name: bench\nprotocol: confer\nquestion: {QUESTION}\nmax_rounds: {STAGES - 1}\n"
+        f"until_convergence: false\ndefaults: {{retries: 0, concurrency: {max(members, 16)}}}\nmembers:\n{lines}"
+    )
+    from panel_cli.cli.app import main
+
+    def once(db: Path) -> None:
+        sys.argv = ["panel", "confer", str(panel_file), "--db", str(db)]
+        with open(os.devnull, "w") as sink:
+            sys.stdout = sink
+            try:
+                main()
+            except SystemExit as exit_:
+                if exit_.code not in (0, None):
+                    raise RuntimeError(f"panel confer exited {exit_.code}") from None
+            finally:
+                sys.stdout = out
+        check(db, members)
+
+    once(folder / "warm.db")
+    cpu = []
+    for rep in range(reps):
+        started = time.process_time()
+        once(folder / f"run-{rep}.db")
+        cpu.append(time.process_time() - started)
+    if profile:
+        profiled(lambda: once(folder / "profiled.db"))
+    out.write(json.dumps(cpu) + "\n")
+
+
+def check(db: Path, members: int) -> None:
+    import sqlite3
+
+    with sqlite3.connect(db) as store:
+        answered = store.execute("SELECT count(*) FROM calls WHERE error_kind IS NULL").fetchone()[0]
+    store.close()
+    if answered != members * STAGES:
+        raise RuntimeError(f"panel confer answered {answered} calls of {members * STAGES}")
+
+
+def floor_child(url: str, members: int, reps: int, stream: bool) -> None:
+    """Child process: the same calls with bare litellm, the answers streamed or not; prints
+    the CPU of each timed run. litellm is set up as panel sets it up (`load_litellm`: its
+    settings, the garbage collector frozen after the import, its two private hooks), so that
+    what is subtracted is the calls' own cost, not the difference that setup makes."""
+    from panel_cli.llm.gateway import load_litellm
+
+    litellm = load_litellm()
+
+    async def run() -> None:
+        async def call(member: int, content: str) -> str:
+            response = await litellm.acompletion(
+                model=f"openai/m{member}",
+                messages=[{"role": "user", "content": content}],
+                api_base=url,
+                api_key=KEY,
+                max_retries=0,
+            )
+            return response.choices[0].message.content
+
+        async def streamed(member: int) -> str:
+            """An answer as panel asks for it on a terminal: streamed, its usage at the end."""
+            stream = await litellm.acompletion(
+                model=f"openai/m{member}",
+                messages=[{"role": "user", "content": QUESTION}],
+                api_base=url,
+                api_key=KEY,
+                max_retries=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            pieces = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+            return "".join(pieces)
+
+        if stream:
+            answers = await asyncio.gather(*(streamed(member) for member in range(members)))
+        else:
+            answers = await asyncio.gather(*(call(member, QUESTION) for member in range(members)))
+        for _ in range(STAGES - 1):
+            block = "\n\n".join(f"=== Answer {index} ===\n{text}" for index, text in enumerate(answers))
+            votes = await asyncio.gather(
+                *(call(member, f"{QUESTION}\n\n{block}\n\n{VOTE_MARKER}") for member in range(members))
+            )
+            answers = [json.loads(vote)["revised_answer"] for vote in votes]
+
+    async def timed() -> list[float]:
+        await run()
+        cpu = []
+        for _ in range(reps):
+            started = time.process_time()
+            await run()
+            cpu.append(time.process_time() - started)
+        return cpu
+
+    print(json.dumps(asyncio.run(timed())))
+
+
+def profiled(run: Any) -> None:
+    """One run under cProfile, and where the CPU outside litellm and its libraries went."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    run()
+    profiler.disable()
+    path = Path(tempfile.gettempdir()) / "panel-percall.prof"
+    profiler.dump_stats(path)
+    stats = pstats.Stats(profiler)
+    total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
+    ours = {
+        key: row
+        for key, row in stats.stats.items()
+        if not any(f"/{name}/" in key[0] for name in THEIRS)  # type: ignore[attr-defined]
+    }
+    own = sum(row[2] for row in ours.values())
+    sys.stderr.write(
+        f"profile: {total:.2f} s CPU in all; {own:.2f} s outside litellm and the libraries under it"
+        f" (the interpreter, the standard library, rich, pydantic, sqlite included); saved to {path}\n"
+    )
+    for (file, line, name), row in sorted(ours.items(), key=lambda item: -item[1][2])[:40]:
+        where = file.split("/site-packages/")[-1].split("/wt/perf/")[-1]
+        sys.stderr.write(f"  {row[2] * 1000:8.1f} ms  {row[2] / own:6.1%}  {row[1]:7d} calls  {where}:{line} {name}\n")
+
+
+# -- the bench ---------------------------------------------------------------------------------
+
+
+# The two ways a person runs it, each with its floor: on a terminal (the live view, answers
+# streamed) against bare litellm streaming the answers; into a pipe (the plain view's lines,
+# nothing streamed) against bare litellm not streaming.
+PAIRS = {
+    "terminal": (["--panel"], ["--floor", "--stream"]),
+    "piped": (["--panel", "--piped"], ["--floor"]),
+}
+
+
+def child(flags: list[str], url: str, members: int, reps: int, profile: bool = False) -> list[float]:
+    command = [sys.executable, __file__, *flags, "--url", url, "--members", str(members), "--reps", str(reps)]
+    done = subprocess.run(
+        [*command, *(["--profile"] if profile else [])], cwd=ROOT, capture_output=True, text=True, env=os.environ
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(flags)} exited {done.returncode}: {done.stderr[-3000:]}")
+    if profile:
+        sys.stdout.write(done.stderr)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--members", type=int, default=64)
+    parser.add_argument("--reps", type=int, default=3, help="timed runs in each child, after one warm-up run")
+    parser.add_argument("--rounds", type=int, default=2, help="times each child is started, alternating")
+    parser.add_argument("--profile", action="store_true", help="also profile one piped panel run")
+    parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--panel", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--piped", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve)
+        return
+    if args.panel:
+        panel_child(args.url, args.members, args.reps, args.profile, args.piped)
+        return
+    if args.floor:
+        floor_child(args.url, args.members, args.reps, args.stream)
+        return
+
+    server = ChildServer(__file__, str(LATENCY))
+    cpu: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in PAIRS}
+    load_before = os.getloadavg()
+    try:
+        for _ in range(args.rounds):
+            for name, (panel, floor) in PAIRS.items():
+                cpu[name][0].extend(child(panel, server.url, args.members, args.reps))
+                cpu[name][1].extend(child(floor, server.url, args.members, args.reps))
+        if args.profile:
+            child(["--panel", "--piped"], server.url, args.members, 1, profile=True)
+    finally:
+        server.stop()
+    load_after = os.getloadavg()
+    calls = args.members * STAGES
+    print(
+        f"{args.members}-member confer, {STAGES} stages ({calls} calls), ~{ANSWER_CHARS}-character answers,"
+        f" the fake server at {LATENCY * 1000:.0f} ms; {os.cpu_count()} cores,"
+        f" load average {load_before[0]:.2f} before, {load_after[0]:.2f} after;"
+        f" CPU a run, median of {args.rounds * args.reps}"
+    )
+    for name, (panel, floor) in cpu.items():
+        panel_run, floor_run = statistics.median(panel), statistics.median(floor)
+        print(
+            f"  {name:<9} panel confer {panel_run:6.3f} s, bare litellm {floor_run:6.3f} s:"
+            f" ours {(panel_run - floor_run) * 1000 / calls:5.2f} ms a call (target <= 1),"
+            f" panel / floor {panel_run / floor_run:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
