@@ -59,6 +59,8 @@ def test_a_race_keeps_a_row_for_every_call_it_started(fake_server: FakeOpenAISer
         ("c", "cancelled", None, None),
         ("d", "cancelled", None, None),
     ]
+    (listed,) = cli_json("history", "list")
+    assert listed["calls_by_status"] == result["calls_by_status"]
     shown = cli_ok("history", "show", result["run_id"])
     assert "waiting" not in shown
     assert "4 calls · 30 tokens" in shown
@@ -242,6 +244,7 @@ def test_every_surface_tells_one_ledger(protocol: str, fake_server: FakeOpenAISe
     assert f"Totals    {totals}" in shown
     (listed,) = cli_json("history", "list", "--db", str(db))
     assert ledger_of(listed) == ledger_of(envelope)
+    assert listed["calls_by_status"] == by_status
     stats = cli_json("history", "stats", "--db", str(db))
     assert ledger_of(stats["total"]) == ledger_of(envelope)
     assert cli_ok("history", "stats", "--db", str(db)).splitlines()[0].endswith(f"· cost {cost_text(envelope)}")

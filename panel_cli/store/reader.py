@@ -31,6 +31,7 @@ from panel_cli.store.migrations import SCHEMA_VERSION
 from panel_cli.store.paths import resolve_db_path
 from panel_cli.store.processes import this_host
 from panel_cli.store.records import (
+    CALL_STATUSES,
     RUN_STATUSES,
     THREAD_LIMIT,
     BatchRun,
@@ -220,6 +221,7 @@ def _summary(row: Mapping[str, Any], question: str | None, columns: Columns | No
         real_calls = row["real_calls"] if isinstance(row["real_calls"], int) else 0
         fields["cost"], fields["cost_basis"] = ledger_cost(fields["calls"] or 0, real_calls, fields["cost"], unpriced)
         fields["unpriced"] = unpriced
+        fields["calls_by_status"] = _by_status(row["by_status"])
     if row["status"] not in RUN_STATUSES:
         columns.note("status")
     if fields["started_at"] is None:
@@ -231,6 +233,12 @@ def _summary(row: Mapping[str, Any], question: str | None, columns: Columns | No
     fields["damage"] = columns.damage
     fields["status"] = "damaged" if columns.bad else listed_status(row)
     return fields
+
+
+def _by_status(counted: Any) -> dict[str, int]:
+    """`status=count,...` as the ledger's query gives it, a count for every status."""
+    found = dict(pair.split("=") for pair in counted.split(",")) if isinstance(counted, str) else {}
+    return {status: int(found.get(status, 0)) for status in CALL_STATUSES}
 
 
 def search_query(text: str) -> str | None:
@@ -256,6 +264,11 @@ _UNPRICED = (
     "c.cost IS NULL AND c.error_kind IS NOT 'budget' AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/'"
     " AND (c.response_text IS NOT NULL OR c.tokens_in IS NOT NULL OR c.tokens_out IS NOT NULL)"
 )
+# A call's final status from its row, as `panel_cli.store.records.call_status` reads it.
+_CALL_STATUS = (
+    "CASE WHEN c.error_kind IS 'budget' THEN 'refused' WHEN c.error_kind IS 'cancelled' THEN 'cancelled'"
+    " WHEN c.error_kind IS NOT NULL THEN 'failed' WHEN c.reused THEN 'reused' ELSE 'answered' END"
+)
 # What a run's cost basis is read from (`panel_cli.totals.ledger_cost`): its calls of a real
 # model, and the models whose calls had no price; `r` is the run's row.
 _LEDGER = (
@@ -263,6 +276,8 @@ _LEDGER = (
     " AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/') AS real_calls"
     f", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c WHERE c.run_id = r.id AND {_UNPRICED})"
     " AS unpriced"
+    ", (SELECT group_concat(status || '=' || n) FROM"
+    f" (SELECT {_CALL_STATUS} AS status, count(*) AS n FROM calls c WHERE c.run_id = r.id GROUP BY 1)) AS by_status"
 )
 _SUMMARY = (
     "SELECT r.id, r.protocol, r.panel, question.body AS question, r.question_text, r.status, r.started_at,"

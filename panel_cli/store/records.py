@@ -35,6 +35,7 @@ OUTCOME_LENGTH = 80
 class RunSummary:
     """A line of `panel history list`. `tokens` and `cost` are None when no call reported them;
     `cost_basis` and `unpriced` say how to read the cost (`panel_cli.totals.ledger_cost`);
+    `calls_by_status` how its calls ended, a count for each of `CALL_STATUSES`;
     `outcome` is the winner (confer, vote, decide) or the final answer's first line. `damage`
     says what of the run could not be read (None: nothing); a run whose row itself cannot be
     read is listed `damaged`, at `started_at` 0 when its start is what is unreadable.
@@ -52,6 +53,7 @@ class RunSummary:
     cost: float | None = None
     cost_basis: str = "unknown"
     unpriced: list[str] = field(default_factory=list)
+    calls_by_status: dict[str, int] = field(default_factory=dict)
     outcome: str | None = None
     parent_id: str | None = None
     resumed_by: str | None = None
@@ -171,6 +173,10 @@ class CallRecord:
     def status(self) -> str:
         """How the call ended: answered, reused, failed, cancelled or refused (by the budget)."""
         return call_status(self.error_kind, self.reused)
+
+
+# How a call can end, in the order every surface lists them (docs/result.md#the-envelope).
+CALL_STATUSES = ("answered", "reused", "failed", "cancelled", "refused")
 
 
 def call_status(error_kind: str | None, reused: bool) -> str:

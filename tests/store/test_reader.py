@@ -158,10 +158,11 @@ def test_get_run_by_prefix_is_a_range_of_the_primary_key_index(tmp_path: Path) -
         reader._db.set_trace_callback(None)
         (ranged,) = [sql for sql in statements if "id >=" in sql]
         plan = " / ".join(row[3] for row in reader._db.execute(f"EXPLAIN QUERY PLAN {ranged}"))
-    # The run through the index; its ledger (calls of a real model, models of no price) through its calls' key.
+    # The run through the index; its ledger (calls of a real model, models of no price, calls by
+    # status) through its calls' key.
     run, *ledger = plan.split(" / ")
     assert run == "SEARCH r USING INDEX sqlite_autoindex_runs_1 (id>? AND id<?)"
-    assert [step for step in ledger if step.startswith("SEARCH")] == ["SEARCH c USING PRIMARY KEY (run_id=?)"] * 2
+    assert [step for step in ledger if step.startswith("SEARCH")] == ["SEARCH c USING PRIMARY KEY (run_id=?)"] * 3
 
 
 def test_prefix_successor() -> None:
