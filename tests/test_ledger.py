@@ -323,3 +323,38 @@ def test_a_demo_run_reads_simulated_and_free_everywhere(tmp_path: Path) -> None:
         assert "simulated, free" in text and "$0.0000" not in text, surface
     by_protocol = stats.split("By protocol", 1)[1].split("By month", 1)[0]
     assert "ensemble" in by_protocol and "simulated, free" in by_protocol
+
+
+def test_an_eval_whose_runs_called_an_unpriced_model_costs_at_least_and_names_it(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """A system whose runs mix a priced model with one of no price reads `at least $X (no price:
+    …)` in the eval's table, its Markdown and its JSON (`cost_basis`, `unpriced_models`), and
+    again when the eval is read back from the store."""
+    panel = tmp_path / "mixed.yaml"
+    panel.write_text(
+        "name: mixed\nprotocol: vote\nmembers:\n"
+        f"  - name: priced\n    model: openai/gpt-4o-mini\n    api_base: {fake_server.url}\n"
+        f"  - name: house\n    model: openai/house-model\n    api_base: {fake_server.url}\n"
+        "  - name: sage\n    model: demo/sage\n"
+    )
+    dataset = tmp_path / "one.jsonl"
+    dataset.write_text(json.dumps({"question": QUESTION, "options": ["PostgreSQL", "SQLite"], "answer": "SQLite"}))
+    db = tmp_path / "runs.db"
+    run = ("eval", "run", str(panel), "--dataset", str(dataset), "--protocols", "vote", "--db", str(db))
+
+    graded = cli_json(*run)
+
+    (vote,) = [score for score in graded["systems"] if score["system"] == "vote"]
+    (item,) = [item for item in graded["items"] if item["system"] == "vote"]
+    stored = cli_json("history", "show", item["run_id"], "--db", str(db))
+    assert (vote["cost_basis"], vote["unpriced_models"]) == ("partial", ["openai/house-model"])
+    assert item["unpriced_models"] == stored["unpriced_models"] == ["openai/house-model"]
+    assert vote["cost"] == pytest.approx(stored["cost"]) and vote["cost"] > 0
+    said = f"at least {fmt.cost(vote['cost'])} (no price: openai/house-model)"
+    assert said in cli_ok(*run[:-2], "--db", str(tmp_path / "again.db"))
+    shown = cli_ok("eval", "show", graded["eval_id"], "--db", str(db))
+    assert said in shown
+    again = cli_json("eval", "show", graded["eval_id"], "--db", str(db))
+    (kept,) = [score for score in again["systems"] if score["system"] == "vote"]
+    assert (kept["cost_basis"], kept["unpriced_models"]) == ("partial", ["openai/house-model"])

@@ -260,7 +260,7 @@ def prefix_successor(prefix: str) -> str | None:
 
 
 # A call whose reply came but whose price is unknown (a demo persona's costs nothing).
-_UNPRICED = (
+UNPRICED_CALL = (
     "c.cost IS NULL AND c.error_kind IS NOT 'budget' AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/'"
     " AND (c.response_text IS NOT NULL OR c.tokens_in IS NOT NULL OR c.tokens_out IS NOT NULL)"
 )
@@ -274,7 +274,7 @@ _CALL_STATUS = (
 _LEDGER = (
     ", (SELECT count(*) FROM calls c WHERE c.run_id = r.id AND c.error_kind IS NOT 'budget'"
     " AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/') AS real_calls"
-    f", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c WHERE c.run_id = r.id AND {_UNPRICED})"
+    f", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c WHERE c.run_id = r.id AND {UNPRICED_CALL})"
     " AS unpriced"
     ", (SELECT group_concat(status || '=' || n) FROM"
     f" (SELECT {_CALL_STATUS} AS status, count(*) AS n FROM calls c WHERE c.run_id = r.id GROUP BY 1)) AS by_status"
@@ -290,7 +290,7 @@ _GROUP_LEDGER = (
     ", (SELECT count(*) FROM calls c JOIN runs r2 ON r2.id = c.run_id WHERE c.error_kind IS NOT 'budget'"
     " AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/' {0}) AS real_calls"
     ", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c JOIN runs r2 ON r2.id = c.run_id"
-    f" WHERE {_UNPRICED} {{0}}) AS unpriced"
+    f" WHERE {UNPRICED_CALL} {{0}}) AS unpriced"
 )
 # A run's ancestors, nearest first: the chain of parent ids, up to the first run no longer stored.
 _ANCESTORS = """
@@ -736,7 +736,7 @@ class TranscriptReader:
             f" CASE WHEN count({tokens_in}) + count({tokens_out}) THEN total({tokens_in}) + total({tokens_out}) END"
             f" AS tokens, {known.format(call_cost)} AS cost,"
             " sum(substr(CAST(model AS TEXT), 1, 5) IS NOT 'demo/') AS real_calls,"
-            f" CASE WHEN sum({_UNPRICED}) THEN CAST(model AS TEXT) END AS unpriced"
+            f" CASE WHEN sum({UNPRICED_CALL}) THEN CAST(model AS TEXT) END AS unpriced"
             " FROM calls c WHERE error_kind IS NOT 'budget' GROUP BY 1 ORDER BY 1"
         )
         return StatsReport(
