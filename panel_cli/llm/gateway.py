@@ -239,7 +239,8 @@ class CallResult(BaseModel):
     not the structured object asked for is still `ok`, with `parse_error` set. `truncated`:
     the reply was longer than `max_response_chars` and `text` is its beginning. `skipped`:
     no request was made because the member failed for good earlier in the run. `reused`: no
-    request was made because the run this one resumes got this very request answered."""
+    request was made because the run this one resumes got this very request answered. `late`:
+    the reply came after the call's race was won (`Gateway.call`'s `race`): not to be used."""
 
     call_id: str
     member: str
@@ -253,6 +254,7 @@ class CallResult(BaseModel):
     truncated: bool = False
     skipped: bool = False
     reused: bool = False
+    late: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -547,6 +549,7 @@ class Gateway:
         schema: type[BaseModel] | None = None,
         tools: bool = False,
         brief: RequestBrief | None = None,
+        race: asyncio.Event | None = None,
     ) -> CallResult:
         """One model call with our deadline and retries. `deadline` is a `loop.time()` instant:
         the stage's end, which no attempt, wait or tool call may pass. `about` says what the
@@ -556,7 +559,9 @@ class Gateway:
         is spent, and then once more without tools. A structured call never gets tools. It is
         still one call: one request hash (its first request's), one result, summed tokens.
         `brief`: what the request is about, for a demo persona (a call without one is a plain
-        question, its last message); it is never sent, hashed or stored."""
+        question, its last message); it is never sent, hashed or stored. `race`: the finish line
+        of a race the call is in. The first call to answer sets it; a call answering once it is
+        set is `late` (its stage no longer waits for it): it is paid for and kept, not used."""
         if member.name in self.excluded:
             return await self._skip(member, stage, round, about)
         self.prepare([member])
@@ -633,6 +638,10 @@ class Gateway:
         parsed, parse_error = _parse(text, schema)
         if parse_error is not None and reply.again is not None:
             parse_error = f"{parse_error}{reply.again}"
+        # Read and set with no await between, so exactly one call of a race wins it.
+        late = race is not None and race.is_set()
+        if race is not None:
+            race.set()
         exchange.ended = True
         await self.emit(
             CallFinished(
@@ -641,6 +650,7 @@ class Gateway:
                 text=text,
                 truncated=truncated,
                 request_hash=digest,
+                late=late,
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
                 cost=cost,
@@ -659,6 +669,7 @@ class Gateway:
             parsed=parsed,
             parse_error=parse_error,
             truncated=truncated,
+            late=late,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost=cost,

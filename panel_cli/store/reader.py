@@ -267,7 +267,8 @@ UNPRICED_CALL = (
 # A call's final status from its row, as `panel_cli.store.records.call_status` reads it.
 _CALL_STATUS = (
     "CASE WHEN c.error_kind IS 'budget' THEN 'refused' WHEN c.error_kind IS 'cancelled' THEN 'cancelled'"
-    " WHEN c.error_kind IS NOT NULL THEN 'failed' WHEN c.reused THEN 'reused' ELSE 'answered' END"
+    " WHEN c.error_kind IS NOT NULL THEN 'failed' WHEN c.late THEN 'late' WHEN c.reused THEN 'reused'"
+    " ELSE 'answered' END"
 )
 # What a run's cost basis is read from (`panel_cli.totals.ledger_cost`): its calls of a real
 # model, and the models whose calls had no price; `r` is the run's row.
@@ -291,6 +292,7 @@ _GROUP_LEDGER = (
     " AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/' {0}) AS real_calls"
     ", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c JOIN runs r2 ON r2.id = c.run_id"
     f" WHERE {UNPRICED_CALL} {{0}}) AS unpriced"
+    ", (SELECT count(*) FROM calls c JOIN runs r2 ON r2.id = c.run_id WHERE c.late IS 1 {0}) AS late"
 )
 # A run's ancestors, nearest first: the chain of parent ids, up to the first run no longer stored.
 _ANCESTORS = """
@@ -683,6 +685,7 @@ class TranscriptReader:
                     truncated=bool(row["truncated"]),
                     request_hash=columns.text("request_hash"),
                     reused=bool(row["reused"]),
+                    late=bool(row["late"]),
                     tokens_in=columns.whole("tokens_in"),
                     tokens_out=columns.whole("tokens_out"),
                     cost=columns.real("cost"),
@@ -700,10 +703,11 @@ class TranscriptReader:
         """The run's answered calls by request hash, in the order they ended, for a resumed
         run to take instead of paying for them again. Every one is kept, not one per hash: a
         run that asked the same thing twice (two members on one model, a round whose prompt
-        did not change) got two samples, and so does its resume."""
+        did not change) got two samples, and so does its resume. A late reply is left out: the
+        run did not use it, so its resume asks again."""
         answered: dict[str, list[CallRecord]] = {}
         for call in self.run_calls(run_id):
-            if call.request_hash and call.error_kind is None and call.response is not None:
+            if call.request_hash and call.error_kind is None and not call.late and call.response is not None:
                 answered.setdefault(call.request_hash, []).append(call)
         return answered
 
@@ -736,8 +740,8 @@ class TranscriptReader:
             f" CASE WHEN count({tokens_in}) + count({tokens_out}) THEN total({tokens_in}) + total({tokens_out}) END"
             f" AS tokens, {known.format(call_cost)} AS cost,"
             " sum(substr(CAST(model AS TEXT), 1, 5) IS NOT 'demo/') AS real_calls,"
-            f" CASE WHEN sum({UNPRICED_CALL}) THEN CAST(model AS TEXT) END AS unpriced"
-            " FROM calls c WHERE error_kind IS NOT 'budget' GROUP BY 1 ORDER BY 1"
+            f" CASE WHEN sum({UNPRICED_CALL}) THEN CAST(model AS TEXT) END AS unpriced,"
+            " sum(c.late IS 1) AS late FROM calls c WHERE error_kind IS NOT 'budget' GROUP BY 1 ORDER BY 1"
         )
         return StatsReport(
             total=Usage(**_usage(total)),
@@ -764,6 +768,7 @@ def _usage(row: Mapping[str, Any]) -> dict[str, Any]:
         "cost": cost,
         "cost_basis": basis,
         "unpriced": unpriced,
+        "late": int(row["late"] or 0),
     }
 
 

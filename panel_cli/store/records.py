@@ -145,7 +145,8 @@ class CallRecord:
     """One model call; a failed call has `error_kind`, `error` and the provider's raw
     `detail` instead of a response. A `truncated` response is the beginning of the reply.
     `request_hash` identifies the request, so a resumed run can reuse the reply; `reused`: this
-    call is such a reply, with the tokens and cost the run it resumes paid."""
+    call is such a reply, with the tokens and cost the run it resumes paid. `late`: its reply
+    came after its stage had stopped waiting for it (a race already won); kept, paid, unused."""
 
     id: str
     run_id: str
@@ -159,6 +160,7 @@ class CallRecord:
     truncated: bool = False
     request_hash: str | None = None
     reused: bool = False
+    late: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -171,15 +173,15 @@ class CallRecord:
 
     @property
     def status(self) -> str:
-        """How the call ended: answered, reused, failed, cancelled or refused (by the budget)."""
-        return call_status(self.error_kind, self.reused)
+        """How the call ended: answered, reused, late, failed, cancelled or refused (by the budget)."""
+        return call_status(self.error_kind, self.reused, self.late)
 
 
 # How a call can end, in the order every surface lists them (docs/result.md#the-envelope).
-CALL_STATUSES = ("answered", "reused", "failed", "cancelled", "refused")
+CALL_STATUSES = ("answered", "reused", "late", "failed", "cancelled", "refused")
 
 
-def call_status(error_kind: str | None, reused: bool) -> str:
+def call_status(error_kind: str | None, reused: bool, late: bool = False) -> str:
     """A call's final status from its row, as `panel_cli.totals.RunTotals` counts its events."""
     if error_kind == "budget":
         return "refused"
@@ -187,6 +189,8 @@ def call_status(error_kind: str | None, reused: bool) -> str:
         return "cancelled"
     if error_kind is not None:
         return "failed"
+    if late:
+        return "late"
     return "reused" if reused else "answered"
 
 
