@@ -110,7 +110,10 @@ class CallFinished(CallEvent):
     `request_hash` identifies the request (model, messages, parameters), so a resumed run can
     take an answered call from the store instead of paying for it again. `reused`: this run
     made no request; the reply is the one the run it resumes got, with the tokens and cost
-    that run paid for it (a resumed run's `spent_anew` leaves them out)."""
+    that run paid for it (a resumed run's `spent_anew` leaves them out). `late`: the stage had
+    stopped waiting for the call when its reply came in (a race another member had already
+    won); its tokens and cost count, since they were paid for, and its text is kept, but the
+    protocol does not use it."""
 
     type: Literal["call_finished"] = "call_finished"
     messages: list[dict[str, Any]] = Field(default_factory=list)
@@ -118,6 +121,7 @@ class CallFinished(CallEvent):
     truncated: bool = False
     request_hash: str | None = None
     reused: bool = False
+    late: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None

@@ -58,7 +58,8 @@ class SpentAnew:
 class RunTotals:
     """A run's ledger, counted from its call events as the store counts its call rows. Every
     call started ends with one status: `answered`, `reused` (the run it resumes got it; it
-    keeps that call's tokens and cost), `failed`, `cancelled` or `refused` (by the budget:
+    keeps that call's tokens and cost), `late` (its reply came after its stage had stopped
+    waiting for it, a race already won: paid for, not used), `failed`, `cancelled` or `refused` (by the budget:
     no request went out, so it is not among `calls`). `calls` counts every call that made
     (or reused) a request; `skipped` members made none. `tokens` and `cost` stay None until
     a call reports them: an unknown cost is shown as unknown, not as free; a demo persona's
@@ -69,6 +70,7 @@ class RunTotals:
     calls: int = 0
     answered: int = 0
     reused: int = 0
+    late: int = 0
     failed: int = 0
     cancelled: int = 0
     skipped: int = 0
@@ -92,7 +94,9 @@ class RunTotals:
             self.started_at = event.ts
 
     def _call_finished(self, event: CallFinished) -> None:
-        if event.reused:
+        if event.late:
+            self.late += 1
+        elif event.reused:
             self.reused += 1
         else:
             self.answered += 1
@@ -156,6 +160,7 @@ class RunTotals:
         return {
             "answered": self.answered,
             "reused": self.reused,
+            "late": self.late,
             "failed": self.failed,
             "cancelled": self.cancelled,
             "refused": self.refused,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from importlib.resources import files
@@ -23,7 +25,10 @@ from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.registry import engine_of, names
 from panel_cli.runs.execute import run_engine
 from panel_cli.store.subscriber import TranscriptStore
+from panel_cli.totals import RunTotals
 from panel_cli.view import fmt
+from panel_cli.view.plain import PlainView
+from panel_cli.view.summary import calls_line
 from panel_cli.wording import plural
 from tests.fakes.openai_server import FakeOpenAIServer, after, error, hang, reply
 from tests.helpers import HANG_GUARD, cli, cli_json, cli_ok, write_panel
@@ -50,7 +55,14 @@ def test_a_race_keeps_a_row_for_every_call_it_started(fake_server: FakeOpenAISer
 
     assert len(fake_server.requests) == 4
     assert result["calls"] == len(fake_server.requests)
-    assert result["calls_by_status"] == {"answered": 1, "reused": 0, "failed": 0, "cancelled": 3, "refused": 0}
+    assert result["calls_by_status"] == {
+        "answered": 1,
+        "reused": 0,
+        "late": 0,
+        "failed": 0,
+        "cancelled": 3,
+        "refused": 0,
+    }
     assert result["tokens"] == 30, "the winner's 10 + 20; a cancelled call reported nothing"
     assert (result["cost"], result["cost_basis"], result["unpriced_models"]) == (None, "unknown", ["openai/a"])
     assert call_rows(db) == [
@@ -59,25 +71,28 @@ def test_a_race_keeps_a_row_for_every_call_it_started(fake_server: FakeOpenAISer
         ("c", "cancelled", None, None),
         ("d", "cancelled", None, None),
     ]
+    (listed,) = cli_json("history", "list")
+    assert listed["calls_by_status"] == result["calls_by_status"]
     shown = cli_ok("history", "show", result["run_id"])
     assert "waiting" not in shown
     assert "4 calls · 30 tokens" in shown
     assert "first to answer" in result["reason"] and "3 others were cancelled" in result["reason"]
 
 
-def test_a_race_whose_members_all_answer_at_once_cancels_none(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
-    """Every member answers in the same instant: each call is answered, none is said to be
-    cancelled, and each counts its tokens."""
+def test_a_race_whose_members_all_answer_at_once_has_one_winner(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """Every member answers in the same instant: one call wins the race and is answered; each
+    other reply that came in is late (counted, its tokens too) and the rest are cancelled."""
     fake_server.default(after(lambda: len(fake_server.requests) >= 3, reply("same")))
     panel = write_panel(tmp_path / "race.yaml", fake_server, ["a", "b", "c"], "protocol: ensemble")
 
     result = cli_json("ensemble", str(panel), "--mode", "race", "-q", "Which database?")
 
+    by_status = result["calls_by_status"]
     assert result["calls"] == len(fake_server.requests) == 3
-    assert result["calls_by_status"]["answered"] + result["calls_by_status"]["cancelled"] == 3
-    answered = result["calls_by_status"]["answered"]
-    assert result["tokens"] == 30 * answered
-    assert ("cancelled" in result["reason"]) == (answered < 3)
+    assert by_status["answered"] == 1 and by_status["late"] + by_status["cancelled"] == 2
+    assert result["tokens"] == 30 * (1 + by_status["late"])
+    assert ("late" in result["reason"]) == (by_status["late"] > 0)
+    assert ("cancelled" in result["reason"]) == (by_status["cancelled"] > 0)
 
 
 def test_a_wrong_key_at_a_proxy_names_the_member_endpoint_and_key_variable(
@@ -159,7 +174,14 @@ def test_a_reused_call_keeps_its_tokens_and_its_unknown_cost(fake_server: FakeOp
     result = cli_json("history", "show", new_id)
 
     assert len(fake_server.requests) == 3, "a's call is not asked again"
-    assert result["calls_by_status"] == {"answered": 1, "reused": 1, "failed": 0, "cancelled": 0, "refused": 0}
+    assert result["calls_by_status"] == {
+        "answered": 1,
+        "reused": 1,
+        "late": 0,
+        "failed": 0,
+        "cancelled": 0,
+        "refused": 0,
+    }
     assert (result["calls"], result["tokens"]) == (2, 33 + 11)
     assert result["spent_anew"] == {"calls": 1, "tokens": 11, "cost": None}
     assert (result["cost"], result["cost_basis"]) == (None, "unknown")
@@ -242,6 +264,7 @@ def test_every_surface_tells_one_ledger(protocol: str, fake_server: FakeOpenAISe
     assert f"Totals    {totals}" in shown
     (listed,) = cli_json("history", "list", "--db", str(db))
     assert ledger_of(listed) == ledger_of(envelope)
+    assert listed["calls_by_status"] == by_status
     stats = cli_json("history", "stats", "--db", str(db))
     assert ledger_of(stats["total"]) == ledger_of(envelope)
     assert cli_ok("history", "stats", "--db", str(db)).splitlines()[0].endswith(f"· cost {cost_text(envelope)}")
@@ -320,3 +343,112 @@ def test_a_demo_run_reads_simulated_and_free_everywhere(tmp_path: Path) -> None:
         assert "simulated, free" in text and "$0.0000" not in text, surface
     by_protocol = stats.split("By protocol", 1)[1].split("By month", 1)[0]
     assert "ensemble" in by_protocol and "simulated, free" in by_protocol
+
+
+def test_an_eval_whose_runs_called_an_unpriced_model_costs_at_least_and_names_it(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """A system whose runs mix a priced model with one of no price reads `at least $X (no price:
+    …)` in the eval's table, its Markdown and its JSON (`cost_basis`, `unpriced_models`), and
+    again when the eval is read back from the store."""
+    panel = tmp_path / "mixed.yaml"
+    panel.write_text(
+        "name: mixed\nprotocol: vote\nmembers:\n"
+        f"  - name: priced\n    model: openai/gpt-4o-mini\n    api_base: {fake_server.url}\n"
+        f"  - name: house\n    model: openai/house-model\n    api_base: {fake_server.url}\n"
+        "  - name: sage\n    model: demo/sage\n"
+    )
+    dataset = tmp_path / "one.jsonl"
+    dataset.write_text(json.dumps({"question": QUESTION, "options": ["PostgreSQL", "SQLite"], "answer": "SQLite"}))
+    db = tmp_path / "runs.db"
+    run = ("eval", "run", str(panel), "--dataset", str(dataset), "--protocols", "vote", "--db", str(db))
+
+    graded = cli_json(*run)
+
+    (vote,) = [score for score in graded["systems"] if score["system"] == "vote"]
+    (item,) = [item for item in graded["items"] if item["system"] == "vote"]
+    stored = cli_json("history", "show", item["run_id"], "--db", str(db))
+    assert (vote["cost_basis"], vote["unpriced_models"]) == ("partial", ["openai/house-model"])
+    assert item["unpriced_models"] == stored["unpriced_models"] == ["openai/house-model"]
+    assert vote["cost"] == pytest.approx(stored["cost"]) and vote["cost"] > 0
+    said = f"at least {fmt.cost(vote['cost'])} (no price: openai/house-model)"
+    assert said in cli_ok(*run[:-2], "--db", str(tmp_path / "again.db"))
+    shown = cli_ok("eval", "show", graded["eval_id"], "--db", str(db))
+    assert said in shown
+    again = cli_json("eval", "show", graded["eval_id"], "--db", str(db))
+    (kept,) = [score for score in again["systems"] if score["system"] == "vote"]
+    assert (kept["cost_basis"], kept["unpriced_models"]) == ("partial", ["openai/house-model"])
+
+
+class HoldTheWinner:
+    """Holds the race's winning event (a's `call_finished`) until b's reply is in: a's call has
+    not returned, so the race cannot cancel b yet, and b's reply, released by the fake server
+    once a's event was seen, comes in after the race was won. Every wait is on an event."""
+
+    def __init__(self) -> None:
+        self.won = threading.Event()
+        self.late: BaseEvent | None = None
+
+    async def __call__(self, event: BaseEvent) -> None:
+        if event.type != "call_finished":
+            return
+        if getattr(event, "member", None) == "b":
+            self.late = event
+            return
+        self.won.set()
+        await wait_until(lambda: self.late is not None)
+
+
+async def race_with_a_late_reply(panel_file: Path, db: Path, holder: HoldTheWinner, plain: io.StringIO) -> RunTotals:
+    """Run the race in-process, its events to the store, the holder and the plain progress view."""
+    panel = load_panel(panel_file)
+    store = await TranscriptStore.open(db)
+    totals = RunTotals()
+    bus = EventBus("ledger0race0late", [store, totals, PlainView(plain), holder])
+    gateway = Gateway(bus.emit, defaults=panel.defaults)
+    try:
+        await run_engine(engine_of(panel.protocol), panel, "Which database?", gateway, bus)
+    finally:
+        await gateway.aclose()
+        await store.close()
+    return totals
+
+
+def test_a_racer_answering_after_the_race_was_won_is_late(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """a wins; b's reply is released only once a's answer was seen, so it comes in after the
+    race was decided. b's call is `late`: its tokens count, its text is kept in the store, the
+    race does not use it; every surface says so."""
+    holder = HoldTheWinner()
+    fake_server.script("a", after(lambda: len(fake_server.requests) >= 2, reply("first", prompt_tokens=10)))
+    fake_server.script("b", after(holder.won.is_set, reply("second", prompt_tokens=5)))
+    panel = write_panel(tmp_path / "race.yaml", fake_server, ["a", "b"], "protocol: ensemble\nmode: race")
+    db = tmp_path / "runs.db"
+    plain = io.StringIO()
+
+    totals = asyncio.run(race_with_a_late_reply(panel, db, holder, plain))
+
+    assert holder.late is not None and holder.late.late is True
+    assert (totals.calls, totals.answered, totals.late, totals.cancelled) == (2, 1, 1, 0)
+    assert totals.tokens == 30 + 25, "the late reply was paid for: its tokens count"
+    assert calls_line(totals) == "2 (1 late)"
+    assert "call finished  b" in plain.getvalue() and "late (not used)" in plain.getvalue()
+    (run_id,) = [run["run_id"] for run in cli_json("history", "list", "--db", str(db))]
+    stored = cli_json("history", "show", run_id, "--db", str(db))
+    envelope = stored["result"]
+    wanted = {"answered": 1, "reused": 0, "late": 1, "failed": 0, "cancelled": 0, "refused": 0}
+    assert envelope["calls_by_status"] == stored["calls_by_status"] == wanted
+    (listed,) = cli_json("history", "list", "--db", str(db))
+    assert listed["calls_by_status"] == wanted
+    assert (envelope["calls"], envelope["tokens"]) == (stored["calls"], stored["tokens"]) == (2, 55)
+    assert envelope["final_answer"] == "first" and envelope["chosen"] == "a"
+    assert "1 other was late" in envelope["reason"]
+    late = [call for call in stored["call_records"] if call["late"]]
+    assert [(call["member"], call["response"], call["tokens_in"]) for call in late] == [("b", "second", 5)]
+    b = next(response for response in envelope["responses"] if response["name"] == "b")
+    assert (b["success"], b["text"], b["error_kind"]) == (False, None, "late")
+
+    shown = cli_ok("history", "show", run_id, "--db", str(db))
+    assert fmt.LATE_NOTE in shown and "2 calls · 55 tokens" in shown
+    assert fmt.LATE_NOTE in cli_ok("history", "export", run_id, "--format", "md", "--db", str(db))
+    assert cli_ok("history", "stats", "--db", str(db)).splitlines()[0].split("· ")[1].strip() == "2 calls (1 late)"
+    assert cli_json("history", "stats", "--db", str(db))["total"]["late"] == 1

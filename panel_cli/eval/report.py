@@ -57,7 +57,9 @@ def bar(score: SystemScore, theory: float | None = None, width: int = BAR_WIDTH)
 
 
 def cost(score: SystemScore, simulated: str = SIMULATED_COST) -> str:
-    return simulated if score.simulated else fmt.cost(score.cost)
+    """A system's cost as every run's reads: `at least $X (no price: models)` when some of its
+    runs called models of no price."""
+    return simulated if score.simulated else fmt.basis_cost(score.cost, score.cost_basis, score.unpriced_models)
 
 
 THEORY_INTRO = f"Theory for simulated voters ({VOTER_MODEL}), │ on the bars:"
@@ -113,7 +115,7 @@ def per_correct(score: SystemScore) -> str:
     """`4.0 calls, $0.002` per correct answer; `–` with none right."""
     if score.calls_per_correct is None:
         return "–"
-    money = "simulated" if score.simulated else fmt.cost(score.cost_per_correct)
+    money = "simulated" if score.simulated else fmt.basis_cost(score.cost_per_correct, score.cost_basis)
     return f"{score.calls_per_correct:.1f} calls, {money}"
 
 

@@ -25,13 +25,16 @@ from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Th
 from panel_cli.llm.demo import OracleSpec, oracle_spec
 from panel_cli.protocols.vote.engine import exact_option, tie_break_of
 from panel_cli.protocols.vote.tally import WEIGHTED_METHODS
+from panel_cli.totals import CostBasis, ledger_cost
 
 BASELINE = "baseline"
 
 
 class ItemResult(BaseModel):
     """One question through one system: its stored run, its answer, its grade and its cost.
-    `error` says why a run failed outright (graded wrong); `judge_*` is what grading it cost."""
+    `error` says why a run failed outright (graded wrong); `judge_*` is what grading it cost.
+    `unpriced_models`: the run's models whose calls had no price (its cost is then at least
+    `cost`), read again from the run's call rows when the eval is read from the store."""
 
     system: str
     question_id: str
@@ -43,6 +46,7 @@ class ItemResult(BaseModel):
     cost: float | None
     duration_s: float
     error: str | None = None
+    unpriced_models: list[str] = Field(default_factory=list)
     judge_tokens: int | None = None
     judge_cost: float | None = None
     judge_call: JudgeRecord | None = None
@@ -56,6 +60,8 @@ class SystemScore(BaseModel):
     """A system's score over the dataset. `answered`: runs that reached an answer; `failed`:
     runs that failed outright. Tokens and cost are None when no call reported them (unknown,
     never free); `simulated`: every member is a demo persona, so the cost is nothing.
+    `cost_basis` and `unpriced_models` say how to read the cost, as every run's do
+    (`panel_cli.totals.ledger_cost`): `partial` when some runs had models of no price.
     `wall_time_s`: the whole dataset at the eval's concurrency, a judge's grading included."""
 
     system: str
@@ -71,6 +77,8 @@ class SystemScore(BaseModel):
     calls: int
     tokens: int | None
     cost: float | None
+    cost_basis: CostBasis = "unknown"
+    unpriced_models: list[str] = Field(default_factory=list)
     wall_time_s: float
     simulated: bool = False
     judge_tokens: int | None = None
@@ -263,6 +271,8 @@ def score_system(
     low, high = wilson_interval(correct, len(results))
     cost = _money([result.cost for result in results])
     calls = sum(result.calls for result in results)
+    unpriced = sorted({model for result in results for model in result.unpriced_models})
+    basis: CostBasis = "simulated" if simulated else ledger_cost(calls, calls, cost, unpriced)[1]
     return SystemScore(
         system=system,
         protocol=protocol,
@@ -277,6 +287,8 @@ def score_system(
         calls=calls,
         tokens=_total([result.tokens for result in results]),
         cost=cost,
+        cost_basis=basis,
+        unpriced_models=unpriced,
         wall_time_s=round(wall_time_s, 3),
         simulated=simulated,
         judge_tokens=_total([result.judge_tokens for result in results]),

@@ -444,6 +444,7 @@ async def run_item(
         calls=totals.calls,
         tokens=totals.tokens,
         cost=totals.run_cost,
+        unpriced_models=list(totals.unpriced),
         duration_s=round(duration, 3),
         error=error,
         judge_tokens=judged.tokens if judged else None,

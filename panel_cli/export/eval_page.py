@@ -11,6 +11,7 @@ from __future__ import annotations
 from panel_cli.eval.report import (
     NOT_MEASURABLE,
     answer_read,
+    cost,
     departure_of,
     facts,
     per_correct,
@@ -73,7 +74,7 @@ def _score_row(result: EvalResult, score: SystemScore) -> str:
         accuracy = bar_svg(score.accuracy, tone="good", marker=line, name=f"{score.system} {percent(score.accuracy)}")
         accuracy += f" {esc(percent(score.accuracy))}"
         interval = f"{score.ci_low * 100:.1f}–{score.ci_high * 100:.1f}%"
-    money = "simulated" if score.simulated else fmt.cost(score.cost)
+    money = cost(score, "simulated")
     cells = [
         f"<td><b>{esc(system_label(result, score))}</b></td>",
         f"<td>{accuracy}</td>",

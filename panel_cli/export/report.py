@@ -288,10 +288,14 @@ class Report(BaseModel):
 
 def call_note(call: CallRecord) -> str:
     """What a call's row notes: its failure, that it was reused from the run resumed, that its
-    reply was cut."""
+    reply came late (not used), that its reply was cut."""
     if call.error_kind:
         return f"{call.error_kind}: {call.error or ''}"
-    notes = ["reused (paid by the run resumed)"] * call.reused + ["reply truncated"] * call.truncated
+    notes = (
+        ["reused (paid by the run resumed)"] * call.reused
+        + [fmt.LATE_NOTE] * call.late
+        + ["reply truncated"] * call.truncated
+    )
     return "; ".join(notes)
 
 

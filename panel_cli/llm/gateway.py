@@ -244,7 +244,8 @@ class CallResult(BaseModel):
     not the structured object asked for is still `ok`, with `parse_error` set. `truncated`:
     the reply was longer than `max_response_chars` and `text` is its beginning. `skipped`:
     no request was made because the member failed for good earlier in the run. `reused`: no
-    request was made because the run this one resumes got this very request answered."""
+    request was made because the run this one resumes got this very request answered. `late`:
+    the reply came after the call's race was won (`Gateway.call`'s `race`): not to be used."""
 
     call_id: str
     member: str
@@ -258,6 +259,7 @@ class CallResult(BaseModel):
     truncated: bool = False
     skipped: bool = False
     reused: bool = False
+    late: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -581,6 +583,7 @@ class Gateway:
         schema: type[BaseModel] | None = None,
         tools: bool = False,
         brief: RequestBrief | None = None,
+        race: asyncio.Event | None = None,
     ) -> CallResult:
         """One model call with our deadline and retries. `deadline` is a `loop.time()` instant:
         the stage's end, which no attempt, wait or tool call may pass. `about` says what the
@@ -591,7 +594,9 @@ class Gateway:
         still one call: one request hash (its first request's), one result, summed tokens.
         `brief`: what the request is about, for a demo persona (a call without one is a plain
         question, its last message); it is never sent or stored, and it stands for that last
-        message in the request hash."""
+        message in the request hash. `race`: the finish line of a race the call is in. The
+        first call to answer sets it; a call answering once it is set is `late` (its stage no
+        longer waits for it): it is paid for and kept, not used."""
         if member.name in self.excluded:
             return await self._skip(member, stage, round, about)
         self.prepare([member])
@@ -668,6 +673,10 @@ class Gateway:
         parsed, parse_error = _parse(text, schema)
         if parse_error is not None and reply.again is not None:
             parse_error = f"{parse_error}{reply.again}"
+        # Read and set with no await between, so exactly one call of a race wins it.
+        late = race is not None and race.is_set()
+        if race is not None:
+            race.set()
         exchange.ended = True
         await self.emit(
             CallFinished(
@@ -676,6 +685,7 @@ class Gateway:
                 text=text,
                 truncated=truncated,
                 request_hash=digest,
+                late=late,
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
                 cost=cost,
@@ -694,6 +704,7 @@ class Gateway:
             parsed=parsed,
             parse_error=parse_error,
             truncated=truncated,
+            late=late,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost=cost,

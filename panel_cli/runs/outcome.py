@@ -14,10 +14,12 @@ from panel_cli.totals import CostBasis, RunTotals
 
 class CallsByStatus(BaseModel):
     """How every call the run started ended (docs/result.md#the-envelope): `calls` is
-    answered + reused + failed + cancelled; a call the budget `refused` made no request."""
+    answered + reused + late + failed + cancelled; a call the budget `refused` made no request;
+    a `late` one answered after its stage had stopped waiting for it (a race already won)."""
 
     answered: int = 0
     reused: int = 0
+    late: int = 0
     failed: int = 0
     cancelled: int = 0
     refused: int = 0

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from panel_cli.errors import UserError
 from panel_cli.store.connection import connect, damaged_error, database_error, open_for_reading
 from panel_cli.store.processes import process_alive, this_host
+from panel_cli.store.reader import UNPRICED_CALL
 from panel_cli.store.times import epoch, iso_time
 
 # The item's fields kept as they are, by column; its run id is `graded_run` (not `run_id`: the
@@ -268,7 +269,10 @@ class EvalReader:
             items = self._db.execute(
                 "SELECT i.*, j.member AS j_member, j.model AS j_model, j.prompt AS j_prompt, j.reply AS j_reply,"
                 " j.tokens_in AS j_tokens_in, j.tokens_out AS j_tokens_out, j.cost AS j_cost,"
-                " j.latency AS j_latency, j.error AS j_error FROM eval_items i LEFT JOIN eval_judge_calls j"
+                " j.latency AS j_latency, j.error AS j_error,"
+                " (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c"
+                f" WHERE c.run_id = i.graded_run AND {UNPRICED_CALL}) AS unpriced"
+                " FROM eval_items i LEFT JOIN eval_judge_calls j"
                 " ON j.eval_id = i.eval_id AND j.system = i.system AND j.question_id = i.question_id"
                 " WHERE i.eval_id = ? ORDER BY i.ts, i.system, i.question_id",
                 (row["id"],),
@@ -325,6 +329,7 @@ def _item(row: sqlite3.Row) -> dict[str, Any]:
         question_id=row["question_id"],
         grade=json.loads(row["grade_json"]),
         duration_s=row["duration"],
+        unpriced_models=sorted(str(row["unpriced"]).split(",")) if row["unpriced"] is not None else [],
     )
     if row["j_member"] is not None:
         item["judge_call"] = {

@@ -125,7 +125,7 @@ RUN_TABLES = (
         refs=("request_json",),
         columns={
             "id": TEXT,
-            **dict.fromkeys(("seq", "started_seq", "round", "truncated", "reused", "attempts"), WHOLE),
+            **dict.fromkeys(("seq", "started_seq", "round", "truncated", "reused", "late", "attempts"), WHOLE),
             **dict.fromkeys(
                 ("member", "model", "stage", "about", "request_hash", "error_kind", "error", "detail"), TEXT
             ),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 Migration = Callable[[sqlite3.Connection], None]
 
-SCHEMA_VERSION = 9  # the number of the last migration, the version every file is brought to
+SCHEMA_VERSION = 10  # the number of the last migration, the version every file is brought to
 TEXTS_VERSION = 4  # the version whose migration moved every text to `texts`
 
 
@@ -435,6 +435,12 @@ def m009_resume_links_and_claims(db: sqlite3.Connection) -> None:
     )
 
 
+def m010_late_calls(db: sqlite3.Connection) -> None:
+    """`late` marks a call whose reply came in after its stage had stopped waiting for it (a
+    race already won): answered and paid for, its text kept, not used by the protocol."""
+    db.execute("ALTER TABLE calls ADD COLUMN late INTEGER")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_call_detail_and_truncation,
@@ -445,6 +451,7 @@ MIGRATIONS: list[Migration] = [
     m007_follow_ups,
     m008_evals,
     m009_resume_links_and_claims,
+    m010_late_calls,
 ]
 
 

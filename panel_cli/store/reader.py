@@ -31,6 +31,7 @@ from panel_cli.store.migrations import SCHEMA_VERSION
 from panel_cli.store.paths import resolve_db_path
 from panel_cli.store.processes import this_host
 from panel_cli.store.records import (
+    CALL_STATUSES,
     RUN_STATUSES,
     THREAD_LIMIT,
     BatchRun,
@@ -220,6 +221,7 @@ def _summary(row: Mapping[str, Any], question: str | None, columns: Columns | No
         real_calls = row["real_calls"] if isinstance(row["real_calls"], int) else 0
         fields["cost"], fields["cost_basis"] = ledger_cost(fields["calls"] or 0, real_calls, fields["cost"], unpriced)
         fields["unpriced"] = unpriced
+        fields["calls_by_status"] = _by_status(row["by_status"])
     if row["status"] not in RUN_STATUSES:
         columns.note("status")
     if fields["started_at"] is None:
@@ -231,6 +233,12 @@ def _summary(row: Mapping[str, Any], question: str | None, columns: Columns | No
     fields["damage"] = columns.damage
     fields["status"] = "damaged" if columns.bad else listed_status(row)
     return fields
+
+
+def _by_status(counted: Any) -> dict[str, int]:
+    """`status=count,...` as the ledger's query gives it, a count for every status."""
+    found = dict(pair.split("=") for pair in counted.split(",")) if isinstance(counted, str) else {}
+    return {status: int(found.get(status, 0)) for status in CALL_STATUSES}
 
 
 def search_query(text: str) -> str | None:
@@ -252,17 +260,25 @@ def prefix_successor(prefix: str) -> str | None:
 
 
 # A call whose reply came but whose price is unknown (a demo persona's costs nothing).
-_UNPRICED = (
+UNPRICED_CALL = (
     "c.cost IS NULL AND c.error_kind IS NOT 'budget' AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/'"
     " AND (c.response_text IS NOT NULL OR c.tokens_in IS NOT NULL OR c.tokens_out IS NOT NULL)"
+)
+# A call's final status from its row, as `panel_cli.store.records.call_status` reads it.
+_CALL_STATUS = (
+    "CASE WHEN c.error_kind IS 'budget' THEN 'refused' WHEN c.error_kind IS 'cancelled' THEN 'cancelled'"
+    " WHEN c.error_kind IS NOT NULL THEN 'failed' WHEN c.late THEN 'late' WHEN c.reused THEN 'reused'"
+    " ELSE 'answered' END"
 )
 # What a run's cost basis is read from (`panel_cli.totals.ledger_cost`): its calls of a real
 # model, and the models whose calls had no price; `r` is the run's row.
 _LEDGER = (
     ", (SELECT count(*) FROM calls c WHERE c.run_id = r.id AND c.error_kind IS NOT 'budget'"
     " AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/') AS real_calls"
-    f", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c WHERE c.run_id = r.id AND {_UNPRICED})"
+    f", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c WHERE c.run_id = r.id AND {UNPRICED_CALL})"
     " AS unpriced"
+    ", (SELECT group_concat(status || '=' || n) FROM"
+    f" (SELECT {_CALL_STATUS} AS status, count(*) AS n FROM calls c WHERE c.run_id = r.id GROUP BY 1)) AS by_status"
 )
 _SUMMARY = (
     "SELECT r.id, r.protocol, r.panel, question.body AS question, r.question_text, r.status, r.started_at,"
@@ -275,7 +291,8 @@ _GROUP_LEDGER = (
     ", (SELECT count(*) FROM calls c JOIN runs r2 ON r2.id = c.run_id WHERE c.error_kind IS NOT 'budget'"
     " AND substr(CAST(c.model AS TEXT), 1, 5) IS NOT 'demo/' {0}) AS real_calls"
     ", (SELECT group_concat(DISTINCT CAST(c.model AS TEXT)) FROM calls c JOIN runs r2 ON r2.id = c.run_id"
-    f" WHERE {_UNPRICED} {{0}}) AS unpriced"
+    f" WHERE {UNPRICED_CALL} {{0}}) AS unpriced"
+    ", (SELECT count(*) FROM calls c JOIN runs r2 ON r2.id = c.run_id WHERE c.late IS 1 {0}) AS late"
 )
 # A run's ancestors, nearest first: the chain of parent ids, up to the first run no longer stored.
 _ANCESTORS = """
@@ -668,6 +685,7 @@ class TranscriptReader:
                     truncated=bool(row["truncated"]),
                     request_hash=columns.text("request_hash"),
                     reused=bool(row["reused"]),
+                    late=bool(row["late"]),
                     tokens_in=columns.whole("tokens_in"),
                     tokens_out=columns.whole("tokens_out"),
                     cost=columns.real("cost"),
@@ -685,10 +703,11 @@ class TranscriptReader:
         """The run's answered calls by request hash, in the order they ended, for a resumed
         run to take instead of paying for them again. Every one is kept, not one per hash: a
         run that asked the same thing twice (two members on one model, a round whose prompt
-        did not change) got two samples, and so does its resume."""
+        did not change) got two samples, and so does its resume. A late reply is left out: the
+        run did not use it, so its resume asks again."""
         answered: dict[str, list[CallRecord]] = {}
         for call in self.run_calls(run_id):
-            if call.request_hash and call.error_kind is None and call.response is not None:
+            if call.request_hash and call.error_kind is None and not call.late and call.response is not None:
                 answered.setdefault(call.request_hash, []).append(call)
         return answered
 
@@ -721,8 +740,8 @@ class TranscriptReader:
             f" CASE WHEN count({tokens_in}) + count({tokens_out}) THEN total({tokens_in}) + total({tokens_out}) END"
             f" AS tokens, {known.format(call_cost)} AS cost,"
             " sum(substr(CAST(model AS TEXT), 1, 5) IS NOT 'demo/') AS real_calls,"
-            f" CASE WHEN sum({_UNPRICED}) THEN CAST(model AS TEXT) END AS unpriced"
-            " FROM calls c WHERE error_kind IS NOT 'budget' GROUP BY 1 ORDER BY 1"
+            f" CASE WHEN sum({UNPRICED_CALL}) THEN CAST(model AS TEXT) END AS unpriced,"
+            " sum(c.late IS 1) AS late FROM calls c WHERE error_kind IS NOT 'budget' GROUP BY 1 ORDER BY 1"
         )
         return StatsReport(
             total=Usage(**_usage(total)),
@@ -749,6 +768,7 @@ def _usage(row: Mapping[str, Any]) -> dict[str, Any]:
         "cost": cost,
         "cost_basis": basis,
         "unpriced": unpriced,
+        "late": int(row["late"] or 0),
     }
 
 

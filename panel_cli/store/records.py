@@ -35,6 +35,7 @@ OUTCOME_LENGTH = 80
 class RunSummary:
     """A line of `panel history list`. `tokens` and `cost` are None when no call reported them;
     `cost_basis` and `unpriced` say how to read the cost (`panel_cli.totals.ledger_cost`);
+    `calls_by_status` how its calls ended, a count for each of `CALL_STATUSES`;
     `outcome` is the winner (confer, vote, decide) or the final answer's first line. `damage`
     says what of the run could not be read (None: nothing); a run whose row itself cannot be
     read is listed `damaged`, at `started_at` 0 when its start is what is unreadable.
@@ -52,6 +53,7 @@ class RunSummary:
     cost: float | None = None
     cost_basis: str = "unknown"
     unpriced: list[str] = field(default_factory=list)
+    calls_by_status: dict[str, int] = field(default_factory=dict)
     outcome: str | None = None
     parent_id: str | None = None
     resumed_by: str | None = None
@@ -143,7 +145,8 @@ class CallRecord:
     """One model call; a failed call has `error_kind`, `error` and the provider's raw
     `detail` instead of a response. A `truncated` response is the beginning of the reply.
     `request_hash` identifies the request, so a resumed run can reuse the reply; `reused`: this
-    call is such a reply, with the tokens and cost the run it resumes paid."""
+    call is such a reply, with the tokens and cost the run it resumes paid. `late`: its reply
+    came after its stage had stopped waiting for it (a race already won); kept, paid, unused."""
 
     id: str
     run_id: str
@@ -157,6 +160,7 @@ class CallRecord:
     truncated: bool = False
     request_hash: str | None = None
     reused: bool = False
+    late: bool = False
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -169,11 +173,15 @@ class CallRecord:
 
     @property
     def status(self) -> str:
-        """How the call ended: answered, reused, failed, cancelled or refused (by the budget)."""
-        return call_status(self.error_kind, self.reused)
+        """How the call ended: answered, reused, late, failed, cancelled or refused (by the budget)."""
+        return call_status(self.error_kind, self.reused, self.late)
 
 
-def call_status(error_kind: str | None, reused: bool) -> str:
+# How a call can end, in the order every surface lists them (docs/result.md#the-envelope).
+CALL_STATUSES = ("answered", "reused", "late", "failed", "cancelled", "refused")
+
+
+def call_status(error_kind: str | None, reused: bool, late: bool = False) -> str:
     """A call's final status from its row, as `panel_cli.totals.RunTotals` counts its events."""
     if error_kind == "budget":
         return "refused"
@@ -181,6 +189,8 @@ def call_status(error_kind: str | None, reused: bool) -> str:
         return "cancelled"
     if error_kind is not None:
         return "failed"
+    if late:
+        return "late"
     return "reused" if reused else "answered"
 
 

@@ -39,6 +39,7 @@ FIELD_ORDER: dict[str, tuple[str, ...]] = {
         "truncated",
         "request_hash",
         "reused",
+        "late",
         "tokens_in",
         "tokens_out",
         "cost",
@@ -121,8 +122,9 @@ def resumed_source(config: Any) -> str | None:
 
 
 def call_fields(row: Mapping[str, Any], texts: TextCache) -> dict[str, Any]:
-    """Every field a call row gives to the events of its call."""
-    return {
+    """Every field a call row gives to the events of its call. `late` only when the row says:
+    a call stored before migration 10 has none, and its event is read back as it was."""
+    fields = {
         "call_id": row["id"],
         "member": row["member"],
         "model": row["model"],
@@ -142,6 +144,9 @@ def call_fields(row: Mapping[str, Any], texts: TextCache) -> dict[str, Any]:
         "message": row["error"],
         "detail": row["detail"],
     }
+    if row["late"] is not None:
+        fields["late"] = bool(row["late"])
+    return fields
 
 
 def decision_fields(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -178,9 +183,11 @@ def leftover(
         if key in ENVELOPE:
             if not same(value, columns[key]):
                 kept[key] = value
-        elif key not in derived or given is None or not same(value, given[key]):
+        elif key not in derived or given is None or key not in given or not same(value, given[key]):
             kept[key] = value
-    absent += [key for key in FIELD_ORDER.get(kind, ()) if key in derived and key not in payload]
+    absent += [
+        key for key in FIELD_ORDER.get(kind, ()) if key in derived and key not in payload and key in (given or {})
+    ]
     if absent:
         kept[ABSENT] = absent
     return kept
@@ -198,7 +205,7 @@ def restore(
         for key in FIELD_ORDER.get(kind, ()):
             if key in kept:
                 payload[key] = kept[key]
-            elif key in DERIVED[kind] and key not in absent:
+            elif key in DERIVED[kind] and key not in absent and key in given:
                 payload[key] = given[key]
     payload.update((key, value) for key, value in kept.items() if key not in payload and key != ABSENT)
     return payload

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class Usage(BaseModel):
     """Totals of a group of calls or runs; `tokens` and `cost` are None when nothing in the
     group reported them (an unknown price is never $0). `cost_basis` and `unpriced` say how to
-    read the cost, as a run's envelope does (`panel_cli.totals.ledger_cost`)."""
+    read the cost, as a run's envelope does (`panel_cli.totals.ledger_cost`). `late`: of the
+    calls, those whose reply came after their stage had stopped waiting (counted, not used)."""
 
     model_config = ConfigDict(defer_build=True)
 
@@ -19,6 +20,7 @@ class Usage(BaseModel):
     cost: float | None = None
     cost_basis: str = "unknown"
     unpriced: list[str] = Field(default_factory=list)
+    late: int = 0
 
 
 class ModelUsage(Usage):

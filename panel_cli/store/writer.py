@@ -230,8 +230,8 @@ class RunWriter:
         call_id = values["call_id"]
         self._db.execute(
             "INSERT INTO calls (run_id, id, seq, started_seq, member, model, stage, round, about, request_json,"
-            " response_text, truncated, reused, request_hash, tokens_in, tokens_out, cost, latency, error_kind, error,"
-            " detail, attempts, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " response_text, truncated, reused, late, request_hash, tokens_in, tokens_out, cost, latency, error_kind,"
+            " error, detail, attempts, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id,
                 call_id,
@@ -246,6 +246,7 @@ class RunWriter:
                 self.texts.put(values["text"], composer=composer) if values.get("text") is not None else None,
                 int(values["truncated"]) if values.get("truncated") is not None else None,
                 int(values["reused"]) if values.get("reused") is not None else None,
+                int(values["late"]) if values.get("late") is not None else None,
                 values.get("request_hash"),
                 values.get("tokens_in"),
                 values.get("tokens_out"),

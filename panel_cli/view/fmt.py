@@ -57,6 +57,10 @@ def run_cost(value: float | None, models: Iterable[str]) -> str:
     return SIMULATED_COST if simulated(models) else cost(value)
 
 
+# A call's note where its reply came after its stage had stopped waiting for it (`late`).
+LATE_NOTE = "late (answered after the race was won: paid, kept, not used)"
+
+
 def call_cost(value: float | None, model: str) -> str:
     """One call's cost: a demo persona's is `simulated, free`, never `$0.0000`."""
     return SIMULATED_COST if model.startswith("demo/") else cost(value)

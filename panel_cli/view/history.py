@@ -289,8 +289,10 @@ def _note(call: CallRecord) -> Text:
     if call.error_kind:
         return Text.assemble((call.error_kind, "red"), f": {call.error or ''}")
     note = Text("reused (paid by the run resumed)", style="cyan") if call.reused else Text("")
+    if call.late:
+        note.append(fmt.LATE_NOTE, style="yellow")
     if call.truncated:
-        note.append(("; " if call.reused else "") + "reply truncated", style="yellow")
+        note.append(("; " if note else "") + "reply truncated", style="yellow")
     return note
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from panel_cli.store.records import CallRecord, RunRecord, RunSummary
+from panel_cli.store.records import CALL_STATUSES, CallRecord, RunRecord, RunSummary
 
 
 def run_row(run: RunSummary) -> dict[str, Any]:
-    """A run in `history list --json`. `parent_id`: the run it follows up (`--continue`), null
+    """A run in `history list --json`: the envelope's figures (`calls_by_status` too, from the
+    run's call rows; no `spent_anew`). `parent_id`: the run it follows up (`--continue`), null
     for none; `resumed_by`: the run that took it over (`panel resume`), null for none."""
     return {
         **_envelope(run),
@@ -73,6 +74,7 @@ def _envelope(run: RunSummary) -> dict[str, Any]:
         "cost": run.cost,
         "cost_basis": run.cost_basis,
         "unpriced_models": run.unpriced,
+        "calls_by_status": run.calls_by_status,
         "parent_id": run.parent_id,
     }
 
@@ -80,8 +82,7 @@ def _envelope(run: RunSummary) -> dict[str, Any]:
 def calls_ledger(calls: list[CallRecord]) -> dict[str, Any]:
     """The envelope's `calls_by_status` and `spent_anew`, from the run's call rows as the live
     run counted them from its events (`panel_cli.totals.RunTotals`)."""
-    statuses = ("answered", "reused", "failed", "cancelled", "refused")
-    by_status = {status: sum(call.status == status for call in calls) for status in statuses}
+    by_status = {status: sum(call.status == status for call in calls) for status in CALL_STATUSES}
     anew = [call for call in calls if call.status not in ("reused", "refused")]
     if not by_status["reused"]:
         return {"calls_by_status": by_status, "spent_anew": None}

@@ -74,6 +74,7 @@ class PlainView:
         if event.tokens_in is not None or event.tokens_out is not None:
             line += f"  {(event.tokens_in or 0) + (event.tokens_out or 0):,} tok"
         line += "  reused" if event.reused else ""
+        line += "  late (not used)" if event.late else ""
         return line + ("  truncated" if event.truncated else "")
 
     def _call_failed(self, event: CallFailed) -> str:

@@ -23,9 +23,7 @@ def draw_stats(console: Console, path: Path, report: StatsReport) -> None:
         console.print(Text(f"No runs yet in {path}."), soft_wrap=True)
         return
     cost = fmt.basis_cost(total.cost, total.cost_basis, total.unpriced)
-    totals = (
-        f"{plural(total.runs, 'run')} · {plural(total.calls, 'call')} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
-    )
+    totals = f"{plural(total.runs, 'run')} · {_calls(total)} · {fmt.tokens(total.tokens)} tokens · cost {cost}"
     console.print(Text(f"{path}: {totals}"), soft_wrap=True)
     groups: list[tuple[str, list[tuple[str, Usage]]]] = [
         ("model", [(row.model, row) for row in report.by_model]),
@@ -48,5 +46,11 @@ def _usage_table(name: str, rows: list[tuple[str, Usage]]) -> Table:
         table.add_column(header, justify="right", no_wrap=True)
     for key, usage in rows:
         cost = fmt.basis_cost(usage.cost, usage.cost_basis, usage.unpriced if name != "model" else ())
-        table.add_row(Text(key or fmt.UNKNOWN), f"{usage.runs:,}", f"{usage.calls:,}", fmt.tokens(usage.tokens), cost)
+        calls = f"{usage.calls:,}" + (f" ({usage.late:,} late)" if usage.late else "")
+        table.add_row(Text(key or fmt.UNKNOWN), f"{usage.runs:,}", calls, fmt.tokens(usage.tokens), cost)
     return table
+
+
+def _calls(usage: Usage) -> str:
+    """`12 calls (1 late)`: the late ones (answered after their stage stopped waiting) are told."""
+    return plural(usage.calls, "call") + (f" ({usage.late:,} late)" if usage.late else "")

@@ -139,6 +139,7 @@ def calls_line(totals: RunTotals) -> str:
         f"{count} {what}"
         for count, what in (
             (totals.reused, "reused"),
+            (totals.late, "late"),
             (totals.failed, "failed"),
             (totals.cancelled, "cancelled"),
             (totals.refused, "refused (budget)"),

@@ -104,6 +104,7 @@ def test_list_json(db: Path) -> None:
         "cost",
         "cost_basis",
         "unpriced_models",
+        "calls_by_status",
         "parent_id",
         "panel",
         "status",
@@ -117,6 +118,8 @@ def test_list_json(db: Path) -> None:
     assert runs[1]["cost"] is None and runs[1]["status"] == "no_answer" and runs[1]["reached_answer"] is False
     assert runs[2]["cost"] == pytest.approx(0.005) and runs[2]["reached_answer"] is True
     assert (runs[2]["cost_basis"], runs[2]["unpriced_models"]) == ("partial", ["anthropic/claude"])
+    counted = {"answered": 3, "reused": 0, "late": 0, "failed": 1, "cancelled": 0, "refused": 0}
+    assert runs[2]["calls_by_status"] == counted, "from its call rows: three answered, one failed"
     assert runs[2]["outcome"] == "gpt" and runs[0]["outcome"] is None
     assert runs[2]["duration_s"] == pytest.approx(runs[2]["finished_at"] - runs[2]["started_at"])
     assert runs[0]["duration_s"] is None and runs[0]["finished_at"] is None  # still running
@@ -271,7 +274,7 @@ def test_show_json(db: Path) -> None:
     assert run["final_answer"] == ANSWER and run["reached_answer"] is True
     assert run["duration_s"] == pytest.approx(run["finished_at"] - run["started_at"])
     assert (run["calls"], run["tokens"], run["cost"]) == (4, 480, pytest.approx(0.005))
-    assert run["calls_by_status"] == {"answered": 3, "reused": 0, "failed": 1, "cancelled": 0, "refused": 0}
+    assert run["calls_by_status"] == {"answered": 3, "reused": 0, "late": 0, "failed": 1, "cancelled": 0, "refused": 0}
     assert run["warnings"] == [] and run["outcome"] == "gpt"
     assert [member["name"] for member in run["members"]] == ["gpt", "claude"]
     assert len(run["call_records"]) == 4 and run["call_records"][0]["messages"][0]["role"] == "user"

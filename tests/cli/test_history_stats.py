@@ -55,18 +55,19 @@ def test_stats_json(db: Path) -> None:
         "cost": pytest.approx(0.02),
         "cost_basis": "partial",
         "unpriced": claude,
+        "late": 0,
     }
     assert report["by_model"] == [
         {"runs": 2, "calls": 4, "tokens": 240, "cost": None, "model": "anthropic/claude"}
-        | {"cost_basis": "unknown", "unpriced": claude},
+        | {"cost_basis": "unknown", "unpriced": claude, "late": 0},
         {"runs": 3, "calls": 5, "tokens": 720, "cost": pytest.approx(0.02), "model": "openai/gpt-4o"}
-        | {"cost_basis": "known", "unpriced": []},
+        | {"cost_basis": "known", "unpriced": [], "late": 0},
     ]
     assert report["by_protocol"] == [
         {"runs": 2, "calls": 8, "tokens": 960, "cost": pytest.approx(0.01), "protocol": "confer"}
-        | {"cost_basis": "partial", "unpriced": claude},
+        | {"cost_basis": "partial", "unpriced": claude, "late": 0},
         {"runs": 1, "calls": 1, "tokens": None, "cost": pytest.approx(0.01), "protocol": "vote"}
-        | {"cost_basis": "known", "unpriced": []},
+        | {"cost_basis": "known", "unpriced": [], "late": 0},
     ]
     now, then = month_of(time.time()), month_of(time.time() - 40 * 86400)
     assert [(row["month"], row["runs"], row["calls"]) for row in report["by_month"]] == [(then, 1, 4), (now, 2, 5)]

@@ -158,10 +158,11 @@ def test_get_run_by_prefix_is_a_range_of_the_primary_key_index(tmp_path: Path) -
         reader._db.set_trace_callback(None)
         (ranged,) = [sql for sql in statements if "id >=" in sql]
         plan = " / ".join(row[3] for row in reader._db.execute(f"EXPLAIN QUERY PLAN {ranged}"))
-    # The run through the index; its ledger (calls of a real model, models of no price) through its calls' key.
+    # The run through the index; its ledger (calls of a real model, models of no price, calls by
+    # status) through its calls' key.
     run, *ledger = plan.split(" / ")
     assert run == "SEARCH r USING INDEX sqlite_autoindex_runs_1 (id>? AND id<?)"
-    assert [step for step in ledger if step.startswith("SEARCH")] == ["SEARCH c USING PRIMARY KEY (run_id=?)"] * 2
+    assert [step for step in ledger if step.startswith("SEARCH")] == ["SEARCH c USING PRIMARY KEY (run_id=?)"] * 3
 
 
 def test_prefix_successor() -> None:
@@ -236,13 +237,13 @@ def test_stats_by_model_protocol_and_month(tmp_path: Path) -> None:
     write_run(path, "c", started=february, model="openai/gpt-4o", cost=0.5)
     with TranscriptReader.open(path) as reader:
         stats = reader.stats()
-    unpriced = {"cost_basis": "partial", "unpriced": ["anthropic/claude"]}
+    unpriced = {"cost_basis": "partial", "unpriced": ["anthropic/claude"], "late": 0}
     assert stats.total.model_dump() == {"runs": 3, "calls": 3, "tokens": 45, "cost": 0.75, **unpriced}
     assert [row.model_dump() for row in stats.by_model] == [
         {"runs": 1, "calls": 1, "tokens": 15, "cost": None, "model": "anthropic/claude", "cost_basis": "unknown"}
-        | {"unpriced": ["anthropic/claude"]},
+        | {"unpriced": ["anthropic/claude"], "late": 0},
         {"runs": 2, "calls": 2, "tokens": 30, "cost": 0.75, "model": "openai/gpt-4o", "cost_basis": "known"}
-        | {"unpriced": []},
+        | {"unpriced": [], "late": 0},
     ]
     assert [(row.protocol, row.runs, row.cost, row.cost_basis) for row in stats.by_protocol] == [
         ("confer", 2, 0.75, "known"),
@@ -264,6 +265,7 @@ def test_stats_of_an_empty_store(tmp_path: Path) -> None:
         "cost": None,
         "cost_basis": "unknown",
         "unpriced": [],
+        "late": 0,
     }
     assert (stats.by_model, stats.by_protocol, stats.by_month) == ([], [], [])
 

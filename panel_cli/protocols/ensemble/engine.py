@@ -32,6 +32,8 @@ from panel_cli.wording import plural
 
 DEFAULT_TIMEOUT = 120.0
 RESEMBLANCE = 0.5
+# A racer whose reply came after the race was won: its `error_kind` (the call itself is `late`).
+LATE = "late"
 
 ScorerKind = Literal["length", "judge"]
 
@@ -202,10 +204,14 @@ async def _race(
 ) -> dict[str, CallResult]:
     """Calls until the first success, then cancel the rest (their connections close, so a
     provider stops working for nobody). Every member's call is started before the race can be
-    decided, so each has its row and its final status; a call that answers while it is being
-    cancelled keeps its answer. Members cancelled while still running are absent."""
+    decided, so each has its row and its final status. The first call to answer crosses the
+    finish line; one whose reply comes in after that (before its cancellation reached it) is
+    `late`: kept and paid for, not used. Members cancelled while still running are absent."""
+    finish = asyncio.Event()
     racers = [
-        asyncio.create_task(gateway.call(m, prompt, stage="answer", deadline=deadline, tools=True, brief=brief))
+        asyncio.create_task(
+            gateway.call(m, prompt, stage="answer", deadline=deadline, tools=True, brief=brief, race=finish)
+        )
         for m in members
     ]
     pending = set(racers)
@@ -218,7 +224,9 @@ async def _race(
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             finished = [task.result() for task in done]
             results.update((reply.member, reply) for reply in finished)
-            if any(reply.ok for reply in finished):
+            # A late reply means the winner's call is still reporting its answer: wait for it.
+            if any(reply.ok and not reply.late for reply in finished):
+                finish.set()  # a reused reply wins without a request of its own
                 break
     finally:
         for task in pending:
@@ -313,7 +321,12 @@ async def _choose(
         durations = {r.name: r.duration for r in responses if r.name in texts}
         first = min(durations, key=lambda name: (durations[name], order.index(name)))
         cancelled = sum(r.error_kind == "cancelled" for r in responses)
-        rest = f"; {plural(cancelled, 'other')} {'was' if cancelled == 1 else 'were'} cancelled" if cancelled else ""
+        late = sum(r.error_kind == LATE for r in responses)
+        rest = "".join(
+            f"; {plural(count, 'other')} {'was' if count == 1 else 'were'} {what}"
+            for count, what in ((late, "late (answered after the race was won)"), (cancelled, "cancelled"))
+            if count
+        )
         return _Choice(first, f"first to answer, in {durations[first]:.2f}s{rest}")
     if plan.mode == "majority":
         counts = resemblance_counts(texts)
@@ -400,6 +413,15 @@ def _response(member: Member, reply: CallResult | None, elapsed: float) -> Ensem
             success=False,
             error_kind="cancelled",
             error="another member answered first",
+        )
+    if reply.late:
+        return EnsembleResponse(
+            name=member.name,
+            model=member.model,
+            duration=reply.latency,
+            success=False,
+            error_kind=LATE,
+            error="answered after another member had won the race; its reply is kept in the store, not used",
         )
     return EnsembleResponse(
         name=member.name,
