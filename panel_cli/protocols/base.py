@@ -4,13 +4,13 @@ core's (`panel_cli.runs.execute`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from panel_cli.config import Panel
+from panel_cli.config import Member, Panel
 from panel_cli.events import BaseEvent
 
 if TYPE_CHECKING:
@@ -72,6 +72,13 @@ class ProtocolRules:
 
 def yes_no(value: bool) -> str:
     return "yes" if value else "no"
+
+
+def chairman_setting(panel: Panel, chairmen: Sequence[Member]) -> tuple[str, str]:
+    """The `chairman` line of `panel validate`: the chairman and its backups, and whether the
+    file named one, since a first member standing in by default surprises."""
+    named = "" if panel.chairman is not None else " (the first member; none is named)"
+    return ("chairman", ", ".join(chair.name for chair in chairmen) + named)
 
 
 def describe_duration(seconds: float | None) -> str:

@@ -25,6 +25,7 @@ from panel_cli.protocols.base import (
     Finding,
     ProtocolResult,
     ProtocolRules,
+    chairman_setting,
     labels_for,
     yes_no,
 )
@@ -116,10 +117,8 @@ def _council_findings(panel: Panel) -> list[Finding]:
 
 
 def _council_settings(panel: Panel) -> list[tuple[str, str]]:
-    chairs = ", ".join(chair.name for chair in panel.chairmen())
-    named = "" if panel.chairman is not None else " (the first member; none is named)"
     return [
-        ("chairman", chairs + named),
+        chairman_setting(panel, panel.chairmen()),
         ("anonymize", yes_no(panel.anonymize)),
         (
             "shuffle",

@@ -29,6 +29,7 @@ from panel_cli.protocols.base import (
     Finding,
     ProtocolResult,
     ProtocolRules,
+    chairman_setting,
     labels_for,
     yes_no,
 )
@@ -119,10 +120,8 @@ def _delphi_findings(panel: Panel) -> list[Finding]:
 
 
 def _delphi_settings(panel: Panel) -> list[tuple[str, str]]:
-    chairs = ", ".join(chair.name for chair in panel.chairmen())
-    named = "" if panel.chairman is not None else " (the first member; none is named)"
     return [
-        ("chairman", chairs + named),
+        chairman_setting(panel, panel.chairmen()),
         ("max_rounds", str(panel.max_rounds)),
         ("until_convergence", yes_no(panel.until_convergence) + " (stop when every expert reports no change)"),
     ]

@@ -46,6 +46,7 @@ from panel_cli.protocols.base import (
     Finding,
     ProtocolResult,
     ProtocolRules,
+    chairman_setting,
 )
 from panel_cli.protocols.orchestrate.plan import MAX_TASKS, PLAN_DECISIVE, PlanError, read_plan
 from panel_cli.protocols.stages import (
@@ -164,15 +165,12 @@ def _check_orchestrate(panel: Panel) -> list[Finding]:
 def _orchestrate_settings(panel: Panel) -> list[tuple[str, str]]:
     team = team_of(panel)
     planner = team.planner.name + (" (the chairman; none is named)" if panel.planner is None else "")
-    chairs = ", ".join(chair.name for chair in team.chairmen) + (
-        " (the first member; none is named)" if panel.chairman is None else ""
-    )
     workers = ", ".join(worker.name for worker in team.workers)
     if team.default_workers:
         workers += " (the default set, on the planner's model)"
     return [
         ("planner", planner),
-        ("chairman", chairs),
+        chairman_setting(panel, team.chairmen),
         ("workers", workers),
         ("max_plan_attempts", str(panel.max_plan_attempts)),
     ]

@@ -37,6 +37,7 @@ from panel_cli.protocols.base import (
     Finding,
     ProtocolResult,
     ProtocolRules,
+    chairman_setting,
 )
 from panel_cli.protocols.stages import (
     Synthesis,
@@ -203,13 +204,11 @@ def _supervise_findings(panel: Panel) -> list[Finding]:
 def _supervise_settings(panel: Panel) -> list[tuple[str, str]]:
     plan = plan_supervision(panel)
     critic = plan.critic.name + (" (inline)" if plan.critic not in panel.members else "")
-    chairs = ", ".join(chair.name for chair in plan.chairmen)
-    named = "" if panel.chairman is not None else " (the first member; none is named)"
     unset = "" if "max_rounds" in panel.model_fields_set else " (the default)"
     return [
         ("workers", ", ".join(worker.name for worker in plan.workers)),
         ("critic", critic),
-        ("chairman", chairs + named),
+        chairman_setting(panel, plan.chairmen),
         ("max_rounds", f"{plan.corrections} correction round{'s' if plan.corrections != 1 else ''}{unset}"),
     ]
 
