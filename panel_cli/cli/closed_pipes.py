@@ -1,7 +1,8 @@
 """A reader that stops reading never changes what panel does.
 
 `panel confer … | head -3` or `panel history show ID | head`: once `head` has its lines it
-closes the pipe, and the next write raises BrokenPipeError. Left alone, that error would end
+closes the pipe, and the next write raises BrokenPipeError (a closed terminal, after SIGHUP,
+raises EIO the same way). Left alone, that error would end
 a run half-way, store it as failed and exit 1, although every call it made was paid for and
 nothing went wrong but the reader's patience. As `git log | head` does, panel goes on quietly:
 the closed stream's descriptor is pointed at the null device, the run ends as it would have,
@@ -10,9 +11,13 @@ and its exit code is its own.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import Any, TextIO
+
+# A pipe with no reader; a terminal that was closed.
+READER_GONE = (errno.EPIPE, errno.EIO)
 
 
 class QuietWhenClosed:
@@ -25,14 +30,18 @@ class QuietWhenClosed:
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError as error:
+            if error.errno not in READER_GONE:
+                raise
             self._discard_from_now_on()
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError as error:
+            if error.errno not in READER_GONE:
+                raise
             self._discard_from_now_on()
 
     def _discard_from_now_on(self) -> None:
