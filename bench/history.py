@@ -31,7 +31,7 @@ Figures:
           Markdown). Targets: list <= 1.3, show <= 1.6.
         - `history list --help` divided by a minimal two-command Typer app's `hello --help`, no
           completion options
-          (`TYPER_FLOOR`, as bench/startup.py's). Target <= 1.3.
+          (`TYPER_FLOOR`, bench/floors.py). Target <= 1.3.
         - growth: each command's CPU on the --large file divided by the same on the --runs
           one. Target <= 1.2 for list, search and show.
       The runs are made fast: one run of each protocol (confer, council, vote, decide, delphi,
@@ -74,6 +74,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from floors import TYPER_FLOOR  # noqa: E402  (beside this script)
 
 DEMO_RUNS = 30
 DEMO_MEMBERS = ("sage", "skeptic", "pragmatist")
@@ -236,28 +238,6 @@ if __name__ == "__main__":
     app()
 '''
 
-# The floor of any Typer CLI's help, as bench/startup.py's.
-TYPER_FLOOR = '''\
-import typer
-
-app = typer.Typer(add_completion=False)
-
-
-@app.command()
-def hello(name: str) -> None:
-    """Say hello."""
-    print(f"hello {name}")
-
-
-@app.command()
-def bye(name: str, loud: bool = False) -> None:
-    """Say goodbye."""
-    print(f"bye {name}")
-
-
-if __name__ == "__main__":
-    app()
-'''
 # A word in every run's question (the most rows a search can match) and words of one old run's.
 SEARCHES = {"search, every run": "team", "search, one old run": "team 7"}
 

@@ -53,27 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-TYPER_FLOOR = '''\
-import typer
-
-app = typer.Typer(add_completion=False)
-
-
-@app.command()
-def hello(name: str) -> None:
-    """Say hello."""
-    print(f"hello {name}")
-
-
-@app.command()
-def bye(name: str, loud: bool = False) -> None:
-    """Say goodbye."""
-    print(f"bye {name}")
-
-
-if __name__ == "__main__":
-    app()
-'''
+from floors import TYPER_FLOOR  # noqa: E402  (beside this script)
 
 PANEL_FILE = """\
 name: startup
