@@ -9,9 +9,16 @@ Command modules pass these as `autocompletion=` to their arguments and options.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
+
+if TYPE_CHECKING:
+    import sqlite3
+
+T = TypeVar("T")
 
 PANEL_SUFFIXES = (".yaml", ".yml")
 RUN_LIMIT = 200
@@ -75,38 +82,51 @@ def default_db_path() -> Path:
     return Path(user_data_dir("panel", appauthor=False)) / "panel.db"
 
 
-def run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
-    """Ids of the stored runs that begin with what is typed, newest first, each with a
-    short description for shells that show one (zsh, fish). The file is opened read-only
-    with the standard library: completing must never create, migrate or write it."""
+def _read_store(ctx: typer.Context, read: Callable[[sqlite3.Connection], T]) -> T | None:
+    """What `read` finds in the store `--db` or PANEL_DB names, opened read-only with the
+    standard library (completing must never create, migrate or write it); None when there is
+    no store or it cannot be read."""
     import sqlite3
 
     db = ctx.params.get("db")
     path = Path(db).expanduser() if db else default_db_path()
     if not path.is_file():
-        return []
+        return None
     try:
         connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        connection.row_factory = sqlite3.Row
         try:
-            rows = connection.execute(
-                "SELECT id, started_at, protocol, question FROM run_texts WHERE substr(id, 1, ?) = ? "
-                "ORDER BY started_at DESC LIMIT ?",
-                (len(incomplete), incomplete, RUN_LIMIT),
-            ).fetchall()
-            offer_last = bool(incomplete) and "last".startswith(incomplete.lower())
-            any_run = offer_last and connection.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
+            return read(connection)
         finally:
             connection.close()
     except sqlite3.Error:
-        return []
-    found = [
-        (run_id, _describe(started, protocol, question))
-        for run_id, started, protocol, question in rows
-        if isinstance(run_id, str)
-    ]
-    if any_run:
-        found.insert(0, ("last", "the run started last"))
-    return found
+        return None
+
+
+def _offers_last(incomplete: str) -> bool:
+    return bool(incomplete) and "last".startswith(incomplete.lower())
+
+
+def run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+    """Ids of the stored runs that begin with what is typed, newest first, each with a
+    short description for shells that show one (zsh, fish)."""
+
+    def read(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+        rows = connection.execute(
+            "SELECT id, started_at, protocol, question FROM run_texts WHERE substr(id, 1, ?) = ? "
+            "ORDER BY started_at DESC LIMIT ?",
+            (len(incomplete), incomplete, RUN_LIMIT),
+        ).fetchall()
+        found = [
+            (run_id, _describe(started, protocol, question))
+            for run_id, started, protocol, question in rows
+            if isinstance(run_id, str)
+        ]
+        if _offers_last(incomplete) and connection.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None:
+            found.insert(0, ("last", "the run started last"))
+        return found
+
+    return _read_store(ctx, read) or []
 
 
 # What a run stopped before its end is stored as: the statuses `panel resume` takes (a
@@ -118,44 +138,32 @@ def resumable_run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, st
     """`run_ids` for `panel resume`: only the runs it would resume (interrupted, failed, or
     crashed: running with its process gone), so finished runs and runs another run took over
     are not offered. `last` only when the run started last is one of them."""
-    import sqlite3
-
     from panel_cli.store.records import listed_status
 
-    db = ctx.params.get("db")
-    path = Path(db).expanduser() if db else default_db_path()
-    if not path.is_file():
-        return []
-    try:
-        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        connection.row_factory = sqlite3.Row
-        try:
-            rows = connection.execute(
-                "SELECT r.id, r.started_at, r.protocol, q.body AS question, r.status, r.pid, r.host FROM runs r"
-                " LEFT JOIN texts q ON q.id = r.question_text WHERE substr(r.id, 1, ?) = ?"
-                f" AND r.status IN ({', '.join('?' for _ in RESUMABLE)}) ORDER BY r.started_at DESC LIMIT ?",
-                (len(incomplete), incomplete, *RESUMABLE, RUN_LIMIT),
-            ).fetchall()
-            offer_last = bool(incomplete) and "last".startswith(incomplete.lower())
-            latest = (
-                connection.execute(
-                    "SELECT id, status, pid, host, started_at FROM runs ORDER BY started_at DESC, id LIMIT 1"
-                ).fetchone()
-                if offer_last
-                else None
-            )
-        finally:
-            connection.close()
+    def resumable(row: sqlite3.Row) -> bool:
+        return row["status"] in RESUMABLE and listed_status(row) != "running"
+
+    def read(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+        rows = connection.execute(
+            "SELECT r.id, r.started_at, r.protocol, q.body AS question, r.status, r.pid, r.host FROM runs r"
+            " LEFT JOIN texts q ON q.id = r.question_text WHERE substr(r.id, 1, ?) = ?"
+            f" AND r.status IN ({', '.join('?' for _ in RESUMABLE)}) ORDER BY r.started_at DESC LIMIT ?",
+            (len(incomplete), incomplete, *RESUMABLE, RUN_LIMIT),
+        ).fetchall()
         found = [
             (row["id"], _describe(row["started_at"], row["protocol"], row["question"]))
             for row in rows
-            if isinstance(row["id"], str) and listed_status(row) != "running"
+            if isinstance(row["id"], str) and resumable(row)
         ]
-        if latest is not None and latest["status"] in RESUMABLE and listed_status(latest) != "running":
-            found.insert(0, ("last", "the run started last"))
-    except sqlite3.Error:
-        return []
-    return found
+        if _offers_last(incomplete):
+            latest = connection.execute(
+                "SELECT id, status, pid, host, started_at FROM runs ORDER BY started_at DESC, id LIMIT 1"
+            ).fetchone()
+            if latest is not None and resumable(latest):
+                found.insert(0, ("last", "the run started last"))
+        return found
+
+    return _read_store(ctx, read) or []
 
 
 def _describe(started: object, protocol: object, question: object) -> str:
