@@ -11,7 +11,6 @@ them all, builds them all.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import importlib
@@ -227,13 +226,12 @@ ROOT_COMMANDS = {
 def _say(message: str) -> None:
     """Each line of a message on its own `panel:` line: several problems read as a list. A
     key quoted in an unexpected error is scrubbed like everywhere else. A terminal already
-    closed (SIGHUP) hears nothing, and the exit code still says what happened."""
+    closed (SIGHUP) hears nothing (`closed_pipes`), and the exit code still says what happened."""
     from panel_cli.redact import redact, secret_values
 
-    with contextlib.suppress(OSError):
-        for line in redact(message, secret_values()).splitlines() or [""]:
-            sys.stderr.write(f"panel: {line}\n")
-        sys.stderr.flush()
+    for line in redact(message, secret_values()).splitlines() or [""]:
+        sys.stderr.write(f"panel: {line}\n")
+    sys.stderr.flush()
 
 
 def _is_usage_error(exc: Exception) -> bool:

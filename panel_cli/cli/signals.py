@@ -162,9 +162,8 @@ def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
     try:
         return loop.run_until_complete(task)
     except BaseException:
-        # Once a signal came, however the run ended is its interruption: cancelled, the loop
-        # stopped under a clean-up that outlasted its bound (RuntimeError), or a write to the
-        # terminal that SIGHUP says is gone (OSError) while the view closed.
+        # Once a signal came, however the run ended is its interruption: cancelled, or the
+        # loop stopped under a clean-up that outlasted its bound (RuntimeError).
         if received:
             raise Interrupted(received[0], run_id) from None
         raise
@@ -211,8 +210,7 @@ def _exit_if_threads_linger(interrupted: Interrupted) -> None:
         for thread in threading.enumerate()
         if thread is not threading.main_thread()
     ):
-        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-            sys.stdout.flush()
-            sys.stderr.write(f"panel: {interrupted.message}\n")
-            sys.stderr.flush()
+        sys.stdout.flush()
+        sys.stderr.write(f"panel: {interrupted.message}\n")
+        sys.stderr.flush()
         os._exit(interrupted.exit_code)
