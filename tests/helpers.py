@@ -22,6 +22,8 @@ from typer.testing import CliRunner, Result
 
 from panel_cli.cli.app import app
 from panel_cli.config import Member, Panel
+from panel_cli.errors import UserError
+from panel_cli.exit_status import ExitStatus
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,9 +83,9 @@ def cli(
     catch_exceptions: bool = True,
 ) -> Result:
     """`panel ARGS` in process (typer's CliRunner): its exit code, stdout, stderr, output and
-    any exception it raised. `columns`: the terminal width Rich sees (None: Rich's default)."""
-    width = {} if columns is None else {"COLUMNS": str(columns)}
-    runner = CliRunner(env={**width, **(env or {})})
+    any exception it raised. `columns`: the terminal width Rich sees (None: no COLUMNS at all,
+    as in a pipe, whatever the test's own environment holds)."""
+    runner = CliRunner(env={"COLUMNS": None if columns is None else str(columns), **(env or {})})
     return runner.invoke(app, list(args), input=input, catch_exceptions=catch_exceptions)
 
 
@@ -100,11 +102,21 @@ def cli_json(
     return json.loads(outcome.stdout)
 
 
-def cli_ok(*args: str, env: Mapping[str, str] | None = None, columns: int | None = 200) -> str:
+def cli_ok(
+    *args: str, input: str | None = None, env: Mapping[str, str] | None = None, columns: int | None = 200
+) -> str:
     """`panel ARGS` in process, which must succeed (an exception is raised, not caught); what it printed."""
-    outcome = cli(*args, env=env, columns=columns, catch_exceptions=False)
+    outcome = cli(*args, input=input, env=env, columns=columns, catch_exceptions=False)
     assert outcome.exit_code == 0, outcome.output
     return outcome.output
+
+
+def cli_refused(*args: str, input: str | None = None) -> str:
+    """The one sentence `panel ARGS` in process is refused with: a `UserError`, exit 2."""
+    outcome = cli(*args, input=input)
+    assert isinstance(outcome.exception, UserError), (outcome.output, outcome.exception)
+    assert outcome.exception.exit_code == ExitStatus.USER_ERROR
+    return outcome.exception.message
 
 
 # -- panel as a real process (signals, stdin, exit codes, imports) -----------------------------

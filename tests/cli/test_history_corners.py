@@ -10,33 +10,26 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
-from panel_cli.errors import UserError
 from panel_cli.events import CallFinished, RunFinished, StageStarted
 from panel_cli.store.reader import TranscriptReader
+from tests.helpers import cli, cli_ok, cli_refused
 from tests.store.sample_runs import confer_run, record, run_started
 
-WIDE = CliRunner(env={"COLUMNS": "200"})
-PIPE = CliRunner(env={"COLUMNS": None})  # no terminal and no COLUMNS: a pipe
 LONG_QUESTION = (
     "Should the audit log live in PostgreSQL, " + "with every row signed and kept for seven years, " * 4 + "?"
 )
 LONG_REPLY = "\n".join(f"Line {number}: " + "the reasons go on " * 8 for number in range(1, 31))
 
 
-def history(*args: str, runner: CliRunner = WIDE, input: str | None = None) -> str:
-    result = runner.invoke(app, ["history", *args], input=input, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
+def history(*args: str, columns: int | None = 200, env: dict[str, str] | None = None) -> str:
+    """`panel history ARGS`, which must succeed; `columns=None`: piped, no COLUMNS."""
+    return cli_ok("history", *args, columns=columns, env=env)
 
 
 def refused(*args: str) -> str:
-    result = WIDE.invoke(app, ["history", *args])
-    assert isinstance(result.exception, UserError), result.output
-    assert result.exception.exit_code == 2
-    return result.exception.message
+    return cli_refused("history", *args)
 
 
 def long_run(run_id: str) -> list:
@@ -132,7 +125,7 @@ def test_purge_takes_a_span_of_an_hour_or_more_written_in_minutes(db: Path) -> N
 
 def test_purge_says_how_many_it_will_delete_before_asking(db: Path) -> None:
     tomorrow = time.strftime("%Y-%m-%d", time.localtime(time.time() + 86400))
-    result = WIDE.invoke(app, ["history", "purge", "--older-than", tomorrow, "--db", str(db)], input="n\n")
+    result = cli("history", "purge", "--older-than", tomorrow, "--db", str(db), input="n\n")
     assert result.exit_code == 1
     assert f"Delete 2 runs started before {tomorrow} 00:00 from {db}? [y/N]" in result.stderr
     assert "Nothing deleted." in result.stderr
@@ -144,7 +137,7 @@ def test_purge_says_how_many_it_will_delete_before_asking(db: Path) -> None:
 
 
 def test_piped_list_cuts_nothing(db: Path) -> None:
-    listed = history("list", "--db", str(db), runner=PIPE)
+    listed = history("list", "--db", str(db), columns=None)
     newest = next(line for line in listed.splitlines() if line.startswith("89c0ffee-n"))
     assert " ".join(LONG_QUESTION.split()) in newest, "the whole question"
     assert "a-panel-with-a-long-name-for-the-audit-team" in newest
@@ -153,7 +146,7 @@ def test_piped_list_cuts_nothing(db: Path) -> None:
 
 
 def test_list_in_columns_given_by_columns_never_cuts_an_id(db: Path) -> None:
-    listed = history("list", "--db", str(db), runner=CliRunner(env={"COLUMNS": "60"}))
+    listed = history("list", "--db", str(db), columns=60)
     lines = listed.splitlines()
     assert all(len(line) <= 60 for line in lines)
     assert lines[1].startswith("89c0ffee-n ") and lines[2].startswith("89c0ffee-o ")
@@ -174,7 +167,7 @@ def test_piped_decisions_cut_no_id(tmp_path: Path) -> None:
     )
     for run_id in ("89c1aaaa-1", "89c1bbbb-2"):
         asyncio.run(record(path, run_id, [run_started(topic), decided, RunFinished(final_answer="RabbitMQ")]))
-    listed = history("decisions", "--db", str(path), runner=PIPE)
+    listed = history("decisions", "--db", str(path), columns=None)
     assert "89c1aaaa" in listed and "89c1bbbb" in listed and "…" not in listed
     assert " ".join(topic.split()) in listed
 
@@ -183,7 +176,7 @@ def test_piped_decisions_cut_no_id(tmp_path: Path) -> None:
 
 
 def test_show_prints_every_reply_whole_off_a_terminal(db: Path) -> None:
-    shown = history("show", "89c0ffee-newest", "--db", str(db), runner=PIPE)
+    shown = history("show", "89c0ffee-newest", "--db", str(db), columns=None)
     assert "Replies" in shown and "round 0 · answer · gpt (openai/gpt-4o)" in shown
     for line in LONG_REPLY.splitlines():
         assert " ".join(line.split()) in " ".join(shown.split()), line
@@ -191,11 +184,11 @@ def test_show_prints_every_reply_whole_off_a_terminal(db: Path) -> None:
 
 
 def test_show_folds_a_long_reply_on_a_terminal_unless_full(db: Path) -> None:
-    terminal = CliRunner(env={"COLUMNS": "200", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
-    folded = history("show", "89c0ffee-newest", "--db", str(db), runner=terminal)
+    terminal = {"TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    folded = history("show", "89c0ffee-newest", "--db", str(db), env=terminal)
     assert "Line 12: " in folded and "Line 13: " not in folded
     assert "… 18 more lines (--full shows them)" in folded
-    full = history("show", "89c0ffee-newest", "--full", "--db", str(db), runner=terminal)
+    full = history("show", "89c0ffee-newest", "--full", "--db", str(db), env=terminal)
     assert "Line 30: " in full and "more lines" not in full
 
 

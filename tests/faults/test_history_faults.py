@@ -15,29 +15,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
-from panel_cli.errors import UserError
 from panel_cli.store.reader import TranscriptReader
+from tests.helpers import cli, cli_ok, cli_refused
 from tests.store.sample_runs import ENDINGS, answer_calls, confer_run, record, run_started
-
-runner = CliRunner(env={"COLUMNS": "200"})
-
-
-def panel(*args: str) -> str:
-    result = runner.invoke(app, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def refused(*args: str) -> str:
-    """The sentence a command is refused with; it must be exit 2 (a `UserError`)."""
-    result = runner.invoke(app, list(args))
-    error = result.exception
-    assert isinstance(error, UserError), (result.output, error)
-    assert error.exit_code == 2
-    return error.message
 
 
 def two_runs(path: Path) -> Path:
@@ -92,7 +73,7 @@ def test_import_refuses_a_file_with_a_hostile_row_and_names_it(tmp_path: Path, d
     target = tmp_path / "main.db"
     asyncio.run(record(target, "mine", confer_run("mine")))
     before = target.read_bytes()
-    said = refused("history", "import", str(other), "--db", str(target))
+    said = cli_refused("history", "import", str(other), "--db", str(target))
     assert said.startswith(f"{other} cannot be imported: run 'bad-run-2', ")
     assert said.endswith("; nothing was imported.")
     assert target.read_bytes() == before
@@ -103,14 +84,14 @@ def test_import_refuses_a_file_with_a_hostile_row_and_names_it(tmp_path: Path, d
 def test_import_names_what_a_garbage_time_should_have_been(tmp_path: Path) -> None:
     other = two_runs(tmp_path / "other.db")
     change(other, *DAMAGE["a garbage started_at"])
-    said = refused("history", "import", str(other), "--db", str(tmp_path / "main.db"))
+    said = cli_refused("history", "import", str(other), "--db", str(tmp_path / "main.db"))
     assert "runs.started_at holds 'yesterday-ish', not a time (2025-01-31T09:30:00.000000000Z)" in said
 
 
 def test_import_refuses_a_text_made_of_itself_without_recursing(tmp_path: Path) -> None:
     other = two_runs(tmp_path / "other.db")
     text_id = composed_text(other)
-    said = refused("history", "import", str(other), "--db", str(tmp_path / "main.db"))
+    said = cli_refused("history", "import", str(other), "--db", str(tmp_path / "main.db"))
     assert f"text {text_id} is made of itself" in said
     assert not (tmp_path / "main.db").exists() or TranscriptReader.open(tmp_path / "main.db").list_runs() == []
 
@@ -129,35 +110,35 @@ def damaged(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, str]:
 def test_every_reader_survives_a_damaged_row(damaged: tuple[Path, str], tmp_path: Path) -> None:
     path, damage = damaged
     db = ["--db", str(path)]
-    listed = panel("history", "list", *db)
+    listed = cli_ok("history", "list", *db)
     assert "good-run" in listed and "bad-run-" in listed
-    rows = {run["run_id"]: run for run in json.loads(panel("history", "list", "--json", *db))}
+    rows = {run["run_id"]: run for run in json.loads(cli_ok("history", "list", "--json", *db))}
     assert rows["good-run-1"]["status"] == "finished" and rows["good-run-1"]["damage"] is None
-    shown = panel("history", "show", "bad-run-2", *db)
+    shown = cli_ok("history", "show", "bad-run-2", *db)
     assert shown.startswith("Run       bad-run-2")
-    detail = json.loads(panel("history", "show", "bad-run-2", "--json", *db))
+    detail = json.loads(cli_ok("history", "show", "bad-run-2", "--json", *db))
     if damage != "bad JSON in a request":  # a call's row: the call reads with no messages
         assert detail["damage"] is not None, damage
         assert f"Damage    {detail['damage']}" in shown
     for export_format in ("md", "json", "html"):
         exported = tmp_path / f"bad.{export_format}"
-        panel("history", "export", "bad-run-2", "-o", str(exported), *db)
+        cli_ok("history", "export", "bad-run-2", "-o", str(exported), *db)
         assert exported.stat().st_size > 0
-    panel("history", "stats", *db)
-    panel("history", "replay", "bad-run-2", "--speed", "max", *db)
-    panel("history", "delete", "bad-run-2", "--yes", *db)
-    assert [run["run_id"] for run in json.loads(panel("history", "list", "--json", *db))] == ["good-run-1"]
+    cli_ok("history", "stats", *db)
+    cli_ok("history", "replay", "bad-run-2", "--speed", "max", *db)
+    cli_ok("history", "delete", "bad-run-2", "--yes", *db)
+    assert [run["run_id"] for run in json.loads(cli_ok("history", "list", "--json", *db))] == ["good-run-1"]
 
 
 def test_a_run_whose_row_is_unreadable_is_listed_as_damaged(tmp_path: Path) -> None:
     path = two_runs(tmp_path / "damaged.db")
     change(path, *DAMAGE["a garbage started_at"])
-    runs = {run["run_id"]: run for run in json.loads(panel("history", "list", "--json", "--db", str(path)))}
+    runs = {run["run_id"]: run for run in json.loads(cli_ok("history", "list", "--json", "--db", str(path)))}
     assert runs["bad-run-2"]["status"] == "damaged"
     assert runs["bad-run-2"]["damage"] == "unreadable started_at"
-    damaged_only = json.loads(panel("history", "list", "--status", "damaged", "--json", "--db", str(path)))
+    damaged_only = json.loads(cli_ok("history", "list", "--status", "damaged", "--json", "--db", str(path)))
     assert [run["run_id"] for run in damaged_only] == ["bad-run-2"]
-    line = next(line for line in panel("history", "list", "--db", str(path)).splitlines() if "bad-run-" in line)
+    line = next(line for line in cli_ok("history", "list", "--db", str(path)).splitlines() if "bad-run-" in line)
     assert " damaged " in line and " — " in line, "no time to show"
 
 
@@ -172,27 +153,27 @@ def db(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("command", ["list", "decisions"])
 @pytest.mark.parametrize("limit", ["100000000000000000000", "1e20", "1000001", "0"])
 def test_a_limit_out_of_bounds_is_a_usage_error(db: Path, command: str, limit: str) -> None:
-    result = runner.invoke(app, ["history", command, "--limit", limit, "--db", str(db)])
+    result = cli("history", command, "--limit", limit, "--db", str(db))
     assert result.exit_code == 2, result.output
     assert "--limit" in result.output and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("quorum", ["100000000000000000000", "1e20", "10001", "0"])
 def test_a_retally_quorum_out_of_bounds_is_a_usage_error(db: Path, quorum: str) -> None:
-    result = runner.invoke(app, ["history", "retally", "bad-run-2", "--quorum", quorum, "--db", str(db)])
+    result = cli("history", "retally", "bad-run-2", "--quorum", quorum, "--db", str(db))
     assert result.exit_code == 2, result.output
     assert "--quorum" in result.output
 
 
 @pytest.mark.parametrize("threshold", ["nan", "inf", "1e308", "1", "0", "-0.5"])
 def test_a_retally_threshold_that_is_no_share_is_one_sentence(db: Path, threshold: str) -> None:
-    said = refused("history", "retally", "bad-run-2", "--threshold", threshold, "--db", str(db))
+    said = cli_refused("history", "retally", "bad-run-2", "--threshold", threshold, "--db", str(db))
     assert said == f"--threshold takes a share above 0 and below 1, such as 0.66, not {float(threshold):g}."
 
 
 @pytest.mark.parametrize("speed", ["1e-300", "0.001", "-1", "nan"])
 def test_a_replay_that_would_wait_for_ever_is_refused(db: Path, speed: str) -> None:
-    said = refused("history", "replay", "good-run-1", "--speed", speed, "--db", str(db))
+    said = cli_refused("history", "replay", "good-run-1", "--speed", speed, "--db", str(db))
     assert said.startswith("--speed takes a number of times faster than the run from 0.01 up")
 
 
@@ -203,7 +184,7 @@ def test_export_of_a_run_with_a_huge_id_names_its_file_from_a_short_clean_one(
     huge = "a/" + "x" * 5000
     asyncio.run(record(path, huge, confer_run(huge)))
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["history", "export", "a/xxx", "--format", "html", "--db", str(path)])
+    result = cli("history", "export", "a/xxx", "--format", "html", "--db", str(path))
     assert result.exit_code == 0, result.output
     named = tmp_path / f"panel-a{'x' * 39}.html"
     assert named.read_text(encoding="utf-8").startswith("<!doctype html>")

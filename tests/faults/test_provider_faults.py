@@ -15,9 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
-from typer.testing import CliRunner
 
-from panel_cli.cli.app import app
 from panel_cli.config import Defaults, Member
 from panel_cli.events import BaseEvent
 from panel_cli.llm.budget import Budget
@@ -43,7 +41,7 @@ from tests.fakes.openai_server import (
     reset_mid_body,
     responder,
 )
-from tests.helpers import member
+from tests.helpers import cli, member
 from tests.protocols.conftest import make_panel, prompt_of, task_of, vote_json
 from tests.protocols.test_supervise_engine import supervised_panel, worker
 from tests.protocols.test_vote_engine import ballot, vote_panel
@@ -552,7 +550,7 @@ def test_usage_outside_its_range_is_unknown_and_the_run_is_stored(fake_server, t
         f"  - {{name: honest, model: openai/honest, api_base: '{fake_server.url}'}}\n"
     )
     db = tmp_path / "runs.db"
-    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    outcome = cli("ensemble", str(file), "--json", "--db", str(db), columns=None)
     assert outcome.exit_code == 0, outcome.output
     data = json.loads(outcome.stdout)
     assert data["tokens"] == 30, "the run counts the tokens it knows"
@@ -620,11 +618,11 @@ def test_a_lone_surrogate_in_a_reply_is_replaced_before_it_is_stored_or_shown(fa
     file = tmp_path / "p.yaml"
     file.write_text(f"question: q?\nmembers:\n  - {{name: a, model: openai/a, api_base: '{fake_server.url}'}}\n")
     db = tmp_path / "runs.db"
-    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    outcome = cli("ensemble", str(file), "--json", "--db", str(db), columns=None)
     assert outcome.exit_code == 0, outcome.output
     data = json.loads(outcome.stdout)
     assert data["final_answer"].endswith("caf\ufffde")
-    exported = CliRunner().invoke(app, ["history", "export", data["run_id"], "--db", str(db), "--format", "md"])
+    exported = cli("history", "export", data["run_id"], "--db", str(db), "--format", "md", columns=None)
     assert exported.exit_code == 0 and "caf\ufffde" in exported.stdout
 
 
@@ -634,11 +632,11 @@ def test_a_deep_reply_stored_as_an_answer_still_exports(fake_server, tmp_path, f
     file = tmp_path / "p.yaml"
     file.write_text(f"question: q?\nmembers:\n  - {{name: a, model: openai/a, api_base: '{fake_server.url}'}}\n")
     db = tmp_path / "runs.db"
-    outcome = CliRunner().invoke(app, ["ensemble", str(file), "--json", "--db", str(db)])
+    outcome = cli("ensemble", str(file), "--json", "--db", str(db), columns=None)
     assert outcome.exit_code == 0, outcome.output
     run_id = json.loads(outcome.stdout)["run_id"]
     target = tmp_path / f"run.{form}"
-    exported = CliRunner().invoke(app, ["history", "export", run_id, "--db", str(db), "-o", str(target)])
+    exported = cli("history", "export", run_id, "--db", str(db), "-o", str(target), columns=None)
     assert exported.exit_code == 0, exported.output
     assert "[[[[" in target.read_text(encoding="utf-8")
 

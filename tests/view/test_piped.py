@@ -7,25 +7,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-from typer.testing import CliRunner
-
-from panel_cli.cli.app import app
 from panel_cli.store.reader import TranscriptReader
+from tests.helpers import cli
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-runner = CliRunner()
 LONG_NAME = "a-rather-long-baseline-member-name-for-this-eval"
-
-
-@pytest.fixture(autouse=True)
-def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("COLUMNS", raising=False)
 
 
 def test_progress_lines_and_the_answer_are_whole(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    outcome = runner.invoke(app, ["council", "--demo", "-q", "Which database for a billing service?", "--db", str(db)])
+    outcome = cli("council", "--demo", "-q", "Which database for a billing service?", "--db", str(db), columns=None)
     assert outcome.exit_code == 0, outcome.output
 
     with TranscriptReader.open(db) as reader:
@@ -40,24 +31,23 @@ def test_progress_lines_and_the_answer_are_whole(tmp_path: Path) -> None:
     assert len(aggregate) > 80 and aggregate.count("avg") == len(members) >= 4, "one line, every member in it"
 
 
-def test_an_estimate_is_as_wide_as_its_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    outcome = runner.invoke(app, ["estimate", str(CONFIGS / "council.yaml")])
+def test_an_estimate_is_as_wide_as_its_lines() -> None:
+    outcome = cli("estimate", str(CONFIGS / "council.yaml"), columns=None)
     assert outcome.exit_code == 0, outcome.output
     lines = outcome.stdout.splitlines()
     note = next(line for line in lines if line.startswith("- max_tokens is unset"))
     assert note.endswith("(the output ≤ column of the model table)."), "a note is one line, not folded at 80"
     assert "demo/historian" in next(line for line in lines if "historian" in line and "│" in line)
 
-    monkeypatch.setenv("COLUMNS", "60")
-    narrow = runner.invoke(app, ["estimate", str(CONFIGS / "council.yaml")])
+    narrow = cli("estimate", str(CONFIGS / "council.yaml"), columns=60)
     assert narrow.exit_code == 0 and max(len(line) for line in narrow.stdout.splitlines()) <= 60
 
 
-def test_an_eval_table_names_every_system_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_eval_table_names_every_system_whole(tmp_path: Path) -> None:
     panel = (CONFIGS / "jury.yaml").read_text().replace("{name: v1,", f"{{name: {LONG_NAME},")
     (tmp_path / "jury.yaml").write_text(panel)
     args = ["eval", str(tmp_path / "jury.yaml"), "--dataset", "builtin:general", "--limit", "2"]
-    outcome = runner.invoke(app, [*args, "--db", str(tmp_path / "runs.db")])
+    outcome = cli(*args, "--db", str(tmp_path / "runs.db"), columns=None)
     assert outcome.exit_code == 0, outcome.output
 
     lines = outcome.stdout.splitlines()
@@ -66,6 +56,5 @@ def test_an_eval_table_names_every_system_whole(tmp_path: Path, monkeypatch: pyt
     assert row.startswith(f"baseline ({LONG_NAME})") and re.search(r"\d+\.\d\ds$", row), row
     assert all(line == line.rstrip() for line in lines), "no line padded out to a width"
 
-    monkeypatch.setenv("COLUMNS", "70")
-    narrow = runner.invoke(app, [*args, "--db", str(tmp_path / "again.db")])
+    narrow = cli(*args, "--db", str(tmp_path / "again.db"), columns=70)
     assert narrow.exit_code == 0 and max(len(line) for line in narrow.stdout.splitlines()) <= 70
