@@ -155,8 +155,8 @@ class Departure(BaseModel):
 
 
 class EvalSettings(BaseModel):
-    """What a reader needs to repeat the eval: the vote method and tie rule, confer's tally,
-    every member's model and weight (and where the weights came from), the versions, and how
+    """What a reader needs to repeat the eval: the vote method and tie rule, confer's tally and
+    answer order, every member's model and weight (and where the weights came from), the versions, and how
     the questions were chosen (`limit`, `split`). `panel_config` is the panel as it ran
     (secrets redacted), from which `--resume` rebuilds it."""
 
@@ -164,6 +164,7 @@ class EvalSettings(BaseModel):
     method: str
     tie_break: str | None = None
     tally: str
+    answer_order: str = "parallel"
     weights: dict[str, float] = Field(default_factory=dict)
     weights_from: str | None = None
     models: dict[str, str] = Field(default_factory=dict)
@@ -532,8 +533,10 @@ def not_measurable(protocol: str, panel: Panel) -> str | None:
     return NOT_MEASURABLE.get(protocol)
 
 
-def deliberation(panel: Panel) -> str | None:
-    """The deliberation knobs of the panel's simulated members, `herd=0.5 (v1, v2)`; None without."""
+def deliberation(panel: Panel, protocol: str) -> str | None:
+    """The deliberation knobs of the panel's simulated members, `herd=0.5 (v1, v2)`, and for
+    confer whose members answer in turn, that they do (herders then follow the first answers:
+    the cascade); None without knobs."""
     knobs: dict[str, list[str]] = {}
     for member in panel.members:
         spec = simulated_spec(member.model)
@@ -542,4 +545,8 @@ def deliberation(panel: Panel) -> str | None:
             knobs.setdefault(shown, []).append(member.name)
     if not knobs:
         return None
-    return "; ".join(f"{shown} ({', '.join(names)})" for shown, names in knobs.items())
+    found = "; ".join(f"{shown} ({', '.join(names)})" for shown, names in knobs.items())
+    return f"{found}; {ANSWERING_IN_TURN}" if protocol == "confer" and panel.answer_order == "sequential" else found
+
+
+ANSWERING_IN_TURN = "answering in turn, each shown the answers before it"
