@@ -10,8 +10,10 @@ import pytest
 from panel_cli.llm.brief import Quoted, RequestBrief
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.confer.engine import answer_prompt, confer, earlier_answers
+from panel_cli.store.reader import TranscriptReader
 from panel_cli.tasks import Task
 from tests.fakes.openai_server import error, hang, responder
+from tests.helpers import cli, cli_json, cli_ok, cli_refused
 from tests.protocols.conftest import fenced_texts, make_panel, prompt_of, task_of, vote_json
 
 NAMES = ["ann", "bob", "cy", "dee"]
@@ -120,3 +122,42 @@ def test_the_earlier_answers_are_labelled_over_the_members_that_answered():
     assert earlier_answers(NAMES, before) == {"A": "one", "B": "three"}  # type: ignore[arg-type]
     assert earlier_answers(NAMES, []) == {}
     assert answer_prompt("Q?", {}) == answer_prompt("Q?")
+
+
+# From the command line and the panel file --------------------------------------------------------
+
+
+def test_answer_order_sequential_from_the_command_line(tmp_path):
+    db = str(tmp_path / "runs.db")
+    args = ("confer", "configs/demo.yaml", "--max-rounds", "1", "--json", "--db", db, "-q", "Tea or coffee?")
+    result = cli_json(*args, "--answer-order", "Sequential")
+    assert result["calls"] == 8
+    with TranscriptReader.open(db) as reader:
+        assert reader.get_run(result["run_id"]).config["answer_order"] == "sequential"
+        answers = [call for call in reader.run_calls(result["run_id"]) if call.stage == "answer"]
+    assert [call.member for call in answers] == ["sage", "skeptic", "pragmatist", "engineer"]
+    shown = [str(call.messages[-1]["content"]).count("=== end of Answer ") for call in answers]
+    assert shown == [0, 1, 2, 3]
+    assert "answer_order: sequential" in cli_ok("validate", "configs/demo.yaml", "--answer-order", "sequential")
+
+
+def test_a_bad_answer_order_is_one_sentence():
+    message = cli_refused("confer", "configs/demo.yaml", "--answer-order", "turns", "-q", "Tea?")
+    assert message == "--answer-order: 'turns' is not a known answer order; choose parallel or sequential."
+
+
+def test_only_confer_reads_answer_order(tmp_path):
+    file = tmp_path / "vote.yaml"
+    file.write_text(
+        "protocol: vote\noptions: [tea, coffee]\nanswer_order: sequential\nmembers:\n"
+        "  - {name: a, model: demo/sage}\n  - {name: b, model: demo/skeptic}\n"
+    )
+    checked = cli("validate", str(file))
+    assert checked.exit_code == 0
+    assert f"warning: {file}, line 3: answer_order: not used by vote." in checked.stderr
+    refused = cli("vote", str(file), "--answer-order", "sequential", "-q", "Tea?")
+    assert refused.exit_code == 2 and "No such option: --answer-order" in refused.stderr
+    file.write_text("answer_ordr: sequential\nmembers:\n  - {name: a, model: demo/sage}\n")
+    typo = cli("validate", str(file))
+    assert typo.exit_code == 2
+    assert typo.stderr == f"panel: {file}, line 1: answer_ordr: unknown field (did you mean 'answer_order'?).\n"
