@@ -138,7 +138,7 @@ def test_answer_order_sequential_from_the_command_line(tmp_path):
     assert [call.member for call in answers] == ["sage", "skeptic", "pragmatist", "engineer"]
     shown = [str(call.messages[-1]["content"]).count("=== end of Answer ") for call in answers]
     assert shown == [0, 1, 2, 3]
-    assert "answer_order: sequential" in cli_ok("validate", "configs/demo.yaml", "--answer-order", "sequential")
+    assert "answer_order: parallel" in cli_ok("validate", "configs/demo.yaml")
 
 
 def test_a_bad_answer_order_is_one_sentence():
