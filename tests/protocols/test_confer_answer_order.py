@@ -3,6 +3,7 @@ given before its turn (docs/protocols.md#confer), through litellm against the fa
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,3 +162,13 @@ def test_only_confer_reads_answer_order(tmp_path):
     typo = cli("validate", str(file))
     assert typo.exit_code == 2
     assert typo.stderr == f"panel: {file}, line 1: answer_ordr: unknown field (did you mean 'answer_order'?).\n"
+
+
+def test_an_estimate_counts_the_same_calls_and_the_earlier_answers_each_turn_may_quote(tmp_path):
+    sequential = tmp_path / "sequential.yaml"
+    sequential.write_text(Path("configs/demo.yaml").read_text() + "answer_order: sequential\n")
+    at_once = cli_json("estimate", "configs/demo.yaml", "-q", "Tea or coffee?")
+    in_turn = cli_json("estimate", str(sequential), "-q", "Tea or coffee?")
+    assert (in_turn["calls_low"], in_turn["calls_high"]) == (at_once["calls_low"], at_once["calls_high"]) == (12, 16)
+    # Answering in turn, the k-th answer may quote k − 1 replies at their longest (4,096 tokens each).
+    assert in_turn["prompt_tokens_high"] - at_once["prompt_tokens_high"] > (1 + 2 + 3) * 4096
