@@ -124,6 +124,27 @@ def confer_rule(weights: Sequence[float]) -> Callable[[tuple[int, ...]], int | N
     return answer
 
 
+def in_turn_accuracy(accuracies: Sequence[float], herd: float) -> float:
+    """confer's members answering in turn, gold option 0: each after the first, with
+    probability `herd`, gives the answer most common among those before it (its own belief
+    when that is among them, else the earliest), then a plurality, a tie to the answer given
+    first. Every profile of beliefs and herding draws, counted by hand."""
+    total = 0.0
+    for beliefs in product(range(4), repeat=len(accuracies)):
+        base = math.prod(p if belief == 0 else (1 - p) / 3 for p, belief in zip(accuracies, beliefs, strict=True))
+        for draws in product((True, False), repeat=len(accuracies)):
+            given: list[int] = []
+            for belief, herds in zip(beliefs, draws, strict=True):
+                top = max((given.count(answer) for answer in given), default=0)
+                leaders = [answer for answer in given if given.count(answer) == top]
+                given.append(leaders[0] if herds and leaders and belief not in leaders else belief)
+            top = max(given.count(answer) for answer in given)
+            winner = next(answer for answer in given if given.count(answer) == top)
+            if winner == 0:
+                total += base * math.prod(herd if herds else 1 - herd for herds in draws)
+    return total
+
+
 # The checks -------------------------------------------------------------------------------------
 
 
@@ -218,7 +239,7 @@ async def log_odds(n: int, seed: int, rows: list[Row], evals: dict[str, EvalResu
 # the first answers, right or wrong, and a wrong start cascades.
 JURY_EVALS = (
     ("independent", "", "parallel", "within 2 SE of 0.910"),
-    ("herd", "herd=0.5", "sequential", "m < 0.910 by > 2 SE and the eval says the cascade"),
+    ("herd", "herd=0.5", "sequential", "m < 0.910 by > 2 SE, the eval says the cascade, |m − herded| ≤ 2 SE"),
     ("persuade", "persuade=0.3", "parallel", "m > 0.910 and the eval says it departs"),
     ("persuade-sequential", "persuade=0.3", "sequential", "m > 0.910 and the eval says it departs"),
 )
@@ -235,7 +256,9 @@ async def jury(
         holds = not departure.departs
     elif "herd" in knobs:
         holds = departure.departs and departure.standard_errors < -2 and "the cascade" in departure.verdict
-        holds = holds and found.accuracy < INDEPENDENT_CONFER
+        herded = result.theory["confer"].herding
+        holds = holds and found.accuracy < INDEPENDENT_CONFER and herded is not None
+        holds = holds and abs(found.accuracy - herded) <= 2 * standard_error(found.accuracy, found.questions)
     else:
         holds = found.accuracy > INDEPENDENT_CONFER and departure.departs and departure.standard_errors > 0
     label = f"5×0.7{' ' + knobs if knobs else ''}, {order}: confer ({departure.standard_errors:+.1f} SE from theory)"
@@ -255,6 +278,11 @@ def enumerated(evals: dict[str, EvalResult]) -> list[tuple[str, float, float]]:
         weights = [entry.weight for entry in evals["calibrated"].calibration.members]  # type: ignore[union-attr]
         lines.insert(2, ("weighted_plurality, calibrated weights", "calibrated", "vote", MIXED, most_weight(weights)))
     checked = []
+    herding = evals["herd"].theory["confer"].herding if "herd" in evals else None
+    if herding is not None:
+        checked.append(
+            ("confer in turn, 5 × 0.7 herd=0.5 (with herding as simulated)", in_turn_accuracy(JURY, 0.5), herding)
+        )
     for label, name, system, accuracies, answer in lines:
         if name not in evals:
             continue

@@ -141,7 +141,8 @@ def departure_of(result: EvalResult, system: str) -> Departure | None:
 
 def theory_sentence(label: str, theory: Theory) -> str:
     """`confer: 91.0%, exact — confer (confidence): the answer with …`; a simulated figure
-    with its standard error; no figure, and why."""
+    with its standard error; no figure, and why. Members answering in turn who herd add the
+    figure with herding as simulated (`Theory.herding`)."""
     if theory.accuracy is None:
         return f"{label}: {theory.note or 'no closed form'}."
     if theory.way == "simulation":
@@ -150,7 +151,8 @@ def theory_sentence(label: str, theory: Theory) -> str:
         figure = f"{percent(theory.accuracy)}{spread} ({how}, one standard error)"
     else:
         figure = f"{percent(theory.accuracy)} exactly"
-    return f"{label}: {figure} — {theory.rule}."
+    herding = "" if theory.herding is None else f" With herding as simulated: {percent(theory.herding)} exactly."
+    return f"{label}: {figure} — {theory.rule}.{herding}"
 
 
 def theory_of(result: EvalResult, score: SystemScore) -> float | None:

@@ -21,7 +21,7 @@ from panel_cli.eval.stats import (
     standard_errors_apart,
     wilson_interval,
 )
-from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, theory
+from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, herding_in_turn, theory
 from panel_cli.llm.demo import OracleSpec, oracle_spec
 from panel_cli.protocols.vote.engine import exact_option, tie_break_of
 from panel_cli.protocols.vote.tally import WEIGHTED_METHODS
@@ -372,7 +372,21 @@ def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) 
     if places is None:
         note = "no closed form: some questions have no options, so a wrong simulated answer is no option to count"
         return Theory(rule=rule.describe(), accuracy=None, way="none", note=note)
-    return theory(rule, [spec.p for spec in voters], places)
+    line = theory(rule, [spec.p for spec in voters], places)
+    herding = _herding_in_turn(protocol, panel, voters, rule, places)
+    return line.model_copy(update={"herding": herding}) if herding is not None else line
+
+
+def _herding_in_turn(
+    protocol: str, panel: Panel, voters: Sequence[OracleSpec], rule: Rule, places: dict[Place, int]
+) -> float | None:
+    """For confer whose herding voters answer in turn (and none is persuaded, which would move
+    the votes too): the exact accuracy with herding as simulated."""
+    if protocol != "confer" or panel.answer_order != "sequential" or not isinstance(rule, Confer):
+        return None
+    if not any(spec.herd for spec in voters) or any(spec.persuade for spec in voters):
+        return None
+    return herding_in_turn(rule, [spec.herd for spec in voters], [spec.p for spec in voters], places)
 
 
 def simulated_spec(model: str) -> OracleSpec | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from rich.console import Console
 
 from panel_cli.config import Panel
@@ -39,6 +40,8 @@ async def test_herders_answering_in_turn_fall_below_parallel_confer_and_the_eval
     assert departure.departs and departure.standard_errors < -2
     assert departure.verdict.endswith("— the cascade.")
     assert f"herd=1 (v1, v2, v3, v4, v5); {IN_TURN})" in departure.verdict
+    # Sure herders all follow the first answer: with herding as simulated, the first voter alone.
+    assert sequential.theory["confer"].herding == pytest.approx(0.7) and parallel.theory["confer"].herding is None
 
 
 async def test_every_form_of_the_report_names_confers_answer_order():
@@ -50,10 +53,13 @@ async def test_every_form_of_the_report_names_confers_answer_order():
     console.print(render(result))
     terminal = console.export_text()
     assert f"confer ({IN_TURN}): 91.0% exactly" in terminal
+    assert "With herding as simulated: 70.0% exactly." in terminal
+    assert json.loads(result.model_dump_json())["theory"]["confer"]["herding"] == pytest.approx(0.7)
     page = markdown(result)
     assert f"- Confer answer order: {order}" in page and f"confer ({IN_TURN}): 91.0%" in page
     html = render_eval_html(result)
     assert "confer answer order" in html and f"confer ({IN_TURN}): 91.0%" in html
+    assert "With herding as simulated: 70.0% exactly." in page and "With herding as simulated: 70.0%" in html
 
     parallel = await evaluated("parallel", knobs="")
     assert ("confer answer order", "parallel (every member answers at once, alone)") in facts(parallel)
