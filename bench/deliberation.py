@@ -3,7 +3,7 @@ weights, confer by log-odds, and simulated voters that herd or are persuaded.
 
 Run by hand (never part of the tests), with the demo personas in-process and no delay:
 
-    PANEL_DEMO_DELAY=0 python bench/deliberation.py [--questions 1000] [--seed 7]
+    PANEL_DEMO_DELAY=0 python bench/deliberation.py [--questions 1000] [--seed 7] [--only herd]
 
 Each row is one eval system on generated four-option questions (the gold option equally often
 in each place): its theory line as the eval reports it, the accuracy measured, its binomial
@@ -13,8 +13,10 @@ rows check every exact theory line the evals reported against a brute-force enum
 written here, independently of `panel_cli.eval.theory`: every profile of beliefs, counted by
 hand.
 
-The three 5 × 0.7 evals share their questions and seed, so each voter holds the same first
-belief in all three: they differ only in whether the voters herd or can be persuaded.
+The four 5 × 0.7 confer evals share their questions and seed, so each voter holds the same
+first belief in all four: they differ only in whether the voters herd or can be persuaded, and
+in whether they answer at once or in turn (`answer_order: sequential`, where herding cascades).
+`--only NAME` runs one eval alone (`--only herd`: the cascade).
 """
 
 from __future__ import annotations
@@ -122,6 +124,27 @@ def confer_rule(weights: Sequence[float]) -> Callable[[tuple[int, ...]], int | N
     return answer
 
 
+def in_turn_accuracy(accuracies: Sequence[float], herd: float) -> float:
+    """confer's members answering in turn, gold option 0: each after the first, with
+    probability `herd`, gives the answer most common among those before it (its own belief
+    when that is among them, else the earliest), then a plurality, a tie to the answer given
+    first. Every profile of beliefs and herding draws, counted by hand."""
+    total = 0.0
+    for beliefs in product(range(4), repeat=len(accuracies)):
+        base = math.prod(p if belief == 0 else (1 - p) / 3 for p, belief in zip(accuracies, beliefs, strict=True))
+        for draws in product((True, False), repeat=len(accuracies)):
+            given: list[int] = []
+            for belief, herds in zip(beliefs, draws, strict=True):
+                top = max((given.count(answer) for answer in given), default=0)
+                leaders = [answer for answer in given if given.count(answer) == top]
+                given.append(leaders[0] if herds and leaders and belief not in leaders else belief)
+            top = max(given.count(answer) for answer in given)
+            winner = next(answer for answer in given if given.count(answer) == top)
+            if winner == 0:
+                total += base * math.prod(herd if herds else 1 - herd for herds in draws)
+    return total
+
+
 # The checks -------------------------------------------------------------------------------------
 
 
@@ -132,10 +155,28 @@ def row(label: str, theory: float | None, measured: SystemScore, check: str, hol
     return (label, theory, measured.accuracy, standard_error(measured.accuracy, measured.questions), check, holds)
 
 
-async def figures(n: int, seed: int) -> tuple[list[Row], list[tuple[str, float, float]], dict[str, EvalResult]]:
+# The evals, by the name `--only` takes.
+EVALS = ("optimal", "calibrated", "log-odds", "independent", "herd", "persuade", "persuade-sequential")
+
+
+async def figures(
+    n: int, seed: int, only: str | None = None
+) -> tuple[list[Row], list[tuple[str, float, float]], dict[str, EvalResult]]:
     rows: list[Row] = []
     evals: dict[str, EvalResult] = {}
+    if only in (None, "optimal"):
+        await optimal(n, seed, rows, evals)
+    if only in (None, "calibrated"):
+        await calibrated(n, seed, rows, evals)
+    if only in (None, "log-odds"):
+        await log_odds(n, seed, rows, evals)
+    for name, knobs, order, check in JURY_EVALS:
+        if only in (None, name):
+            await jury(name, knobs, order, check, n, seed, rows, evals)
+    return rows, enumerated(evals), evals
 
+
+async def optimal(n: int, seed: int, rows: list[Row], evals: dict[str, EvalResult]) -> None:
     mixed = panel(
         "optimal",
         MIXED,
@@ -158,6 +199,8 @@ async def figures(n: int, seed: int) -> tuple[list[Row], list[tuple[str, float, 
         )
     )
 
+
+async def calibrated(n: int, seed: int, rows: list[Row], evals: dict[str, EvalResult]) -> None:
     calibrated = panel("calibrated", MIXED, protocol="vote", method="weighted_plurality")
     evals["calibrated"] = result = await evaluate(
         calibrated, dataset(2 * n, offset=10_000), "vote", seed, calibrate=True, split=0.5
@@ -175,6 +218,8 @@ async def figures(n: int, seed: int) -> tuple[list[Row], list[tuple[str, float, 
         )
     )
 
+
+async def log_odds(n: int, seed: int, rows: list[Row], evals: dict[str, EvalResult]) -> None:
     confer = panel("log-odds", MIXED, "confidence=p", tally="log_odds")
     evals["log-odds"] = result = await evaluate(confer, dataset(n, offset=20_000), "confer", seed)
     found = score(result, "confer")
@@ -188,60 +233,73 @@ async def figures(n: int, seed: int) -> tuple[list[Row], list[tuple[str, float, 
         )
     )
 
-    for name, knobs, check in (
-        ("independent", "", "within 2 SE of 0.910"),
-        ("herd", "herd=0.5", "m < 0.910 and the eval says it departs"),
-        ("persuade", "persuade=0.3", "m > 0.910 and the eval says it departs"),
-    ):
-        evals[name] = result = await evaluate(panel(name, JURY, knobs), dataset(n, offset=30_000), "confer", seed)
-        found = score(result, "confer")
-        departure = next(item for item in result.departures if item.system == "confer")
-        if name == "independent":
-            holds = not departure.departs
-        elif name == "herd":
-            holds = found.accuracy < INDEPENDENT_CONFER and departure.departs and departure.standard_errors < 0
-        else:
-            holds = found.accuracy > INDEPENDENT_CONFER and departure.departs and departure.standard_errors > 0
-        label = f"5×0.7{' ' + knobs if knobs else ''}: confer ({departure.standard_errors:+.1f} SE from theory)"
-        rows.append(row(label, result.theory["confer"].accuracy, found, check, holds))
 
-    enumerated = [
-        ("best member alone", MIXED, lambda beliefs: beliefs[0], evals["optimal"].theory["baseline"].accuracy),
-        (
-            "weighted_plurality, optimal weights",
-            MIXED,
-            most_weight(optimal_weights(MIXED)),
-            evals["optimal"].theory["vote"].accuracy,
-        ),
-        (
-            "weighted_plurality, calibrated weights",
-            MIXED,
-            most_weight([entry.weight for entry in evals["calibrated"].calibration.members]),  # type: ignore[union-attr]
-            evals["calibrated"].theory["vote"].accuracy,
-        ),
-        (
-            "confer log_odds, confidence = p",
-            MIXED,
-            confer_rule([math.log(3 * p / (1 - p)) for p in MIXED]),
-            evals["log-odds"].theory["confer"].accuracy,
-        ),
-        ("confer, 5 × 0.7 at 80", JURY, confer_rule([80.0] * 5), evals["independent"].theory["confer"].accuracy),
-        ("5 × 0.7 alone (v1)", JURY, lambda beliefs: beliefs[0], evals["herd"].theory["baseline"].accuracy),
+# The 5 × 0.7 confer evals: name, oracle knobs, confer's answer order, the check. Herding moves
+# confer only when its members answer in turn (README, "Simulated voters"): herders then follow
+# the first answers, right or wrong, and a wrong start cascades.
+JURY_EVALS = (
+    ("independent", "", "parallel", "within 2 SE of 0.910"),
+    ("herd", "herd=0.5", "sequential", "m < 0.910 by > 2 SE, the eval says the cascade, |m − herded| ≤ 2 SE"),
+    ("persuade", "persuade=0.3", "parallel", "m > 0.910 and the eval says it departs"),
+    ("persuade-sequential", "persuade=0.3", "sequential", "m > 0.910 and the eval says it departs"),
+)
+
+
+async def jury(
+    name: str, knobs: str, order: str, check: str, n: int, seed: int, rows: list[Row], evals: dict[str, EvalResult]
+) -> None:
+    jury_panel = panel(name, JURY, knobs, answer_order=order)
+    evals[name] = result = await evaluate(jury_panel, dataset(n, offset=30_000), "confer", seed)
+    found = score(result, "confer")
+    departure = next(item for item in result.departures if item.system == "confer")
+    if not knobs:
+        holds = not departure.departs
+    elif "herd" in knobs:
+        holds = departure.departs and departure.standard_errors < -2 and "the cascade" in departure.verdict
+        herded = result.theory["confer"].herding
+        holds = holds and found.accuracy < INDEPENDENT_CONFER and herded is not None
+        holds = holds and abs(found.accuracy - herded) <= 2 * standard_error(found.accuracy, found.questions)
+    else:
+        holds = found.accuracy > INDEPENDENT_CONFER and departure.departs and departure.standard_errors > 0
+    label = f"5×0.7{' ' + knobs if knobs else ''}, {order}: confer ({departure.standard_errors:+.1f} SE from theory)"
+    rows.append(row(label, result.theory["confer"].accuracy, found, check, holds))
+
+
+def enumerated(evals: dict[str, EvalResult]) -> list[tuple[str, float, float]]:
+    """Every theory line the evals that ran reported, against the brute-force enumeration."""
+    lines: list[tuple[str, str, str, Sequence[float], Callable[[tuple[int, ...]], int | None]]] = [
+        ("best member alone", "optimal", "baseline", MIXED, lambda beliefs: beliefs[0]),
+        ("weighted_plurality, optimal weights", "optimal", "vote", MIXED, most_weight(optimal_weights(MIXED))),
+        ("confer log_odds, confidence = p", "log-odds", "confer", MIXED, confer_rule(optimal_weights(MIXED))),
+        ("confer, 5 × 0.7 at 80", "independent", "confer", JURY, confer_rule([80.0] * 5)),
+        ("5 × 0.7 alone (v1)", "herd", "baseline", JURY, lambda beliefs: beliefs[0]),
     ]
+    if "calibrated" in evals:
+        weights = [entry.weight for entry in evals["calibrated"].calibration.members]  # type: ignore[union-attr]
+        lines.insert(2, ("weighted_plurality, calibrated weights", "calibrated", "vote", MIXED, most_weight(weights)))
     checked = []
-    for label, accuracies, answer, reported in enumerated:
+    herding = evals["herd"].theory["confer"].herding if "herd" in evals else None
+    if herding is not None:
+        checked.append(
+            ("confer in turn, 5 × 0.7 herd=0.5 (with herding as simulated)", in_turn_accuracy(JURY, 0.5), herding)
+        )
+    for label, name, system, accuracies, answer in lines:
+        if name not in evals:
+            continue
+        reported = evals[name].theory[system].accuracy
         assert reported is not None
         checked.append((label, enumerate_accuracy(accuracies, answer), reported))
-    return rows, checked, evals
+    return checked
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=1000, help="questions per eval (calibration gets twice that)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--only", choices=EVALS, help="run this one eval (and check its theory lines) alone")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows, checked, _ = asyncio.run(figures(args.questions, args.seed))
+    rows, checked, _ = asyncio.run(figures(args.questions, args.seed, args.only))
     print(f"{args.questions} four-option questions per eval, seed {args.seed}; m = measured, SE its standard error.\n")
     print(f"{'system':<78} {'theory':>7} {'measured':>9} {'SE':>6}  {'holds':<5} check")
     for label, theory, measured, se, check, holds in rows:

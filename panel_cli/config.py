@@ -50,6 +50,8 @@ VoteMethod = Literal[
 ]
 TieBreak = Literal["none", "leader", "first"]
 ConferTally = Literal["confidence", "log_odds"]
+# confer's answer stage: every member at once, or one after another, each shown the answers before it.
+AnswerOrder = Literal["parallel", "sequential"]
 EnsembleMode = Literal["fanout", "race", "consensus", "majority", "synthesize"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -281,6 +283,7 @@ class Panel(Strict):
     # None: a decision with a leader leaves a tie to it, any other vote leaves it undecided.
     tie_break: Annotated[TieBreak | None, RuleName] = None
     tally: Annotated[ConferTally, RuleName] = "confidence"
+    answer_order: Annotated[AnswerOrder, RuleName] = "parallel"
     # supermajority: the share of the votes an option must exceed.
     threshold: float = Field(default=0.667, gt=0, le=1, allow_inf_nan=False)
     quorum: int = Field(default=1, ge=1)

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.eval.grading import first_line
-from panel_cli.eval.results import BASELINE, Departure, EvalResult, ItemResult, SystemScore
+from panel_cli.eval.results import ANSWERING_IN_TURN, BASELINE, Departure, EvalResult, ItemResult, SystemScore
 from panel_cli.eval.theory import VOTER_MODEL, Theory
 from panel_cli.export.markdown import cell, table
 from panel_cli.view import fmt
@@ -34,6 +34,14 @@ def interval(score: SystemScore) -> str:
 
 def system_label(result: EvalResult, score: SystemScore) -> str:
     return f"{BASELINE} ({result.baseline})" if score.system == BASELINE else score.system
+
+
+def theory_label(result: EvalResult, score: SystemScore) -> str:
+    """A system as its theory line names it: confer whose members answer in turn says so, since
+    its voters then see the answers before their own (where herding starts a cascade)."""
+    sequential = result.settings is not None and result.settings.answer_order == "sequential"
+    label = system_label(result, score)
+    return f"{label} ({ANSWERING_IN_TURN})" if sequential and score.protocol == "confer" else label
 
 
 def bar(score: SystemScore, theory: float | None = None, width: int = BAR_WIDTH) -> Text:
@@ -66,9 +74,16 @@ THEORY_INTRO = f"Theory for simulated voters ({VOTER_MODEL}), │ on the bars:"
 NOT_MEASURABLE = "not measurable with simulated voters"
 
 
+ANSWER_ORDERS = {
+    "parallel": "parallel (every member answers at once, alone)",
+    "sequential": "sequential (members answer in turn, each shown the answers before it)",
+}
+
+
 def facts(result: EvalResult) -> list[tuple[str, str]]:
     """What a reader needs to cite the eval, as (name, value): the dataset and its hash, the
-    grader, the method, tally and weights, every model, the versions, the seed."""
+    grader, the method, tally, confer's answer order and weights, every model, the versions,
+    the seed."""
     found = [
         ("eval", f"{result.eval_id} ({result.status})"),
         ("dataset", f"{result.dataset}, {result.questions} questions"),
@@ -88,6 +103,7 @@ def facts(result: EvalResult) -> list[tuple[str, str]]:
             found.append(("method", f"{settings.method}{tie} ({', '.join(voting)})"))
         if "confer" in settings.protocols:
             found.append(("confer tally", settings.tally))
+            found.append(("confer answer order", ANSWER_ORDERS.get(settings.answer_order, settings.answer_order)))
         if settings.weights and len(set(settings.weights.values())) > 1 or settings.weights_from:
             weights = ", ".join(f"{name} {weight:.4g}" for name, weight in settings.weights.items())
             source = f" (from {settings.weights_from})" if settings.weights_from else ""
@@ -125,7 +141,8 @@ def departure_of(result: EvalResult, system: str) -> Departure | None:
 
 def theory_sentence(label: str, theory: Theory) -> str:
     """`confer: 91.0%, exact — confer (confidence): the answer with …`; a simulated figure
-    with its standard error; no figure, and why."""
+    with its standard error; no figure, and why. Members answering in turn who herd add the
+    figure with herding as simulated (`Theory.herding`)."""
     if theory.accuracy is None:
         return f"{label}: {theory.note or 'no closed form'}."
     if theory.way == "simulation":
@@ -134,7 +151,8 @@ def theory_sentence(label: str, theory: Theory) -> str:
         figure = f"{percent(theory.accuracy)}{spread} ({how}, one standard error)"
     else:
         figure = f"{percent(theory.accuracy)} exactly"
-    return f"{label}: {figure} — {theory.rule}."
+    herding = "" if theory.herding is None else f" With herding as simulated: {percent(theory.herding)} exactly."
+    return f"{label}: {figure} — {theory.rule}.{herding}"
 
 
 def theory_of(result: EvalResult, score: SystemScore) -> float | None:
@@ -206,7 +224,7 @@ def render(result: EvalResult) -> RenderableType:
         for score in result.systems:
             if score.system not in result.theory:
                 continue
-            lines.append(Text(f"  {theory_sentence(system_label(result, score), result.theory[score.system])}"))
+            lines.append(Text(f"  {theory_sentence(theory_label(result, score), result.theory[score.system])}"))
             found = departure_of(result, score.system)
             if found is not None:
                 lines.append(Text(f"    {found.verdict}", style="bold yellow" if found.departs else "dim"))
@@ -343,7 +361,7 @@ def markdown(result: EvalResult) -> str:
         for score in result.systems:
             if score.system not in result.theory:
                 continue
-            lines.append(f"- {cell(theory_sentence(system_label(result, score), result.theory[score.system]), 600)}")
+            lines.append(f"- {cell(theory_sentence(theory_label(result, score), result.theory[score.system]), 600)}")
             found = departure_of(result, score.system)
             if found is not None:
                 mark = "**departs**: " if found.departs else ""

@@ -21,7 +21,7 @@ from panel_cli.eval.stats import (
     standard_errors_apart,
     wilson_interval,
 )
-from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, theory
+from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, herding_in_turn, theory
 from panel_cli.llm.demo import OracleSpec, oracle_spec
 from panel_cli.protocols.vote.engine import exact_option, tie_break_of
 from panel_cli.protocols.vote.tally import WEIGHTED_METHODS
@@ -155,8 +155,8 @@ class Departure(BaseModel):
 
 
 class EvalSettings(BaseModel):
-    """What a reader needs to repeat the eval: the vote method and tie rule, confer's tally,
-    every member's model and weight (and where the weights came from), the versions, and how
+    """What a reader needs to repeat the eval: the vote method and tie rule, confer's tally and
+    answer order, every member's model and weight (and where the weights came from), the versions, and how
     the questions were chosen (`limit`, `split`). `panel_config` is the panel as it ran
     (secrets redacted), from which `--resume` rebuilds it."""
 
@@ -164,6 +164,7 @@ class EvalSettings(BaseModel):
     method: str
     tie_break: str | None = None
     tally: str
+    answer_order: str = "parallel"
     weights: dict[str, float] = Field(default_factory=dict)
     weights_from: str | None = None
     models: dict[str, str] = Field(default_factory=dict)
@@ -371,7 +372,21 @@ def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) 
     if places is None:
         note = "no closed form: some questions have no options, so a wrong simulated answer is no option to count"
         return Theory(rule=rule.describe(), accuracy=None, way="none", note=note)
-    return theory(rule, [spec.p for spec in voters], places)
+    line = theory(rule, [spec.p for spec in voters], places)
+    herding = _herding_in_turn(protocol, panel, voters, rule, places)
+    return line.model_copy(update={"herding": herding}) if herding is not None else line
+
+
+def _herding_in_turn(
+    protocol: str, panel: Panel, voters: Sequence[OracleSpec], rule: Rule, places: dict[Place, int]
+) -> float | None:
+    """For confer whose herding voters answer in turn (and none is persuaded, which would move
+    the votes too): the exact accuracy with herding as simulated."""
+    if protocol != "confer" or panel.answer_order != "sequential" or not isinstance(rule, Confer):
+        return None
+    if not any(spec.herd for spec in voters) or any(spec.persuade for spec in voters):
+        return None
+    return herding_in_turn(rule, [spec.herd for spec in voters], [spec.p for spec in voters], places)
 
 
 def simulated_spec(model: str) -> OracleSpec | None:
@@ -532,8 +547,10 @@ def not_measurable(protocol: str, panel: Panel) -> str | None:
     return NOT_MEASURABLE.get(protocol)
 
 
-def deliberation(panel: Panel) -> str | None:
-    """The deliberation knobs of the panel's simulated members, `herd=0.5 (v1, v2)`; None without."""
+def deliberation(panel: Panel, protocol: str) -> str | None:
+    """The deliberation knobs of the panel's simulated members, `herd=0.5 (v1, v2)`, and for
+    confer whose members answer in turn, that they do (herders then follow the first answers:
+    the cascade); None without knobs."""
     knobs: dict[str, list[str]] = {}
     for member in panel.members:
         spec = simulated_spec(member.model)
@@ -542,4 +559,8 @@ def deliberation(panel: Panel) -> str | None:
             knobs.setdefault(shown, []).append(member.name)
     if not knobs:
         return None
-    return "; ".join(f"{shown} ({', '.join(names)})" for shown, names in knobs.items())
+    found = "; ".join(f"{shown} ({', '.join(names)})" for shown, names in knobs.items())
+    return f"{found}; {ANSWERING_IN_TURN}" if protocol == "confer" and panel.answer_order == "sequential" else found
+
+
+ANSWERING_IN_TURN = "answering in turn, each shown the answers before it"

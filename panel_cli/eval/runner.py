@@ -486,6 +486,7 @@ def eval_settings(
         method=panel.method,
         tie_break=panel.tie_break,
         tally=panel.tally,
+        answer_order=panel.answer_order,
         weights={member.name: member.weight for member in panel.members},
         weights_from=weights_file(panel.weights) if panel.weights else None,
         models={member.name: member.model for member in plan.called.callable_members()},
@@ -551,7 +552,7 @@ def system_plan(system: System) -> SystemPlan:
         models={member.name: member.model for member in members},
         simulated=all(member.model.startswith("demo/") for member in members),
         not_measurable=not_measurable(system.protocol, system.panel),
-        deliberation=deliberation(system.panel) if system.protocol in DELIBERATING else None,
+        deliberation=deliberation(system.panel, system.protocol) if system.protocol in DELIBERATING else None,
         part=system.part,
     )
 

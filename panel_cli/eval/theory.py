@@ -79,6 +79,11 @@ class Theory(BaseModel):
     standard_error: float | None = None
     samples: int | None = None
     note: str = Field(default="", description="the voter model it assumes, or why there is no figure")
+    herding: float | None = Field(
+        default=None,
+        description="confer whose members answer in turn: the exact accuracy with herding as simulated "
+        "(`herding_in_turn`); the line itself stays the independent voters'",
+    )
 
 
 def uniform_places(options: int) -> dict[Place, int]:
@@ -403,6 +408,73 @@ class Council:
         authors = dict(zip(labels, self.names, strict=True))
         ranked = aggregate_rankings(rankings, authors, {name: label for label, name in authors.items()})
         return bool(ranked) and state[self.names.index(ranked[0].name)] == gold
+
+
+# Herding voters answering in turn -------------------------------------------------------------
+
+
+def herding_in_turn(
+    rule: Confer,
+    herd: Sequence[float],
+    accuracies: Sequence[float],
+    places: Mapping[Place, int],
+    budget: int = EXACT_STATES,
+) -> float | None:
+    """confer's exact accuracy when its members answer in turn and herd as the demo oracle
+    does: the first answers its belief; each after it, with its probability `herd`, gives
+    instead the answer most common among those before it (its own belief when that is among
+    the most common, else the one given first), else its belief. With one confidence for all,
+    the vote rounds then only confirm the plurality of those answers (a herder in a vote joins
+    the answer confer's count picks anyway), which `rule` counts. None when the voters have
+    several confidences or noisy ones (the votes could then move the count), or past `budget`
+    states. A state is each answer given so far, with how often, in the order first given."""
+    if rule.chance or len(set(rule.confidences)) != 1 or len(herd) != len(accuracies):
+        return None
+    if _problem(rule, accuracies, places) is not None:
+        return None
+    total = sum(places.values())
+    parts = []
+    for (options, gold), count in _collapse(rule, places).items():
+        states: dict[tuple[tuple[int, int], ...], float] = {(): 1.0}
+        for voter, p in enumerate(accuracies):
+            following: dict[tuple[tuple[int, int], ...], float] = {}
+            for state, weight in states.items():
+                for belief, chance in beliefs(p, options, gold):
+                    for herds, odds in ((True, herd[voter]), (False, 1.0 - herd[voter])):
+                        if chance > 0 and odds > 0:
+                            key = _given(state, _herded(state, belief) if herds else belief)
+                            following[key] = following.get(key, 0.0) + weight * chance * odds
+                if len(following) > budget:
+                    return None
+            states = following
+        right = math.fsum(
+            weight for state, weight in states.items() if rule.right(_as_votes(rule, state), options, gold, None)
+        )
+        parts.append(right * count / total)
+    return math.fsum(parts)
+
+
+def _herded(state: tuple[tuple[int, int], ...], belief: Hashable) -> Hashable:
+    """The oracle's herding move (`demo.most_common`): shown nothing, it keeps its belief."""
+    if not state:
+        return belief
+    top = max(count for _, count in state)
+    tied = [answer for answer, count in state if count == top]
+    return belief if belief in tied else tied[0]
+
+
+def _given(state: tuple[tuple[int, int], ...], answer: Hashable) -> tuple[tuple[int, int], ...]:
+    if any(given == answer for given, _ in state):
+        return tuple((given, count + (given == answer)) for given, count in state)
+    return (*state, (answer, 1))  # type: ignore[arg-type]
+
+
+def _as_votes(rule: Confer, state: tuple[tuple[int, int], ...]) -> State:
+    """The answers as `Confer` counts them: every vote at the one confidence, and each answer
+    in the order first given (its first holder's label)."""
+    confidence = rule.confidences[0]
+    votes = tuple(sorted((confidence, answer) for answer, count in state for _ in range(count)))
+    return votes, tuple(answer for answer, _ in state)
 
 
 # Computing a line ----------------------------------------------------------------------------

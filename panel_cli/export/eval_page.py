@@ -17,6 +17,7 @@ from panel_cli.eval.report import (
     per_correct,
     percent,
     system_label,
+    theory_label,
     theory_of,
     theory_sentence,
 )
@@ -129,7 +130,7 @@ def _theory(result: EvalResult) -> str:
             verdict = (
                 f' <span class="badge {tone}">{esc(f"{found.standard_errors:+.1f} SE")}</span> {esc(found.verdict)}'
             )
-        lines.append(f"<li>{esc(theory_sentence(system_label(result, score), line))}{verdict}</li>")
+        lines.append(f"<li>{esc(theory_sentence(theory_label(result, score), line))}{verdict}</li>")
     return (
         f'<section class="card" id="theory"><h2>Theory</h2><p class="dim">For simulated voters: {esc(VOTER_MODEL)}.</p>'
         f"<ul>{''.join(lines)}</ul></section>"

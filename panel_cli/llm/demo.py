@@ -461,8 +461,10 @@ def demo_pieces(text: str) -> list[str]:
 # say how sure it is (README, "Simulated voters"):
 #
 # - `herd`: in a round that shows it the others' answers (a confer vote, a council review, a
-#   Delphi revision), it moves to the most common answer shown with this probability: herding,
-#   or conformity, which spends a voter's own evidence on what the crowd already says.
+#   Delphi revision, or confer's answer stage under `answer_order: sequential`, which shows each
+#   member the answers given before its turn), it moves to the most common answer shown with this
+#   probability: herding, or conformity, which spends a voter's own evidence on what the crowd
+#   already says. Answering in turn, herders follow the first answers, right or wrong: a cascade.
 # - `persuade`: in such a round, when one of the answers shown is right, it moves to it with this
 #   probability: persuasion by a correct argument, which a real panel hopes for.
 #   Persuasion is drawn first; a voter it does not move may still herd.
@@ -613,7 +615,8 @@ def _shown_answer(text: str, voter: SimulatedVoter) -> str | None:
 def _deliberated(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str | None:
     """The belief an oracle holds after a round that shows it answers: its current answer (its
     own shown answer, else its first belief), moved by persuasion or herding, each drawn once per
-    question, voter and set of answers shown (the same request, the same move)."""
+    question, voter and set of answers shown (the same request, the same move). Shown nothing
+    (an answer asked for alone), it keeps its belief."""
     voter = brief.voter
     shown_texts = brief.texts()
     if voter is None or not shown_texts:
@@ -750,6 +753,8 @@ def oracle_reply(spec: OracleSpec, brief: RequestBrief) -> str:
             return _oracle_judge(brief)
         case Task.DELPHI_CONTRIBUTION:
             return _oracle_revision(spec, belief, brief)
+        case Task.ANSWER:
+            return _oracle_answer(spec.p, _deliberated(spec, belief, brief))
         case _:
             return _oracle_answer(spec.p, belief)
 

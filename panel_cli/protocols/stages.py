@@ -79,6 +79,30 @@ async def gather_each(
     return [task.result() for task in tasks]
 
 
+async def ask(
+    gateway: Gateway,
+    stage: Stage,
+    member: Member,
+    messages: list[dict[str, Any]],
+    *,
+    deadline: float | None,
+    schema: type[BaseModel] | None = None,
+    tools: bool = False,
+    brief: RequestBrief | None = None,
+) -> CallResult:
+    """One member's call in a stage, reported under the stage's name and round."""
+    return await gateway.call(
+        member,
+        messages,
+        stage=stage.name,
+        round=stage.round,
+        deadline=deadline,
+        schema=schema,
+        tools=tools,
+        brief=brief,
+    )
+
+
 async def broadcast(
     gateway: Gateway,
     emit: Emit,
@@ -98,17 +122,38 @@ async def broadcast(
     current = await open_stage(emit, stage, members=[member.name for member in members], limit=limit, round=round)
     return await gather_each(
         members,
-        lambda member: gateway.call(
-            member,
-            messages,
-            stage=stage,
-            round=round,
-            deadline=current.deadline,
-            schema=schema,
-            tools=tools,
-            brief=brief,
+        lambda member: ask(
+            gateway, current, member, messages, deadline=current.deadline, schema=schema, tools=tools, brief=brief
         ),
     )
+
+
+# What a member is asked in its turn, from the replies before it: its messages and its brief.
+TurnRequest = Callable[[Sequence[CallResult]], tuple[list[dict[str, Any]], RequestBrief]]
+
+
+async def in_turn(
+    gateway: Gateway,
+    emit: Emit,
+    members: Sequence[Member],
+    request: TurnRequest,
+    *,
+    stage: str,
+    limit: float | None,
+    round: int | None = None,
+    tools: bool = False,
+) -> list[CallResult]:
+    """`broadcast`'s stage with its members called one after another, in order, each asked
+    what `request` makes of the replies before it (a failed one among them). One stage, one
+    announcement; each call has the whole `limit` from its own start, as each call of a
+    broadcast has it from the stage's start, so a member late in the order is not starved."""
+    current = await open_stage(emit, stage, members=[member.name for member in members], limit=limit, round=round)
+    replies: list[CallResult] = []
+    for member in members:
+        messages, brief = request(replies)
+        deadline = stage_deadline(limit)
+        replies.append(await ask(gateway, current, member, messages, deadline=deadline, tools=tools, brief=brief))
+    return replies
 
 
 async def out_of_budget(gateway: Gateway, emit: Emit, ending: str) -> bool:

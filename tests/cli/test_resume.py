@@ -264,6 +264,36 @@ def test_council_with_a_drawn_shuffle_seed_resumes_in_the_same_orders(
     assert result["stage3_synthesis"]["chairman"] == "sage"
 
 
+def test_confer_answering_in_turn_resumes_with_the_answers_already_made(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """Each answer's request quotes the answers before it, and its hash covers them: the two
+    answers made are reused, the hung third is asked again byte for byte (showing the same
+    two), and the fourth answers after it."""
+    panel_file = on_fake_server("confer", fake_server, tmp_path)
+    panel_file.write_text(panel_file.read_text() + "answer_order: sequential\n")
+    order = load_panel(panel_file).member_names
+    fake_server.script(order[2], hang())
+    db = tmp_path / "runs.db"
+    old_id = asyncio.run(interrupted_run(panel_file, db, lambda done: done == 2 and len(fake_server.requests) == 3))
+    assert [request.model for request in fake_server.requests] == order[:3], "one at a time, in member order"
+    hung = fake_server.requests_for(order[2])
+    before = len(fake_server.requests)
+
+    fake_server.script(order[2], PERSONA)
+    result = resume(db, old_id)
+
+    check_resumed(db, old_id, result, fake_server, before, hung)
+    assert answered_calls(db, old_id) == 2
+    assert [request.model for request in fake_server.requests[before : before + 2]] == order[2:]
+    assert prompt_answers(fake_server.requests[before + 1]) == 3
+    assert result["reached_answer"] and list(result["initial_answers"]) == order
+
+
+def prompt_answers(request: RecordedRequest) -> int:
+    return str(request.messages[-1].get("content") or "").count("=== end of Answer ")
+
+
 def test_vote_resumes_with_only_the_missing_ballot(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     fake_server.script("optimist", hang())

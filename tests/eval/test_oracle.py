@@ -369,24 +369,66 @@ async def test_persuadable_oracles_through_confer_reach_the_gold_whenever_one_ho
     assert 0 < sum(held.values()) < 40
 
 
-async def test_herding_to_the_shown_plurality_never_changes_confers_answer():
-    """Herders join the most common answer shown, which confer's count already picks (in a tie,
-    the one shown first, which its tie rule picks): on the same questions and seed, confer's
-    grades are the same with and without herding. A cascade needs voters who answer after
-    seeing others' answers; confer's members answer at once."""
-    items = [
-        EvalItem(id=f"q{i}", question=f"Question {i}?", answer=OPTIONS[i % 4], options=list(OPTIONS)) for i in range(40)
-    ]
+GENERATED = [
+    EvalItem(id=f"q{i}", question=f"Question {i}?", answer=OPTIONS[i % 4], options=list(OPTIONS)) for i in range(40)
+]
 
-    async def grades(knobs: str) -> list[bool]:
-        members = [{"name": f"v{i}", "model": f"demo/oracle@0.5{knobs}"} for i in range(1, 6)]
-        panel = Panel.model_validate({"name": "herd", "members": members})
-        plan = plan_eval(panel, Dataset(source="t", items=items), protocols="confer", baseline=None, grader=None)
-        result = await run_eval(plan, store=None, secrets=[], eval_id="herd", seed=9, concurrency=4)
+
+async def confer_grades(knobs: str, answer_order: str = "parallel", seed: int = 9) -> list[bool]:
+    """confer's grade on each of the 40 generated questions, five `oracle@0.5{knobs}` voting."""
+    members = [{"name": f"v{i}", "model": f"demo/oracle@0.5{knobs}"} for i in range(1, 6)]
+    panel = Panel.model_validate({"name": "herd", "members": members, "answer_order": answer_order})
+    plan = plan_eval(panel, Dataset(source="t", items=GENERATED), protocols="confer", baseline=None, grader=None)
+    result = await run_eval(plan, store=None, secrets=[], eval_id="herd", seed=seed, concurrency=4)
+    return [item.correct for item in sorted(result.items, key=lambda item: item.question_id) if item.system == "confer"]
+
+
+async def test_herding_to_the_shown_plurality_never_changes_parallel_confers_answer():
+    """Herders join the most common answer shown, which confer's count already picks (in a tie,
+    the one shown first, which its tie rule picks): on the same questions and seed, parallel
+    confer's grades are the same with and without herding."""
+    independent = await confer_grades("")
+    assert await confer_grades("?herd=1") == independent
+    assert 0 < sum(independent) < 40
+
+
+async def test_answering_in_turn_sure_herders_all_follow_the_first_answer():
+    """The cascade at its extreme: with `answer_order: sequential` every herder after the first
+    takes the first answer, and so does the vote, so confer is right exactly when the first
+    member first held the gold answer, and below parallel confer on the same questions."""
+    cascade = await confer_grades("?herd=1", "sequential")
+    first = [
+        first_line(demo_reply("oracle@0.5", told(answer(), voter="v1", key=f"9:{item.id}", gold=item.answer)))
+        == item.answer
+        for item in sorted(GENERATED, key=lambda item: item.id)
+    ]
+    assert cascade == first
+    assert sum(cascade) < sum(await confer_grades("?herd=1"))
+    assert await confer_grades("", "sequential") == await confer_grades(""), "independent voters see and ignore"
+
+
+def answer_after(block: dict[str, str], **voter: str) -> RequestBrief:
+    """An answer request showing the answers given before it (`answer_order: sequential`)."""
+    return told(RequestBrief(task=Task.ANSWER, question=QUESTION, quoted=quote(block)), **voter)
+
+
+def test_an_oracle_answering_after_others_herds_or_is_persuaded_as_a_voter_does():
+    alone = first_line(demo_reply("oracle@0", told(answer())))
+    assert alone == "Rome"  # its own belief: a wrong option
+    shown = {"A": "London\n\n…", "B": "London\n\n…", "C": "Paris\n\n…"}
+    assert first_line(demo_reply("oracle@0?herd=1", answer_after(shown))) == "London"
+    assert first_line(demo_reply("oracle@0?persuade=1", answer_after(shown))) == "Paris"
+    assert first_line(demo_reply("oracle@0?persuade=1&herd=1", answer_after(shown))) == "Paris"
+    assert first_line(demo_reply("oracle@0", answer_after(shown))) == alone, "no knobs: it answers its own"
+    # The first to answer is shown nothing, and answers its own belief whatever its knobs.
+    assert first_line(demo_reply("oracle@0?herd=1&persuade=1", answer_after({}))) == alone
+
+    # Drawn once per question, voter and answers shown: the same request, the same move.
+    def moves() -> list[bool]:
         return [
-            item.correct for item in sorted(result.items, key=lambda item: item.question_id) if item.system == "confer"
+            first_line(demo_reply("oracle@0?herd=0.5", answer_after(shown, key=f"5:q{i}")))
+            != first_line(demo_reply("oracle@0", answer_after(shown, key=f"5:q{i}")))
+            for i in range(200)
         ]
 
-    independent = await grades("")
-    assert await grades("?herd=1") == independent
-    assert 0 < sum(independent) < 40
+    assert moves() == moves() and 0 < sum(moves()) < 200

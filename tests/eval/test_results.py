@@ -246,5 +246,5 @@ def test_deliberation_names_the_knobs_and_who_has_them():
             ]
         }
     )
-    assert deliberation(panel) == "herd=0.5 (a, b); persuade=0.2 (c)"
-    assert deliberation(panel.model_copy(update={"members": panel.members[3:]})) is None
+    assert deliberation(panel, "council") == "herd=0.5 (a, b); persuade=0.2 (c)"
+    assert deliberation(panel.model_copy(update={"members": panel.members[3:]}), "council") is None

@@ -11,7 +11,7 @@ from itertools import permutations, product
 
 import pytest
 
-from panel_cli.eval.theory import Alone, Confer, Council, Count, Theory, theory, uniform_places
+from panel_cli.eval.theory import Alone, Confer, Council, Count, Theory, herding_in_turn, theory, uniform_places
 
 FOUR = uniform_places(4)
 FIVE_AT_07 = (0.7,) * 5
@@ -351,3 +351,47 @@ def test_every_line_states_its_voter_model():
     line = theory(Count("majority", EVEN), FIVE_AT_07, FOUR)
     assert line.note.startswith("independent voters, each holding the gold option with its own probability p")
     assert line.rule == "majority: more than half of the votes"
+
+
+# Herding voters answering in turn --------------------------------------------------------------
+
+
+def brute_force_in_turn(accuracies: list[float], herd: list[float], options: int = 4) -> float:
+    """Every profile of beliefs and herding draws, gold option 0, answered in turn as the
+    oracle answers and counted as a plurality, a tie to the answer given first."""
+    total = 0.0
+    for beliefs_ in product(range(options), repeat=len(accuracies)):
+        for draws in product((True, False), repeat=len(accuracies)):
+            chance = 1.0
+            given: list[int] = []
+            for p, h, belief, herds in zip(accuracies, herd, beliefs_, draws, strict=True):
+                chance *= (p if belief == 0 else (1 - p) / (options - 1)) * (h if herds else 1 - h)
+                counts = {answer: given.count(answer) for answer in given}
+                tied = [answer for answer in counts if counts[answer] == max(counts.values(), default=0)]
+                given.append(belief if not herds or not given or belief in tied else tied[0])
+            counts = {answer: given.count(answer) for answer in given}
+            winner = next(answer for answer in given if counts[answer] == max(counts.values()))
+            total += chance * (winner == 0)
+    return total
+
+
+def test_herding_in_turn_is_the_enumerated_cascade():
+    confer = Confer("confidence", (80.0,) * 5)
+    places = uniform_places(4)
+    cascade = herding_in_turn(confer, [0.5] * 5, [0.7] * 5, places)
+    assert cascade == pytest.approx(brute_force_in_turn([0.7] * 5, [0.5] * 5), abs=1e-12)
+    assert cascade == pytest.approx(0.7971775, abs=1e-7)
+    mixed = herding_in_turn(confer, [0.2, 0.9, 0.0, 0.5, 1.0], [0.9, 0.6, 0.6, 0.7, 0.5], places)
+    assert mixed == pytest.approx(brute_force_in_turn([0.9, 0.6, 0.6, 0.7, 0.5], [0.2, 0.9, 0.0, 0.5, 1.0]), abs=1e-12)
+    # No herding: the independent line; sure herders: the first member alone.
+    assert herding_in_turn(confer, [0.0] * 5, [0.7] * 5, places) == pytest.approx(
+        theory(confer, [0.7] * 5, places).accuracy, abs=1e-12
+    )
+    assert herding_in_turn(confer, [1.0] * 5, [0.7] * 5, places) == pytest.approx(0.7, abs=1e-12)
+
+
+def test_herding_in_turn_has_no_figure_where_the_votes_could_move_the_count():
+    places = uniform_places(4)
+    assert herding_in_turn(Confer("confidence", (80.0, 60.0)), [0.5, 0.5], [0.7, 0.7], places) is None
+    assert herding_in_turn(Confer("confidence", (80.0,) * 2, (0.1, 0.1)), [0.5, 0.5], [0.7, 0.7], places) is None
+    assert herding_in_turn(Confer("confidence", (80.0,) * 5), [0.5] * 5, [0.7] * 5, places, budget=10) is None

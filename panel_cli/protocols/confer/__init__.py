@@ -31,6 +31,14 @@ PROTOCOL = ProtocolSpec(
             field="tally",
             noun="tally",
         ),
+        CommandOption(
+            name="answer_order",
+            flag="--answer-order",
+            help="How members answer: parallel (all at once, the default) or sequential (one after another "
+            "in member order, each shown the answers before it).",
+            field="answer_order",
+            noun="known answer order",
+        ),
         no_convergence("Run every round even when the winner is stable."),
     ),
     stage_views={"vote": "panel_cli.view.tables:vote_round"},

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import ClassVar, Literal
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
 from panel_cli.config import Member, Panel
 from panel_cli.events import RoundTallied, VoteCast, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
-from panel_cli.llm.gateway import Gateway
+from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
     Emit,
@@ -25,18 +26,19 @@ from panel_cli.protocols.base import (
     yes_no,
 )
 from panel_cli.protocols.confer.log_odds import ConferTally, vote_weight
-from panel_cli.protocols.stages import broadcast, gather_each, open_stage, out_of_budget
+from panel_cli.protocols.stages import broadcast, gather_each, in_turn, open_stage, out_of_budget
 from panel_cli.protocols.vote.tally import ties
 from panel_cli.tasks import Task, mark, render_labelled
 
 FALLBACK_CONFIDENCE = 50.0
 RULES = ProtocolRules(
-    fields=frozenset({"max_rounds", "until_convergence", "tally", "options"}),
+    fields=frozenset({"max_rounds", "until_convergence", "tally", "answer_order", "options"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
     settings=lambda panel: [
         ("max_rounds", str(panel.max_rounds)),
         ("until_convergence", yes_no(panel.until_convergence)),
         ("tally", panel.tally),
+        ("answer_order", panel.answer_order),
         *([("options", f"{len(panel.options)}, the K of log-odds")] if panel.options else []),
     ],
 )
@@ -217,8 +219,24 @@ def final_answer_source(decided: ConferRound, initial: dict[str, str]) -> FinalA
     return "answer" if author is not None and initial.get(author) == decided.winner_answer else "revision"
 
 
-def answer_prompt(question: str) -> str:
-    return mark(f"Question:\n{question}\n\nGive your best answer to the question, directly and concisely.", Task.ANSWER)
+def answer_prompt(question: str, earlier: dict[str, str] | None = None) -> str:
+    """The question; with `answer_order: sequential`, the answers given before this member's
+    turn, labelled as the vote block will label them."""
+    ask = "Give your best answer to the question, directly and concisely."
+    if not earlier:
+        return mark(f"Question:\n{question}\n\n{ask}", Task.ANSWER)
+    return mark(
+        f"Question:\n{question}\n\nMembers of the panel answering before you gave these answers; their authors "
+        f"are not named.\n\n{render_block(earlier)}\n\n{ask} You may build on these answers or disagree with them.",
+        Task.ANSWER,
+    )
+
+
+def earlier_answers(order: list[str], replies: Sequence[CallResult]) -> dict[str, str]:
+    """The block of the answers given so far, by label: the members that answered, in member
+    order, labelled as `assign_labels` will label them in the vote block."""
+    answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
+    return {label: answers[author] for label, author in assign_labels(order, answers).items()}
 
 
 def vote_prompt(question: str, block: dict[str, str], own_label: str | None) -> str:
@@ -288,11 +306,22 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     answer_timeout = RULES.limit(panel, "answer")
     vote_timeout = RULES.limit(panel, "vote")
 
-    prompt = [{"role": "user", "content": answer_prompt(question)}]
-    brief = RequestBrief(task=Task.ANSWER, question=question)
-    replies = await broadcast(
-        gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout, tools=True, brief=brief
-    )
+    if panel.answer_order == "sequential":
+
+        def request(before: Sequence[CallResult]) -> tuple[list[dict[str, Any]], RequestBrief]:
+            block = earlier_answers(order, before)
+            brief = RequestBrief(task=Task.ANSWER, question=question, quoted=quote(block))
+            return [{"role": "user", "content": answer_prompt(question, block)}], brief
+
+        replies = await in_turn(
+            gateway, emit, members, request, stage="answer", round=0, limit=answer_timeout, tools=True
+        )
+    else:
+        prompt = [{"role": "user", "content": answer_prompt(question)}]
+        brief = RequestBrief(task=Task.ANSWER, question=question)
+        replies = await broadcast(
+            gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout, tools=True, brief=brief
+        )
     answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
     initial = dict(answers)
     failures = [

@@ -9,9 +9,7 @@ from panel_cli.protocols.confer import engine as confer
 
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
     members = panel.members
-    answer = StagePlan(
-        "answer", "0", [Calls(m, 1, 1, user(confer.answer_prompt(question)), tools=True) for m in members]
-    )
+    answer = StagePlan("answer", "0", [answer_calls(panel, question, bound, index) for index in range(len(members))])
     authors = confer.assign_labels(panel.member_names, {m.name: "" for m in members})
     block = dict.fromkeys(authors, "")
     own = {name: label for label, name in authors.items()}
@@ -24,3 +22,22 @@ def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
         for m in members
     ]
     return RunPlan([answer, StagePlan("vote", rounds_label(1, high), votes)])
+
+
+def answer_calls(panel: Panel, question: str, bound: Bound, index: int) -> Calls:
+    """The same one answer per member in either order; answering in turn, member `index` is
+    shown (at the most) every answer before its own."""
+    member = panel.members[index]
+    if panel.answer_order == "parallel" or index == 0:
+        return Calls(member, 1, 1, user(confer.answer_prompt(question)), tools=True)
+    earlier = panel.members[:index]
+    block = dict.fromkeys(confer.assign_labels(panel.member_names, {m.name: "" for m in earlier}), "")
+    return Calls(
+        member,
+        1,
+        1,
+        user(confer.answer_prompt(question)),
+        longest=user(confer.answer_prompt(question, block)),
+        quoted=sum(bound(m) for m in earlier),
+        tools=True,
+    )
