@@ -21,9 +21,12 @@ of panel's (litellm set up by panel's `load_litellm`, as in panel's process) (th
 prompts quote every answer, as confer's vote prompts do), warmed up and timed the same way. The two alternate. Our CPU per call is
 (panel's CPU − the floor's) ÷ calls, from the medians. Target <= 1 ms.
 
---profile adds one piped panel run under cProfile (CPU time, litellm's executor work run inline so
-one thread sees it all) and lists the functions outside litellm (and the libraries under it:
-httpx, aiohttp, openai) by their own time, with their share of panel's own CPU.
+--profile adds one panel run of each kind (on a terminal, piped) under cProfile, every thread
+profiled in its own CPU time (the live view's refresh thread, litellm's executor threads), and
+lists the functions outside litellm (and the libraries under it: httpx, aiohttp, openai) by their
+own time, with their share of panel's own CPU; then the split: drawing the live view (panel's
+view/ and Rich, on whichever thread), the streamed text (reading the stream, scrubbing each text
+so far, handing it to the view), and the rest.
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def panel_child(url: str, members: int, reps: int, profile: bool, piped: bool) -
         once(folder / f"run-{rep}.db")
         cpu.append(time.process_time() - started)
     if profile:
-        profiled(lambda: once(folder / "profiled.db"))
+        profiled(lambda: once(folder / "profiled.db"), "piped" if piped else "on a terminal")
     out.write(json.dumps(cpu) + "\n")
 
 
@@ -201,32 +204,56 @@ def floor_child(url: str, members: int, reps: int, stream: bool) -> None:
     print(json.dumps(asyncio.run(timed())))
 
 
-def profiled(run: Any) -> None:
-    """One run under cProfile, and where the CPU outside litellm and its libraries went."""
+def profiled(run: Any, kind: str) -> None:
+    """One run under cProfile, every thread in its own CPU time, and where the CPU outside
+    litellm and its libraries went."""
     import cProfile
     import pstats
+    import threading
 
-    profiler = cProfile.Profile(time.process_time)
-    profiler.enable()
+    profilers = [cProfile.Profile(time.thread_time)]
+
+    def on_new_thread(*_: Any) -> None:
+        """A thread's first profile call: profile it from here on, in its own CPU time."""
+        profiler = cProfile.Profile(time.thread_time)
+        profilers.append(profiler)
+        profiler.enable()
+
+    threading.setprofile(on_new_thread)
+    profilers[0].enable()
     run()
-    profiler.disable()
-    path = Path(tempfile.gettempdir()) / "panel-percall.prof"
-    profiler.dump_stats(path)
-    stats = pstats.Stats(profiler)
-    total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
-    ours = {
-        key: row
-        for key, row in stats.stats.items()
-        if not any(f"/{name}/" in key[0] for name in THEIRS)  # type: ignore[attr-defined]
-    }
+    profilers[0].disable()
+    threading.setprofile(None)  # type: ignore[arg-type]
+    stats = pstats.Stats(profilers[0])
+    for profiler in profilers[1:]:
+        stats.add(profiler)
+    path = Path(tempfile.gettempdir()) / f"panel-percall-{'piped' if kind == 'piped' else 'terminal'}.prof"
+    stats.dump_stats(path)
+    rows = stats.stats  # type: ignore[attr-defined]
+    total = sum(row[2] for row in rows.values())
+    ours = {key: row for key, row in rows.items() if not any(f"/{name}/" in key[0] for name in THEIRS)}
     own = sum(row[2] for row in ours.values())
     sys.stderr.write(
-        f"profile: {total:.2f} s CPU in all; {own:.2f} s outside litellm and the libraries under it"
+        f"profile, {kind}: {total:.2f} s CPU in all; {own:.2f} s outside litellm and the libraries under it"
         f" (the interpreter, the standard library, rich, pydantic, sqlite included); saved to {path}\n"
     )
     for (file, line, name), row in sorted(ours.items(), key=lambda item: -item[1][2])[:40]:
-        where = file.split("/site-packages/")[-1].split("/wt/perf/")[-1]
+        where = file.split("/site-packages/")[-1].split("/panel_cli/")[-1]
         sys.stderr.write(f"  {row[2] * 1000:8.1f} ms  {row[2] / own:6.1%}  {row[1]:7d} calls  {where}:{line} {name}\n")
+    drawing = 1000 * sum(row[2] for (file, _, _), row in ours.items() if any(mark in file for mark in DRAWING))
+    sys.stderr.write(f"  own time drawing the live view (panel's view/ and Rich): {drawing:.0f} ms; the rest {own * 1000 - drawing:.0f} ms\n")
+    for (file, line, name), row in rows.items():
+        if name in ENTRIES and "/panel_cli/" in file or (name, file.split("/")[-1]) in (("refresh", "live.py"),):
+            where = file.split("/site-packages/")[-1].split("/panel_cli/")[-1]
+            sys.stderr.write(f"  {row[3] * 1000:8.1f} ms cumulative  {row[1]:7d} calls  {where}:{line} {name}\n")
+
+
+# Whose own time is the live view's drawing, on whichever thread it runs.
+DRAWING = ("/panel_cli/view/", "/rich/")
+# Where the cumulative time is worth seeing: the live view's handling of an event (`draw`, on the
+# loop's thread) and Rich's refresh (its own thread, and `now`), the streamed text passed on by
+# the bus (scrubbed, then drawn) and read from the stream.
+ENTRIES = ("draw", "_pass_on", "shown_so_far", "read_pieces", "emit")
 
 
 # -- the bench ---------------------------------------------------------------------------------
@@ -258,7 +285,7 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=64)
     parser.add_argument("--reps", type=int, default=3, help="timed runs in each child, after one warm-up run")
     parser.add_argument("--rounds", type=int, default=2, help="times each child is started, alternating")
-    parser.add_argument("--profile", action="store_true", help="also profile one piped panel run")
+    parser.add_argument("--profile", action="store_true", help="also profile one panel run on a terminal and one piped")
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--panel", action="store_true", help=argparse.SUPPRESS)
@@ -285,6 +312,7 @@ def main() -> None:
                 cpu[name][0].extend(child(panel, server.url, args.members, args.reps))
                 cpu[name][1].extend(child(floor, server.url, args.members, args.reps))
         if args.profile:
+            child(["--panel"], server.url, args.members, 1, profile=True)
             child(["--panel", "--piped"], server.url, args.members, 1, profile=True)
     finally:
         server.stop()
