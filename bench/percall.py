@@ -241,7 +241,9 @@ def profiled(run: Any, kind: str) -> None:
         where = file.split("/site-packages/")[-1].split("/panel_cli/")[-1]
         sys.stderr.write(f"  {row[2] * 1000:8.1f} ms  {row[2] / own:6.1%}  {row[1]:7d} calls  {where}:{line} {name}\n")
     drawing = 1000 * sum(row[2] for (file, _, _), row in ours.items() if any(mark in file for mark in DRAWING))
-    sys.stderr.write(f"  own time drawing the live view (panel's view/ and Rich): {drawing:.0f} ms; the rest {own * 1000 - drawing:.0f} ms\n")
+    sys.stderr.write(
+        f"  own time drawing the live view (panel's view/ and Rich): {drawing:.0f} ms; the rest {own * 1000 - drawing:.0f} ms\n"
+    )
     for (file, line, name), row in rows.items():
         if name in ENTRIES and "/panel_cli/" in file or (name, file.split("/")[-1]) in (("refresh", "live.py"),):
             where = file.split("/site-packages/")[-1].split("/panel_cli/")[-1]

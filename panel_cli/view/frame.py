@@ -6,7 +6,7 @@ between two frames (64 answers being written). Laying the whole table out throug
 time took tens of milliseconds a frame, most of the CPU panel spent above its calls. So the
 live area draws a stage's table itself: the title and header through Rich (once per layout),
 each row's line from its cells, kept until the row changes, and only the rows that fit the
-terminal, the others summed up in one line (`+ 37 more: 30 answered, 5 waiting, 2 failed`).
+terminal, the others summed up in one line (`+ 37 more: 5 waiting, 30 answered, 2 failed`).
 A row's line is the line Rich's table draws for it (tests/view/test_frame.py holds them
 equal); the full table still prints once when the stage ends, every row in it.
 """
@@ -64,11 +64,13 @@ class Frame:
         return self._drawn[1]
 
     def _draw(self, stage: StageState, console: Console, options: ConsoleOptions) -> list[Segment]:
+        room, options = options.height, options.update(height=None)  # what it draws takes the lines it needs
         if not windowed(stage):
             return list(console.render(stage.render(), options))
         below = stage.render_below()
         below_lines = console.render_lines(Group(*below), options, pad=False) if below else []
-        room = None if options.height is None else max(options.height - TABLE_HEAD - len(below_lines), 1)
+        if room is not None:
+            room = max(room - TABLE_HEAD - len(below_lines), 1)
         segments = self._rows.table(stage, console, options.max_width, room)
         for line in below_lines:
             segments += [*line, NEW_LINE]
@@ -205,7 +207,7 @@ def visible(rows: list[CallRow], changed: dict[int, int], room: int | None) -> t
 
 
 def more_line(hidden: list[CallRow]) -> str:
-    """`+ 37 more: 30 answered, 5 waiting, 2 failed`, the statuses in the table's order."""
+    """`+ 37 more: 5 waiting, 30 answered, 2 failed`, the statuses in the order the table names them."""
     counts: dict[Status, int] = {}
     for row in hidden:
         counts[row.status] = counts.get(row.status, 0) + 1
