@@ -277,8 +277,8 @@ def child(flags: list[str], url: str, members: int, reps: int, profile: bool = F
     )
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(flags)} exited {done.returncode}: {done.stderr[-3000:]}")
-    if profile:
-        sys.stdout.write(done.stderr)
+    if profile:  # what the profile found, not what the run itself wrote there (the plain view's lines)
+        sys.stdout.write(done.stderr[done.stderr.rfind("profile, ") :])
     return json.loads(done.stdout.splitlines()[-1])
 
 

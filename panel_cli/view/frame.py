@@ -152,8 +152,7 @@ class RowLines:
                 if segments:
                     segments.append(Segment(" ", PLAIN))
                 segments += cell_segments(cells[place].cells[0], cells[place], size, console)
-            segments.append(NEW_LINE)
-            cached = self._lines[id(row)] = (key, segments)
+            cached = self._lines[id(row)] = (key, [*merged(segments), NEW_LINE])
         return cached[1]
 
 
@@ -215,13 +214,33 @@ def more_line(hidden: list[CallRow]) -> str:
     return f"+ {len(hidden)} more: " + ", ".join(parts)
 
 
+def merged(segments: list[Segment]) -> list[Segment]:
+    """A line's segments, neighbours of one style joined, so Live has fewer to measure and write
+    on each frame; an ellipsis stays a segment of its own, so that the text beside it is measured
+    as plain ASCII (Rich counts any other character one by one)."""
+    out: list[Segment] = []
+    for segment in Segment.simplify(segments):
+        text, style = segment.text, segment.style
+        while "…" in text and text != "…":
+            before, _, text = text.partition("…")
+            out += [Segment(before, style), Segment("…", style)] if before else [Segment("…", style)]
+        if text:
+            out.append(Segment(text, style))
+    return out
+
+
 def cell_segments(cell: Text | Preview, column: Column, width: int, console: Console) -> list[Segment]:
     """A cell as Rich's table draws it: a space each side in the column's style, the text cut
     to `width` with an ellipsis and padded as the column justifies it."""
     style = console.get_style(column.style) if column.style else PLAIN
     pad = Segment(" " * (CELL_PADDING // 2), style)
     if isinstance(cell, Preview):
-        cell = next(iter(cell.__rich_console__(console, console.options.update_width(width))))  # type: ignore[arg-type]
+        simple = cell.plain_line(width)
+        cell = (
+            Text(simple, style=cell.text.style)
+            if simple is not None
+            else next(iter(cell.__rich_console__(console, console.options.update_width(width))))  # type: ignore[arg-type]
+        )
     assert isinstance(cell, Text)
     plain = cell.plain
     if not cell.spans and plain.replace("…", "").isascii():

@@ -498,6 +498,20 @@ class Preview:
         text = self.text if len(self.text) <= MEASURED else self.text[:MEASURED]
         return text.cell_len + (self.mark.cell_len if self.mark else 0)
 
+    def plain_line(self, width: int) -> str | None:
+        """What `__rich_console__` draws at `width`, before the cell cuts it, as a plain string,
+        when that is simple to say (no mark, no styled part, ASCII where it is cut); None
+        otherwise. The live area draws a row's line from it, every frame a row changes."""
+        if self.mark is not None or self.text.spans or width < 2:
+            return None
+        plain = self.text.plain
+        if not self.from_end:
+            return plain[: width + 1] if plain[: width + 1].isascii() else None
+        tail = plain[-width:]
+        if not tail.isascii():
+            return None
+        return tail if len(plain) <= width else "…" + plain[1 - width :]
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         line = self._within(options.max_width)
         if self.from_end and line.cell_len > options.max_width > 1:

@@ -58,8 +58,9 @@ def varied_stage(votes: bool) -> StageState:
     stage = vote_round("vote", 1, None) if votes else StageState("answer", 0)
     for index in range(5):
         stage.announce(f"member-{index}", "B" if index == 2 else None)
-    writing, answered, failed, voted, _ = stage.rows
+    writing, answered, failed, voted, plain = stage.rows
     writing.grow("héllo wörld 日本語 " * 30)
+    plain.grow("plain words being written " * 30)
     answered.status, answered.latency, answered.tokens, answered.truncated = "answered", 12.5, 123_456, True
     answered.preview = "a reply cut at its limit " * 10
     failed.status, failed.preview = "failed", "timeout: deadline 5s passed"
