@@ -106,19 +106,30 @@ async def within_idle(step: Awaitable[T], idle: float | None) -> T:
     for `idle` seconds: a provider that stalls, or drips a byte at a time, which the HTTP
     client counts as progress, ends the call long before its stage's deadline."""
     try:
-        return await asyncio.wait_for(step, idle)
+        async with asyncio.timeout(idle):
+            return await step
     except TimeoutError:
         raise ClassifiedError("timeout", f"the stream stalled: nothing arrived for {idle:g}s") from None
 
 
 async def stalling_after(chunks: AsyncIterator[T], idle: float | None) -> AsyncIterator[T]:
-    """`chunks`, each awaited `within_idle`."""
+    """`chunks`, each awaited `within_idle`, under one deadline in the task reading them, moved
+    on at each chunk: a chunk costs no task and no timer of its own, as `asyncio.wait_for` made
+    (a streamed answer is a few hundred chunks). No deadline runs while a chunk is handed on."""
     iterator = aiter(chunks)
-    while True:
-        try:
-            yield await within_idle(anext(iterator), idle)
-        except StopAsyncIteration:
-            return
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(None) as deadline:
+            while True:
+                deadline.reschedule(None if idle is None else loop.time() + idle)
+                try:
+                    chunk = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+                deadline.reschedule(None)
+                yield chunk
+    except TimeoutError:
+        raise ClassifiedError("timeout", f"the stream stalled: nothing arrived for {idle:g}s") from None
 
 
 async def _pieces(chunks: AsyncIterator[Any]) -> AsyncIterator[Piece]:
