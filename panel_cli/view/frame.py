@@ -91,6 +91,7 @@ class RowLines:
     def __init__(self) -> None:
         self._cells: dict[int, tuple[tuple[object, ...], list[Column]]] = {}
         self._lines: dict[int, tuple[object, list[Segment]]] = {}
+        self._texts: dict[int, tuple[object, list[Segment]]] = {}
         self._head: tuple[object, list[Segment]] | None = None
         self._changed: dict[int, int] = {}
         self._drawn = 0
@@ -113,9 +114,9 @@ class RowLines:
         layout = tuple((places[id(column)], size) for column, size in fitted)
         segments = list(self._head_lines(stage, fitted, layout, console))
         shown, hidden = visible(rows, self._changed, room)
-        for row, row_cells in zip(rows, cells, strict=True):
+        for row in rows:
             if id(row) in shown:
-                segments += self._line(row, row_cells, layout, console)
+                segments += self._line(table, row, layout, console)
         if hidden:
             segments += [Segment(" " + more_line(hidden), console.get_style("dim")), NEW_LINE]
         return segments
@@ -132,7 +133,8 @@ class RowLines:
         return self._head[1]
 
     def _row_cells(self, table: StageTable, row: CallRow, starred: bool) -> list[Column]:
-        """The row's cells, built again only when what the row shows has changed."""
+        """The row's cells, built again only when what the row shows has changed; the text
+        cell is drawn from the row itself (`_line`), so a reply growing costs none of this."""
         shows = row_shows(row, starred)
         cached = self._cells.get(id(row))
         if cached is None or cached[0] != shows:
@@ -141,19 +143,32 @@ class RowLines:
         return cached[1]
 
     def _line(
-        self, row: CallRow, cells: list[Column], layout: tuple[tuple[int, int], ...], console: Console
+        self, table: StageTable, row: CallRow, layout: tuple[tuple[int, int], ...], console: Console
     ) -> list[Segment]:
-        """The row's line: its cells at the columns' widths, one space between them."""
-        key = (self._cells[id(row)][0], layout)
+        """The row's line: its cells at the columns' widths, one space between them. What goes
+        before the text is kept while the row shows the same; the text, while it reads the same."""
+        shows, cells = self._cells[id(row)]
+        *before, (text_place, text_width) = layout
+        key = (shows, layout)
         cached = self._lines.get(id(row))
         if cached is None or cached[0] != key:
             segments: list[Segment] = []
-            for place, size in layout:
-                if segments:
-                    segments.append(Segment(" ", PLAIN))
+            for place, size in before:
                 segments += cell_segments(cells[place].cells[0], cells[place], size, console)
-            cached = self._lines[id(row)] = (key, [*merged(segments), NEW_LINE])
-        return cached[1]
+                segments.append(Segment(" ", PLAIN))
+            cached = self._lines[id(row)] = (key, merged(segments))
+        if text_place != len(cells) - 1:  # the text column was given up: nothing of it to draw
+            return [
+                *cached[1],
+                *cell_segments(cells[text_place].cells[0], cells[text_place], text_width, console),
+                NEW_LINE,
+            ]
+        text_key = (key, row.preview)
+        drawn = self._texts.get(id(row))
+        if drawn is None or drawn[0] != text_key:
+            text = cell_segments(table.text_cell(row), cells[text_place], text_width, console)
+            drawn = self._texts[id(row)] = (text_key, merged([*cached[1], *text]) + [NEW_LINE])
+        return drawn[1]
 
 
 def _with_cells(column: Column, cells: list[Text | Preview]) -> Column:
@@ -170,7 +185,8 @@ def _with_cells(column: Column, cells: list[Text | Preview]) -> Column:
 
 
 def row_shows(row: CallRow, starred: bool) -> tuple[object, ...]:
-    """Everything of a row its line shows: when this is unchanged, so is the line."""
+    """Everything of a row its line shows but the text so far (`preview`, which changes most
+    often and is drawn on its own): when this is unchanged, so are the row's other cells."""
     return (
         row.name,
         row.label,
@@ -178,7 +194,6 @@ def row_shows(row: CallRow, starred: bool) -> tuple[object, ...]:
         row.status,
         row.latency,
         row.tokens,
-        row.preview,
         row.truncated,
         id(row.vote),
         tuple(row.ranking or ()),

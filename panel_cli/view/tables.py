@@ -429,7 +429,7 @@ class StageTable:
         columns.append(
             Column(
                 stage.text_header,
-                [preview_cell(row) for row in rows],
+                [self.text_cell(row) for row in rows],
                 keep=4,
                 shrink_to=TEXT_WIDTH,
                 fill=True,
@@ -437,6 +437,10 @@ class StageTable:
             )
         )
         return columns
+
+    def text_cell(self, row: CallRow) -> Preview:
+        """The cell of the last column, the text (`fill`: it takes the width the others leave)."""
+        return preview_cell(row)
 
 
 def status_column(rows: list[CallRow]) -> Column:
