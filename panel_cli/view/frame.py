@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.console import Console, ConsoleOptions, Group
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -48,7 +48,7 @@ class Frame:
     def __init__(self) -> None:
         self._version = 0
         self._drawn: tuple[tuple[int, int, int, int | None], list[Segment]] | None = None
-        self._rows = RowLines()
+        self._rows: dict[int, RowLines] = {}  # by stage: the one drawn, and the one before it
 
     def changed(self) -> None:
         self._version += 1
@@ -58,10 +58,13 @@ class Frame:
         stage when no height is set)."""
         key = (id(stage), self._version, options.max_width, options.height)
         if self._drawn is None or self._drawn[0] != key:
-            if id(stage) != (self._drawn[0][0] if self._drawn else None):
-                self._rows = RowLines()
             self._drawn = (key, self._draw(stage, console, options))
         return self._drawn[1]
+
+    def whole(self, stage: StageState) -> RenderableType:
+        """The stage with every row, as it prints once it ends: its rows' lines are the ones
+        its frames kept, so a stage of 64 rows is not laid out through Rich once more."""
+        return _Whole(self, stage)
 
     def _draw(self, stage: StageState, console: Console, options: ConsoleOptions) -> list[Segment]:
         room, options = options.height, options.update(height=None)  # what it draws takes the lines it needs
@@ -71,10 +74,26 @@ class Frame:
         below_lines = console.render_lines(Group(*below), options, pad=False) if below else []
         if room is not None:
             room = max(room - TABLE_HEAD - len(below_lines), 1)
-        segments = self._rows.table(stage, console, options.max_width, room)
+        segments = self._lines_of(stage).table(stage, console, options.max_width, room)
         for line in below_lines:
             segments += [*line, NEW_LINE]
         return segments
+
+    def _lines_of(self, stage: StageState) -> RowLines:
+        lines = self._rows.get(id(stage))
+        if lines is None:
+            lines = RowLines()
+            self._rows = {**dict(list(self._rows.items())[-1:]), id(stage): lines}
+        return lines
+
+
+class _Whole:
+    def __init__(self, frame: Frame, stage: StageState) -> None:
+        self.frame = frame
+        self.stage = stage
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> list[Segment]:
+        return self.frame._draw(self.stage, console, options.update(height=None))
 
 
 def windowed(stage: StageState) -> bool:

@@ -294,7 +294,7 @@ class LiveView:
         finished, self._stage = self._stage, following
         self._refresh(now=True)
         if finished is not None:
-            self.console.print(finished.render())
+            self.console.print(finished.render() if self._live is None else self._frame.whole(finished))
             self.console.print()
 
     def _refresh(self, *, now: bool = False) -> None:
