@@ -288,6 +288,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="timed runs in each child, after one warm-up run")
     parser.add_argument("--rounds", type=int, default=2, help="times each child is started, alternating")
     parser.add_argument("--profile", action="store_true", help="also profile one panel run on a terminal and one piped")
+    parser.add_argument("--samples", action="store_true", help="also print each run's CPU, in the order run")
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--panel", action="store_true", help=argparse.SUPPRESS)
@@ -328,6 +329,10 @@ def main() -> None:
     )
     for name, (panel, floor) in cpu.items():
         panel_run, floor_run = statistics.median(panel), statistics.median(floor)
+        if args.samples:
+            print(
+                f"  {name}: panel {' '.join(f'{cpu:.2f}' for cpu in panel)}; floor {' '.join(f'{cpu:.2f}' for cpu in floor)}"
+            )
         print(
             f"  {name:<9} panel confer {panel_run:6.3f} s, bare litellm {floor_run:6.3f} s:"
             f" ours {(panel_run - floor_run) * 1000 / calls:5.2f} ms a call (target <= 1),"

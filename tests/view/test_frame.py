@@ -25,7 +25,7 @@ from panel_cli.events import (
     StageStarted,
 )
 from panel_cli.view.frame import Frame, more_line, visible
-from panel_cli.view.live import LiveView
+from panel_cli.view.live import LiveView, redraws_per_second
 from panel_cli.view.tables import CallRow, StageState, vote_round
 from tests.view.sample import screen
 from tests.view.test_shape import EXAMPLES, example_events
@@ -182,3 +182,16 @@ def test_a_rows_line_is_drawn_again_when_its_text_grows() -> None:
     assert before != after
     assert "and then some more" in "".join(segment.text for segment in after[-1])
     assert after == full(stage, console)
+
+
+def test_a_panel_of_more_than_32_members_redraws_half_as_often() -> None:
+    assert redraws_per_second(8, 32) == 8
+    assert redraws_per_second(8, 33) == 4
+
+
+async def test_the_live_area_of_a_64_member_run_redraws_4_times_a_second() -> None:
+    view = LiveView(terminal(100, height=30))
+    for event in stage_events(64)[:2]:
+        await view(event)
+    assert view._live is not None and view._live.refresh_per_second == 4  # the area Live draws
+    view.close()
