@@ -4,7 +4,8 @@ Run by hand (never part of the tests), from the repository root, in the project'
 
     python bench/percall.py                 # 64 members, 3 measured runs of each, ~1-2 minutes
     python bench/percall.py --members 16 --reps 5
-    python bench/percall.py --profile       # also where panel's own CPU goes (cProfile, one run)
+    python bench/percall.py --profile       # also where panel's own CPU goes (cProfile, one run of each)
+    python bench/percall.py --samples       # also each run's CPU, in the order run
 
 Figure (issue 23): panel's CPU per call above bare litellm's. A child process runs
 `panel confer FILE` through panel's own `main`, as a command line would: the store writing to
