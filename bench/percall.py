@@ -6,6 +6,7 @@ Run by hand (never part of the tests), from the repository root, in the project'
     python bench/percall.py --members 16 --reps 5
     python bench/percall.py --profile       # also where panel's own CPU goes (cProfile, one run of each)
     python bench/percall.py --samples       # also each run's CPU, in the order run
+    python bench/percall.py --spacing 0.02  # streamed pieces 20 ms apart: 64 answers written side by side
 
 Figure (issue 23): panel's CPU per call above bare litellm's. A child process runs
 `panel confer FILE` through panel's own `main`, as a command line would: the store writing to
@@ -84,12 +85,13 @@ def reply(request: Any) -> str:
     return prose(request.model, ANSWER_CHARS)
 
 
-def serve(latency: float) -> None:
-    """Child process: serve until stdin closes, printing the URL first."""
+def serve(latency: float, spacing: float) -> None:
+    """Child process: serve until stdin closes, printing the URL first. A streamed answer's
+    pieces (8 characters each) come `spacing` seconds apart."""
     from tests.fakes.openai_server import FakeOpenAIServer, responder
 
     server = FakeOpenAIServer().start()
-    server.default(responder(reply, latency=latency))
+    server.default(responder(reply, latency=latency, spacing=spacing))
     print(server.url, flush=True)
     sys.stdin.read()
     server.stop()
@@ -290,6 +292,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="times each child is started, alternating")
     parser.add_argument("--profile", action="store_true", help="also profile one panel run on a terminal and one piped")
     parser.add_argument("--samples", action="store_true", help="also print each run's CPU, in the order run")
+    parser.add_argument(
+        "--spacing",
+        type=float,
+        default=0.0,
+        help="seconds between the pieces of a streamed answer (default 0: as fast as they are read); spaced,"
+        " the answers are written side by side for the whole stage, as a provider writes them",
+    )
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--panel", action="store_true", help=argparse.SUPPRESS)
@@ -298,7 +307,7 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        serve(args.serve)
+        serve(args.serve, args.spacing)
         return
     if args.panel:
         panel_child(args.url, args.members, args.reps, args.profile, args.piped)
@@ -307,7 +316,7 @@ def main() -> None:
         floor_child(args.url, args.members, args.reps, args.stream)
         return
 
-    server = ChildServer(__file__, str(LATENCY))
+    server = ChildServer(__file__, str(LATENCY), "--spacing", str(args.spacing))
     cpu: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in PAIRS}
     load_before = os.getloadavg()
     try:
@@ -324,7 +333,9 @@ def main() -> None:
     calls = args.members * STAGES
     print(
         f"{args.members}-member confer, {STAGES} stages ({calls} calls), ~{ANSWER_CHARS}-character answers,"
-        f" the fake server at {LATENCY * 1000:.0f} ms; {os.cpu_count()} cores,"
+        f" the fake server at {LATENCY * 1000:.0f} ms"
+        + (f", streamed pieces {args.spacing * 1000:g} ms apart" if args.spacing else "")
+        + f"; {os.cpu_count()} cores,"
         f" load average {load_before[0]:.2f} before, {load_after[0]:.2f} after;"
         f" CPU a run, median of {args.rounds * args.reps}"
     )
