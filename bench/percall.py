@@ -4,7 +4,9 @@ Run by hand (never part of the tests), from the repository root, in the project'
 
     python bench/percall.py                 # 64 members, 3 measured runs of each, ~1-2 minutes
     python bench/percall.py --members 16 --reps 5
-    python bench/percall.py --profile       # also where panel's own CPU goes (cProfile, one run)
+    python bench/percall.py --profile       # also where panel's own CPU goes (cProfile, one run of each)
+    python bench/percall.py --samples       # also each run's CPU, in the order run
+    python bench/percall.py --spacing 0.02  # streamed pieces 20 ms apart: 64 answers written side by side
 
 Figure (issue 23): panel's CPU per call above bare litellm's. A child process runs
 `panel confer FILE` through panel's own `main`, as a command line would: the store writing to
@@ -21,9 +23,12 @@ of panel's (litellm set up by panel's `load_litellm`, as in panel's process) (th
 prompts quote every answer, as confer's vote prompts do), warmed up and timed the same way. The two alternate. Our CPU per call is
 (panel's CPU − the floor's) ÷ calls, from the medians. Target <= 1 ms.
 
---profile adds one piped panel run under cProfile (CPU time, litellm's executor work run inline so
-one thread sees it all) and lists the functions outside litellm (and the libraries under it:
-httpx, aiohttp, openai) by their own time, with their share of panel's own CPU.
+--profile adds one panel run of each kind (on a terminal, piped) under cProfile, every thread
+profiled in its own CPU time (the live view's refresh thread, litellm's executor threads), and
+lists the functions outside litellm (and the libraries under it: httpx, aiohttp, openai) by their
+own time, with their share of panel's own CPU; then the split: drawing the live view (panel's
+view/ and Rich, on whichever thread), the streamed text (reading the stream, scrubbing each text
+so far, handing it to the view), and the rest.
 """
 
 from __future__ import annotations
@@ -80,12 +85,13 @@ def reply(request: Any) -> str:
     return prose(request.model, ANSWER_CHARS)
 
 
-def serve(latency: float) -> None:
-    """Child process: serve until stdin closes, printing the URL first."""
+def serve(latency: float, spacing: float) -> None:
+    """Child process: serve until stdin closes, printing the URL first. A streamed answer's
+    pieces (8 characters each) come `spacing` seconds apart."""
     from tests.fakes.openai_server import FakeOpenAIServer, responder
 
     server = FakeOpenAIServer().start()
-    server.default(responder(reply, latency=latency))
+    server.default(responder(reply, latency=latency, spacing=spacing))
     print(server.url, flush=True)
     sys.stdin.read()
     server.stop()
@@ -130,7 +136,7 @@ def panel_child(url: str, members: int, reps: int, profile: bool, piped: bool) -
         once(folder / f"run-{rep}.db")
         cpu.append(time.process_time() - started)
     if profile:
-        profiled(lambda: once(folder / "profiled.db"))
+        profiled(lambda: once(folder / "profiled.db"), "piped" if piped else "on a terminal")
     out.write(json.dumps(cpu) + "\n")
 
 
@@ -201,32 +207,58 @@ def floor_child(url: str, members: int, reps: int, stream: bool) -> None:
     print(json.dumps(asyncio.run(timed())))
 
 
-def profiled(run: Any) -> None:
-    """One run under cProfile, and where the CPU outside litellm and its libraries went."""
+def profiled(run: Any, kind: str) -> None:
+    """One run under cProfile, every thread in its own CPU time, and where the CPU outside
+    litellm and its libraries went."""
     import cProfile
     import pstats
+    import threading
 
-    profiler = cProfile.Profile(time.process_time)
-    profiler.enable()
+    profilers = [cProfile.Profile(time.thread_time)]
+
+    def on_new_thread(*_: Any) -> None:
+        """A thread's first profile call: profile it from here on, in its own CPU time."""
+        profiler = cProfile.Profile(time.thread_time)
+        profilers.append(profiler)
+        profiler.enable()
+
+    threading.setprofile(on_new_thread)
+    profilers[0].enable()
     run()
-    profiler.disable()
-    path = Path(tempfile.gettempdir()) / "panel-percall.prof"
-    profiler.dump_stats(path)
-    stats = pstats.Stats(profiler)
-    total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
-    ours = {
-        key: row
-        for key, row in stats.stats.items()
-        if not any(f"/{name}/" in key[0] for name in THEIRS)  # type: ignore[attr-defined]
-    }
+    profilers[0].disable()
+    threading.setprofile(None)  # type: ignore[arg-type]
+    stats = pstats.Stats(profilers[0])
+    for profiler in profilers[1:]:
+        stats.add(profiler)
+    path = Path(tempfile.gettempdir()) / f"panel-percall-{'piped' if kind == 'piped' else 'terminal'}.prof"
+    stats.dump_stats(path)
+    rows = stats.stats  # type: ignore[attr-defined]
+    total = sum(row[2] for row in rows.values())
+    ours = {key: row for key, row in rows.items() if not any(f"/{name}/" in key[0] for name in THEIRS)}
     own = sum(row[2] for row in ours.values())
     sys.stderr.write(
-        f"profile: {total:.2f} s CPU in all; {own:.2f} s outside litellm and the libraries under it"
+        f"profile, {kind}: {total:.2f} s CPU in all; {own:.2f} s outside litellm and the libraries under it"
         f" (the interpreter, the standard library, rich, pydantic, sqlite included); saved to {path}\n"
     )
     for (file, line, name), row in sorted(ours.items(), key=lambda item: -item[1][2])[:40]:
-        where = file.split("/site-packages/")[-1].split("/wt/perf/")[-1]
+        where = file.split("/site-packages/")[-1].split("/panel_cli/")[-1]
         sys.stderr.write(f"  {row[2] * 1000:8.1f} ms  {row[2] / own:6.1%}  {row[1]:7d} calls  {where}:{line} {name}\n")
+    drawing = 1000 * sum(row[2] for (file, _, _), row in ours.items() if any(mark in file for mark in DRAWING))
+    sys.stderr.write(
+        f"  own time drawing the live view (panel's view/ and Rich): {drawing:.0f} ms; the rest {own * 1000 - drawing:.0f} ms\n"
+    )
+    for (file, line, name), row in rows.items():
+        if name in ENTRIES and "/panel_cli/" in file or (name, file.split("/")[-1]) in (("refresh", "live.py"),):
+            where = file.split("/site-packages/")[-1].split("/panel_cli/")[-1]
+            sys.stderr.write(f"  {row[3] * 1000:8.1f} ms cumulative  {row[1]:7d} calls  {where}:{line} {name}\n")
+
+
+# Whose own time is the live view's drawing, on whichever thread it runs.
+DRAWING = ("/panel_cli/view/", "/rich/")
+# Where the cumulative time is worth seeing: the live view's handling of an event (`draw`, on the
+# loop's thread) and Rich's refresh (its own thread, and `now`), the streamed text passed on by
+# the bus (scrubbed, then drawn) and read from the stream.
+ENTRIES = ("draw", "_pass_on", "shown_so_far", "read_pieces", "emit")
 
 
 # -- the bench ---------------------------------------------------------------------------------
@@ -248,8 +280,8 @@ def child(flags: list[str], url: str, members: int, reps: int, profile: bool = F
     )
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(flags)} exited {done.returncode}: {done.stderr[-3000:]}")
-    if profile:
-        sys.stdout.write(done.stderr)
+    if profile:  # what the profile found, not what the run itself wrote there (the plain view's lines)
+        sys.stdout.write(done.stderr[done.stderr.rfind("profile, ") :])
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -258,7 +290,15 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=64)
     parser.add_argument("--reps", type=int, default=3, help="timed runs in each child, after one warm-up run")
     parser.add_argument("--rounds", type=int, default=2, help="times each child is started, alternating")
-    parser.add_argument("--profile", action="store_true", help="also profile one piped panel run")
+    parser.add_argument("--profile", action="store_true", help="also profile one panel run on a terminal and one piped")
+    parser.add_argument("--samples", action="store_true", help="also print each run's CPU, in the order run")
+    parser.add_argument(
+        "--spacing",
+        type=float,
+        default=0.0,
+        help="seconds between the pieces of a streamed answer (default 0: as fast as they are read); spaced,"
+        " the answers are written side by side for the whole stage, as a provider writes them",
+    )
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--panel", action="store_true", help=argparse.SUPPRESS)
@@ -267,7 +307,7 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        serve(args.serve)
+        serve(args.serve, args.spacing)
         return
     if args.panel:
         panel_child(args.url, args.members, args.reps, args.profile, args.piped)
@@ -276,7 +316,7 @@ def main() -> None:
         floor_child(args.url, args.members, args.reps, args.stream)
         return
 
-    server = ChildServer(__file__, str(LATENCY))
+    server = ChildServer(__file__, str(LATENCY), "--spacing", str(args.spacing))
     cpu: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in PAIRS}
     load_before = os.getloadavg()
     try:
@@ -285,6 +325,7 @@ def main() -> None:
                 cpu[name][0].extend(child(panel, server.url, args.members, args.reps))
                 cpu[name][1].extend(child(floor, server.url, args.members, args.reps))
         if args.profile:
+            child(["--panel"], server.url, args.members, 1, profile=True)
             child(["--panel", "--piped"], server.url, args.members, 1, profile=True)
     finally:
         server.stop()
@@ -292,12 +333,18 @@ def main() -> None:
     calls = args.members * STAGES
     print(
         f"{args.members}-member confer, {STAGES} stages ({calls} calls), ~{ANSWER_CHARS}-character answers,"
-        f" the fake server at {LATENCY * 1000:.0f} ms; {os.cpu_count()} cores,"
+        f" the fake server at {LATENCY * 1000:.0f} ms"
+        + (f", streamed pieces {args.spacing * 1000:g} ms apart" if args.spacing else "")
+        + f"; {os.cpu_count()} cores,"
         f" load average {load_before[0]:.2f} before, {load_after[0]:.2f} after;"
         f" CPU a run, median of {args.rounds * args.reps}"
     )
     for name, (panel, floor) in cpu.items():
         panel_run, floor_run = statistics.median(panel), statistics.median(floor)
+        if args.samples:
+            print(
+                f"  {name}: panel {' '.join(f'{cpu:.2f}' for cpu in panel)}; floor {' '.join(f'{cpu:.2f}' for cpu in floor)}"
+            )
         print(
             f"  {name:<9} panel confer {panel_run:6.3f} s, bare litellm {floor_run:6.3f} s:"
             f" ours {(panel_run - floor_run) * 1000 / calls:5.2f} ms a call (target <= 1),"

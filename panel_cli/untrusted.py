@@ -40,6 +40,9 @@ _CONTROL = re.compile(
     "|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
 )
 # What decides nesting: brackets, and the quotes and escapes that say which brackets are text.
+# Where a sequence `_CONTROL` removes may begin: one character class, searched many times
+# faster than `_CONTROL`, so a clean text (nearly every text) is known clean at once.
+_CONTROL_START = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _STRUCTURE = re.compile(r'[\[\]{}"\\]')
 
 
@@ -68,7 +71,15 @@ def without_controls(text: str) -> str:
     """`text` without what a terminal would obey: a model's or a tool's text printed as it
     came could set the clipboard (`ESC]52`), retitle the window, clear the screen or move the
     cursor over what panel drew. Tabs and line breaks (CRLF too) stay."""
-    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
+    return _CONTROL.sub("", text) if _CONTROL_START.search(text) else text
+
+
+def first_control(text: str, start: int = 0) -> int:
+    """Where in `text`, from `start`, the first sequence `without_controls` removes may begin
+    (its length when none may): the text before it is left as it is, so a growing text need
+    only be cleaned from there."""
+    found = _CONTROL_START.search(text, start)
+    return len(text) if found is None else found.start()
 
 
 def clean_strings(value: Any) -> Any:

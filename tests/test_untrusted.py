@@ -51,3 +51,13 @@ def test_lone_surrogates_are_replaced_in_keys_and_values_and_pairs_are_kept():
     assert clean_text("a\ud800b\U0001f600") == "a\ufffdb\U0001f600"
     plain = "nothing to clean"
     assert clean_text(plain) is plain
+
+
+def test_first_control_is_where_cleaning_may_change_a_text() -> None:
+    from panel_cli.untrusted import first_control, without_controls
+
+    assert first_control("plain text\twith a tab\nand a line break") == len("plain text\twith a tab\nand a line break")
+    assert first_control("ab\x1b[2Jcd") == 2
+    assert first_control("ab\rcd\x07", 3) == 5
+    text = "clean start \x9b31m then"
+    assert without_controls(text[: first_control(text)]) == text[: first_control(text)]

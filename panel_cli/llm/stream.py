@@ -19,12 +19,12 @@ from typing import Any, TypeVar
 
 from panel_cli.events import BaseEvent, CallRoute, CallTextGrew
 from panel_cli.llm.errors import ClassifiedError
-from panel_cli.untrusted import without_controls, writable
+from panel_cli.untrusted import first_control, without_controls, writable
 
 T = TypeVar("T")
 
-# The live view redraws about ten times a second; growth reported more often is never seen.
-TEXT_INTERVAL = 0.1
+# The live view redraws about 8 times a second; growth reported more often is never seen.
+TEXT_INTERVAL = 1 / 8
 
 
 @dataclass
@@ -83,6 +83,7 @@ async def read_pieces(pieces: AsyncIterator[Piece], grow: TextGrowth, cap: int) 
     long it runs (a runaway reply still ends at the call's deadline)."""
     kept_pieces: list[str] = []
     kept = 0
+    plain = 0  # how much of the text so far holds nothing `without_controls` removes
     tokens_in = tokens_out = None
     async for piece in pieces:
         if piece.usage is not None:
@@ -92,7 +93,11 @@ async def read_pieces(pieces: AsyncIterator[Piece], grow: TextGrowth, cap: int) 
         kept_pieces.append(piece.text)
         kept += len(piece.text)
         if grow.due():
-            await grow.report(without_controls("".join(kept_pieces)[: cap + 1]))
+            # Cleaned from where a control may begin, as the whole text would be: a reply's
+            # text so far is not scanned again from its start each time it is shown.
+            so_far = "".join(kept_pieces)[: cap + 1]
+            plain = first_control(so_far, plain)
+            await grow.report(so_far[:plain] + without_controls(so_far[plain:]))
     # Controls are removed from the whole text, not piece by piece: a sequence split across
     # two pieces goes whole, as it does from a reply read at once.
     text = without_controls("".join(kept_pieces)[: cap + 1])
@@ -106,19 +111,30 @@ async def within_idle(step: Awaitable[T], idle: float | None) -> T:
     for `idle` seconds: a provider that stalls, or drips a byte at a time, which the HTTP
     client counts as progress, ends the call long before its stage's deadline."""
     try:
-        return await asyncio.wait_for(step, idle)
+        async with asyncio.timeout(idle):
+            return await step
     except TimeoutError:
         raise ClassifiedError("timeout", f"the stream stalled: nothing arrived for {idle:g}s") from None
 
 
 async def stalling_after(chunks: AsyncIterator[T], idle: float | None) -> AsyncIterator[T]:
-    """`chunks`, each awaited `within_idle`."""
+    """`chunks`, each awaited `within_idle`, under one deadline in the task reading them, moved
+    on at each chunk: a chunk costs no task and no timer of its own, as `asyncio.wait_for` made
+    (a streamed answer is a few hundred chunks). No deadline runs while a chunk is handed on."""
     iterator = aiter(chunks)
-    while True:
-        try:
-            yield await within_idle(anext(iterator), idle)
-        except StopAsyncIteration:
-            return
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(None) as deadline:
+            while True:
+                deadline.reschedule(None if idle is None else loop.time() + idle)
+                try:
+                    chunk = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+                deadline.reschedule(None)
+                yield chunk
+    except TimeoutError:
+        raise ClassifiedError("timeout", f"the stream stalled: nothing arrived for {idle:g}s") from None
 
 
 async def _pieces(chunks: AsyncIterator[Any]) -> AsyncIterator[Piece]:

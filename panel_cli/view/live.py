@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.segment import Segment
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from panel_cli.protocols.registry import is_protocol, resolve, spec
 from panel_cli.view import delphi, fmt, tools
 from panel_cli.view.final import render_final
+from panel_cli.view.frame import Frame
 from panel_cli.view.summary import ViewTotals
 from panel_cli.view.tables import RunSoFar, StageState, render_aggregate, warning_line
 
@@ -86,7 +86,6 @@ class LiveView:
         self._stage_views: Mapping[str, Any] = {}
         self._seen: set[tuple[str, int | None]] = set()
         self._live: Live | None = None
-        self._spinner: Spinner | None = None  # one instance, so updates do not restart its animation
         self._draw_soon = False
         self._frame = Frame()
 
@@ -101,7 +100,6 @@ class LiveView:
         if handle is not None:
             handle(self, event)
             self._frame.changed()
-        self._refresh()
 
     def close(self) -> None:
         """Print the stage in progress (so an interrupted run still shows it) and stop Live."""
@@ -281,11 +279,10 @@ class LiveView:
             from rich.live import Live
             from rich.spinner import Spinner
 
-            self._spinner = Spinner("dots", style="cyan")
             self._live = Live(
-                self._live_renderable(),
+                LiveArea(self, Spinner("dots", style="cyan")),
                 console=self.console,
-                refresh_per_second=self._refresh_per_second,
+                refresh_per_second=redraws_per_second(self._refresh_per_second, len(new.rows)),
                 transient=True,
             )
             self._live.start()
@@ -297,53 +294,44 @@ class LiveView:
         finished, self._stage = self._stage, following
         self._refresh(now=True)
         if finished is not None:
-            self.console.print(finished.render())
+            self.console.print(finished.render() if self._live is None else self._frame.whole(finished))
             self.console.print()
 
-    def _live_renderable(self) -> RenderableType:
-        if self._stage is None:
-            return Text("")
-        if self._spinner is None:
-            return self._stage.render()
-        self._spinner.update(text=Text(self._stage.progress, style="dim"))
-        return Group(self._frame.of(self._stage), self._spinner)
-
     def _refresh(self, *, now: bool = False) -> None:
-        """Hand Live the new picture; it draws it on its next tick unless `now`. Printing
-        above the live area redraws the last drawn picture, so a print must follow a `now`."""
-        if self._live is not None:
-            self._live.update(self._live_renderable(), refresh=now)
+        """Live draws the new picture on its next tick, or `now`. Printing above the live area
+        redraws the last drawn picture, so a print must follow a `now`."""
+        if now and self._live is not None:
+            self._live.refresh()
 
 
-class Frame:
-    """The stage in progress as last rendered, drawn again as it was until an event changes
-    it: Live redraws on every tick (about 8 a second, for the spinner), and a stage of 64
-    rows takes tens of milliseconds to lay out, most of it for nothing between events."""
-
-    def __init__(self) -> None:
-        self._version = 0
-        self._drawn: tuple[tuple[int, int, int, int | None], list[Segment]] | None = None
-
-    def changed(self) -> None:
-        self._version += 1
-
-    def of(self, stage: StageState) -> RenderableType:
-        return _FrameOf(self, stage)
-
-    def render(self, stage: StageState, console: Console, options: ConsoleOptions) -> list[Segment]:
-        key = (id(stage), self._version, options.max_width, options.height)
-        if self._drawn is None or self._drawn[0] != key:
-            self._drawn = (key, list(console.render(stage.render(), options)))
-        return self._drawn[1]
+# A panel with more members than this redraws half as often: each frame lays out twice the
+# rows, and 4 frames a second still show each reply growing a few words at a time.
+BIG_STAGE = 32
 
 
-class _FrameOf:
-    def __init__(self, frame: Frame, stage: StageState) -> None:
-        self.frame = frame
-        self.stage = stage
+def redraws_per_second(rate: float, rows: int) -> float:
+    """How often Live redraws a run whose first stage has `rows` rows."""
+    return rate / 2 if rows > BIG_STAGE else rate
+
+
+class LiveArea:
+    """What Live draws below the finished stages: the stage in progress, as much of it as fits
+    the terminal above the spinner line (`Frame`), and the spinner saying how far it is. Live
+    draws it on each tick, so it reads the view's state as it is then: an event only marks the
+    frame changed, and costs no drawing of its own."""
+
+    def __init__(self, view: LiveView, spinner: Spinner) -> None:
+        self.view = view
+        self.spinner = spinner
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield from self.frame.render(self.stage, console, options)
+        stage = self.view._stage
+        if stage is None:
+            return
+        height = options.height or options.size.height
+        yield from self.view._frame.render(stage, console, options.update(height=max(height - 1, 1)))
+        self.spinner.update(text=Text(stage.progress, style="dim"))
+        yield self.spinner
 
 
 # What the live view does with each event type, by its `type`. Every type is either here or in

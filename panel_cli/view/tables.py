@@ -233,7 +233,12 @@ class StageState:
         return [row for row in self.rows if row.name == winner]
 
     def render(self) -> RenderableType:
-        parts: list[RenderableType] = [StageTable(self)]
+        return Group(StageTable(self), *self.render_below())
+
+    def render_below(self) -> list[RenderableType]:
+        """What goes under the stage's table: the winner's legend, the tally, the aggregate
+        ranking and the warnings."""
+        parts: list[RenderableType] = []
         if self.winner_rows():
             legend = "the round's winner" if self.round is not None else "the chosen response"
             parts.append(Text.assemble((f"{WINNER} ", "bold green"), (legend, "dim")))
@@ -242,7 +247,7 @@ class StageState:
         if self.aggregate is not None:
             parts += [Text(), render_aggregate(self.aggregate)]
         parts += [warning_line(warning) for warning in self.warnings]
-        return Group(*parts)
+        return parts
 
 
 @dataclass
@@ -334,8 +339,12 @@ def fitted_table(title: str, columns: list[Column], rows: int, width: int) -> Ta
     """A stage's table with the columns that fit `width` (`fit_columns`), as every stage
     table is drawn. A cell is one line (a tool cell one line per call): what does not fit is
     cut with an ellipsis, never wrapped, so a row keeps its height as the stage runs."""
+    return laid_table(title, fit_columns(columns, width), rows)
+
+
+def laid_table(title: str, fitted: list[tuple[Column, int]], rows: int) -> Table:
+    """A stage's table of these columns at these widths (`fit_columns`)."""
     table = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
-    fitted = fit_columns(columns, width)
     for column, size in fitted:
         table.add_column(
             column.header,
@@ -372,14 +381,14 @@ class StageTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield fitted_table(self.stage.title, self.columns(), len(self.stage.rows), options.max_width)
 
-    def columns(self) -> list[Column]:
+    def columns(self, rows: list[CallRow] | None = None, *, starred: bool | None = None) -> list[Column]:
+        """The columns with a cell for each of `rows` (the stage's, by default); `starred`
+        says whether those rows have the ★, when the caller knows."""
         stage = self.stage
-        rows = stage.rows
-        starred = {id(row) for row in stage.winner_rows()}
+        rows = stage.rows if rows is None else rows
+        stars = {id(row) for row in stage.winner_rows()} if starred is None else {id(row) for row in rows if starred}
         columns = [
-            Column(
-                "member", [member_cell(row, id(row) in starred) for row in rows], keep=0, floor=stage.member_width()
-            ),
+            Column("member", [member_cell(row, id(row) in stars) for row in rows], keep=0, floor=stage.member_width()),
             status_column(rows),
             Column(
                 "latency",
@@ -420,7 +429,7 @@ class StageTable:
         columns.append(
             Column(
                 stage.text_header,
-                [preview_cell(row) for row in rows],
+                [self.text_cell(row) for row in rows],
                 keep=4,
                 shrink_to=TEXT_WIDTH,
                 fill=True,
@@ -428,6 +437,10 @@ class StageTable:
             )
         )
         return columns
+
+    def text_cell(self, row: CallRow) -> Preview:
+        """The cell of the last column, the text (`fill`: it takes the width the others leave)."""
+        return preview_cell(row)
 
 
 def status_column(rows: list[CallRow]) -> Column:
@@ -488,6 +501,20 @@ class Preview:
         measuring every reply whole on every frame was most of what a live table cost."""
         text = self.text if len(self.text) <= MEASURED else self.text[:MEASURED]
         return text.cell_len + (self.mark.cell_len if self.mark else 0)
+
+    def plain_line(self, width: int) -> str | None:
+        """What `__rich_console__` draws at `width`, before the cell cuts it, as a plain string,
+        when that is simple to say (no mark, no styled part, ASCII where it is cut); None
+        otherwise. The live area draws a row's line from it, every frame a row changes."""
+        if self.mark is not None or self.text.spans or width < 2:
+            return None
+        plain = self.text.plain
+        if not self.from_end:
+            return plain[: width + 1] if plain[: width + 1].isascii() else None
+        tail = plain[-width:]
+        if not tail.isascii():
+            return None
+        return tail if len(plain) <= width else "…" + plain[1 - width :]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         line = self._within(options.max_width)

@@ -12,8 +12,9 @@ from pydantic import BaseModel
 from panel_cli.config import Defaults, Member
 from panel_cli.events import CallTextGrew, EventBus, shown_so_far
 from panel_cli.llm.gateway import Gateway
-from panel_cli.llm.stream import TextGrowth
+from panel_cli.llm.stream import Piece, TextGrowth, read_pieces
 from panel_cli.tools.calls import ToolSet
+from panel_cli.untrusted import without_controls
 from tests.fakes.openai_server import error, hang, reply, reply_json, reset_mid_body
 from tests.helpers import eventually, member
 
@@ -273,3 +274,28 @@ async def test_a_call_cancelled_mid_stream_reports_it_and_hangs_up(fake_server):
     assert recorder.events[-1].type == "call_failed" and recorder.events[-1].kind == "cancelled"
     await eventually(lambda: fake_server.closed_early, "the server to see the hang-up")
     assert fake_server.closed_early == ["m"]
+
+
+async def pieces_of(texts: list[str]):
+    for text in texts:
+        yield Piece(text)
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["plain ", "words ", "only"],
+        ["before \x1b", "[2J after ", "and more"],  # a sequence split across two pieces
+        ["a line\r", "\nthen \x1b]52;c;", "clip\x07 end", " tail"],
+        ["\x9b", "31m red", " and plain"],
+    ],
+)
+async def test_each_text_so_far_is_cleaned_as_the_whole_text_would_be(texts):
+    """Cleaned from where a control may begin only, the text shown is the one `without_controls`
+    makes of everything so far, at every report."""
+    recorder = Recorder()
+    growth = TextGrowth(recorder, {"call_id": "c", "member": "m", "model": "x", "stage": "answer"}, interval=0)
+    reply = await read_pieces(pieces_of(texts), growth, cap=1000)
+
+    assert grew(recorder.events) == [without_controls("".join(texts[: index + 1])) for index in range(len(texts))]
+    assert reply.text == without_controls("".join(texts))
