@@ -13,6 +13,7 @@ equal); the full table still prints once when the stage ends, every row in it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType
@@ -124,7 +125,7 @@ class RowLines:
         starred = {id(row) for row in stage.winner_rows()}
         cells = [self._row_cells(table, row, id(row) in starred) for row in rows]
         columns = (
-            [_with_cells(column, [row[place].cells[0] for row in cells]) for place, column in enumerate(cells[0])]
+            [replace(column, cells=[row[place].cells[0] for row in cells]) for place, column in enumerate(cells[0])]
             if cells
             else table.columns()
         )
@@ -188,19 +189,6 @@ class RowLines:
             text = cell_segments(table.text_cell(row), cells[text_place], text_width, console)
             drawn = self._texts[id(row)] = (text_key, merged([*cached[1], *text]) + [NEW_LINE])
         return drawn[1]
-
-
-def _with_cells(column: Column, cells: list[Text | Preview]) -> Column:
-    return Column(
-        column.header,
-        cells,  # type: ignore[arg-type]
-        keep=column.keep,
-        floor=column.floor,
-        shrink_to=column.shrink_to,
-        fill=column.fill,
-        justify=column.justify,
-        style=column.style,
-    )
 
 
 def row_shows(row: CallRow, starred: bool) -> tuple[object, ...]:
