@@ -21,9 +21,14 @@ from typing import Any
 from typer.testing import CliRunner, Result
 
 from panel_cli.cli.app import app
-from panel_cli.config import Member, Panel
+from panel_cli.config import Member, Panel, load_panel
 from panel_cli.errors import UserError
+from panel_cli.events import BaseEvent, EventBus
 from panel_cli.exit_status import ExitStatus
+from panel_cli.llm.gateway import Gateway
+from panel_cli.protocols.registry import engine_of
+from panel_cli.runs.execute import run_engine
+from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,6 +233,42 @@ def blocked_reading_stdin(pid: int) -> bool:
     except (OSError, ValueError):
         return False
     return number == str(READ_SYSCALL) and fd == "0x0"
+
+
+class FinishedCalls:
+    """Counts the calls finished so far; subscribed after the store, each one counted is stored."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def __call__(self, event: BaseEvent) -> None:
+        self.count += event.type == "call_finished"
+
+
+async def interrupted_run(
+    panel_file: Path, db: Path, ready: Callable[[int], bool], *, question: str | None = None
+) -> str:
+    """Run the panel in-process until `ready(calls finished and stored)` holds, then cancel it,
+    as Ctrl-C does; its run id. A run that ends before it gets there fails the test.
+    `question`: the panel file's own by default."""
+    panel = load_panel(panel_file)
+    store = await TranscriptStore.open(db)
+    counter = FinishedCalls()
+    bus = EventBus("interrupted01", [store, counter])
+    gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
+    asked = question if question is not None else panel.question or ""
+    task = asyncio.create_task(run_engine(engine_of(panel.protocol), panel, asked, gateway, bus))
+    try:
+        await eventually(lambda: ready(counter.count) or task.done(), "the run to get where the test stops it")
+        if not ready(counter.count):
+            raise AssertionError(f"the run ended ({task.result()!r}) after {counter.count} finished calls")
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        await gateway.aclose()
+        await store.close()
+    return bus.run_id
 
 
 # -- what a terminal shows --------------------------------------------------------------------

@@ -5,14 +5,11 @@ show`, `history list`, `history stats`, batch's JSONL, eval's table) says the sa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import os
 import sqlite3
 import threading
-import time
-from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 
@@ -31,7 +28,7 @@ from panel_cli.view.plain import PlainView
 from panel_cli.view.summary import calls_line
 from panel_cli.wording import plural
 from tests.fakes.openai_server import FakeOpenAIServer, after, error, hang, reply
-from tests.helpers import HANG_GUARD, cli, cli_json, cli_ok, write_panel
+from tests.helpers import cli, cli_json, cli_ok, eventually, interrupted_run, write_panel
 
 
 def call_rows(db: Path) -> list[tuple[str, str | None, int | None, int | None]]:
@@ -119,43 +116,6 @@ def test_a_wrong_key_at_a_proxy_names_the_member_endpoint_and_key_variable(
     assert "sk-proxy-secret" not in stored
 
 
-class Answered:
-    """Counts the calls answered so far, to stop a run once the ones a test needs are in."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    async def __call__(self, event: BaseEvent) -> None:
-        self.count += event.type == "call_finished"
-
-
-async def interrupted(panel_file: Path, db: Path, server: FakeOpenAIServer, answered: int, asked: int) -> str:
-    """Run the panel in-process until `answered` calls are answered and stored and the server
-    has `asked` requests, then cancel it, as Ctrl-C does; its run id."""
-    panel = load_panel(panel_file)
-    store = await TranscriptStore.open(db)
-    counter = Answered()
-    bus = EventBus("ledger0interrupted", [store, counter])
-    gateway = Gateway(bus.emit, defaults=panel.defaults)
-    task = asyncio.create_task(run_engine(engine_of(panel.protocol), panel, "Which database?", gateway, bus))
-    try:
-        await wait_until(lambda: counter.count >= answered and len(server.requests) >= asked)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    finally:
-        await gateway.aclose()
-        await store.close()
-    return bus.run_id
-
-
-async def wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + HANG_GUARD
-    while not condition():
-        assert time.monotonic() < deadline, "the run never got there"
-        await asyncio.sleep(0.01)
-
-
 def test_a_reused_call_keeps_its_tokens_and_its_unknown_cost(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     """A run of models with no price is interrupted with one answer in; its resume reuses that
     call: it keeps its tokens, its cost stays unknown (never $0), it is marked `reused` in
@@ -165,7 +125,11 @@ def test_a_reused_call_keeps_its_tokens_and_its_unknown_cost(fake_server: FakeOp
     fake_server.script("b", hang(), reply("b says SQLite", prompt_tokens=5, completion_tokens=6))
     panel = write_panel(tmp_path / "fanout.yaml", fake_server, ["a", "b"], "protocol: ensemble", "mode: fanout")
     db = Path(os.environ["PANEL_DB"])
-    old_id = asyncio.run(interrupted(panel, db, fake_server, answered=1, asked=2))
+    old_id = asyncio.run(
+        interrupted_run(
+            panel, db, lambda done: done >= 1 and len(fake_server.requests) >= 2, question="Which database?"
+        )
+    )
 
     outcome = cli("resume", old_id)
     assert outcome.exit_code == 0, outcome.output
@@ -396,7 +360,7 @@ class HoldTheWinner:
             self.late = event
             return
         self.won.set()
-        await wait_until(lambda: self.late is not None)
+        await eventually(lambda: self.late is not None, "the late reply")
 
 
 async def race_with_a_late_reply(panel_file: Path, db: Path, holder: HoldTheWinner, plain: io.StringIO) -> RunTotals:

@@ -17,7 +17,6 @@ import contextlib
 import json
 import signal
 import sqlite3
-import time
 import typing
 from collections.abc import Callable
 from importlib.resources import files
@@ -28,7 +27,7 @@ import yaml
 
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
-from panel_cli.events import BaseEvent, EventBus
+from panel_cli.events import EventBus
 from panel_cli.llm.brief import RequestBrief, plain
 from panel_cli.llm.demo import demo_reply
 from panel_cli.llm.gateway import Gateway
@@ -39,7 +38,16 @@ from panel_cli.runs.resume import stored_panel
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, hang, responder
-from tests.helpers import cli, cli_json, panel_process, start_panel
+from tests.helpers import (
+    HANG_GUARD,
+    cli,
+    cli_json,
+    eventually,
+    interrupted_run,
+    panel_process,
+    start_panel,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,7 +90,6 @@ def relay_briefs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 PROTOCOLS = list(names())
-HANG_GUARD = 120.0  # seconds: a stuck test fails instead of hanging; never a measurement
 
 
 def on_fake_server(protocol: str, server: FakeOpenAIServer, folder: Path) -> Path:
@@ -114,40 +121,6 @@ def answered_calls(db: Path, run_id: str) -> int:
 
 def resume(db: Path, run_id: str) -> dict:
     return cli_json("resume", run_id, "--db", str(db))
-
-
-class Finished:
-    """Counts finished calls once the store (subscribed first) has written them."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    async def __call__(self, event: BaseEvent) -> None:
-        self.count += event.type == "call_finished"
-
-
-async def interrupted_run(panel_file: Path, db: Path, ready: Callable[[int], bool]) -> str:
-    """Run the panel in-process until `ready(finished calls)` holds (every call it needs
-    answered and stored, the hung ones asked), then cancel it, as Ctrl-C does."""
-    panel = load_panel(panel_file)
-    store = await TranscriptStore.open(db)
-    counter = Finished()
-    bus = EventBus("interrupted01", [store, counter])
-    gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
-    task = asyncio.create_task(run_engine(engine_of(panel.protocol), panel, panel.question or "", gateway, bus))
-    try:
-        deadline = time.monotonic() + HANG_GUARD
-        while not ready(counter.count):
-            assert not task.done(), task.result()
-            assert time.monotonic() < deadline, f"stuck after {counter.count} calls"
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    finally:
-        await gateway.aclose()
-        await store.close()
-    return bus.run_id
 
 
 def check_resumed(
@@ -183,11 +156,11 @@ def confer_stopped_by(signum: int, fake_server: FakeOpenAIServer, tmp_path: Path
     db = tmp_path / "runs.db"
     process = start_panel("confer", str(panel_file), "--db", str(db))
     try:
-        deadline = time.monotonic() + HANG_GUARD
-        while len(fake_server.requests) < 8 or not db.exists() or answered_calls_any(db) < 7:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the run never reached its round-1 votes"
-            time.sleep(0.05)
+        wait_until(
+            lambda: len(fake_server.requests) >= 8 and db.exists() and answered_calls_any(db) >= 7,
+            "the run's round-1 votes",
+            process=process,
+        )
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=HANG_GUARD)
     finally:
@@ -381,10 +354,7 @@ def test_a_run_still_running_is_not_resumed(fake_server: FakeOpenAIServer, tmp_p
         gateway = Gateway(bus.emit, defaults=panel.defaults)
         task = asyncio.create_task(run_engine(engine_of("vote"), panel, panel.question or "", gateway, bus))
         try:
-            deadline = time.monotonic() + HANG_GUARD
-            while len(fake_server.requests) < len(panel.members):
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.01)
+            await eventually(lambda: len(fake_server.requests) >= len(panel.members), "every member asked")
             refused.append(cli("resume", "stillrunning", "--db", str(db)).exception)
         finally:
             task.cancel()
