@@ -64,6 +64,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from child_server import ChildServer  # noqa: E402  (beside this script)
+from floors import VOTE_MARKER, bare_confer  # noqa: E402
 
 BURST = 200
 STAGE_LATENCY = 1.0
@@ -80,7 +81,7 @@ WARM_UP_BURSTS = 2
 
 def _vote_or_answer(request: Any) -> str:
     content = str(request.messages[-1]["content"]) if request.messages else ""
-    if "[panel-task: confer.vote]" in content:
+    if VOTE_MARKER in content:
         revised = f"answer A, as {request.model} revised it"
         return json.dumps({"chosen_label": "A", "revised_answer": revised, "confidence": 80, "rationale": "best"})
     return "answer " + request.model
@@ -198,29 +199,7 @@ def floor(url: str, size: int) -> None:
     every answer, each stage's calls at once."""
     import litellm
 
-    async def call(member: int, content: str, stream: bool = False) -> str:
-        extra: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
-        response = await litellm.acompletion(
-            model=f"openai/m{member}",
-            messages=[{"role": "user", "content": content}],
-            api_base=url,
-            api_key=KEY,
-            max_retries=0,
-            **extra,
-        )
-        if stream:
-            return "".join([chunk.choices[0].delta.content or "" async for chunk in response if chunk.choices])
-        return response.choices[0].message.content
-
-    async def run() -> None:
-        answers = await asyncio.gather(*(call(member, "What is best?", stream=True) for member in range(size)))
-        for _ in range(STAGES - 1):
-            block = "\n\n".join(f"=== Answer {index} ===\n{text}" for index, text in enumerate(answers))
-            prompt = f"What is best?\n\n{block}\n\n[panel-task: confer.vote]"
-            votes = await asyncio.gather(*(call(member, prompt) for member in range(size)))
-            answers = [json.loads(vote)["revised_answer"] for vote in votes]
-
-    asyncio.run(run())
+    asyncio.run(bare_confer(litellm, url, KEY, members=size, stages=STAGES, question="What is best?", stream=True))
 
 
 def bench_confer() -> list[dict[str, Any]]:

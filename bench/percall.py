@@ -57,12 +57,12 @@ for path in (BENCH, ROOT):
         sys.path.insert(0, str(path))
 
 from child_server import ChildServer  # noqa: E402  (beside this script)
+from floors import VOTE_MARKER, bare_confer  # noqa: E402
 
 LATENCY = 0.05
 STAGES = 3  # the answer stage and two vote rounds
 ANSWER_CHARS = 1200
 KEY = "sk-bench-0123456789abcdef"
-VOTE_MARKER = "[panel-task: confer.vote]"
 QUESTION = "Which storage engine should the audit trail use, and why?"
 WORDS = ("the", "a", "system", "data", "team", "cost", "latency", "risk", "plan", "storage", "index", "query", "user")
 # The libraries under litellm: their time is the floor's too, never ours.
@@ -160,40 +160,7 @@ def floor_child(url: str, members: int, reps: int, stream: bool) -> None:
     litellm = load_litellm()
 
     async def run() -> None:
-        async def call(member: int, content: str) -> str:
-            response = await litellm.acompletion(
-                model=f"openai/m{member}",
-                messages=[{"role": "user", "content": content}],
-                api_base=url,
-                api_key=KEY,
-                max_retries=0,
-            )
-            return response.choices[0].message.content
-
-        async def streamed(member: int) -> str:
-            """An answer as panel asks for it on a terminal: streamed, its usage at the end."""
-            stream = await litellm.acompletion(
-                model=f"openai/m{member}",
-                messages=[{"role": "user", "content": QUESTION}],
-                api_base=url,
-                api_key=KEY,
-                max_retries=0,
-                stream=True,
-                stream_options={"include_usage": True},
-            )
-            pieces = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
-            return "".join(pieces)
-
-        if stream:
-            answers = await asyncio.gather(*(streamed(member) for member in range(members)))
-        else:
-            answers = await asyncio.gather(*(call(member, QUESTION) for member in range(members)))
-        for _ in range(STAGES - 1):
-            block = "\n\n".join(f"=== Answer {index} ===\n{text}" for index, text in enumerate(answers))
-            votes = await asyncio.gather(
-                *(call(member, f"{QUESTION}\n\n{block}\n\n{VOTE_MARKER}") for member in range(members))
-            )
-            answers = [json.loads(vote)["revised_answer"] for vote in votes]
+        await bare_confer(litellm, url, KEY, members=members, stages=STAGES, question=QUESTION, stream=stream)
 
     async def timed() -> list[float]:
         await run()
