@@ -211,9 +211,12 @@ def summarize(result: EvalResult) -> EvalResult:
     """Everything an eval's items decide, computed again from them and its plan: each system's
     score, the comparisons with the baseline, every pair, and the departures from theory. An
     interrupted eval summarizes what it has. The pairs are the checked systems' (the members
-    alone, when the eval only calibrated), the systems that are not measurable left out."""
+    alone, when the eval only calibrated), the systems that are not measurable left out. Its
+    items come in the plan's order of systems and the order the questions were asked, not in
+    the order their runs happened to finish."""
+    items = in_order(result)
     by_system: dict[str, list[ItemResult]] = {plan.name: [] for plan in result.plan}
-    for item in result.items:
+    for item in items:
         by_system.setdefault(item.system, []).append(item)
     scores = []
     for plan in result.plan:
@@ -241,11 +244,23 @@ def summarize(result: EvalResult) -> EvalResult:
     ]
     return result.model_copy(
         update={
+            "items": items,
             "systems": scores,
             "comparisons": comparisons,
             "pairs": pair_comparisons({name: by_system[name] for name in paired}),
             "departures": departures,
         }
+    )
+
+
+def in_order(result: EvalResult) -> list[ItemResult]:
+    """The items by system, in the plan's order, then by question, in the order asked; an item
+    of neither (from a system or question no longer planned) after the rest, as it came."""
+    systems = {plan.name: place for place, plan in enumerate(result.plan)}
+    questions = {item.id: place for place, item in enumerate(result.asked)}
+    return sorted(
+        result.items,
+        key=lambda item: (systems.get(item.system, len(systems)), questions.get(item.question_id, len(questions))),
     )
 
 
@@ -547,6 +562,10 @@ def not_measurable(protocol: str, panel: Panel) -> str | None:
     return NOT_MEASURABLE.get(protocol)
 
 
+# How a report names confer whose members answer in turn (where herding starts a cascade).
+ANSWERING_IN_TURN = "answering in turn, each shown the answers before it"
+
+
 def deliberation(panel: Panel, protocol: str) -> str | None:
     """The deliberation knobs of the panel's simulated members, `herd=0.5 (v1, v2)`, and for
     confer whose members answer in turn, that they do (herders then follow the first answers:
@@ -561,6 +580,3 @@ def deliberation(panel: Panel, protocol: str) -> str | None:
         return None
     found = "; ".join(f"{shown} ({', '.join(names)})" for shown, names in knobs.items())
     return f"{found}; {ANSWERING_IN_TURN}" if protocol == "confer" and panel.answer_order == "sequential" else found
-
-
-ANSWERING_IN_TURN = "answering in turn, each shown the answers before it"

@@ -10,7 +10,9 @@ from panel_cli.config import Panel
 from panel_cli.eval.datasets import EvalItem
 from panel_cli.eval.grading import Grade
 from panel_cli.eval.results import (
+    EvalResult,
     ItemResult,
+    SystemPlan,
     compare,
     deliberation,
     departure,
@@ -18,6 +20,7 @@ from panel_cli.eval.results import (
     not_measurable,
     pair_comparisons,
     score_system,
+    summarize,
     system_theory,
 )
 from panel_cli.eval.stats import holm, mcnemar_exact, paired_difference_interval
@@ -248,3 +251,38 @@ def test_deliberation_names_the_knobs_and_who_has_them():
     )
     assert deliberation(panel, "council") == "herd=0.5 (a, b); persuade=0.2 (c)"
     assert deliberation(panel.model_copy(update={"members": panel.members[3:]}), "council") is None
+
+
+def test_items_are_listed_by_system_and_question_however_their_runs_finished():
+    """Runs of an eval finish in any order; its items read in the plan's order of systems,
+    then the order the questions were asked."""
+    plan = [
+        SystemPlan(name=name, protocol="vote", members=["a"], models={"a": "demo/a"}) for name in ("vote", "confer")
+    ]
+    asked = [EvalItem(id=f"q{index}", question="?", answer="x") for index in range(3)]
+    finished = [
+        *reversed(results("confer", [True, False, True])),
+        *results("vote", [False, True, False])[::-1],
+    ]
+    result = EvalResult(
+        eval_id="e1",
+        dataset="d",
+        questions=3,
+        panel="p",
+        baseline="",
+        grader="option",
+        seed=0,
+        concurrency=4,
+        plan=plan,
+        asked=asked,
+        items=finished,
+    )
+    listed = [(item.system, item.question_id) for item in summarize(result).items]
+    assert listed == [
+        ("vote", "q0"),
+        ("vote", "q1"),
+        ("vote", "q2"),
+        ("confer", "q0"),
+        ("confer", "q1"),
+        ("confer", "q2"),
+    ]
