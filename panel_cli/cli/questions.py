@@ -11,6 +11,7 @@ import typer
 
 from panel_cli.config import Panel, resolve_question
 from panel_cli.errors import UserError
+from panel_cli.untrusted import bad_byte, utf8_text
 
 # A question piped on stdin larger than this is a mistake (a binary, a log), not a question.
 STDIN_LIMIT = 1 << 20
@@ -32,7 +33,7 @@ def read_stdin(before_prompt: Callable[[], None] | None = None) -> str | None:
         text = stream.read(STDIN_LIMIT + 1)
     except UnicodeDecodeError as exc:
         raise UserError(
-            f"The question on stdin is not UTF-8 text ({_bad_byte(exc.object[exc.start])} at byte {exc.start + 1})."
+            f"The question on stdin is not UTF-8 text ({bad_byte(exc.object[exc.start])} at byte {exc.start + 1})."
         ) from None
     except OSError:
         return None
@@ -41,21 +42,6 @@ def read_stdin(before_prompt: Callable[[], None] | None = None) -> str | None:
             f"The question on stdin is longer than {STDIN_LIMIT:,} characters; put a shorter one in question_file."
         )
     return utf8_text(text, "The question on stdin")
-
-
-def utf8_text(text: str, source: str) -> str:
-    """`text` if it is text. Bytes that are not UTF-8 reach Python as lone surrogates (argv and
-    stdin are decoded with `surrogateescape`); sent on, they fail every call and the store.
-    Refused here with where the first one is, as bad input, before the run starts."""
-    for index, char in enumerate(text):
-        if "\ud800" <= char <= "\udfff":
-            what = _bad_byte(ord(char) - 0xDC00) if "\udc80" <= char <= "\udcff" else "a lone surrogate"
-            raise UserError(f"{source} is not UTF-8 text ({what} at character {index + 1}).")
-    return text
-
-
-def _bad_byte(value: int) -> str:
-    return f"byte 0x{value:02x}"
 
 
 def question_for(
