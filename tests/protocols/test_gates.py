@@ -24,7 +24,9 @@ def test_a_gate_names_an_option_as_a_ballot_would(given: str, named: str) -> Non
 
 
 def test_a_gate_that_names_no_option_says_which_there_are() -> None:
-    with pytest.raises(ValueError, match=r"^'Oracle' is not an option of this vote; its options are PostgreSQL, MySQL$"):
+    with pytest.raises(
+        ValueError, match=r"^'Oracle' is not an option of this vote; its options are PostgreSQL, MySQL$"
+    ):
         expect_option(vote_panel("PostgreSQL", "MySQL"), "Oracle")
 
 
