@@ -104,11 +104,12 @@ def _parameter(option: CommandOption) -> inspect.Parameter:
     return _keyword(option.name, _KINDS[option.kind], typer.Option(default, *flags, **settings))
 
 
-def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any]) -> None:
+def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any], env: Environment | None = None) -> None:
     """A protocol's command line, parsed (`values`, by parameter name; one left out is not
     given), run to its end: the panel, its checks, every missing key before any prompt, the
-    question, then the run (or its estimate with `--dry-run`). Exits 1 when the run reaches no
-    answer, or as its gate says with `--gate`."""
+    question, then the run (or its estimate with `--dry-run`), drawn and written on `env`'s
+    streams (default: the process's own). Exits 1 when the run reaches no answer, or as its
+    gate says with `--gate`."""
     from panel_cli.cli.questions import question_for
     from panel_cli.cli.signals import on_sigterm_exit
     from panel_cli.runs.panels import panel_for_run
@@ -116,7 +117,7 @@ def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any]) -> None:
     from panel_cli.view.environment import Environment
 
     on_sigterm_exit()
-    env = Environment()
+    env = env or Environment()
     controls = RunControls(**{name: values[name] for name in RUN_CONTROL_NAMES if values.get(name) is not None})
     given = {option.name: values.get(option.name) for option in protocol.options}
     panel_file: Path | None = values.get("panel_file")
@@ -133,7 +134,9 @@ def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any]) -> None:
         if not controls.dry_run:
             ready_to_call(loader, chosen.panel)
 
-    question = question_for(chosen.panel, panel_file, values.get("question"), before_prompt=before_prompt)
+    question = question_for(
+        chosen.panel, panel_file, values.get("question"), stdin=env.stdin, before_prompt=before_prompt
+    )
     execute(
         env,
         loader,

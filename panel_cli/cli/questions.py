@@ -3,9 +3,9 @@ else stdin, else a prompt on a terminal."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 import typer
 
@@ -17,12 +17,11 @@ from panel_cli.untrusted import bad_byte, utf8_text
 STDIN_LIMIT = 1 << 20
 
 
-def read_stdin(before_prompt: Callable[[], None] | None = None) -> str | None:
-    """The question piped on stdin; on a terminal, asked for at a prompt, once `before_prompt`
-    has passed (the checks that would stop the run, so nobody types a question for a run that
-    cannot start). Called only when no other source gives a question, so a pipe meant for
-    something else is never read."""
-    stream = sys.stdin
+def read_stdin(stream: TextIO | None, before_prompt: Callable[[], None] | None = None) -> str | None:
+    """The question piped on `stream` (the command's stdin); on a terminal, asked for at a
+    prompt, once `before_prompt` has passed (the checks that would stop the run, so nobody
+    types a question for a run that cannot start). Called only when no other source gives a
+    question, so a pipe meant for something else is never read."""
     if stream is None or stream.closed:
         return None
     if stream.isatty():
@@ -45,8 +44,15 @@ def read_stdin(before_prompt: Callable[[], None] | None = None) -> str | None:
 
 
 def question_for(
-    panel: Panel, panel_file: Path | None, given: str | None, *, before_prompt: Callable[[], None] | None = None
+    panel: Panel,
+    panel_file: Path | None,
+    given: str | None,
+    *,
+    stdin: TextIO | None,
+    before_prompt: Callable[[], None] | None = None,
 ) -> str:
+    """The question of a run, from `-q` (`given`), else the panel, else `stdin`."""
     if given is not None and given != "-":
         utf8_text(given, "The question given with -q")
-    return resolve_question(panel, panel_file.parent if panel_file else None, given, lambda: read_stdin(before_prompt))
+    folder = panel_file.parent if panel_file else None
+    return resolve_question(panel, folder, given, lambda: read_stdin(stdin, before_prompt))

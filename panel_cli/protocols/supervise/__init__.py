@@ -20,6 +20,7 @@ PROTOCOL = ProtocolSpec(
             "round, 3 when it gives no verdict.",
             metavar="VERDICT",
             verdict="panel_cli.protocols.supervise.gate:SUPERVISE_GATE",
+            completion="verdicts",
         ),
     ),
 )

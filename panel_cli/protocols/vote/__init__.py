@@ -63,6 +63,7 @@ GATE = CommandOption(
     help="For CI: exit 0 when this option wins, 1 when another one does, 3 when none does.",
     metavar="OPTION",
     verdict="panel_cli.protocols.vote.gate:VOTE_GATE",
+    completion="vote_options",
 )
 
 PROTOCOL = ProtocolSpec(
