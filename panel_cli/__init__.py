@@ -57,32 +57,17 @@ __all__ = [
     "RunNotStored",
 ]
 
-# Where each public name lives; `history` is a module of its own.
-_HOMES = {
-    "run": "panel_cli.api.runs",
-    "arun": "panel_cli.api.runs",
-    "stream": "panel_cli.api.runs",
-    "RunNotStored": "panel_cli.api.runs",
-    "RunResult": "panel_cli.api.result",
-    "Panel": "panel_cli.config",
-    "Member": "panel_cli.config",
-    "GateVerdict": "panel_cli.protocols.gates",
-    "Notice": "panel_cli.runs.ask",
-    "StoreFailure": "panel_cli.store.subscriber",
-    **dict.fromkeys(
-        (
-            "PanelError",
-            "UserError",
-            "PanelFileError",
-            "ConfigError",
-            "MissingKeyError",
-            "BudgetError",
-            "OptionError",
-            "UnknownOptionError",
-        ),
-        "panel_cli.errors",
-    ),
+# The module each public name comes from; `history` is a module of its own.
+_MODULES = {
+    "panel_cli.api.runs": ("run", "arun", "stream", "RunNotStored"),
+    "panel_cli.api.result": ("RunResult",),
+    "panel_cli.config": ("Panel", "Member"),
+    "panel_cli.protocols.gates": ("GateVerdict",),
+    "panel_cli.runs.ask": ("Notice",),
+    "panel_cli.errors": tuple(name for name in __all__ if name.endswith("Error")),
+    "panel_cli.store.subscriber": ("StoreFailure",),
 }
+_HOMES = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:

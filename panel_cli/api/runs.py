@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from panel_cli.api.result import RunResult
 from panel_cli.config import Panel
@@ -27,6 +28,8 @@ from panel_cli.store.subscriber import StoreFailure
 
 # A panel as a caller gives it: a panel built in code, a file's path, or a panel's name.
 PanelGiven = Panel | str | os.PathLike[str]
+P = ParamSpec("P")
+T = TypeVar("T")
 # A caller's subscriber: called with each notice and event, in order; it may be a coroutine function.
 EventHandler = Callable[[BaseEvent | Notice], Awaitable[None] | None]
 
@@ -38,48 +41,6 @@ class RunNotStored(StoreFailure):
     def __init__(self, message: str, result: RunResult) -> None:
         super().__init__(message)
         self.result = result
-
-
-def run(
-    panel: PanelGiven,
-    question: str | None = None,
-    *,
-    protocol: str | None = None,
-    db: str | os.PathLike[str] | None = None,
-    max_cost: float | None = None,
-    max_calls: int | None = None,
-    allow_unknown_prices: bool = False,
-    follow_up: str | None = None,
-    demo: bool = False,
-    attach: Sequence[str | os.PathLike[str]] = (),
-    on_event: EventHandler | None = None,
-    **options: Any,
-) -> RunResult:
-    """Run `panel` on `question` and return its result; `arun` on an event loop of its own.
-    Ctrl-C stops the run as on the command line (stored as interrupted) and KeyboardInterrupt
-    goes on. Called inside a running event loop, it refuses: await `arun` there."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise RuntimeError("panel_cli.run cannot be called from a running event loop; await panel_cli.arun(...).")
-    return asyncio.run(
-        arun(
-            panel,
-            question,
-            protocol=protocol,
-            db=db,
-            max_cost=max_cost,
-            max_calls=max_calls,
-            allow_unknown_prices=allow_unknown_prices,
-            follow_up=follow_up,
-            demo=demo,
-            attach=attach,
-            on_event=on_event,
-            **options,
-        )
-    )
 
 
 async def arun(
@@ -122,6 +83,30 @@ async def arun(
         options=options,
     )
     return _result(await ask_panel(request, on_event=_awaiting(on_event) if on_event is not None else None))
+
+
+def _synchronous(coroutine: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """`coroutine` run to its end on an event loop of its own, with the same parameters."""
+
+    @functools.wraps(coroutine)
+    def synchronous(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coroutine(*args, **kwargs))
+        name = coroutine.__name__
+        raise RuntimeError(
+            f"panel_cli.{name[1:]} cannot be called from a running event loop; await panel_cli.{name}(...)."
+        )
+
+    return synchronous
+
+
+run = _synchronous(arun)
+run.__name__ = run.__qualname__ = "run"
+run.__doc__ = """Run `panel` on `question` and return its result: `arun`, on an event loop of its own,
+with the same parameters. Ctrl-C stops the run as on the command line (stored as interrupted)
+and KeyboardInterrupt goes on. Called inside a running event loop, it refuses: await `arun`."""
 
 
 async def stream(
