@@ -8,7 +8,8 @@ Bad input raises a `panel_cli.errors.UserError` (a `PanelFileError`, `OptionErro
 `MissingKeyError`, `BudgetError`, …) before any call, with the sentence the command line
 prints. Cancelling the task that awaits it stops the run as Ctrl-C does: the calls in flight
 are recorded as cancelled, the run is stored as `interrupted` (`panel resume ID` continues it)
-and CancelledError goes on.
+and CancelledError goes on. Any number may run at once on one event loop: they share litellm's
+clients and the endpoints' limits (`calls_in_flight`).
 
 The command line prepares its runs itself (a question may be typed at a prompt, once the keys
 are known to be there), then stores them through `run_stored`, as `ask_panel` does.
@@ -16,7 +17,10 @@ are known to be there), then stores them through `run_stored`, as `ask_panel` do
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +35,7 @@ from panel_cli.runs.panels import RunPanel, panel_for_run
 from panel_cli.untrusted import utf8_text
 
 if TYPE_CHECKING:
+    from panel_cli.runs.execute import SharedCalls
     from panel_cli.runs.outcome import RunOutcome
     from panel_cli.runs.prepare import PreparedRun
     from panel_cli.store.subscriber import StoreFailure, TranscriptStore
@@ -155,7 +160,38 @@ async def ask_panel(
         gate=planned.chosen.gate,
     )
     view = Forwarded(on_event, follows_text=follow_text) if on_event is not None else None
-    return await run_stored(prepared, db_path=db_path, view=view, run_id=run_id, stream=follow_text)
+    async with calls_in_flight() as shared:
+        return await run_stored(prepared, db_path=db_path, view=view, run_id=run_id, stream=follow_text, shared=shared)
+
+
+@dataclass
+class _InFlight:
+    calls: SharedCalls
+    runs: int = 0
+
+
+# The runs `ask_panel` has under way, by event loop: they share their calls (`calls_in_flight`).
+_IN_FLIGHT: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _InFlight] = weakref.WeakKeyDictionary()
+
+
+@contextlib.asynccontextmanager
+async def calls_in_flight() -> AsyncIterator[SharedCalls]:
+    """What the runs under way on this event loop share (a server's requests, an `asyncio.gather`
+    of runs): litellm's HTTP clients, which belong to the process, closed once the last of them
+    ends rather than by the first under the others' calls; and one limit per endpoint, so a
+    panel's `concurrency` holds across them."""
+    from panel_cli.runs.execute import SharedCalls
+
+    loop = asyncio.get_running_loop()
+    flight = _IN_FLIGHT.setdefault(loop, _InFlight(SharedCalls()))
+    flight.runs += 1
+    try:
+        yield flight.calls
+    finally:
+        flight.runs -= 1
+        if not flight.runs:
+            del _IN_FLIGHT[loop]
+            await flight.calls.aclose()
 
 
 async def run_stored(
@@ -165,16 +201,17 @@ async def run_stored(
     view: View | None = None,
     run_id: str | None = None,
     stream: bool = False,
+    shared: SharedCalls | None = None,
 ) -> FinishedRun:
     """A prepared run (`panel_cli.runs.execute.run_panel`), stored in `db_path` and drawn by
-    `view`. When the run raises, what the store could not keep of it is a note on the
-    exception (`add_note`), which goes on."""
+    `view`; `shared`: what it shares with the runs under way beside it. When the run raises,
+    what the store could not keep of it is a note on the exception (`add_note`), which goes on."""
     from panel_cli.runs.execute import run_panel
     from panel_cli.store.subscriber import TranscriptStore
 
     store = await TranscriptStore.open(db_path)
     try:
-        outcome = await run_panel(prepared, store=store, view=view, run_id=run_id, stream=stream)
+        outcome = await run_panel(prepared, store=store, view=view, shared=shared, run_id=run_id, stream=stream)
     except BaseException as exc:
         if failure := await closed(store):
             exc.add_note(failure.message)
