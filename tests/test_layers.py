@@ -60,3 +60,18 @@ def test_outside_cli_nothing_imports_the_command_line() -> None:
     """Only `python -m panel_cli` (`__main__`) starts it."""
     paths = [path for path in modules_under("") if path.relative_to(PACKAGE).parts[0] not in ("cli", "__main__.py")]
     assert offending(paths, ("panel_cli.cli",)) == {}
+
+
+@pytest.mark.parametrize(
+    ("folder", "forbidden"),
+    [
+        # The Python API stands on the run core and the store's reader, as a server does: never on
+        # the command line, whose output and exits a library caller must not get.
+        ("api", ("panel_cli.cli", "panel_cli.view", "typer", "rich")),
+        # and the run core serves it without knowing it.
+        *[(folder, ("panel_cli.api",)) for folder in ("runs", "protocols", "llm", "store", "view", "export")],
+    ],
+)
+def test_the_python_api_stands_on_the_run_core(folder: str, forbidden: tuple[str, ...]) -> None:
+    assert modules_under(folder)
+    assert offending(modules_under(folder), forbidden) == {}

@@ -294,17 +294,19 @@ def _run(
 
     from rich.console import Console
 
+    from panel_cli.cli.protocol_commands import gateway_loader
     from panel_cli.cli.signals import run_until_signal
     from panel_cli.eval.runner import run_eval
     from panel_cli.eval.storage import EvalRecording
-    from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.prepare import ready_to_call, run_budget
     from panel_cli.store.evals import EvalWriter
     from panel_cli.store.subscriber import TranscriptStore
+    from panel_cli.view.environment import Environment
 
-    loader = GatewayLoader()
     progress_console = Console(stderr=True) if json_mode or weights_on_stdout else Console()
-    secrets = ready_to_call(loader, plan.called, console=progress_console, show_progress=progress_console.is_terminal)
+    env = Environment()
+    loader = gateway_loader(env)
+    secrets = ready_to_call(loader, plan.called, notify=env.warn)
     # A cost cap over a member of unknown price stops the eval here, not each run.
     run_budget(plan.called, allow_flag=False)
     progress = EvalBar(progress_console) if progress_console.is_terminal else PlainProgress()

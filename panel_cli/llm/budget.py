@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from panel_cli.config import Member
-from panel_cli.errors import UserError
+from panel_cli.errors import BudgetError
 from panel_cli.llm.routes import is_demo, needs_litellm
 
 # The output bound of a request when neither the panel nor litellm's table gives one:
@@ -201,7 +201,7 @@ def run_budget(
     advice: str = ALLOW_ADVICE,
 ) -> Budget | None:
     """The budget a run starts with, or None when it has no cap. Under a cost cap, a member
-    whose price litellm does not know stops the run before it starts (UserError, exit 2,
+    whose price litellm does not know stops the run before it starts (BudgetError, exit 2,
     naming the `cap` and giving the `advice`), unless `allow_unknown_prices`: its calls then
     count as free. Prices come from litellm's table, imported here unless every member is a
     demo persona (free, and priced without it)."""
@@ -213,5 +213,5 @@ def run_budget(
         litellm = gateway.load_litellm()
         missing = unpriced(members, lambda model: gateway.table_price(litellm, model))
         if missing:
-            raise UserError(unpriced_refusal(missing, cap, advice))
+            raise BudgetError(unpriced_refusal(missing, cap, advice))
     return Budget(max_cost=max_cost, max_calls=max_calls)

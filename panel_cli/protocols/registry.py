@@ -58,7 +58,9 @@ class CommandOption:
     the option only makes sense when another field has this value (`--threshold` needs
     `method: supermajority`), checked once every option is applied. `noun`: what one of the
     field's choices is called in an error (`'x' is not a method; choose …`). `completion`: a
-    function of `panel_cli.cli.completion` that offers values."""
+    function of `panel_cli.cli.completion` that offers values. `verdict`: for an option that
+    judges the run's result rather than changing the panel (`--gate`), its
+    `panel_cli.protocols.gates.GateRule`."""
 
     name: str
     flag: str
@@ -74,6 +76,7 @@ class CommandOption:
     metavar: str | None = None
     completion: str | None = None
     short: str | None = None
+    verdict: Ref | None = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,9 @@ class ProtocolSpec:
     out: its package's `engine:<name>`, `engine:RULES` and `estimate:plan_calls` are taken. One
     registered from Python gives its engine and rules (a protocol without a plan has no
     estimate). `source` is how its command finds the
-    panel (`PanelSource`, or a reference to a function of the panel file and the given options
-    returning the panel and the protocol its file declares); `options` are its own command
+    panel (`PanelSource`, or a reference to a function of the panel its file holds (None
+    without one), the given options and `--demo`, returning the panel and the protocol its file
+    declares); `options` are its own command
     options, in the order they apply; `stage_views` the live view's table for each of its
     stages that is not a plain table of calls, by stage name: a reference to a function of
     the stage, its round and what the view has seen of the run (`panel_cli.view.tables.RunSoFar`),
