@@ -25,9 +25,6 @@ from pydantic import (
 )
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
-from panel_cli.llm.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
-from panel_cli.llm.catalog import UnknownModel, qualify_model
-from panel_cli.llm.demo import PERSONAS, is_persona, oracle_problem
 from panel_cli.local_files import FileRefused, TextFileRules, read_text_file
 from panel_cli.located_yaml import (
     MAX_FILE_BYTES,
@@ -40,6 +37,9 @@ from panel_cli.located_yaml import (
     read_config_text,
     specific_errors,
 )
+from panel_cli.models.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
+from panel_cli.models.catalog import UnknownModel, qualify_model
+from panel_cli.models.personas import PERSONAS, is_persona, oracle_problem
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
 ProtocolName = str

@@ -44,8 +44,8 @@ from panel_cli.eval.results import (
 from panel_cli.eval.theory import Theory
 from panel_cli.events import BaseEvent, Subscriber
 from panel_cli.llm.brief import SimulatedVoter, simulated_voters
-from panel_cli.llm.demo import oracle_accuracy
 from panel_cli.located_yaml import describe_error
+from panel_cli.models.personas import oracle_accuracy
 from panel_cli.protocols import registry
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.checks import check_panel

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from panel_cli.config import Member
 from panel_cli.errors import UserError
-from panel_cli.llm.routes import is_demo, needs_litellm
+from panel_cli.models.routes import is_demo, needs_litellm
 
 # The output bound of a request when neither the panel nor litellm's table gives one:
 # OpenAI's long-standing default completion limit.

@@ -87,7 +87,7 @@ def check_keys(panel: Panel) -> None:
 
 def check_routable(litellm: ModuleType, panel: Panel) -> None:
     """That litellm can route every model of the panel; every one it cannot, at once."""
-    from panel_cli.llm.catalog import check_with_litellm
+    from panel_cli.models.catalog import check_with_litellm
 
     unknown = [
         f"Member '{member.name}': {problem}"
@@ -106,7 +106,7 @@ def ready_to_call(loader: GatewayLoader, panel: Panel, *, console: Console, show
     secrets (`run_secrets`). Once per panel. A panel of demo personas alone needs no litellm,
     and skips its checks."""
     from panel_cli.llm.providers import missing_keys_litellm
-    from panel_cli.llm.routes import needs_litellm
+    from panel_cli.models.routes import needs_litellm
 
     loader.start(panel)
     check_keys(panel)

@@ -13,7 +13,8 @@ from panel_cli.errors import ConfigError
 from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.eval.runner import plan_eval, run_eval
 from panel_cli.llm.brief import RequestBrief, SimulatedVoter, quote, simulated_voters, with_voter
-from panel_cli.llm.demo import OracleSpec, demo_reply, is_persona, oracle_accuracy, parse_oracle
+from panel_cli.llm.demo_replies import demo_reply
+from panel_cli.models.personas import OracleSpec, is_persona, oracle_accuracy, parse_oracle
 from panel_cli.protocols.vote import engine as vote
 from panel_cli.tasks import Task
 

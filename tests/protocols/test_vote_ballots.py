@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from panel_cli.config import Panel
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.llm.brief import RequestBrief
-from panel_cli.llm.demo import demo_reply
+from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.protocols.checks import check_panel
 from panel_cli.protocols.vote.engine import (
     exact_option,
