@@ -40,6 +40,7 @@ from panel_cli.located_yaml import (
 from panel_cli.models.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
 from panel_cli.models.catalog import UnknownModel, qualify_model
 from panel_cli.models.personas import PERSONAS, is_persona, oracle_problem
+from panel_cli.weights_file import MAX_WEIGHT, read_weights
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
 ProtocolName = str
@@ -73,7 +74,7 @@ RuleName = BeforeValidator(_named_choice)
 # Numbers a panel file may give, each bounded so that no value reaches arithmetic, the store
 # or asyncio where it overflows (1e308 weights, 1e30 timeouts) or compares as nothing does (NaN).
 MAX_DURATION = 86_400.0  # a day: `none` is the way to lift a limit
-MAX_WEIGHT = 1e6
+# MAX_WEIGHT, a member's weight: `panel_cli.weights_file`'s, where a weights file is read.
 MAX_TOKENS = 10_000_000
 MAX_CONCURRENCY = 1_024
 MAX_RESPONSE_CHARS = 100_000_000
@@ -548,8 +549,6 @@ def with_weights_file(panel: Panel, folder: Path) -> Panel:
     """The panel with each member's weight from its weights file. Every member needs one and
     every name in the file must be a member; a member that sets its own `weight` is refused,
     since two sources for one weight would leave the reader to guess which counts."""
-    from panel_cli.eval.calibration import read_weights
-
     assert panel.weights is not None
     named = weights_file(panel.weights) or ""
     file = panel.source_file or panel.name
