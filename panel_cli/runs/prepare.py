@@ -156,7 +156,7 @@ def run_budget(panel: Panel, controls: RunControls = NO_CONTROLS, *, allow_flag:
     refuses (exit 2) a cost cap over a member of unknown price unless it is allowed. Commands
     without `--allow-unknown-prices` (`allow_flag` false: batch, eval) say what else to do."""
     from panel_cli.llm.budget import ALLOW_ADVICE
-    from panel_cli.llm.budget import run_budget as budget_for
+    from panel_cli.llm.run_budget import run_budget as budget_for
 
     cap = "--max-cost" if controls.max_cost is not None else "defaults.max_cost"
     advice = ALLOW_ADVICE if allow_flag else "take max_cost out of the file's defaults to run them without a cap"
