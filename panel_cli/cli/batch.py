@@ -135,7 +135,7 @@ def _run_batch(
     from panel_cli.batch.progress import BatchTotals, make_progress
     from panel_cli.batch.runner import BatchRunner, BatchSummary, ResultsFile
     from panel_cli.cli.signals import run_until_signal
-    from panel_cli.protocols.registry import engine_of
+    from panel_cli.protocols.base import engine_of
     from panel_cli.runs.prepare import ready_to_call, run_budget, run_secrets
 
     lines = start.lines

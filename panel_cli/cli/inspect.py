@@ -55,8 +55,8 @@ def validate(
 def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
     from panel_cli.config import load_panel, read_question_file
     from panel_cli.llm.providers import key_status
+    from panel_cli.protocols.base import rules_of
     from panel_cli.protocols.checks import check_panel
-    from panel_cli.protocols.registry import rules_of
     from panel_cli.tools.checks import tool_settings
     from panel_cli.view.fmt import one_line
 

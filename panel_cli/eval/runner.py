@@ -314,7 +314,7 @@ async def run_eval(
     graded wrong and the eval goes on; Ctrl-C cancels every run in flight (each is stored as
     interrupted) and ends the eval, recorded as interrupted. `done` are the items a resumed
     eval already has (they are kept, not run again), `calibration` its weights if it had them."""
-    from panel_cli.protocols.registry import engine_of
+    from panel_cli.protocols.base import engine_of
     from panel_cli.runs.execute import SharedCalls
 
     shared = SharedCalls()

@@ -16,8 +16,7 @@ from rich.console import Console
 
 from panel_cli.config import Panel
 from panel_cli.errors import MissingKeyError, UserError
-from panel_cli.protocols.base import Engine
-from panel_cli.protocols.registry import engine_of
+from panel_cli.protocols.base import Engine, engine_of
 from panel_cli.redact import secret_values
 from panel_cli.runs.controls import NO_CONTROLS, RunControls
 from panel_cli.runs.followup import FollowUp, resolve_follow_up

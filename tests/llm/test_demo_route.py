@@ -24,12 +24,13 @@ from panel_cli.llm.budget import Budget
 from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.request_hash import request_hash
+from panel_cli.protocols.base import engine_of
 from panel_cli.protocols.confer import engine as confer
 from panel_cli.protocols.council import engine as council
 from panel_cli.protocols.delphi import engine as delphi
 from panel_cli.protocols.ensemble import engine as ensemble
 from panel_cli.protocols.orchestrate import engine as orchestrate
-from panel_cli.protocols.registry import engine_of, names
+from panel_cli.protocols.registry import names
 from panel_cli.protocols.supervise import engine as supervise
 from panel_cli.protocols.vote import engine as vote
 from panel_cli.runs.execute import run_engine

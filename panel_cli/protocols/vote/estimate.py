@@ -1,9 +1,9 @@
-"""The calls a vote or decide run makes, for `panel estimate` (`panel_cli.estimate.plans`)."""
+"""The calls a vote or decide run makes, for `panel estimate` (`panel_cli.protocols.plans`)."""
 
 from __future__ import annotations
 
 from panel_cli.config import Panel
-from panel_cli.estimate.plans import Bound, Calls, RunPlan, StagePlan, user
+from panel_cli.protocols.plans import Bound, Calls, RunPlan, StagePlan, user
 from panel_cli.protocols.vote import engine as vote
 from panel_cli.protocols.vote.tally import tally
 
