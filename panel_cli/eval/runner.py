@@ -49,7 +49,7 @@ from panel_cli.models.personas import oracle_accuracy
 from panel_cli.protocols import registry
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.checks import check_panel
-from panel_cli.protocols.vote.engine import options_block
+from panel_cli.protocols.vote.ballots import options_block
 from panel_cli.redact import redact, redact_obj
 from panel_cli.totals import RunTotals
 

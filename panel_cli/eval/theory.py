@@ -35,9 +35,9 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from panel_cli.protocols.base import labels_for
-from panel_cli.protocols.confer.engine import Vote
-from panel_cli.protocols.confer.engine import tally as confer_tally
 from panel_cli.protocols.confer.log_odds import ConferTally, vote_weight
+from panel_cli.protocols.confer.tally import Vote
+from panel_cli.protocols.confer.tally import tally as confer_tally
 from panel_cli.protocols.council.ranking import aggregate_rankings, review_order
 from panel_cli.protocols.vote.tally import (
     DEFAULT_THRESHOLD,

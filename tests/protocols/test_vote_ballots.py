@@ -14,16 +14,15 @@ from panel_cli.errors import ConfigError, UserError
 from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.protocols.checks import check_panel
-from panel_cli.protocols.vote.engine import (
+from panel_cli.protocols.vote.ballots import (
     exact_option,
-    is_late,
     match_option,
     option_problems,
-    plan_vote,
     read_ballot,
     read_confidence,
     read_ranking,
 )
+from panel_cli.protocols.vote.engine import is_late, plan_vote
 from panel_cli.tasks import Task
 
 DB = ["PostgreSQL", "MySQL", "SQL Server"]
