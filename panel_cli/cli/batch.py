@@ -23,10 +23,10 @@ from panel_cli.cli import options
 from panel_cli.exit_status import ExitStatus
 
 if TYPE_CHECKING:
+    from panel_cli.batch.lines import BatchLine
     from panel_cli.batch.progress import BatchTotals
     from panel_cli.batch.questions import BatchQuestion
     from panel_cli.batch.resume import BatchStart
-    from panel_cli.batch.runner import BatchLine
     from panel_cli.config import Panel
     from panel_cli.runs.loader import GatewayLoader
 
