@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
+from pathlib import Path
 from typing import Any, Literal
 
 # A reference to something heavy: "package.module:attribute", or the object itself.
@@ -116,9 +117,8 @@ _REGISTERED: dict[str, ProtocolSpec] = {}
 @cache
 def _builtin_names() -> tuple[str, ...]:
     """Every package under panel_cli/protocols is a protocol (a listing of the folder: nothing is imported)."""
-    import panel_cli.protocols as package
-
-    return tuple(sorted(info.name for info in pkgutil.iter_modules(package.__path__) if info.ispkg))
+    folder = str(Path(__file__).parent)
+    return tuple(sorted(info.name for info in pkgutil.iter_modules([folder]) if info.ispkg))
 
 
 def names() -> tuple[str, ...]:
