@@ -548,26 +548,26 @@ def weights_file(value: str) -> str | None:
 def with_weights_file(panel: Panel, folder: Path) -> Panel:
     """The panel with each member's weight from its weights file. Every member needs one and
     every name in the file must be a member; a member that sets its own `weight` is refused,
-    since two sources for one weight would leave the reader to guess which counts."""
+    since two sources for one weight would leave the reader to guess which counts. Every
+    problem, in the weights file and in the panel, is reported at once."""
     assert panel.weights is not None
     named = weights_file(panel.weights) or ""
     file = panel.source_file or panel.name
     line = panel.line_of(("weights",))
     path = Path(named) if Path(named).is_absolute() else folder / named
     try:
-        weights = read_weights(path, named)
-    except UserError as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise ConfigError(file, line, "weights", exc.message.rstrip(".")) from None
-    problems = [
+        found = read_weights(path, named)
+    except FileRefused as refused:
+        raise ConfigError(file, line, "weights", f"{named}: {refused}") from None
+    problems = [*found.problems]
+    problems += [
         ConfigProblem(file, panel.line_of(("members", index, "weight")), f"members[{index}].weight", problem)
         for index, member in enumerate(panel.members)
         if "weight" in member.model_fields_set
         for problem in [f"the weights come from {named} (weights:); leave this one out"]
     ]
-    missing = [name for name in panel.member_names if name not in weights]
-    strangers = [name for name in weights if name not in panel.member_names]
+    missing = [name for name in panel.member_names if name not in found.named]
+    strangers = [name for name in found.named if name not in panel.member_names]
     if missing:
         listed = ", ".join(f"'{name}'" for name in missing)
         problems.append(ConfigProblem(file, line, "weights", f"{named} gives no weight to {listed}"))
@@ -578,7 +578,7 @@ def with_weights_file(panel: Panel, folder: Path) -> Panel:
         raise ConfigError.listing(problems)
     members = []
     for member in panel.members:
-        weighted = member.model_copy(update={"weight": weights[member.name]})
+        weighted = member.model_copy(update={"weight": found.weights[member.name]})
         # The panel's `weights` field is what the file set: a protocol that counts no weight
         # warns about it once, not once per member.
         weighted.__pydantic_fields_set__.discard("weight")

@@ -27,7 +27,9 @@ def test_a_panel_takes_its_weights_from_the_file(tmp_path):
     calibration_file(tmp_path)
     (tmp_path / "panel.yaml").write_text(PANEL, encoding="utf-8")
     panel = load_panel(tmp_path / "panel.yaml")
-    assert [member.weight for member in panel.members] == list(read_weights(tmp_path / "weights.yaml", "w").values())
+    assert [member.weight for member in panel.members] == list(
+        read_weights(tmp_path / "weights.yaml", "w").weights.values()
+    )
     assert check_panel(panel, "vote") == []
     # A protocol that counts no weight says so once, at the field the file set, not per member.
     warnings = check_panel(panel, "council")
@@ -58,6 +60,24 @@ def test_a_panel_takes_its_weights_from_the_file(tmp_path):
             "- just a list\n",
             None,
             ["weights.yaml, line 1: a weights file has 'weights:', a mapping of member names to weights."],
+        ),
+        (
+            "weights: {v1: -1, v2: 1, zed: 3}\n",
+            None,
+            [
+                "weights.yaml, line 1: weights.v1: a weight is a number from 0 to 1,000,000, not '-1'.",
+                "panel.yaml, line 5: weights: weights.yaml gives a weight to 'zed', not of this panel.",
+            ],
+        ),
+        (
+            "weights:\n  v1: 2\n  v1: 3\n  zed: 1\n",
+            ("  - {name: v1, model: demo/oracle@0.9}", "  - {name: v1, model: demo/oracle@0.9, weight: 2}"),
+            [
+                "weights.yaml, line 3: weights.v1: this key appears twice.",
+                "panel.yaml, line 7: members[0].weight: the weights come from weights.yaml (weights:); leave this one out.",
+                "panel.yaml, line 5: weights: weights.yaml gives no weight to 'v2'.",
+                "panel.yaml, line 5: weights: weights.yaml gives a weight to 'zed', not of this panel.",
+            ],
         ),
         (None, None, ["panel.yaml, line 5: weights: weights.yaml: no such file."]),
         (

@@ -115,7 +115,7 @@ def test_the_file_written_is_the_file_read(tmp_path):
     text = path.read_text(encoding="utf-8")
     assert text.startswith("# Weights calibrated by panel eval e1 on d.jsonl")
     assert "add-one (Laplace): p = (right + 1) / (questions + 2)" in text
-    assert read_weights(path, "weights.yaml") == {
+    assert read_weights(path, "weights.yaml").weights == {
         "v1": round(math.log(3 * (46 / 52) / (6 / 52)), 6),
         "v2": round(math.log(3 * (31 / 52) / (21 / 52)), 6),
     }
