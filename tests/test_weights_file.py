@@ -10,6 +10,7 @@ from panel_cli.errors import ConfigError
 from panel_cli.protocols.checks import check_panel
 from panel_cli.weights_file import read_weights
 from tests.eval.test_calibration import calibration_file
+from tests.helpers import cli
 
 PANEL = """\
 name: mixed
@@ -106,3 +107,18 @@ def test_every_problem_with_the_weights_is_located(tmp_path, monkeypatch, weight
     with pytest.raises(ConfigError) as caught:
         load_panel("panel.yaml")
     assert caught.value.message.splitlines() == problems
+
+
+@pytest.mark.parametrize("protocol", ["vote", "decide"])
+def test_weights_from_a_file_under_a_method_that_counts_none_warn_once_at_the_field(tmp_path, protocol):
+    """As a member's own `weight` does under majority: the file is named, the run counts no weight."""
+    calibration_file(tmp_path)
+    text = PANEL.replace("protocol: vote", f"protocol: {protocol}").replace("weighted_plurality", "majority")
+    (tmp_path / "panel.yaml").write_text(text, encoding="utf-8")
+    panel = load_panel(tmp_path / "panel.yaml")
+    assert check_panel(panel, protocol) == [
+        f"{tmp_path / 'panel.yaml'}, line 5: weights: used only by methods weighted and weighted_plurality, not majority."
+    ]
+    shown = cli("validate", str(tmp_path / "panel.yaml"))
+    assert shown.exit_code == 0, shown.output
+    assert "line 5: weights: used only by methods weighted and weighted_plurality, not majority." in shown.output

@@ -203,8 +203,11 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
         findings.append((("threshold",), f"used only by method supermajority, not {panel.method}"))
     findings += _tie_break_findings(panel, protocol)
     if panel.method not in WEIGHTED_METHODS:
+        unused = f"used only by methods weighted and weighted_plurality, not {panel.method}"
+        # Weights from a file (`weights: from FILE`) are said once, at the field that names it.
+        findings += [(("weights",), unused)] if panel.weights is not None else []
         findings += [
-            (("members", index, "weight"), f"used only by methods weighted and weighted_plurality, not {panel.method}")
+            (("members", index, "weight"), unused)
             for index, member in enumerate(panel.members)
             if "weight" in member.model_fields_set
         ]
