@@ -65,26 +65,31 @@ def word_pattern(option: str) -> re.Pattern[str]:
 _ANSWER_LINE = re.compile(r"^[\s*_#>]*(?:final\s+|my\s+)?answer[\s*_]*:[\s*_]*(.+)$", re.IGNORECASE | re.MULTILINE)
 
 
-def _named(text: str, options: Sequence[str]) -> str | None:
-    """The one option a text names, as whole words in any case: the only one named, or the one
-    that contains every other named (`Do not ship` contains `Ship`); `Shipping` names neither.
-    Two named options that do not contain each other (`PostgreSQL, not MySQL`) name none."""
-    named = [option for option in options if word_pattern(option).search(text)]
-    if not named:
-        return None
-    widest = max(named, key=len)
-    return widest if all(word_pattern(other).search(widest) for other in named) else None
+def named_options(text: str, options: Sequence[str]) -> list[str]:
+    """The options a text names, as whole words in any case, in the options' order. A mention
+    inside a mention of a longer option is the longer one's: `do not ship` names `Do not ship`
+    alone, `Ship it… do not ship` names both; `Shipping` names neither."""
+    mentions = {option: [found.span() for found in word_pattern(option).finditer(text)] for option in options}
+    claimed: list[tuple[int, int]] = []
+    named: set[str] = set()
+    for option in sorted(options, key=len, reverse=True):
+        if any(not any(start <= left and right <= end for start, end in claimed) for left, right in mentions[option]):
+            named.add(option)
+        claimed += mentions[option]
+    return [option for option in options if option in named]
 
 
 def match_option(text: str, options: Sequence[str]) -> str | None:
-    """The option a text names (`_named`); when it names several that do not contain each
-    other, the one its last `Answer:` line names, if any. A text that names two options
-    without saying which is its answer (`Yes or No? I say No`) names none: it abstains."""
-    found = _named(text, options)
-    if found is not None:
-        return found
-    lines = _ANSWER_LINE.findall(text)
-    return _named(lines[-1], options) if lines else None
+    """The one option a text names (`named_options`); when it names several, the one its last
+    `Answer:` line names, if that names one. A text that names several without saying which
+    is its answer (`Yes or No? I say No`, `PostgreSQL, not MySQL`, `Ship it… do not ship`)
+    names none: word order does not tell a choice from what it is chosen over, so it abstains."""
+    named = named_options(text, options)
+    if len(named) == 1:
+        return named[0]
+    lines = _ANSWER_LINE.findall(text) if named else []
+    stated = named_options(lines[-1], options) if lines else []
+    return stated[0] if len(stated) == 1 else None
 
 
 def read_ranking(entries: Any, options: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -151,8 +156,9 @@ def read_ballot(
     by its own fields: a `choice` that is exactly an option is a structured vote; any other
     choice is matched as text (`match_option`), and its ranking, confidence and reason are
     read field by field. A reply with no ballot object, or with two ballots that disagree, is
-    read as prose, matched as text. A ballot that names no option abstains, or with
-    `no_match: first` counts for the first option."""
+    read as prose, matched as text. A ballot that names no option, or several without an
+    `Answer:` line to say which, abstains (the warning names them), or with `no_match: first`
+    counts for the first option."""
     warnings: list[str] = []
     data: dict[str, Any] | None = parsed
     if data is None:
@@ -163,6 +169,7 @@ def read_ballot(
         except NoObject:
             pass
     matched_by: MatchedBy = "text"
+    matched = ""  # the text the choice was read from, when it was read as text
     ranking: list[str] = []
     confidence: float | None = None
     if isinstance(data, dict) and "choice" in data:
@@ -171,7 +178,7 @@ def read_ballot(
         if choice is not None:
             matched_by = "structured"
         elif isinstance(raw, str):
-            choice = match_option(raw, options)
+            choice, matched = match_option(raw, options), raw
             named = f"; its words name {choice}" if choice else ""
             warnings.append(f"chose '{_short(raw)}', which is not one of the options{named}")
         else:
@@ -182,14 +189,16 @@ def read_ballot(
         confidence = read_confidence(data.get("confidence"))
         reason = data["reason"] if isinstance(data.get("reason"), str) else ""
     else:
-        choice = match_option(text, options)
+        choice, matched = match_option(text, options), text
         reason = text
+    several = named_options(matched, options) if choice is None else []
+    unread = f"named {_listing(several)} and no Answer: line says which" if len(several) > 1 else "named no option"
     if choice is None and no_match == "first":
         choice, matched_by = options[0], "first"
-        warnings.append(f"named no option; counted for the first option, {options[0]} (no_match: first)")
+        warnings.append(f"{unread}; counted for the first option, {options[0]} (no_match: first)")
     elif choice is None:
         matched_by = "none"
-        warnings.append("named no option; recorded as an abstention")
+        warnings.append(f"{unread}; recorded as an abstention")
     ballot = Ballot(
         voter=voter,
         choice=choice,
