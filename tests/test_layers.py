@@ -85,7 +85,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 # Arrows that point up today, each with the change that removes it.
 KNOWN_UPWARD = {
     # equipped() names the gateway it is handed, in a type only; the tool-call loop is moving
-    # into llm/ behind a Toolbox protocol (issue 28's gateway split), which removes this arrow.
+    # into llm/ behind a Toolbox protocol, which removes this arrow.
     ("panel_cli.tools.equip", "panel_cli.llm.gateway"),
 }
 
@@ -230,8 +230,8 @@ def test_no_imports_close_a_circle() -> None:
     assert circles({name: module_imports(name, typing=False) for name in modules()}) == []
 
 
-def test_a_circle_is_found_through_a_lazy_import() -> None:
-    """The circle test reads what the graph holds: three modules in a ring are one circle."""
+def test_three_modules_in_a_ring_are_one_circle() -> None:
+    """The circle finder itself: a ring is found whole, with what leads into it left out."""
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
 

@@ -5,7 +5,8 @@ its brief (`panel_cli.llm.brief`): what the engine asks for (an answer, a vote, 
 plan…), the question, the texts it quotes by label. A persona answers from the brief alone,
 in the shape asked for and in its own voice, marked as simulated; it never reads the prompt,
 so a reworded prompt changes no demo answer. The same persona, brief and seed always give the
-same text.
+same text. The personas' voices are `panel_cli.models.personas`'s; a simulated voter
+(`demo/oracle@p`) answers as `panel_cli.simulation.voters` plays it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Simulated voters of known accuracy: how `demo/oracle@p?knobs` answers, votes, ranks and deliberates.
+"""Simulated voters of known accuracy: how `demo/oracle@p?knobs` answers, votes, ranks and
+deliberates.
+
 `demo/oracle@0.7` is right with probability 0.7 on each question, independently of every other
 voter and question, and otherwise holds a wrong option drawn at random: voters whose accuracy is
 known, so that `panel eval` can be checked against theory. An oracle learns the gold answer only
