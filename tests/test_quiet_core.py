@@ -16,7 +16,6 @@ QUIET = ("runs", "protocols", "llm", "store", "tools", "eval")
 # Modules of those packages that may write, each with why.
 ALLOWED = {
     "tools/group_leader.py": "the body of a separate process (a tool server's group leader), whose stderr is its own",
-    "eval/report.py": "eval's report rendering, being moved to view/ and export/; the lead removes this at merge",
 }
 
 STREAMS = {"stdout", "stderr", "__stdout__", "__stderr__"}

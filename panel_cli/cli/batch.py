@@ -23,10 +23,10 @@ from panel_cli.cli import options
 from panel_cli.exit_status import ExitStatus
 
 if TYPE_CHECKING:
+    from panel_cli.batch.lines import BatchLine
     from panel_cli.batch.progress import BatchTotals
     from panel_cli.batch.questions import BatchQuestion
     from panel_cli.batch.resume import BatchStart
-    from panel_cli.batch.runner import BatchLine
     from panel_cli.config import Panel
     from panel_cli.runs.loader import GatewayLoader
 
@@ -134,7 +134,7 @@ def _run_batch(
     from panel_cli.batch.progress import BatchTotals, make_progress
     from panel_cli.batch.runner import BatchRunner, BatchSummary, ResultsFile
     from panel_cli.cli.signals import run_until_signal
-    from panel_cli.protocols.registry import engine_of
+    from panel_cli.protocols.base import engine_of
     from panel_cli.runs.prepare import ready_to_call, run_budget, run_secrets
     from panel_cli.view.environment import Environment
 

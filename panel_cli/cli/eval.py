@@ -353,8 +353,8 @@ def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weight
 
     from panel_cli.errors import UserError
     from panel_cli.eval.calibration import weights_yaml
-    from panel_cli.eval.report import render
     from panel_cli.redact import redact_obj, secret_values
+    from panel_cli.view.eval import render
     from panel_cli.view.output import output_console
 
     weights_text = weights_yaml(result.calibration) if result.calibration is not None else None
@@ -383,7 +383,7 @@ def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weight
 
 def _write_report(result: EvalResult, report: Path) -> None:
     from panel_cli.errors import UserError
-    from panel_cli.eval.report import markdown
+    from panel_cli.export.eval_markdown import markdown
 
     if report.suffix.lower() in (".html", ".htm"):
         from panel_cli.export.eval_page import render_eval_html

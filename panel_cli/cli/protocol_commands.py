@@ -196,7 +196,7 @@ def execute(
 
     db_path = resolve_db_path(db)
     if controls.dry_run:
-        from panel_cli.cli.estimate import show_estimate
+        from panel_cli.cli.dry_run import show_estimate
 
         follow_up = resolve_follow_up(db_path, controls.follow_up) if controls.follow_up else None
         show_estimate(env, loader, panel, question, json_mode=json_mode, follow_up=follow_up)

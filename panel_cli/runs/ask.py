@@ -134,7 +134,7 @@ async def ask_panel(
     `run_id`: given when the caller must know it before the run ends. litellm is imported in a
     thread, only for a panel with a member that is not a demo persona, and the loop serves
     others meanwhile. See the module's docstring for errors and cancellation."""
-    from panel_cli.llm.routes import needs_litellm
+    from panel_cli.models.routes import needs_litellm
     from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.prepare import check_keys, key_notices, prepare_run
     from panel_cli.store.paths import resolve_db_path

@@ -30,7 +30,7 @@ class GatewayLoader:
 
     def start(self, panel: Panel) -> None:
         """Start the import if a member of the panel is not a demo persona (once)."""
-        from panel_cli.llm.routes import needs_litellm
+        from panel_cli.models.routes import needs_litellm
 
         if needs_litellm(panel.callable_members()):
             self._begin()

@@ -230,13 +230,13 @@ def panel_for(
 
 
 def default_panel_file() -> Path:
-    from panel_cli.llm.aliases import config_dir
+    from panel_cli.models.aliases import config_dir
 
     return config_dir() / DEFAULT_PANEL_FILE
 
 
 def panels_folder() -> Path:
-    from panel_cli.llm.aliases import config_dir
+    from panel_cli.models.aliases import config_dir
 
     return config_dir() / PANELS_FOLDER
 

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 
 from panel_cli.config import Panel
 from panel_cli.errors import MissingKeyError, UserError
-from panel_cli.protocols.base import Engine
-from panel_cli.protocols.registry import engine_of
+from panel_cli.protocols.base import Engine, engine_of
 from panel_cli.redact import secret_values
 from panel_cli.runs.controls import NO_CONTROLS, RunControls
 from panel_cli.runs.followup import FollowUp, resolve_follow_up
@@ -96,7 +95,7 @@ def check_keys(panel: Panel) -> None:
 
 def check_routable(litellm: ModuleType, panel: Panel) -> None:
     """That litellm can route every model of the panel; every one it cannot, at once."""
-    from panel_cli.llm.catalog import check_with_litellm
+    from panel_cli.models.catalog import check_with_litellm
 
     unknown = [
         f"Member '{member.name}': {problem}"
@@ -114,7 +113,7 @@ def ready_to_call(loader: GatewayLoader, panel: Panel, *, notify: Notify | None 
     keys go to a host that is neither this machine nor their provider's (`key_notices`).
     Returns the run's secrets (`run_secrets`). A panel of demo personas alone needs no
     litellm, and skips its checks."""
-    from panel_cli.llm.routes import needs_litellm
+    from panel_cli.models.routes import needs_litellm
 
     loader.start(panel)
     check_keys(panel)
@@ -170,7 +169,7 @@ def run_budget(panel: Panel, controls: RunControls = NO_CONTROLS, *, allow_flag:
     refuses (exit 2) a cost cap over a member of unknown price unless it is allowed. Commands
     without `--allow-unknown-prices` (`allow_flag` false: batch, eval) say what else to do."""
     from panel_cli.llm.budget import ALLOW_ADVICE
-    from panel_cli.llm.budget import run_budget as budget_for
+    from panel_cli.llm.run_budget import run_budget as budget_for
 
     cap = "--max-cost" if controls.max_cost is not None else "defaults.max_cost"
     advice = ALLOW_ADVICE if allow_flag else "take max_cost out of the file's defaults to run them without a cap"

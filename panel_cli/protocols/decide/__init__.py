@@ -1,7 +1,8 @@
 """decide: a vote inside the group, stored as a decision; when no option wins, the leader chooses
 (docs/protocols.md#vote-and-decide)."""
 
-from panel_cli.protocols.registry import MEMBERS, ProtocolSpec, timeout
+from panel_cli.protocols.options import MEMBERS, timeout
+from panel_cli.protocols.registry import ProtocolSpec
 from panel_cli.protocols.vote import GATE, LEADER, METHOD, NO_MATCH, OPTIONS, QUORUM, THRESHOLD, TIE_BREAK
 
 PROTOCOL = ProtocolSpec(

@@ -1,7 +1,8 @@
 """supervise: workers deliver their own tasks; a critic approves or sends them back with feedback;
 a chairman consolidates (docs/protocols.md#supervise)."""
 
-from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec, max_rounds, timeout
+from panel_cli.protocols.options import max_rounds, timeout
+from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
     name="supervise",

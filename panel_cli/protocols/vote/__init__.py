@@ -1,7 +1,8 @@
 """vote: every member votes on fixed options; the ballots are counted by the method, against the
 quorum (docs/protocols.md#vote-and-decide)."""
 
-from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, timeout
+from panel_cli.protocols.options import MEMBERS, timeout
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec
 
 OPTIONS = CommandOption(
     name="choices",

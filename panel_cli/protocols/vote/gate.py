@@ -7,7 +7,8 @@ from __future__ import annotations
 from panel_cli.config import Panel
 from panel_cli.exit_status import ExitStatus
 from panel_cli.protocols.gates import GateRule, GateVerdict, verdict
-from panel_cli.protocols.vote.engine import DecideResult, VoteResult, exact_option
+from panel_cli.protocols.vote.ballots import exact_option
+from panel_cli.protocols.vote.engine import DecideResult, VoteResult
 
 
 def expect_option(panel: Panel, value: str) -> str:
