@@ -8,10 +8,11 @@ at all (its call fails, or comes too late); the outcome is decided when every su
 counts to the outcome of the ballots in hand, so a panel that stops there answers exactly
 what counting everyone would have answered. No completion is listed: for every rule but the
 runoff a few extreme ones decide it (everyone left names one option; under weights, those
-that weigh more than 0 name one option and those below 0 another; everyone abstains;
-everyone fails), since each option's best chance and the leader's worst come from one of
-those. That is exact, but for an outcome of no winner with a voter of negative weight still
-to ask, which is then never called decided (asking on is always safe). A runoff
+that weigh 0 or more name one option and those below 0 another, or abstain; everyone
+abstains; everyone fails), since each option's best chance and the leader's worst come from
+one of those. That is exact, but for `weighted_plurality` with no winner in hand and a member
+of negative weight still to ask, which is then never called decided (asking on is always
+safe: its votes could be split in more ways than the extremes list). A runoff
 (`ranked_choice`) is decided once a first-round majority is certain, or everyone has voted:
 safe, not exact.
 
@@ -77,14 +78,12 @@ def settled(
     left = _members(len(remaining))
     if method == "ranked_choice":
         return _runoff_settled(ballots, len(remaining), options, quorum, now)
-    if method == "weighted" and any(weight < 0 for weight in [*remaining, *(b.weight for b in ballots)]):
-        return Settled(decided=False, winner=now, reason=f"{left} to vote, and weighted counts no negative weight")
     weights = remaining if method in WEIGHTED_METHODS else [1.0] * len(remaining)
     for completion in _extremes(weights, options):
         found = count([*ballots, *completion])
         if found != now:
             return Settled(decided=False, winner=now, reason=_could(left, found))
-    if now is None and method in WEIGHTED_METHODS and any(weight < 0 for weight in remaining):
+    if now is None and method == "weighted_plurality" and any(weight < 0 for weight in remaining):
         return Settled(
             decided=False, winner=None, reason=f"no option wins yet, and {left} below chance could still make one win"
         )
@@ -108,13 +107,13 @@ def _cast(weight: float, choice: str | None) -> Ballot:
 
 def _extremes(weights: Sequence[float], options: Sequence[str]) -> list[list[Ballot]]:
     """The completions that decide whether an outcome can change: none cast at all, everyone
-    abstains, and for each option o (and each other option q, under a negative weight) those
-    of weight 0 or more name o and those below 0 name q."""
+    abstains, and for each option o those of weight 0 or more name o while those below 0 name
+    each other option q in turn, or abstain."""
     found: list[list[Ballot]] = [[], [_cast(weight, None) for weight in weights]]
     negative = any(weight < 0 for weight in weights)
     for option in options:
-        against = [other for other in options if other != option] if negative else [option]
-        for other in against:
+        against: list[str | None] = [other for other in options if other != option] if negative else [option]
+        for other in [*against, None] if negative else against:
             found.append([_cast(weight, option if weight >= 0 else other) for weight in weights])
     return found
 
