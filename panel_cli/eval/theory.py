@@ -94,6 +94,12 @@ class Theory(BaseModel):
         description="the Brier score a confidence reaches that is the exact posterior of the rule's answer "
         "(the voters' true accuracies known), over the questions it answers: the floor a confidence is measured against",
     )
+    optimum: float | None = Field(
+        default=None,
+        description="where the members' stated confidences (or weights) are not what their accuracy says: the exact "
+        "accuracy of counting them at the log-odds of their accuracy (the Nitzan–Paroush optimum)",
+    )
+    optimum_note: str = Field(default="", description="what the members stated, and what their accuracy gives")
     herding: float | None = Field(
         default=None,
         description="confer whose members answer in turn: the exact accuracy with herding as simulated "
