@@ -27,7 +27,9 @@ def started_at() -> str:
 
 
 def python_version() -> str:
-    return f"{platform.python_implementation()} {platform.python_version()}"
+    """`3.11.7`, or `3.10.14 (PyPy)` for a Python other than CPython."""
+    implementation = platform.python_implementation()
+    return platform.python_version() + ("" if implementation == "CPython" else f" ({implementation})")
 
 
 def source_commit(start: Path | None = None) -> str | None:

@@ -183,8 +183,8 @@ def confidence_source(panel: Panel, protocol: str, weights_from: str | None = No
         if panel.method in WEIGHTED_METHODS:
             return Source(reason="every member has the default weight 1, which says nothing of its accuracy")
         return Source(
-            reason=f"{panel.method} counts every member alike, and no member's accuracy is known "
-            "(weights: from FILE, which panel eval --calibrate writes, gives each one)"
+            reason=f"{panel.method} counts every member alike and no member's accuracy is known; "
+            "panel eval --calibrate measures them, and weights: from FILE gives them to a panel"
         )
     if protocol == "confer":
         if panel.tally == "log_odds":
@@ -193,7 +193,7 @@ def confidence_source(panel: Panel, protocol: str, weights_from: str | None = No
             reason="tally: confidence sums the confidences stated as scores; tally: log_odds reads them as "
             "probabilities, and then gives the answer's"
         )
-    return Source(reason=f"{protocol}'s answer is not a count of votes whose accuracy is known")
+    return Source(reason=f"{protocol} reports no probability that its answer is right")
 
 
 def vote_evidence(ballots: Sequence[Ballot], options: Sequence[str]) -> list[Evidence]:

@@ -61,7 +61,10 @@ def test_each_weight_has_its_standard_error_and_few_questions_are_warned_of():
     warning = found.warning()
     assert warning is not None and "calibrated on 20 questions, fewer than 50" in warning
     assert "v2 is below chance" in warning and "weighted_plurality" in warning
-    assert found.weights_line() == f"v1 {v1.weight:.2f} ± {v1.standard_error:.2f}, v2 {v2.weight:.2f} ± {v2.standard_error:.2f}"
+    assert (
+        found.weights_line()
+        == f"v1 {v1.weight:.2f} ± {v1.standard_error:.2f}, v2 {v2.weight:.2f} ± {v2.standard_error:.2f}"
+    )
     plenty = calibrate(
         {"v1": ("demo/oracle@0.9", 90, 100)}, options=4, eval_id="e", dataset="d", dataset_sha256="", questions=100
     )
