@@ -382,6 +382,9 @@ def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weight
         output_console().print(render(result))
     if weights_to is not None and weights_to != "-" and weights_text is not None:
         _say(f"weights written to {weights_to}; name it in a panel with weights: from {weights_to}.")
+    warning = result.calibration.warning() if result.calibration is not None else None
+    if warning:
+        _say(f"warning: {warning}.")
     if report is not None:
         _say(f"report written to {report}.")
 

@@ -226,3 +226,26 @@ def test_every_problem_with_the_weights_is_located(tmp_path, monkeypatch, weight
     with pytest.raises(ConfigError) as caught:
         load_panel("panel.yaml")
     assert caught.value.message.splitlines() == problems
+
+
+def test_a_weight_below_0_counts_under_weighted_plurality_and_is_refused_by_weighted(tmp_path):
+    (tmp_path / "weights.yaml").write_text("weights: {v1: 2.5, v2: -1.2}\n", encoding="utf-8")
+    (tmp_path / "panel.yaml").write_text(PANEL, encoding="utf-8")
+    panel = load_panel(tmp_path / "panel.yaml")
+    assert [member.weight for member in panel.members] == [2.5, -1.2]
+    assert check_panel(panel, "vote") == []
+    with pytest.raises(UserError) as caught:
+        check_panel(panel.model_copy(update={"method": "weighted"}), "vote")
+    assert caught.value.message.endswith(
+        "members[1].weight: -1.2 is below 0, which method weighted cannot count (more than half of the total "
+        "weight); method weighted_plurality counts a member below chance against what it names."
+    )
+    # Below the bound, in a panel file too.
+    (tmp_path / "own.yaml").write_text(
+        PANEL.replace("weights: from weights.yaml\n", "").replace(
+            "model: demo/oracle@0.6}", "model: demo/oracle@0.6, weight: -2e6}"
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"members\[1\]\.weight: input should be greater than or equal to -1000000"):
+        load_panel(tmp_path / "own.yaml")
