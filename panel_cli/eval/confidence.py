@@ -78,9 +78,8 @@ def _confer(panel: Panel, result: ProtocolResult, source: Source) -> Confidence:
         return unknown(result.final_answer, "no vote round decided the answer")
     named = {label: answer_name(text, panel.options) for label, text in decided.block.items()}
     votes = [(named.get(vote.chosen_label, vote.chosen_label), vote.confidence) for vote in decided.votes]
-    # K as confer's log-odds count it: the options declared, else the distinct answers shown.
-    answers = len(panel.options) if panel.options else len(set(named.values()))
-    return confer_confidence(votes, named[decided.winner_label], answers, source)
+    declared = len(panel.options) if panel.options else None
+    return confer_confidence(votes, named[decided.winner_label], declared, source, shown=len(set(named.values())))
 
 
 def answer_name(text: str, options: Sequence[str]) -> str:

@@ -94,13 +94,14 @@ def weight_accuracy(weight: float, options: int) -> float:
     return odds / (options - 1 + odds)
 
 
-def options_for(declared: int | None, given: Sequence[str | None]) -> tuple[int, str]:
-    """K and how it was chosen: the options declared, else the distinct answers given (at least
-    2). More distinct answers than options declared (answers outside them) raise K to their number."""
+def options_for(declared: int | None, given: Sequence[str | None], shown: int = 0) -> tuple[int, str]:
+    """K and how it was chosen: the options declared, else the distinct answers given (or
+    `shown`, the distinct answers the members were shown, when more; at least 2). More distinct
+    answers than options declared (answers outside them) raise K to their number."""
     distinct = len({choice for choice in given if choice is not None})
     if declared is not None and declared >= 2 and declared >= distinct:
         return declared, DECLARED_OPTIONS.format(k=declared)
-    k = max(2, distinct)
+    k = max(2, distinct, shown)
     return k, FREE_TEXT.format(k=k)
 
 
@@ -223,12 +224,13 @@ def stated_evidence(votes: Sequence[tuple[str, float]], options: int) -> list[Ev
 
 
 def confer_confidence(
-    votes: Sequence[tuple[str, float]], answer: str | None, declared: int | None, source: Source
+    votes: Sequence[tuple[str, float]], answer: str | None, declared: int | None, source: Source, shown: int = 0
 ) -> Confidence:
     """The confidence of confer's answer from its deciding round's votes: (the answer voted for,
     the confidence stated). Votes for two labels giving the same answer are for one answer: the
-    caller names each by its answer, not its label. K as `options_for` says."""
+    caller names each by its answer, not its label. K as confer's log-odds count it
+    (`options_for`): the options declared, else the distinct answers `shown` in the block."""
     if source.basis is None:
         return unknown(answer, source.reason or "no member's accuracy is known")
-    k, how = options_for(declared, [choice for choice, _ in votes])
+    k, how = options_for(declared, [choice for choice, _ in votes], shown)
     return answer_confidence(stated_evidence(votes, k), answer, k, basis=source.basis, options_basis=how)

@@ -118,6 +118,8 @@ def test_k_unknown_is_the_answers_given_and_says_so():
     assert options_for(None, ["a", "a"])[0] == 2
     # More answers than options declared: they are outside the options, and counted.
     assert options_for(2, ["a", "b", "c"])[0] == 3
+    # Free text: the answers the members were shown count, voted for or not.
+    assert options_for(None, ["a", "a"], shown=3)[0] == 3
 
 
 def test_confer_reads_stated_confidences_over_the_answers_given():
