@@ -84,16 +84,6 @@ def accuracy_weight(p: float, options: int) -> float:
     return math.log((options - 1) * held / (1.0 - held))
 
 
-def weight_accuracy(weight: float, options: int) -> float:
-    """The accuracy a log-odds weight stands for on K `options`: e^w / (K − 1 + e^w)."""
-    if options < 2:
-        raise ValueError("a weight needs at least two answers to choose between")
-    if weight >= 0:
-        return 1.0 / (1.0 + (options - 1) * math.exp(-weight))
-    odds = math.exp(weight)
-    return odds / (options - 1 + odds)
-
-
 def options_for(declared: int | None, given: Sequence[str | None], shown: int = 0) -> tuple[int, str]:
     """K and how it was chosen: the options declared, else the distinct answers given (or
     `shown`, the distinct answers the members were shown, when more; at least 2). More distinct
@@ -115,9 +105,9 @@ def posteriors(evidence: Sequence[Evidence], options: int) -> dict[str | None, f
             sums.setdefault(item.choice, []).append(item.weight)
     scores = {choice: math.fsum(weights) for choice, weights in sums.items()}
     unchosen = max(options - len(scores), 0)
-    top = max([*scores.values(), 0.0])
+    top = max([*scores.values(), *([0.0] if unchosen else [])], default=0.0)
     masses = {choice: math.exp(score - top) for choice, score in scores.items()}
-    rest = unchosen * math.exp(-top)
+    rest = unchosen * math.exp(-top) if unchosen else 0.0
     total = math.fsum([*masses.values(), rest])
     found: dict[str | None, float] = {choice: mass / total for choice, mass in masses.items()}
     found[None] = rest / total
@@ -147,7 +137,9 @@ def answer_confidence(
         confidence=min(1.0, max(0.0, share)),
         confidence_basis=basis,
         options=k,
-        options_basis=options_basis or DECLARED_OPTIONS.format(k=k),
+        options_basis=(options_basis or DECLARED_OPTIONS.format(k=k))
+        if k == options
+        else f"K = the {k} distinct answers chosen, more than the {options} expected",
     )
 
 

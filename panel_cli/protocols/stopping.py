@@ -112,9 +112,8 @@ def _extremes(weights: Sequence[float], options: Sequence[str]) -> list[list[Bal
     found: list[list[Ballot]] = [[], [_cast(weight, None) for weight in weights]]
     negative = any(weight < 0 for weight in weights)
     for option in options:
-        against: list[str | None] = [other for other in options if other != option] if negative else [option]
-        for other in [*against, None] if negative else against:
-            found.append([_cast(weight, option if weight >= 0 else other) for weight in weights])
+        against: list[str | None] = [*(other for other in options if other != option), None] if negative else [option]
+        found += [[_cast(weight, option if weight >= 0 else other) for weight in weights] for other in against]
     return found
 
 

@@ -23,7 +23,6 @@ from panel_cli.protocols.posterior import (
     options_for,
     posteriors,
     vote_confidence,
-    weight_accuracy,
 )
 from panel_cli.protocols.vote.tally import Ballot
 
@@ -102,12 +101,18 @@ def test_p_at_0_or_1_is_bounded_and_huge_weights_do_not_overflow():
     assert huge.confidence == pytest.approx(1 / (1 + math.exp(-1)), abs=1e-12)
     tiny = answer_confidence([Evidence("a", -1e6)], "a", 4, basis=WEIGHTS)
     assert tiny.confidence == 0.0
+    # Every option named, each far below chance: still a distribution, the least unlikely first.
+    against = posteriors([Evidence("a", -1e6), Evidence("b", -1e6 - 1)], 2)
+    assert against["a"] == pytest.approx(1 / (1 + math.exp(-1))) and against[None] == 0.0
 
 
 @given(st.floats(min_value=0.01, max_value=0.99), st.integers(min_value=2, max_value=12))
 @settings(max_examples=200)
-def test_a_weight_is_read_back_as_the_accuracy_it_stands_for(p, options):
-    assert weight_accuracy(accuracy_weight(p, options), options) == pytest.approx(p, abs=1e-12)
+def test_one_member_alone_is_as_likely_right_as_its_accuracy(p, options):
+    """The posterior of one vote is the voter's own accuracy: the weight stands for p."""
+    found = answer_confidence([Evidence("a", accuracy_weight(p, options))], "a", options, basis=WEIGHTS)
+    assert found.confidence == pytest.approx(p, abs=1e-12)
+    assert accuracy_weight(p, options) == pytest.approx(math.log((options - 1) * p / (1 - p)))
 
 
 def test_k_unknown_is_the_answers_given_and_says_so():
