@@ -187,10 +187,16 @@ class _Asker:
         self.known: dict[tuple[Hashable, ...], tuple[bool, int | None, int]] = {}
 
     def ballots(self, held: Sequence[tuple[int, Hashable]]) -> list[Ballot]:
+        """The voters' ballots as `Count` casts them: a belief alone ranks the other options
+        after it in the order listed (what the demo oracle casts)."""
         cast = []
         for voter, outcome in held:
-            ranking = list(outcome) if isinstance(outcome, tuple) else [outcome]
-            names = [self.names[option] for option in ranking]  # type: ignore[index]
+            ranking = (
+                list(outcome)
+                if isinstance(outcome, tuple)
+                else [outcome, *(option for option in range(self.k) if option != outcome)]
+            )
+            names = [self.names[option] for option in ranking]
             cast.append(Ballot(voter=f"v{voter}", choice=names[0], ranking=names, weight=self.counting.weights[voter]))
         return cast
 
@@ -286,6 +292,8 @@ def _enumerate(
     while states:
         following: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Hashable], ...], list[float]]] = {}
         for asked, pending, rounds, held, weights in states.values():
+            if clock.out(len(following)):
+                return None
             if pending == 0:
                 done, answer, wave = asker.look(_key(asker, asked, 0, 0, held), asked, held)
                 if done:
@@ -307,8 +315,6 @@ def _enumerate(
                 else:
                     for place, (weight, chance) in enumerate(zip(weights, chances, strict=True)):
                         before[4][place] += weight * chance
-            if clock.out(len(following)):
-                return None
         states = following
     return [tuple(math.fsum(part) for part in parts) for parts in sums]  # type: ignore[misc]
 

@@ -121,6 +121,27 @@ def _reordered(count: Outcome, order: Sequence[int] | None) -> Outcome:
     return back
 
 
+@pytest.mark.parametrize(
+    "rule",
+    [
+        Count("plurality", EVEN),
+        Count("plurality", EVEN, tie_break="first"),
+        Count("majority", EVEN),
+        Count("supermajority", EVEN),
+        Count("unanimous", EVEN),
+        Count("ranked_choice", EVEN),
+        Confer("confidence", (80.0, 70.0, 60.0, 60.0, 90.0)),
+    ],
+    ids=lambda rule: rule.describe()[:40],
+)
+def test_decided_answers_are_everyones_under_every_rule(rule):
+    for asking in ("one at a time", "waves"):
+        line = stopping_theory(rule, JURY, FOUR, Stop(asking=asking))
+        assert line.way == "exact"
+        assert line.accuracy == pytest.approx(theory(rule, JURY, FOUR).accuracy, abs=1e-12)
+        assert line.calls < 5
+
+
 def test_two_waves_the_strong_member_and_one_more_then_the_rest():
     order = ask_order(OPTIMAL)
     rule = Count("weighted_plurality", OPTIMAL)
