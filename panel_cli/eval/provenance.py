@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import panel_cli
-
 # A checkout's files are read, never trusted far: a HEAD or ref this long is not one.
 MAX_GIT_FILE = 1 << 20
 SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -33,9 +31,9 @@ def python_version() -> str:
 
 
 def source_commit(start: Path | None = None) -> str | None:
-    """The commit checked out where panel's code lives (or `start`), or None when it is not a
+    """The commit checked out where panel's code lives (this file, or `start`), or None when it is not a
     git checkout (an installed wheel) or the checkout cannot be read."""
-    here = (start or Path(panel_cli.__file__)).resolve()
+    here = (start or Path(__file__)).resolve()
     for folder in [here, *here.parents]:
         marker = folder / ".git"
         if marker.exists():
