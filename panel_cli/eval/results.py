@@ -531,7 +531,7 @@ def optimum_line(protocol: str, panel: Panel, voters: Sequence[OracleSpec], plac
 
 
 def _listed(values: Sequence[str]) -> str:
-    """`0.8 for all`, or the values in member order."""
+    """`0.8 each` when all are one value, else the values in member order."""
     return f"{values[0]} each" if len(set(values)) == 1 else ", ".join(values)
 
 
