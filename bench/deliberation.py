@@ -1,5 +1,7 @@
-"""The figures of issue 20, measured through `panel eval`'s own runner: optimal and calibrated
-weights, confer by log-odds, and simulated voters that herd or are persuaded.
+"""The figures of issues 20 and 30, measured through `panel eval`'s own runner: optimal and
+calibrated weights (an always-wrong member among them), confer by log-odds, simulated voters
+that herd or are persuaded; whether each answer's confidence is a probability; and what
+stopping early would save.
 
 Run by hand (never part of the tests), with the demo personas in-process and no delay:
 
@@ -12,6 +14,12 @@ engine through the gateway, as `panel eval` makes it (no store: nothing is writt
 rows check every exact theory line the evals reported against a brute-force enumeration
 written here, independently of `panel_cli.eval.theory`: every profile of beliefs, counted by
 hand.
+
+Then each system's confidence (the probability its answer is right, worked out from its ballots)
+against its answers: the expected calibration error and the Brier score over the exact
+posterior's, for the members whose accuracy is known (optimal and calibrated weights, confer by
+log-odds with confidences stated at p). Then the theory of stopping early (`stop: decided`), the
+issue's figures: expected members asked, one at a time, in waves, in two waves.
 
 The four 5 × 0.7 confer evals share their questions and seed, so each voter holds the same
 first belief in all four: they differ only in whether the voters herd or can be persuaded, and
@@ -36,12 +44,20 @@ from panel_cli.config import Panel  # noqa: E402
 from panel_cli.eval.datasets import Dataset, EvalItem  # noqa: E402
 from panel_cli.eval.results import EvalResult, SystemScore  # noqa: E402
 from panel_cli.eval.runner import plan_eval, run_eval  # noqa: E402
+from panel_cli.eval.stopping import Stop, stopping_theory  # noqa: E402
+from panel_cli.eval.theory import Confer, Count, theory, uniform_places  # noqa: E402
+from panel_cli.protocols.stopping import ask_order  # noqa: E402
 
 OPTIONS = ("alpha", "bravo", "charlie", "delta")
 MIXED = (0.9, 0.6, 0.6, 0.6, 0.6)
 JURY = (0.7,) * 5
 OPTIMUM = 0.928  # the Nitzan–Paroush optimum on 0.9 + 4 × 0.6, four options (theory_table.py)
 INDEPENDENT_CONFER = 0.910  # confer's plurality on 5 × 0.7
+WRONG = (0.8, 0.7, 0.6, 0.0)  # three members and one always wrong
+WRONG_AT_ZERO = 0.852  # weighted_plurality on WRONG, the always-wrong member's weight held at 0
+# Issue 30's goals for a confidence whose members' accuracy is known.
+ECE_GOAL = 0.03
+BRIER_GOAL = 1.1
 
 
 def dataset(n: int, offset: int = 0) -> Dataset:
@@ -156,7 +172,7 @@ def row(label: str, theory: float | None, measured: SystemScore, check: str, hol
 
 
 # The evals, by the name `--only` takes.
-EVALS = ("optimal", "calibrated", "log-odds", "independent", "herd", "persuade", "persuade-sequential")
+EVALS = ("optimal", "calibrated", "always-wrong", "log-odds", "independent", "herd", "persuade", "persuade-sequential")
 
 
 async def figures(
@@ -168,6 +184,8 @@ async def figures(
         await optimal(n, seed, rows, evals)
     if only in (None, "calibrated"):
         await calibrated(n, seed, rows, evals)
+    if only in (None, "always-wrong"):
+        await always_wrong(n, seed, rows, evals)
     if only in (None, "log-odds"):
         await log_odds(n, seed, rows, evals)
     for name, knobs, order, check in JURY_EVALS:
@@ -215,6 +233,30 @@ async def calibrated(n: int, seed: int, rows: list[Row], evals: dict[str, EvalRe
             vote,
             "|m − 0.928| ≤ 2 SE",
             abs(vote.accuracy - OPTIMUM) <= 2 * standard_error(vote.accuracy, vote.questions),
+        )
+    )
+
+
+async def always_wrong(n: int, seed: int, rows: list[Row], evals: dict[str, EvalResult]) -> None:
+    """A member right on no question: calibrated, its weight is below 0 and its vote rules an
+    option out, which weighs more than leaving it out (its weight held at 0: 0.852)."""
+    wrong = panel("always-wrong", WRONG, protocol="vote", method="weighted_plurality")
+    evals["always-wrong"] = result = await evaluate(
+        wrong, dataset(2 * n, offset=40_000), "vote", seed, calibrate=True, split=0.5
+    )
+    vote = score(result, "vote")
+    assert result.calibration is not None
+    weights = ", ".join(f"{entry.weight:.2f}" for entry in result.calibration.members)
+    line = result.theory["vote"].accuracy
+    assert line is not None
+    se = standard_error(vote.accuracy, vote.questions)
+    rows.append(
+        row(
+            f"0.8, 0.7, 0.6 + always wrong: --calibrate half, weights {weights}, weighted_plurality",
+            line,
+            vote,
+            f"|m − theory| ≤ 2 SE and m > {WRONG_AT_ZERO} (its weight at 0) + 2 SE",
+            abs(vote.accuracy - line) <= 2 * se and vote.accuracy > WRONG_AT_ZERO + 2 * se,
         )
     )
 
@@ -277,6 +319,17 @@ def enumerated(evals: dict[str, EvalResult]) -> list[tuple[str, float, float]]:
     if "calibrated" in evals:
         weights = [entry.weight for entry in evals["calibrated"].calibration.members]  # type: ignore[union-attr]
         lines.insert(2, ("weighted_plurality, calibrated weights", "calibrated", "vote", MIXED, most_weight(weights)))
+    if "always-wrong" in evals:
+        weights = [entry.weight for entry in evals["always-wrong"].calibration.members]  # type: ignore[union-attr]
+        lines.append(
+            (
+                "weighted_plurality, an always-wrong member at its weight",
+                "always-wrong",
+                "vote",
+                WRONG,
+                most_weight(weights),
+            )
+        )
     checked = []
     herding = evals["herd"].theory["confer"].herding if "herd" in evals else None
     if herding is not None:
@@ -292,6 +345,105 @@ def enumerated(evals: dict[str, EvalResult]) -> list[tuple[str, float, float]]:
     return checked
 
 
+# Confidence: is it a probability? ---------------------------------------------------------------
+
+# (label, eval, system): the systems whose members' accuracy is known to the panel.
+KNOWN = (
+    ("weighted_plurality, optimal weights", "optimal", "vote"),
+    ("weighted_plurality, weights calibrated on the other half", "calibrated", "vote"),
+    ("confer log_odds, confidences stated at p", "log-odds", "confer"),
+)
+ConfidenceRow = tuple[str, float, float, float | None, float | None, bool]
+
+
+def confidence_rows(evals: dict[str, EvalResult]) -> list[ConfidenceRow]:
+    """(label, ECE, Brier, the exact posterior's Brier, their ratio, the goals hold)."""
+    found = []
+    for label, name, system in KNOWN:
+        if name not in evals:
+            continue
+        measured = score(evals[name], system).confidence
+        assert measured is not None and measured.ece is not None and measured.brier is not None
+        ratio = measured.brier_ratio
+        holds = measured.ece <= ECE_GOAL and ratio is not None and ratio <= BRIER_GOAL
+        found.append((label, measured.ece, measured.brier, measured.posterior_brier, ratio, holds))
+    return found
+
+
+def without_confidence(evals: dict[str, EvalResult]) -> list[tuple[str, str]]:
+    """The systems whose members' accuracy is not known to the panel, and why they have none."""
+    return [
+        (f"{name}: {found.system}", found.confidence.reason or "")
+        for name, result in evals.items()
+        for found in result.systems
+        if found.confidence is not None
+        and found.confidence.items == 0
+        and found.system != "baseline"
+        and not found.system.startswith("alone:")
+    ]
+
+
+# Stopping early: the issue's figures --------------------------------------------------------------
+
+FOUR = uniform_places(4)
+OPTIMAL_MIXED = tuple(optimal_weights(MIXED))
+# (label, rule, voters, asking order, how they are asked, the issue's expected calls)
+STOPPING = (
+    ("5×0.7 plurality, one at a time", Count("plurality", (1.0,) * 5), JURY, None, "one at a time", 3.99),
+    ("5×0.7 majority, one at a time", Count("majority", (1.0,) * 5), JURY, None, "one at a time", 3.97),
+    ("5×0.7 confer's count, one at a time", Confer("confidence", (80.0,) * 5), JURY, None, "one at a time", 3.88),
+    (
+        "0.9+4×0.6 weighted_plurality, strongest first, one at a time",
+        Count("weighted_plurality", OPTIMAL_MIXED),
+        MIXED,
+        ask_order(OPTIMAL_MIXED),
+        "one at a time",
+        2.77,
+    ),
+    (
+        "0.9+4×0.6 weighted_plurality, strongest first, two waves",
+        Count("weighted_plurality", OPTIMAL_MIXED),
+        MIXED,
+        ask_order(OPTIMAL_MIXED),
+        "two waves",
+        3.34,
+    ),
+    (
+        "0.9+4×0.6 weighted_plurality, strongest first, waves",
+        Count("weighted_plurality", OPTIMAL_MIXED),
+        MIXED,
+        ask_order(OPTIMAL_MIXED),
+        "waves",
+        2.77,
+    ),
+)
+
+
+def stopping_rows() -> list[tuple[str, float, float, float, float, float | None, bool]]:
+    """(label, accuracy stopping, accuracy of everyone, calls, rounds, the issue's calls, holds)."""
+    found = []
+    for label, rule, voters, order, asking, issue in STOPPING:
+        line = stopping_theory(rule, voters, FOUR, Stop(asking=asking), order=order)  # type: ignore[arg-type]
+        everyone = theory(rule, voters, FOUR).accuracy
+        assert line.accuracy is not None and line.calls is not None and line.rounds is not None and everyone
+        holds = line.way == "exact" and abs(line.accuracy - everyone) < 1e-9 and abs(line.calls - issue) < 0.005
+        found.append((label, line.accuracy, everyone, line.calls, line.rounds, issue, holds))
+    return found
+
+
+def exact_lines(evals: dict[str, EvalResult]) -> tuple[int, list[str], float]:
+    """Every theory line the evals reported, and those not exact; and how long ranked choice
+    with random rankings (the line that was simulated) takes to enumerate."""
+    lines = [(f"{name}: {system}", line) for name, result in evals.items() for system, line in result.theory.items()]
+    simulated = [label for label, line in lines if line.accuracy is not None and line.way != "exact"]
+    started = time.process_time()
+    runoff = theory(Count("ranked_choice", (1.0,) * 5, rankings="random"), JURY, FOUR)
+    took = time.process_time() - started
+    if runoff.way != "exact":
+        simulated.append("5×0.7 ranked_choice, random rankings")
+    return len(lines) + 1, simulated, took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=1000, help="questions per eval (calibration gets twice that)")
@@ -299,17 +451,41 @@ def main() -> None:
     parser.add_argument("--only", choices=EVALS, help="run this one eval (and check its theory lines) alone")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows, checked, _ = asyncio.run(figures(args.questions, args.seed, args.only))
+    rows, checked, evals = asyncio.run(figures(args.questions, args.seed, args.only))
     print(f"{args.questions} four-option questions per eval, seed {args.seed}; m = measured, SE its standard error.\n")
     print(f"{'system':<78} {'theory':>7} {'measured':>9} {'SE':>6}  {'holds':<5} check")
-    for label, theory, measured, se, check, holds in rows:
-        line = f"{theory:.3f}" if theory is not None else "—"
+    for label, expected, measured, se, check, holds in rows:
+        line = f"{expected:.3f}" if expected is not None else "—"
         mark = "" if not check else ("yes" if holds else "NO")
         print(f"{label:<78} {line:>7} {measured:>9.3f} {se:>6.3f}  {mark:<5} {check}")
     print(f"\n{'theory line (as the eval reported it) against a brute-force enumeration':<78} {'eval':>7} {'brute':>9}")
     for label, brute, reported in checked:
         mark = "yes" if abs(brute - reported) <= 0.001 else "NO"
         print(f"{label:<78} {reported:>7.4f} {brute:>9.4f}  {mark}  |eval − brute| ≤ 0.001")
+    lines, simulated, took = exact_lines(evals)
+    mark = "yes" if not simulated else "NO: " + ", ".join(simulated)
+    print(
+        f"{'every theory line exact (ranked choice, random rankings: ' + f'{took:.1f} s of CPU)':<78} {lines:>7} {'':>9}  {mark}"
+    )
+
+    print(f"\n{'confidence, members of known accuracy':<60} {'ECE':>6} {'Brier':>7} {'exact':>7} {'ratio':>6}  holds")
+    for label, ece, brier, exact, ratio, holds in confidence_rows(evals):
+        shown = f"{exact:.4f}" if exact is not None else "—"
+        times = f"{ratio:.2f}" if ratio is not None else "—"
+        print(f"{label:<60} {ece:>6.3f} {brier:>7.4f} {shown:>7} {times:>6}  {'yes' if holds else 'NO'}")
+    print(f"checks: ECE ≤ {ECE_GOAL}, Brier ≤ {BRIER_GOAL} × the exact posterior's")
+    for label, reason in without_confidence(evals):
+        print(f"  no confidence, {label}: {reason}")
+
+    print(
+        f"\n{'stop: decided (theory, exact)':<64} {'acc':>6} {'all':>6} {'calls':>6} {'rounds':>6} {'issue':>6}  holds"
+    )
+    for label, accuracy, everyone, calls, rounds, issue, holds in stopping_rows():
+        print(
+            f"{label:<64} {accuracy:>6.4f} {everyone:>6.4f} {calls:>6.3f} {rounds:>6.3f} {issue:>6.2f}  "
+            f"{'yes' if holds else 'NO'}"
+        )
+    print("checks: the answers are everyone's (acc = all), the calls the issue's to 0.005")
     print(f"\ntook {time.perf_counter() - started:.0f}s")
 
 

@@ -191,7 +191,8 @@ class Member(Strict):
     max_tokens: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     api_base: str | None = None
     api_key_env: str | None = None
-    weight: float = Field(default=1.0, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)
+    # A weight below 0 is a member below chance, its weight a log-odds: only weighted_plurality counts it.
+    weight: float = Field(default=1.0, ge=-MAX_WEIGHT, le=MAX_WEIGHT, allow_inf_nan=False)
     timeout: Duration = None
     retries: int | None = Field(default=None, ge=0, le=10)
     # supervise: this worker's own part of the goal.

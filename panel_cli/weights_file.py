@@ -65,7 +65,7 @@ def read_weights(path: Path, shown: str) -> WeightsFile:
                     shown,
                     tree.line_of(("weights", name)),
                     f"weights.{name}",
-                    f"a weight is a number from 0 to {MAX_WEIGHT:,.0f}, not '{value}'",
+                    f"a weight is a number from {-MAX_WEIGHT:,.0f} to {MAX_WEIGHT:,.0f}, not '{value}'",
                 )
             )
         else:
@@ -80,4 +80,4 @@ def _weight(value: Any) -> float | None:
         number = float(value)
     except OverflowError:  # a whole number too large for a float
         return None
-    return number if 0 <= number <= MAX_WEIGHT else None  # NaN fails this too
+    return number if -MAX_WEIGHT <= number <= MAX_WEIGHT else None  # NaN fails this too

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from panel_cli.config import load_panel
-from panel_cli.errors import ConfigError
+from panel_cli.errors import ConfigError, UserError
 from panel_cli.protocols.checks import check_panel
 from panel_cli.weights_file import read_weights
 from tests.eval.test_calibration import calibration_file
@@ -49,12 +49,12 @@ def test_a_panel_takes_its_weights_from_the_file(tmp_path):
             ["panel.yaml, line 5: weights: weights.yaml gives a weight to 'zed', not of this panel."],
         ),
         (
-            "weights: {v1: -1, v2: .inf}\nnotes: 1\n",
+            "weights: {v1: -1e7, v2: .inf}\nnotes: 1\n",
             None,
             [
                 "weights.yaml, line 2: notes: not a field of a weights file (weights, calibration).",
-                "weights.yaml, line 1: weights.v1: a weight is a number from 0 to 1,000,000, not '-1'.",
-                "weights.yaml, line 1: weights.v2: a weight is a number from 0 to 1,000,000, not 'inf'.",
+                "weights.yaml, line 1: weights.v1: a weight is a number from -1,000,000 to 1,000,000, not '-1e7'.",
+                "weights.yaml, line 1: weights.v2: a weight is a number from -1,000,000 to 1,000,000, not 'inf'.",
             ],
         ),
         (
@@ -63,10 +63,10 @@ def test_a_panel_takes_its_weights_from_the_file(tmp_path):
             ["weights.yaml, line 1: a weights file has 'weights:', a mapping of member names to weights."],
         ),
         (
-            "weights: {v1: -1, v2: 1, zed: 3}\n",
+            "weights: {v1: -1e7, v2: 1, zed: 3}\n",
             None,
             [
-                "weights.yaml, line 1: weights.v1: a weight is a number from 0 to 1,000,000, not '-1'.",
+                "weights.yaml, line 1: weights.v1: a weight is a number from -1,000,000 to 1,000,000, not '-1e7'.",
                 "panel.yaml, line 5: weights: weights.yaml gives a weight to 'zed', not of this panel.",
             ],
         ),
@@ -122,3 +122,26 @@ def test_weights_from_a_file_under_a_method_that_counts_none_warn_once_at_the_fi
     shown = cli("validate", str(tmp_path / "panel.yaml"))
     assert shown.exit_code == 0, shown.output
     assert "line 5: weights: used only by methods weighted and weighted_plurality, not majority." in shown.output
+
+
+def test_a_weight_below_0_counts_under_weighted_plurality_and_is_refused_by_weighted(tmp_path):
+    (tmp_path / "weights.yaml").write_text("weights: {v1: 2.5, v2: -1.2}\n", encoding="utf-8")
+    (tmp_path / "panel.yaml").write_text(PANEL, encoding="utf-8")
+    panel = load_panel(tmp_path / "panel.yaml")
+    assert [member.weight for member in panel.members] == [2.5, -1.2]
+    assert check_panel(panel, "vote") == []
+    with pytest.raises(UserError) as caught:
+        check_panel(panel.model_copy(update={"method": "weighted"}), "vote")
+    assert caught.value.message.endswith(
+        "members[1].weight: -1.2 is below 0, which method weighted cannot count (more than half of the total "
+        "weight); method weighted_plurality counts a member below chance against what it names."
+    )
+    # Below the bound, in a panel file too.
+    (tmp_path / "own.yaml").write_text(
+        PANEL.replace("weights: from weights.yaml\n", "").replace(
+            "model: demo/oracle@0.6}", "model: demo/oracle@0.6, weight: -2e6}"
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"members\[1\]\.weight: input should be greater than or equal to -1000000"):
+        load_panel(tmp_path / "own.yaml")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from panel_cli.eval.results import EvalResult, ItemResult
-    from panel_cli.eval.runner import EvalPlan
+    from panel_cli.eval.runner import EvalPlan, Resumed
 
 # The runner's default too (`panel_cli.eval.runner`), not imported here: `panel --help` stays light.
 DEFAULT_CONCURRENCY = 4
@@ -156,15 +156,18 @@ def eval_command(
     from panel_cli.store.paths import resolve_db_path
 
     db_path = resolve_db_path(db)
+    resumed = None
     if resume is not None:
-        plan, eval_id, seed, done, calibration, settings = _resumed(db_path, resume)
+        plan, eval_id, seed, done, calibration, settings, resumed = _resumed(db_path, resume)
         calibrate = settings.calibrate
     else:
         plan, eval_id, settings = _planned(
             panel_file, dataset, baseline, protocols, grader, limit, seed, calibrate, split, random_ids.token_hex(5)
         )
         done, calibration = [], None
-    result = _run(plan, eval_id, seed, concurrency, done, calibration, settings, db_path, json_mode, calibrate == "-")
+    result = _run(
+        plan, eval_id, seed, concurrency, done, calibration, settings, resumed, db_path, json_mode, calibrate == "-"
+    )
     _deliver(result, json_mode=json_mode, report=report, weights_to=calibrate)
 
 
@@ -219,14 +222,16 @@ def _planned(
 
 
 def _settings(plan: EvalPlan, *, limit: int | None, calibrate: str | None, grader: str | None) -> Any:
+    from panel_cli.eval.provenance import command_line
     from panel_cli.eval.runner import eval_settings
     from panel_cli.redact import secret_values
 
     secrets = [*secret_values(), *plan.panel.expanded_values]
-    return eval_settings(plan, secrets, limit=limit, calibrate=calibrate, grader=grader)
+    command = command_line(sys.argv)
+    return eval_settings(plan, secrets, limit=limit, calibrate=calibrate, grader=grader, command=command)
 
 
-def _resumed(db_path: Path, prefix: str) -> tuple[EvalPlan, str, int, list[ItemResult], Any, Any]:
+def _resumed(db_path: Path, prefix: str) -> tuple[EvalPlan, str, int, list[ItemResult], Any, Any, Resumed]:
     """The stored eval's plan, rebuilt from what it kept, and the items it already has (an
     item whose run failed outright is run again)."""
     import json
@@ -236,7 +241,7 @@ def _resumed(db_path: Path, prefix: str) -> tuple[EvalPlan, str, int, list[ItemR
     from panel_cli.config import Panel
     from panel_cli.errors import UserError
     from panel_cli.eval.datasets import Dataset
-    from panel_cli.eval.runner import plan_eval
+    from panel_cli.eval.runner import plan_eval, resumption
     from panel_cli.eval.storage import stored_result
     from panel_cli.redact import REDACTED
     from panel_cli.store.evals import EvalReader
@@ -273,9 +278,9 @@ def _resumed(db_path: Path, prefix: str) -> tuple[EvalPlan, str, int, list[ItemR
         split=settings.split,
         seed=result.seed,
     )
-    done = [item for item in result.items if item.error is None]
+    done, resumed = resumption(result)
     _say(f"eval {eval_id}: resuming; {len(done)} graded item{'s' if len(done) != 1 else ''} kept.")
-    return plan, eval_id, result.seed, done, result.calibration, settings
+    return plan, eval_id, result.seed, done, result.calibration, settings, resumed
 
 
 def _run(
@@ -286,6 +291,7 @@ def _run(
     done: list[ItemResult],
     calibration: Any,
     settings: Any,
+    resumed: Resumed | None,
     db_path: Path,
     json_mode: bool,
     weights_on_stdout: bool,
@@ -332,6 +338,7 @@ def _run(
                 done=done,
                 calibration=calibration,
                 settings=settings,
+                resumed=resumed,
             )
         except asyncio.CancelledError:
             progress.close()
@@ -377,6 +384,9 @@ def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weight
         output_console().print(render(result))
     if weights_to is not None and weights_to != "-" and weights_text is not None:
         _say(f"weights written to {weights_to}; name it in a panel with weights: from {weights_to}.")
+    warning = result.calibration.warning() if result.calibration is not None else None
+    if warning:
+        _say(f"warning: {warning}.")
     if report is not None:
         _say(f"report written to {report}.")
 

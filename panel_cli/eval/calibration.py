@@ -7,8 +7,11 @@ logs of those odds and taking the option with the most is the Nitzan–Paroush r
 (`method: weighted_plurality`). p is not known, only counted: `right` of `questions`, read with
 an add-one prior (Laplace's rule of succession, p = (right + 1)/(questions + 2)), so a member
 right on every question of a small sample gets a large weight, not an infinite one. A member
-at or below chance (p ≤ 1/K) would count against what it names; a weight cannot be negative,
-so it gets 0 and says so.
+below chance (p < 1/K) gets a weight below 0: its choice is evidence against what it names, and
+`weighted_plurality` counts it so (a member always wrong on four options tells which three are
+left). Each weight carries its standard error, 1/√(n p (1 − p)) (the delta method on the
+binomial's), and fewer than `FEW_QUESTIONS` questions are warned of: weights from 20 questions
+are mostly noise.
 
 The weights go to a YAML file a panel names (`weights: from FILE`), read back by
 `panel_cli.weights_file`. `--split` holds out questions: a seeded shuffle of the ids
@@ -30,12 +33,14 @@ from panel_cli.errors import UserError
 from panel_cli.eval.datasets import Dataset, EvalItem
 
 PRIOR = "add-one (Laplace): p = (right + 1) / (questions + 2)"
+# Fewer calibration questions than this, and the weights are said to be rough.
+FEW_QUESTIONS = 50
 DIGITS = 6
 
 
 class MemberCalibration(BaseModel):
     """One member's count and what it makes: `accuracy` is p with the prior, `weight` its
-    log-odds over the dataset's K options (0 at or below chance)."""
+    log-odds over the dataset's K options (below 0 under chance), `standard_error` the weight's."""
 
     member: str
     model: str
@@ -43,6 +48,7 @@ class MemberCalibration(BaseModel):
     questions: int
     accuracy: float
     weight: float
+    standard_error: float | None = None
 
 
 class Calibration(BaseModel):
@@ -60,6 +66,32 @@ class Calibration(BaseModel):
     def weights(self) -> dict[str, float]:
         return {entry.member: entry.weight for entry in self.members}
 
+    def warning(self) -> str | None:
+        """What a reader should know before trusting these weights: too few questions, or a
+        member below chance (counted against what it names, under weighted_plurality alone)."""
+        notes = []
+        if self.questions < FEW_QUESTIONS:
+            notes.append(
+                f"calibrated on {self.questions} question{'s' if self.questions != 1 else ''}, fewer than "
+                f"{FEW_QUESTIONS}: each weight is rough (± its standard error); calibrate on more"
+            )
+        below = [entry.member for entry in self.members if entry.weight < 0]
+        if below:
+            notes.append(
+                f"{', '.join(below)} {'is' if len(below) == 1 else 'are'} below chance: a weight below 0 counts "
+                "against what it names under method weighted_plurality, and method weighted refuses it"
+            )
+        return "; ".join(notes) if notes else None
+
+    def weights_line(self) -> str:
+        """`v1 3.30 ± 0.15, v2 1.50 ± 0.09`: each weight with its standard error."""
+        return ", ".join(f"{entry.member} {weight_with_error(entry)}" for entry in self.members)
+
+
+def weight_with_error(entry: MemberCalibration) -> str:
+    spread = f" ± {entry.standard_error:.2f}" if entry.standard_error is not None else ""
+    return f"{entry.weight:.2f}{spread}"
+
 
 def calibrated_accuracy(right: int, questions: int) -> float:
     """p with the add-one prior: (right + 1) / (questions + 2); 1/2 with no question."""
@@ -69,12 +101,21 @@ def calibrated_accuracy(right: int, questions: int) -> float:
 
 
 def optimal_weight(p: float, options: int) -> float:
-    """log((K − 1)p/(1 − p)) for K `options`, never below 0 (a weight is not negative)."""
+    """log((K − 1)p/(1 − p)) for K `options`: below 0 under chance, where a member's choice is
+    evidence against what it names."""
     if options < 2:
         raise ValueError("a weight needs at least two options to choose between")
     if not 0.0 < p < 1.0:
         raise ValueError(f"{p} is not a probability strictly between 0 and 1")
-    return max(0.0, math.log((options - 1) * p / (1 - p)))
+    return math.log((options - 1) * p / (1 - p))
+
+
+def weight_standard_error(p: float, questions: int) -> float | None:
+    """The standard error of log((K − 1)p/(1 − p)) for p read from `questions`: 1/√(n p (1 − p)),
+    the binomial's √(p(1 − p)/n) through the slope 1/(p(1 − p)). None with no question."""
+    if questions < 1:
+        return None
+    return 1.0 / math.sqrt(questions * p * (1 - p))
 
 
 def dataset_options(dataset: Dataset | Sequence[EvalItem], source: str = "the dataset") -> int:
@@ -117,6 +158,7 @@ def calibrate(
                 questions=asked,
                 accuracy=round(p, DIGITS),
                 weight=round(optimal_weight(p, options), DIGITS),
+                standard_error=_rounded(weight_standard_error(p, asked)),
             )
         )
     return Calibration(
@@ -127,6 +169,10 @@ def calibrate(
         questions=questions,
         members=members,
     )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, DIGITS)
 
 
 def split_items(items: Sequence[EvalItem], share: float, seed: int) -> tuple[list[EvalItem], list[EvalItem]]:

@@ -4,6 +4,7 @@ system's theory line when its voters are simulated. Pure: tested by hand, no run
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -11,8 +12,10 @@ from pydantic import BaseModel, Field
 
 from panel_cli.config import Panel
 from panel_cli.eval.calibration import Calibration
+from panel_cli.eval.confidence import ConfidenceFrom
 from panel_cli.eval.datasets import EvalItem
 from panel_cli.eval.grading import Grade, JudgeRecord
+from panel_cli.eval.reliability import ConfidenceScore, confidence_score
 from panel_cli.eval.stats import (
     ALPHA,
     holm,
@@ -50,6 +53,11 @@ class ItemResult(BaseModel):
     judge_tokens: int | None = None
     judge_cost: float | None = None
     judge_call: JudgeRecord | None = None
+    confidence: float | None = Field(default=None, description="the probability that its answer is right")
+    confidence_basis: str | None = Field(default=None, description="what the confidence rests on, or why there is none")
+    confidence_from: ConfidenceFrom | None = Field(
+        default=None, description="who worked the confidence out: its run (`run`) or the eval from its ballots (`eval`)"
+    )
 
     @property
     def correct(self) -> bool:
@@ -90,6 +98,32 @@ class SystemScore(BaseModel):
     not_measurable: str | None = Field(
         default=None, description="why simulated voters cannot produce this system's answer: then it is not scored"
     )
+    unkept_runs: int = Field(
+        default=0,
+        description="runs paid for whose answers were not graded (in flight when the eval stopped, or failed and "
+        "run again on --resume): their calls, tokens and cost are counted above",
+    )
+    confidence: ConfidenceScore | None = Field(
+        default=None, description="how its answers' confidence did: ECE, Brier, the reliability table"
+    )
+
+
+class Spent(BaseModel):
+    """What runs cost that left no graded item: in flight when an eval stopped (Ctrl-C, a crash),
+    or failed outright and run again on `--resume`. Paid for all the same, so counted."""
+
+    runs: int = 0
+    calls: int = 0
+    tokens: int | None = None
+    cost: float | None = None
+
+    def plus(self, calls: int, tokens: int | None, cost: float | None) -> Spent:
+        return Spent(
+            runs=self.runs + 1,
+            calls=self.calls + calls,
+            tokens=_total([self.tokens, tokens]),
+            cost=_money([self.cost, cost]),
+        )
 
 
 class SystemPlan(BaseModel):
@@ -110,13 +144,16 @@ class SystemPlan(BaseModel):
 
 class Comparison(BaseModel):
     """A system against the baseline on the same questions (McNemar's exact test):
-    `only_system` questions only it got right, `only_baseline` only the baseline did."""
+    `only_system` questions only it got right, `only_baseline` only the baseline did.
+    `p_holm` is `p_value` adjusted for every comparison the eval makes (the same figure as its
+    pair's), which `significant` and the verdict read."""
 
     system: str
     difference: float
     only_system: int
     only_baseline: int
     p_value: float
+    p_holm: float | None = None
     significant: bool
     verdict: str
 
@@ -170,6 +207,10 @@ class EvalSettings(BaseModel):
     models: dict[str, str] = Field(default_factory=dict)
     panel_version: str
     litellm_version: str
+    python_version: str | None = None
+    commit: str | None = Field(default=None, description="the git commit panel ran from, when it ran from a checkout")
+    started_at: str | None = Field(default=None, description="ISO-8601 UTC, when the eval began")
+    command: list[str] | None = Field(default=None, description="the command line, secrets redacted")
     limit: int | None = None
     split: float | None = None
     calibrate: str | None = None
@@ -198,7 +239,13 @@ class EvalResult(BaseModel):
     departures: list[Departure] = Field(default_factory=list)
     calibration: Calibration | None = None
     plan: list[SystemPlan] = Field(default_factory=list, description="every system as planned, in order")
-    wall_times: dict[str, float] = Field(default_factory=dict, description="system -> seconds its questions took")
+    wall_times: dict[str, float] = Field(
+        default_factory=dict, description="system -> seconds its questions took, summed over every session"
+    )
+    unkept: dict[str, Spent] = Field(
+        default_factory=dict, description="system -> what its runs that left no graded item cost (counted in its score)"
+    )
+    sessions: int = Field(default=1, description="how many times it ran: 1, and one more for each --resume")
     asked: list[EvalItem] = Field(default_factory=list, description="the questions graded, with their gold answers")
     items: list[ItemResult]
 
@@ -209,17 +256,20 @@ class EvalResult(BaseModel):
 
 def summarize(result: EvalResult) -> EvalResult:
     """Everything an eval's items decide, computed again from them and its plan: each system's
-    score, the comparisons with the baseline, every pair, and the departures from theory. An
-    interrupted eval summarizes what it has. The pairs are the checked systems' (the members
-    alone, when the eval only calibrated), the systems that are not measurable left out. Its
-    items come in the plan's order of systems and the order the questions were asked, not in
-    the order their runs happened to finish."""
+    score (runs paid for but left ungraded counted in), how its confidence did, the comparisons
+    with the baseline, every pair, and the departures from theory. An interrupted eval
+    summarizes what it has. The pairs are the checked systems' (the members alone, when the eval
+    only calibrated), the systems that are not measurable left out; every comparison with the
+    baseline is one of them, so its p-value is adjusted for all of them (Holm) and reads the
+    same in both places. Its items come in the plan's order of systems and the order the
+    questions were asked, not in the order their runs happened to finish."""
     items = in_order(result)
     by_system: dict[str, list[ItemResult]] = {plan.name: [] for plan in result.plan}
     for item in items:
         by_system.setdefault(item.system, []).append(item)
     scores = []
     for plan in result.plan:
+        line = result.theory.get(plan.name)
         score = score_system(
             plan.name,
             plan.protocol,
@@ -227,13 +277,25 @@ def summarize(result: EvalResult) -> EvalResult:
             by_system[plan.name],
             result.wall_times.get(plan.name, 0.0),
             simulated=plan.simulated,
+            unkept=result.unkept.get(plan.name),
+            posterior_brier=line.posterior_brier if line is not None else None,
         )
         scores.append(score.model_copy(update={"not_measurable": plan.not_measurable}))
     measured = {plan.name for plan in result.plan if plan.not_measurable is None}
     checked = [plan.name for plan in result.plan if plan.part == "check" and plan.name in measured]
     paired = checked or [plan.name for plan in result.plan if plan.name in measured]
+    pairs = pair_comparisons({name: by_system[name] for name in paired})
+    adjusted = {frozenset((pair.first, pair.second)): pair.p_holm for pair in pairs}
     baseline = by_system.get(BASELINE)
-    comparisons = [compare(name, by_system[name], baseline) for name in checked if name != BASELINE] if baseline else []
+    comparisons = (
+        [
+            compare(name, by_system[name], baseline, p_holm=adjusted.get(frozenset((BASELINE, name))))
+            for name in checked
+            if name != BASELINE
+        ]
+        if baseline
+        else []
+    )
     knobs = {plan.name: plan.deliberation for plan in result.plan}
     departures = [
         found
@@ -247,7 +309,7 @@ def summarize(result: EvalResult) -> EvalResult:
             "items": items,
             "systems": scores,
             "comparisons": comparisons,
-            "pairs": pair_comparisons({name: by_system[name] for name in paired}),
+            "pairs": pairs,
             "departures": departures,
         }
     )
@@ -282,11 +344,17 @@ def score_system(
     wall_time_s: float,
     *,
     simulated: bool = False,
+    unkept: Spent | None = None,
+    posterior_brier: float | None = None,
 ) -> SystemScore:
+    """A system's score from its graded items, with what its ungraded runs cost (`unkept`)
+    added to its calls, tokens and cost, and how its confidence did (`posterior_brier`: the
+    exact posterior's Brier on simulated voters, to read its Brier against)."""
+    spent = unkept or Spent()
     correct = sum(result.correct for result in results)
     low, high = wilson_interval(correct, len(results))
-    cost = _money([result.cost for result in results])
-    calls = sum(result.calls for result in results)
+    cost = _money([*(result.cost for result in results), spent.cost])
+    calls = sum(result.calls for result in results) + spent.calls
     unpriced = sorted({model for result in results for model in result.unpriced_models})
     basis: CostBasis = "simulated" if simulated else ledger_cost(calls, calls, cost, unpriced)[1]
     return SystemScore(
@@ -301,7 +369,7 @@ def score_system(
         answered=sum(result.final_answer is not None for result in results),
         failed=sum(result.error is not None for result in results),
         calls=calls,
-        tokens=_total([result.tokens for result in results]),
+        tokens=_total([*(result.tokens for result in results), spent.tokens]),
         cost=cost,
         cost_basis=basis,
         unpriced_models=unpriced,
@@ -311,6 +379,26 @@ def score_system(
         judge_cost=_money([result.judge_cost for result in results]),
         calls_per_correct=calls / correct if correct else None,
         cost_per_correct=cost / correct if correct and cost is not None else None,
+        unkept_runs=spent.runs,
+        confidence=system_confidence(results, posterior_brier),
+    )
+
+
+def system_confidence(results: Sequence[ItemResult], posterior_brier: float | None) -> ConfidenceScore | None:
+    """How a system's confidence did over its answered items; None when none of its items says
+    anything of confidence (a stored eval older than confidences)."""
+    if not any(item.confidence is not None or item.confidence_basis is not None for item in results):
+        return None
+    pairs = [(item.confidence, item.correct) for item in results if item.confidence is not None]
+    bases = {item.confidence_basis for item in results if item.confidence is not None}
+    reasons = [item.confidence_basis for item in results if item.confidence is None and item.confidence_basis]
+    sources = {item.confidence_from for item in results if item.confidence is not None}
+    basis = " / ".join(sorted(found for found in bases if found)) or None
+    if basis is not None and sources == {"eval"}:
+        basis += " (worked out by the eval from each run's ballots)"
+    reason = max(set(reasons), key=reasons.count) if reasons else None
+    return confidence_score(
+        pairs, len(results) - len(pairs), basis=basis, reason=reason, posterior_brier=posterior_brier if pairs else None
     )
 
 
@@ -318,33 +406,41 @@ def describe_p(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
-def compare(system: str, results: Sequence[ItemResult], baseline: Sequence[ItemResult]) -> Comparison:
+def compare(
+    system: str, results: Sequence[ItemResult], baseline: Sequence[ItemResult], *, p_holm: float | None = None
+) -> Comparison:
     """Pair a system's grades with the baseline's, question by question, and say in words
-    whether the difference could be chance."""
+    whether the difference could be chance: by McNemar's p-value, or by `p_holm`, the same
+    adjusted for every comparison the eval makes, when given."""
     base = {result.question_id: result.correct for result in baseline}
     paired = [(result.correct, base[result.question_id]) for result in results if result.question_id in base]
     only_system = sum(mine and not theirs for mine, theirs in paired)
     only_baseline = sum(theirs and not mine for mine, theirs in paired)
     p = mcnemar_exact(only_system, only_baseline)
+    read = p if p_holm is None else p_holm
+    shown = describe_p(read) if p_holm is None else f"after Holm, {describe_p(read)}"
     difference = (only_system - only_baseline) / len(paired) if paired else 0.0
     split = f"{only_system} right only with {system}, {only_baseline} only with the baseline"
     if only_system + only_baseline == 0:
         verdict = f"no difference to test: {system} and the baseline were right on exactly the same questions."
-    elif p < ALPHA:
+    elif read < ALPHA:
         better = "better" if only_system > only_baseline else "worse"
-        verdict = f"significant ({describe_p(p)}): {system} is {better} than the baseline on these questions ({split})."
+        verdict = f"significant ({shown}): {system} is {better} than the baseline on these questions ({split})."
     elif only_system == only_baseline:
-        verdict = f"not significant ({describe_p(p)}): no difference ({split})."
+        verdict = f"not significant ({shown}): no difference ({split})."
     else:
         edge = "edge" if only_system > only_baseline else "deficit"
-        verdict = f"not significant ({describe_p(p)}): {system}'s {edge} of {difference * 100:+.1f} points could be chance ({split})."
+        verdict = (
+            f"not significant ({shown}): {system}'s {edge} of {difference * 100:+.1f} points could be chance ({split})."
+        )
     return Comparison(
         system=system,
         difference=difference,
         only_system=only_system,
         only_baseline=only_baseline,
         p_value=p,
-        significant=p < ALPHA,
+        p_holm=p_holm,
+        significant=read < ALPHA,
         verdict=verdict,
     )
 
@@ -389,7 +485,54 @@ def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) 
         return Theory(rule=rule.describe(), accuracy=None, way="none", note=note)
     line = theory(rule, [spec.p for spec in voters], places)
     herding = _herding_in_turn(protocol, panel, voters, rule, places)
-    return line.model_copy(update={"herding": herding}) if herding is not None else line
+    if herding is not None:
+        line = line.model_copy(update={"herding": herding})
+    return line.model_copy(update=optimum_line(protocol, panel, voters, places))
+
+
+# Stated confidences (or weights) this far from what the accuracy says are miscalibrated.
+MISCALIBRATED = 0.005
+
+
+def optimum_line(protocol: str, panel: Panel, voters: Sequence[OracleSpec], places: dict[Place, int]) -> dict[str, Any]:
+    """Beside a rule whose members state confidences (confer) or carry weights (weighted vote)
+    that their accuracy does not bear out: the accuracy their votes reach counted at the
+    log-odds of that accuracy, the best any count of them can do. Empty when they are right,
+    or when the questions have several numbers of options (one weight cannot fit all)."""
+    kinds = {options for options, _ in places}
+    if len(kinds) != 1:
+        return {}
+    k = kinds.pop()
+    accuracies = [spec.p for spec in voters]
+    if any(not 0 < p < 1 for p in accuracies):
+        return {}
+    best = [math.log((k - 1) * p / (1 - p)) for p in accuracies]
+    if protocol == "confer":
+        stated = [spec.reported() / 100 for spec in voters]
+        if all(abs(said - p) <= MISCALIBRATED for said, p in zip(stated, accuracies, strict=True)):
+            return {}
+        said = f"these members stated {_listed([f'{value:g}' for value in stated])}"
+    elif protocol in ("vote", "decide") and panel.method in WEIGHTED_METHODS:
+        weights = [member.weight for member in panel.members]
+        if all(abs(weight - ideal) <= MISCALIBRATED for weight, ideal in zip(weights, best, strict=True)):
+            return {}
+        said = f"these members weigh {_listed([f'{value:.3g}' for value in weights])}"
+    else:
+        return {}
+    # A tie goes to one of the tied: as good as any choice between answers equally likely.
+    optimum = theory(Count("weighted_plurality", tuple(best), tie_break="first"), accuracies, places).accuracy
+    if optimum is None:
+        return {}
+    note = (
+        f"{said}; their accuracy ({_listed([f'{p:g}' for p in accuracies])}) gives {optimum * 100:.1f}%, "
+        "counted at its log-odds log((K − 1)p/(1 − p)) (weighted_plurality, the optimum)"
+    )
+    return {"optimum": optimum, "optimum_note": note}
+
+
+def _listed(values: Sequence[str]) -> str:
+    """`0.8 each` when all are one value, else the values in member order."""
+    return f"{values[0]} each" if len(set(values)) == 1 else ", ".join(values)
 
 
 def _herding_in_turn(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
@@ -27,13 +27,16 @@ from pydantic import ValidationError
 from panel_cli.config import Member, Panel, ProtocolName, weights_file
 from panel_cli.errors import UserError
 from panel_cli.eval.calibration import Calibration, calibrate, dataset_options, split_items
+from panel_cli.eval.confidence import ItemConfidence, item_confidence
 from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.eval.grading import JudgeCall, grade, judge_answer
+from panel_cli.eval.provenance import python_version, source_commit, started_at
 from panel_cli.eval.results import (
     BASELINE,
     EvalResult,
     EvalSettings,
     ItemResult,
+    Spent,
     SystemPlan,
     deliberation,
     gold_places,
@@ -132,6 +135,30 @@ class EvalPlan:
         panel = self.panel.model_copy(update={"members": members})
         alone = panel.member(self.baseline.name)
         return replace(self, panel=panel, baseline=alone, systems=check_systems(panel, alone, self.protocols))
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What an eval's earlier sessions took: each system's wall time, what its runs that left no
+    graded item cost, and how many sessions it has had, this one counted."""
+
+    wall_times: Mapping[str, float] = field(default_factory=dict)
+    unkept: Mapping[str, Spent] = field(default_factory=dict)
+    sessions: int = 1
+
+
+def resumption(stored: EvalResult) -> tuple[list[ItemResult], Resumed]:
+    """What going on with a stored eval keeps: every graded item but those whose run failed
+    outright (they run again, and what they cost is counted as unkept), and what its sessions
+    so far took."""
+    done: list[ItemResult] = []
+    unkept = dict(stored.unkept)
+    for item in stored.items:
+        if item.error is None:
+            done.append(item)
+        else:
+            unkept[item.system] = unkept.get(item.system, Spent()).plus(item.calls, item.tokens, item.cost)
+    return done, Resumed(wall_times=dict(stored.wall_times), unkept=unkept, sessions=stored.sessions + 1)
 
 
 class EvalProgress(Protocol):
@@ -308,20 +335,24 @@ async def run_eval(
     done: Sequence[ItemResult] = (),
     calibration: Calibration | None = None,
     settings: EvalSettings | None = None,
+    resumed: Resumed | None = None,
 ) -> EvalResult:
     """Run every system on its questions, grade, and score: the members alone first when
     calibrating, then the systems with the calibrated weights. A run that fails outright is
     graded wrong and the eval goes on; Ctrl-C cancels every run in flight (each is stored as
-    interrupted) and ends the eval, recorded as interrupted. `done` are the items a resumed
-    eval already has (they are kept, not run again), `calibration` its weights if it had them."""
+    interrupted, and what it had cost is counted) and ends the eval, recorded as interrupted.
+    `done` are the items a resumed eval already has (they are kept, not run again),
+    `calibration` its weights if it had them, `resumed` what its earlier sessions took."""
     from panel_cli.protocols.base import engine_of
     from panel_cli.runs.execute import SharedCalls
 
     shared = SharedCalls()
     judge_gateway = shared.gateway(_discard, plan.panel, None) if plan.judge is not None else None
     kept = {(item.system, item.question_id): item for item in done}
+    earlier = resumed or Resumed()
+    carried = {"wall_times": dict(earlier.wall_times), "unkept": dict(earlier.unkept), "sessions": earlier.sessions}
     result = skeleton(plan, eval_id=eval_id, seed=seed, concurrency=concurrency, settings=settings)
-    result = result.model_copy(update={"items": list(kept.values())})
+    result = result.model_copy(update={"items": list(kept.values()), **carried})
 
     def keep(item: ItemResult) -> None:
         result.items.append(item)
@@ -329,6 +360,11 @@ async def run_eval(
             recorder.item(item)
         if progress is not None:
             progress.advance(item)
+
+    def paid(system: str, totals: RunTotals) -> None:
+        """A run cancelled in flight: its calls were paid for, and are counted."""
+        spent = result.unkept.get(system, Spent())
+        result.unkept[system] = spent.plus(totals.calls, totals.tokens, totals.run_cost)
 
     async def run_systems(systems: Sequence[System], items: Sequence[EvalItem]) -> None:
         nonlocal result
@@ -340,14 +376,17 @@ async def run_eval(
             started = time.perf_counter()
             jobs = [
                 functools.partial(
-                    run_item, plan, system, engine, item, store, shared, judge_gateway, secrets, eval_id, seed
+                    run_item, plan, system, engine, item, store, shared, judge_gateway, secrets, eval_id, seed, paid
                 )
                 for item in todo
             ]
-            await _bounded(jobs, concurrency, keep)
-            walls = dict(result.wall_times)
-            walls[system.name] = round(walls.get(system.name, 0.0) + time.perf_counter() - started, 3)
-            result = result.model_copy(update={"wall_times": walls})
+            try:
+                await _bounded(jobs, concurrency, keep)
+            finally:
+                # Stopped or not, the time it ran is the system's: a resumed eval adds the rest.
+                result.wall_times[system.name] = round(
+                    result.wall_times.get(system.name, 0.0) + time.perf_counter() - started, 3
+                )
             if recorder is not None:
                 recorder.update(result)
 
@@ -367,7 +406,14 @@ async def run_eval(
                 concurrency=concurrency,
                 settings=settings,
                 calibration=calibration,
-            ).model_copy(update={"items": result.items, "wall_times": result.wall_times})
+            ).model_copy(
+                update={
+                    "items": result.items,
+                    "wall_times": result.wall_times,
+                    "unkept": result.unkept,
+                    "sessions": result.sessions,
+                }
+            )
             if recorder is not None:
                 recorder.update(result)
             plan = weighted
@@ -379,6 +425,7 @@ async def run_eval(
     finally:
         await shared.aclose()
         if recorder is not None:
+            recorder.update(result)
             recorder.end(status)
     return summarize(result.model_copy(update={"status": status}))
 
@@ -394,8 +441,10 @@ async def run_item(
     secrets: Sequence[str],
     eval_id: str,
     seed: int,
+    paid: Callable[[str, RunTotals], None] | None = None,
 ) -> ItemResult:
-    """One question through one system: a real run, stored and tagged, then graded."""
+    """One question through one system: a real run, stored and tagged, then graded, with its
+    answer's confidence. Cancelled in flight, it hands what the run had cost to `paid`."""
     from panel_cli.runs.execute import new_run_id, run_panel
     from panel_cli.runs.prepare import PreparedRun, run_budget
 
@@ -414,6 +463,7 @@ async def run_item(
     started = time.perf_counter()
     answer: str | None = None
     error: str | None = None
+    confidence: ItemConfidence | None = None
     try:
         prepared = PreparedRun(
             engine=engine,
@@ -426,6 +476,11 @@ async def run_item(
         with simulated_voters(voters_for(panel, item, f"{seed}:{item.id}")):
             outcome = await run_panel(prepared, store=record, shared=shared, tags=tags, run_id=run_id)
         answer = None if outcome.result.final_answer is None else redact(outcome.result.final_answer, secrets)
+        confidence = item_confidence(system.protocol, panel, outcome.result)
+    except asyncio.CancelledError:
+        if paid is not None and totals.calls:
+            paid(system.name, totals)
+        raise
     except Exception as exc:  # the run is stored as failed; one broken question does not end the eval
         error = redact(f"{type(exc).__name__}: {exc}", secrets)
     duration = time.perf_counter() - started
@@ -450,6 +505,9 @@ async def run_item(
         judge_tokens=judged.tokens if judged else None,
         judge_cost=judged.cost if judged else None,
         judge_call=call,
+        confidence=confidence.confidence if confidence else None,
+        confidence_basis=redact(confidence.basis, secrets) if confidence and confidence.basis else None,
+        confidence_from=confidence.worked_out_by if confidence else None,
     )
 
 
@@ -478,8 +536,11 @@ def eval_settings(
     limit: int | None = None,
     calibrate: str | None = None,
     grader: str | None = None,
+    command: Sequence[str] | None = None,
 ) -> EvalSettings:
-    """What a reader needs to repeat the eval, as the plan says it."""
+    """What a reader needs to repeat the eval, as the plan says it, and where its figures came
+    from: when it began, panel's version and commit, Python's and litellm's versions (read
+    from the installed metadata: litellm is not imported for it), the command line."""
     panel = plan.panel
     return EvalSettings(
         protocols=list(plan.protocols),
@@ -492,6 +553,10 @@ def eval_settings(
         models={member.name: member.model for member in plan.called.callable_members()},
         panel_version=package_version("panel-cli"),
         litellm_version=package_version("litellm"),
+        python_version=python_version(),
+        commit=source_commit(),
+        started_at=started_at(),
+        command=[redact(part, secrets) for part in command] if command is not None else None,
         limit=limit,
         split=plan.calibration.share if plan.calibration is not None else None,
         calibrate=calibrate,

@@ -9,9 +9,15 @@ beliefs into an answer, and the chance that the answer is the gold option is its
 That chance is computed exactly when the ways the voters can vote are few enough to list:
 the voters are taken one at a time, and ways that leave the count in the same state (the
 same multiset of ballots, say) are added together, so a plurality of ten voters is a few
-hundred states, not 4^10 profiles. A rule whose state is the whole profile (council) is
-exact up to about seven voters on four options. Beyond `EXACT_STATES` states the accuracy is
-estimated by a seeded simulation instead, with its standard error, and the line says which.
+hundred states, not 4^10 profiles, and every place of the gold option is carried in one pass.
+A rule whose state is the whole profile (council) is exact up to about eight voters on four
+options. What takes more than `EXACT_SECONDS` of computing to enumerate is estimated by a
+seeded simulation instead, with its standard error, and the line says which.
+
+Beside the accuracy, each line has the Brier score of the exact posterior of the rule's answer
+(the probability it is right given the votes the rule read, the voters' accuracies known):
+the best any stated confidence of that answer can score, which an eval measures a system's
+`confidence` against.
 
 Every rule counts with the protocol's own arithmetic (vote's `tally`, confer's `tally`,
 council's `aggregate_rankings` and `review_order`), so the line is the accuracy of the rule
@@ -27,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import permutations
@@ -46,6 +53,7 @@ from panel_cli.protocols.vote.tally import (
     Method,
     TieBreak,
     leader_settles,
+    runoff,
     tally,
 )
 from panel_cli.simulation.voters import noisy_reading
@@ -55,8 +63,10 @@ Way = Literal["exact", "simulation", "none"]
 Place = tuple[int, int]
 State = Hashable
 
-# More states than this in one pass, and the rule is simulated instead of enumerated.
-EXACT_STATES = 20_000
+# A rule is enumerated for up to this many seconds, then simulated instead; and never past
+# `MAX_STATES` states in one pass, which would hold more memory than a laptop spares.
+EXACT_SECONDS = 10.0
+MAX_STATES = 2_000_000
 SAMPLES = 20_000
 VOTER_MODEL = (
     "independent voters, each holding the gold option with its own probability p and otherwise one of the "
@@ -79,6 +89,17 @@ class Theory(BaseModel):
     standard_error: float | None = None
     samples: int | None = None
     note: str = Field(default="", description="the voter model it assumes, or why there is no figure")
+    posterior_brier: float | None = Field(
+        default=None,
+        description="the Brier score a confidence reaches that is the exact posterior of the rule's answer "
+        "(the voters' true accuracies known), over the questions it answers: the floor a confidence is measured against",
+    )
+    optimum: float | None = Field(
+        default=None,
+        description="where the members' stated confidences (or weights) are not what their accuracy says: the exact "
+        "accuracy of counting them at the log-odds of their accuracy (the Nitzan–Paroush optimum)",
+    )
+    optimum_note: str = Field(default="", description="what the members stated, and what their accuracy gives")
     herding: float | None = Field(
         default=None,
         description="confer whose members answer in turn: the exact accuracy with herding as simulated "
@@ -119,8 +140,12 @@ class Rule(Protocol):
 
     def step(self, state: State, voter: int, outcome: Hashable) -> State: ...
 
-    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
-        """Whether the rule's answer, once every voter is in `state`, is the gold option."""
+    def hears(self, voter: int) -> bool:
+        """Whether the rule reads this voter at all: the posterior of its answer rests on those it reads."""
+        ...
+
+    def answer(self, state: State, options: int, rng: random.Random | None) -> int | None:
+        """The rule's answer once every voter is in `state`: an option's place, or None."""
         ...
 
 
@@ -155,8 +180,12 @@ class Alone:
     def step(self, state: State, voter: int, outcome: Hashable) -> State:
         return outcome if voter == self.voter else state
 
-    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
-        return state == gold
+    def hears(self, voter: int) -> bool:
+        return voter == self.voter
+
+    def answer(self, state: State, options: int, rng: random.Random | None) -> int | None:
+        assert state is None or isinstance(state, int)
+        return state
 
 
 @dataclass(frozen=True)
@@ -219,6 +248,9 @@ class Count:
             for rest in permutations([option for option in range(options) if option != belief])
         ]
 
+    def hears(self, voter: int) -> bool:
+        return True
+
     def start(self) -> State:
         return ()
 
@@ -226,26 +258,31 @@ class Count:
         assert isinstance(state, tuple)
         return tuple(sorted((*state, ((self.weights[voter], voter == self.leader), outcome))))
 
-    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
+    def answer(self, state: State, options: int, rng: random.Random | None) -> int | None:
         assert isinstance(state, tuple)
         names = option_names(options)
-        ballots: list[Ballot] = []
-        leader_choice: str | None = None
-        for (weight, is_leader), outcome in state:
-            order = (
-                outcome
-                if isinstance(outcome, tuple)
-                else (outcome, *(option for option in range(options) if option != outcome))
-            )
-            ranking = [names[option] for option in order]
-            ballots.append(Ballot(voter="voter", choice=ranking[0], ranking=ranking, weight=weight))
-            if is_leader:
-                leader_choice = ranking[0]
-        counted = tally(ballots, names, self.method, threshold=self.threshold, tie_break=self.tie_break)
-        winner = counted.winner
-        if winner is None and self.leader is not None and leader_settles(counted):
-            winner = leader_choice
-        return winner == names[gold]
+        orders = [
+            outcome if isinstance(outcome, tuple) else (outcome, *(o for o in range(options) if o != outcome))
+            for _, outcome in state
+        ]
+        leader_choice = next(
+            (order[0] for ((_, is_leader), _), order in zip(state, orders, strict=True) if is_leader), None
+        )
+        if self.method == "ranked_choice":
+            # vote's own runoff, handed the rankings `tally` would hand it (every ballot names an
+            # option, so the quorum of 1 is met): the tally around it costs more than the count.
+            winner = runoff([[names[option] for option in order] for order in orders], names)[-1].winner
+            settles = winner is None
+        else:
+            ballots = [
+                Ballot(voter="voter", choice=names[order[0]], ranking=[names[o] for o in order], weight=weight)
+                for ((weight, _), _), order in zip(state, orders, strict=True)
+            ]
+            counted = tally(ballots, names, self.method, threshold=self.threshold, tie_break=self.tie_break)
+            winner, settles = counted.winner, leader_settles(counted)
+        if winner is None and self.leader is not None and settles and leader_choice is not None:
+            return leader_choice
+        return None if winner is None else names.index(winner)
 
 
 @dataclass(frozen=True)
@@ -289,6 +326,9 @@ class Confer:
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
         return beliefs(p, options, gold)
 
+    def hears(self, voter: int) -> bool:
+        return True
+
     def start(self) -> State:
         return () if self.chance else ((), ())
 
@@ -300,10 +340,10 @@ class Confer:
         held = first if outcome in first else (*first, outcome)
         return tuple(sorted((*votes, (self.confidences[voter], outcome)))), held
 
-    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
+    def answer(self, state: State, options: int, rng: random.Random | None) -> int | None:
         assert isinstance(state, tuple)
         if self.chance:
-            return self._right_with_noise(state, options, gold, rng or random.Random(0))
+            return self._answer_with_noise(state, options, rng or random.Random(0))
         votes, first = state
         # One answer per member; the first holder of each belief gets every vote for it. The
         # other answers (later holders of a belief) get none, and weigh 0 below the voted ones.
@@ -315,9 +355,9 @@ class Confer:
         ]
         _, won = confer_tally(cast, labels, self.tally, options)
         place = labels.index(won) if won is not None else len(first)
-        return place < len(first) and first[place] == gold
+        return first[place] if place < len(first) else None
 
-    def _right_with_noise(self, held: tuple[Hashable, ...], options: int, gold: int, rng: random.Random) -> bool:
+    def _answer_with_noise(self, held: tuple[Hashable, ...], options: int, rng: random.Random) -> int | None:
         """The whole profile, each member's confidence drawn as the oracle draws it; a label no
         one voted for can win here (every vote below chance), and it is its member's belief."""
         labels = labels_for(len(held))
@@ -331,7 +371,7 @@ class Confer:
             for confidence, noise, belief in zip(self.confidences, self.noise, held, strict=True)
         ]
         _, won = confer_tally(cast, labels, self.tally, options)
-        return won is not None and held[labels.index(won)] == gold
+        return None if won is None else held[labels.index(won)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -388,6 +428,9 @@ class Council:
     def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
         return beliefs(p, options, gold)
 
+    def hears(self, voter: int) -> bool:
+        return True
+
     def start(self) -> State:
         return ()
 
@@ -395,7 +438,7 @@ class Council:
         assert isinstance(state, tuple)
         return (*state, outcome)
 
-    def right(self, state: State, options: int, gold: int, rng: random.Random | None) -> bool:
+    def answer(self, state: State, options: int, rng: random.Random | None) -> int | None:
         assert isinstance(state, tuple)
         seed = self.seed if not self.chance or rng is None else rng.randrange(2**31)
         orders = _review_orders(self.names, self.self_review, self.shuffle, seed)
@@ -407,7 +450,7 @@ class Council:
             rankings.append([labels[member] for member in agree + rest])
         authors = dict(zip(labels, self.names, strict=True))
         ranked = aggregate_rankings(rankings, authors, {name: label for label, name in authors.items()})
-        return bool(ranked) and state[self.names.index(ranked[0].name)] == gold
+        return state[self.names.index(ranked[0].name)] if ranked else None
 
 
 # Herding voters answering in turn -------------------------------------------------------------
@@ -418,7 +461,7 @@ def herding_in_turn(
     herd: Sequence[float],
     accuracies: Sequence[float],
     places: Mapping[Place, int],
-    budget: int = EXACT_STATES,
+    seconds: float = EXACT_SECONDS,
 ) -> float | None:
     """confer's exact accuracy when its members answer in turn and herd as the demo oracle
     does: the first answers its belief; each after it, with its probability `herd`, gives
@@ -426,14 +469,15 @@ def herding_in_turn(
     the most common, else the one given first), else its belief. With one confidence for all,
     the vote rounds then only confirm the plurality of those answers (a herder in a vote joins
     the answer confer's count picks anyway), which `rule` counts. None when the voters have
-    several confidences or noisy ones (the votes could then move the count), or past `budget`
-    states. A state is each answer given so far, with how often, in the order first given."""
+    several confidences or noisy ones (the votes could then move the count), or past `seconds`
+    of enumerating. A state is each answer given so far, with how often, in the order first given."""
     if rule.chance or len(set(rule.confidences)) != 1 or len(herd) != len(accuracies):
         return None
     if _problem(rule, accuracies, places) is not None:
         return None
     total = sum(places.values())
     parts = []
+    clock = Clock(seconds)
     for (options, gold), count in _collapse(rule, places).items():
         states: dict[tuple[tuple[int, int], ...], float] = {(): 1.0}
         for voter, p in enumerate(accuracies):
@@ -444,11 +488,11 @@ def herding_in_turn(
                         if chance > 0 and odds > 0:
                             key = _given(state, _herded(state, belief) if herds else belief)
                             following[key] = following.get(key, 0.0) + weight * chance * odds
-                if len(following) > budget:
+                if clock.out(len(following)):
                     return None
             states = following
         right = math.fsum(
-            weight for state, weight in states.items() if rule.right(_as_votes(rule, state), options, gold, None)
+            weight for state, weight in states.items() if rule.answer(_as_votes(rule, state), options, None) == gold
         )
         parts.append(right * count / total)
     return math.fsum(parts)
@@ -480,32 +524,54 @@ def _as_votes(rule: Confer, state: tuple[tuple[int, int], ...]) -> State:
 # Computing a line ----------------------------------------------------------------------------
 
 
+class Clock:
+    """The enumeration's allowance: `seconds` of computing from now (the process's own time, so
+    other work on the machine does not shorten it), and `MAX_STATES` states in one pass."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.process_time() + seconds
+        self.spent = ""
+
+    def out(self, states: int = 0) -> bool:
+        if states > MAX_STATES:
+            self.spent = f"more than {MAX_STATES:,} states to enumerate"
+        elif time.process_time() >= self.deadline:
+            self.spent = f"enumerating takes more than {self.seconds:g} s"
+        return bool(self.spent)
+
+    def why(self) -> str:
+        return f"simulated: {self.spent}"
+
+
 def theory(
     rule: Rule,
     accuracies: Sequence[float],
     places: Mapping[Place, int],
     *,
-    budget: int = EXACT_STATES,
+    seconds: float = EXACT_SECONDS,
     samples: int = SAMPLES,
     seed: int = 0,
 ) -> Theory:
     """The accuracy of `rule` for voters of these `accuracies`, over questions whose gold
     option sits at `places` (how many questions have each number of options and gold place):
-    exact when it can be enumerated within `budget` states, else simulated over `samples`
-    seeded questions."""
+    exact when it can be enumerated within `seconds`, else simulated over `samples` seeded
+    questions. With it, the Brier score of the exact posterior of the rule's answer (`posterior_brier`)."""
     described = rule.describe()
     problem = _problem(rule, accuracies, places)
     if problem is not None:
         return Theory(rule=described, accuracy=None, way="none", note=problem)
     note = VOTER_MODEL
     if not rule.chance:
-        exact = _exact(rule, accuracies, places, budget)
+        clock = Clock(seconds)
+        exact = _exact(rule, accuracies, places, clock)
         if exact is not None:
-            return Theory(rule=described, accuracy=exact, way="exact", note=note)
-        note += f"; simulated: more than {budget:,} states to enumerate"
+            accuracy, brier = exact
+            return Theory(rule=described, accuracy=accuracy, way="exact", note=note, posterior_brier=brier)
+        note += f"; {clock.why()}"
     else:
         note += "; simulated: the rule draws at random on each question"
-    accuracy = _simulate(rule, accuracies, places, samples, seed)
+    accuracy, brier = _simulate(rule, accuracies, places, samples, seed)
     return Theory(
         rule=described,
         accuracy=accuracy,
@@ -513,6 +579,7 @@ def theory(
         standard_error=math.sqrt(accuracy * (1 - accuracy) / samples),
         samples=samples,
         note=note,
+        posterior_brier=brier,
     )
 
 
@@ -538,54 +605,152 @@ def _collapse(rule: Rule, places: Mapping[Place, int]) -> dict[Place, int]:
     return merged
 
 
-def _exact(rule: Rule, accuracies: Sequence[float], places: Mapping[Place, int], budget: int) -> float | None:
+def posterior(held: Sequence[tuple[float, Hashable]], options: int, answer: int) -> float:
+    """The exact probability that `answer` is the gold option, given what each voter holds
+    (`held`: its true accuracy p and the option it holds): Π p or (1 − p)/(K − 1), normalised
+    over the K options (`panel_cli.protocols.posterior`'s model, with no bound on p)."""
+    likelihoods = [
+        math.prod(p if option == candidate else (1 - p) / (options - 1) for p, option in held)
+        for candidate in range(options)
+    ]
+    total = math.fsum(likelihoods)
+    return likelihoods[answer] / total if total > 0 else 1.0 / options
+
+
+def _belief(outcome: Hashable) -> int:
+    """The option a voter's outcome holds first (a runoff ballot's is a ranking)."""
+    found = outcome[0] if isinstance(outcome, tuple) else outcome
+    assert isinstance(found, int)
+    return found
+
+
+def _exact(
+    rule: Rule, accuracies: Sequence[float], places: Mapping[Place, int], clock: Clock
+) -> tuple[float, float | None] | None:
+    """(accuracy, Brier score of the exact posterior of the answers given) over the places,
+    one enumeration for every gold place of a number of options; None past the clock."""
     total = sum(places.values())
-    parts = []
+    by_options: dict[int, list[tuple[int, int]]] = {}
     for (options, gold), count in _collapse(rule, places).items():
-        accuracy = _enumerate(rule, accuracies, options, gold, budget)
-        if accuracy is None:
+        by_options.setdefault(options, []).append((gold, count))
+    right_parts, brier_parts, answered_parts = [], [], []
+    for options, golds in by_options.items():
+        found = _enumerate(rule, accuracies, options, [gold for gold, _ in golds], clock)
+        if found is None:
             return None
-        parts.append(accuracy * count / total)
-    return math.fsum(parts)
+        for (_, count), (right, brier, answered) in zip(golds, found, strict=True):
+            right_parts.append(right * count / total)
+            brier_parts.append(brier * count / total)
+            answered_parts.append(answered * count / total)
+    answered = math.fsum(answered_parts)
+    return math.fsum(right_parts), (math.fsum(brier_parts) / answered if answered > 0 else None)
 
 
-def _enumerate(rule: Rule, accuracies: Sequence[float], options: int, gold: int, budget: int) -> float | None:
-    """Voter by voter, every state the count can be in and its probability; None past `budget`."""
-    states: dict[State, float] = {rule.start(): 1.0}
+def _enumerate(
+    rule: Rule, accuracies: Sequence[float], options: int, golds: Sequence[int], clock: Clock
+) -> list[tuple[float, float, float]] | None:
+    """Voter by voter, every state the count can be in, with how many voters of each accuracy
+    the rule reads hold each option (for the posterior), and its probability for each gold
+    place at once. For each gold: (P(right), E[q(1 − q)] over answered profiles, P(answered)),
+    q the posterior of the answer. None past the clock."""
+    classes = sorted({p for voter, p in enumerate(accuracies) if rule.hears(voter)})
+    states: dict[tuple[State, tuple[int, ...]], list[float]] = {
+        (rule.start(), (0,) * (len(classes) * options)): [1.0] * len(golds)
+    }
     for voter, p in enumerate(accuracies):
-        spread = [(outcome, chance) for outcome, chance in rule.outcomes(p, options, gold) if chance > 0]
-        following: dict[State, float] = {}
-        for state, weight in states.items():
-            for outcome, chance in spread:
-                key = rule.step(state, voter, outcome)
-                following[key] = following.get(key, 0.0) + weight * chance
-            if len(following) > budget:
+        spread = _spread(rule, p, options, golds)
+        slot = classes.index(p) * options if rule.hears(voter) else None
+        following: dict[tuple[State, tuple[int, ...]], list[float]] = {}
+        for (state, held), weights in states.items():
+            for outcome, chances in spread:
+                if slot is not None:
+                    place = slot + _belief(outcome)
+                    held_now = (*held[:place], held[place] + 1, *held[place + 1 :])
+                else:
+                    held_now = held
+                key = (rule.step(state, voter, outcome), held_now)
+                before = following.get(key)
+                if before is None:
+                    following[key] = [weight * chance for weight, chance in zip(weights, chances, strict=True)]
+                else:
+                    for place, (weight, chance) in enumerate(zip(weights, chances, strict=True)):
+                        before[place] += weight * chance
+            if clock.out(len(following)):
                 return None
         states = following
-    return math.fsum(weight for state, weight in states.items() if rule.right(state, options, gold, None))
+    sums: list[tuple[list[float], list[float], list[float]]] = [([], [], []) for _ in golds]
+    known: dict[tuple[tuple[int, ...], int], float] = {}
+    for counted, ((state, held), weights) in enumerate(states.items()):
+        if counted % 1024 == 0 and clock.out():
+            return None
+        answer = rule.answer(state, options, None)
+        if answer is None:
+            continue
+        if (held, answer) not in known:
+            known[(held, answer)] = _posterior_of_counts(held, classes, options, answer)
+        q = known[(held, answer)]
+        for gold, weight, (right, brier, answered) in zip(golds, weights, sums, strict=True):
+            answered.append(weight)
+            brier.append(weight * q * (1 - q))
+            if answer == gold:
+                right.append(weight)
+    return [(math.fsum(right), math.fsum(brier), math.fsum(answered)) for right, brier, answered in sums]
 
 
-def _simulate(rule: Rule, accuracies: Sequence[float], places: Mapping[Place, int], samples: int, seed: int) -> float:
+def _spread(rule: Rule, p: float, options: int, golds: Sequence[int]) -> list[tuple[Hashable, tuple[float, ...]]]:
+    """What one voter may bring, with its probability for each gold place; none impossible in all."""
+    chances: dict[Hashable, list[float]] = {}
+    for place, gold in enumerate(golds):
+        for outcome, chance in rule.outcomes(p, options, gold):
+            chances.setdefault(outcome, [0.0] * len(golds))[place] = chance
+    return [(outcome, tuple(found)) for outcome, found in chances.items() if any(found)]
+
+
+def _posterior_of_counts(held: Sequence[int], classes: Sequence[float], options: int, answer: int) -> float:
+    """`posterior` from how many voters of each accuracy hold each option."""
+    pairs = [
+        (p, option)
+        for index, p in enumerate(classes)
+        for option in range(options)
+        for _ in range(held[index * options + option])
+    ]
+    return posterior(pairs, options, answer)
+
+
+def _simulate(
+    rule: Rule, accuracies: Sequence[float], places: Mapping[Place, int], samples: int, seed: int
+) -> tuple[float, float | None]:
     rng = random.Random(seed)
     kinds = list(places)
     counts = [places[kind] for kind in kinds]
     spreads: dict[tuple[int, int, int], tuple[list[Hashable], list[float]]] = {}
-    known: dict[tuple[State, int, int], bool] = {}
+    known: dict[tuple[State, int], int | None] = {}
     right = 0
+    spread_sum, answered = 0.0, 0
     for _ in range(samples):
         options, gold = rng.choices(kinds, counts)[0]
         state = rule.start()
+        held: list[tuple[float, Hashable]] = []
         for voter, p in enumerate(accuracies):
             key = (voter, options, gold)
             if key not in spreads:
                 pairs = rule.outcomes(p, options, gold)
                 spreads[key] = ([outcome for outcome, _ in pairs], [chance for _, chance in pairs])
             population, chances = spreads[key]
-            state = rule.step(state, voter, rng.choices(population, chances)[0])
+            outcome = rng.choices(population, chances)[0]
+            state = rule.step(state, voter, outcome)
+            if rule.hears(voter):
+                held.append((p, _belief(outcome)))
         if rule.chance:
-            right += rule.right(state, options, gold, rng)
+            answer = rule.answer(state, options, rng)
+        else:
+            if (state, options) not in known:
+                known[(state, options)] = rule.answer(state, options, None)
+            answer = known[(state, options)]
+        if answer is None:
             continue
-        if (state, options, gold) not in known:
-            known[(state, options, gold)] = rule.right(state, options, gold, None)
-        right += known[(state, options, gold)]
-    return right / samples
+        right += answer == gold
+        q = posterior(held, options, answer)
+        spread_sum += q * (1 - q)
+        answered += 1
+    return right / samples, (spread_sum / answered if answered else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from panel_cli.eval.results import EvalResult, SystemScore
 from panel_cli.eval.theory import VOTER_MODEL
+from panel_cli.export.eval_confidence import confidence_html
 from panel_cli.export.page import POLICY, badge, bar_svg, esc, panel_version, stylesheet, table
 from panel_cli.view import fmt
 from panel_cli.view.eval import (
@@ -25,6 +26,7 @@ from panel_cli.view.eval import (
     theory_of,
     theory_sentence,
 )
+from panel_cli.view.eval_confidence import unkept_sentence
 
 STATUS_TONES = {"finished": "good", "running": "info", "stale": "warn", "interrupted": "warn", "failed": "bad"}
 
@@ -36,6 +38,7 @@ def render_eval_html(result: EvalResult) -> str:
             _masthead(result),
             _scores(result),
             _theory(result),
+            confidence_html(result),
             _pairs(result),
             _questions(result),
             _footer(result),
@@ -111,6 +114,7 @@ def _scores(result: EvalResult) -> str:
     notes += "".join(
         f"<li><b>{esc(comparison.system)}</b>: {esc(comparison.verdict)}</li>" for comparison in result.comparisons
     )
+    notes += "".join(f"<li>{esc(note)}</li>" for score in result.systems for note in [unkept_sentence(score)] if note)
     listed = f"<ul>{notes}</ul>" if notes else ""
     return f'<section class="card" id="scores"><h2>Scores</h2>{table(headers, rows)}{listed}</section>'
 

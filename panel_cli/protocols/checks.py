@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from panel_cli.config import Panel
-from panel_cli.errors import ConfigError
+from panel_cli.errors import ConfigError, UserError
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Finding, rules_of
 from panel_cli.tools.checks import tool_findings
@@ -39,6 +39,7 @@ def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> lis
     `declared` is the protocol the panel file names, if it names one. A file written for
     another protocol gets one warning saying so, rather than one per field it sets for it."""
     rules = rules_of(protocol)
+    refuse_negative_weights(panel, protocol)
     findings: list[Finding] = list(rules.check(panel)) if rules.check else []
     if declared is not None and declared != protocol:
         findings = [
@@ -61,6 +62,25 @@ def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> lis
             findings += [(("members", index, name), f"not used by {protocol}") for name in sorted(unused)]
     findings += tool_findings(panel)
     return [locate(panel, loc, problem) for loc, problem in findings]
+
+
+def refuse_negative_weights(panel: Panel, protocol: str) -> None:
+    """A weight below 0 is a member below chance, counted against what it names: only
+    weighted_plurality can count it. weighted (more than half of the total weight) cannot, so a
+    vote by weighted with one stops here; every other method and protocol ignores weights, and
+    says so among the warnings."""
+    if protocol not in ("vote", "decide") or panel.method != "weighted":
+        return
+    for index, member in enumerate(panel.members):
+        if member.weight < 0:
+            loc = ("members", index, "weight")
+            problem = (
+                f"{member.weight:g} is below 0, which method weighted cannot count (more than half of the total "
+                "weight); method weighted_plurality counts a member below chance against what it names"
+            )
+            if panel.source_file is None:
+                raise UserError(f"{field_name(loc)}: {problem}.")
+            raise ConfigError(panel.source_file, panel.line_of(loc), field_name(loc), problem)
 
 
 def locate(panel: Panel, loc: tuple[Any, ...], problem: str) -> str:

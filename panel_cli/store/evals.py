@@ -39,6 +39,9 @@ ITEM_COLUMNS = (
     "error",
     "judge_tokens",
     "judge_cost",
+    "confidence",
+    "confidence_basis",
+    "confidence_from",
 )
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 Migration = Callable[[sqlite3.Connection], None]
 
-SCHEMA_VERSION = 10  # the number of the last migration, the version every file is brought to
+SCHEMA_VERSION = 11  # the number of the last migration, the version every file is brought to
 TEXTS_VERSION = 4  # the version whose migration moved every text to `texts`
 
 
@@ -441,6 +441,15 @@ def m010_late_calls(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE calls ADD COLUMN late INTEGER")
 
 
+def m011_eval_item_confidence(db: sqlite3.Connection) -> None:
+    """Each graded item's `confidence` (the probability its answer is right), what it rests on
+    or why there is none (`confidence_basis`), and who worked it out (`confidence_from`: `run`
+    or `eval`). NULL in the items of an older eval."""
+    db.execute("ALTER TABLE eval_items ADD COLUMN confidence REAL")
+    db.execute("ALTER TABLE eval_items ADD COLUMN confidence_basis TEXT")
+    db.execute("ALTER TABLE eval_items ADD COLUMN confidence_from TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_call_detail_and_truncation,
@@ -452,6 +461,7 @@ MIGRATIONS: list[Migration] = [
     m008_evals,
     m009_resume_links_and_claims,
     m010_late_calls,
+    m011_eval_item_confidence,
 ]
 
 

@@ -16,6 +16,13 @@ from panel_cli.eval.grading import first_line
 from panel_cli.eval.results import ANSWERING_IN_TURN, BASELINE, Departure, EvalResult, ItemResult, SystemScore
 from panel_cli.eval.theory import VOTER_MODEL, Theory
 from panel_cli.view import fmt
+from panel_cli.view.eval_confidence import (
+    calibration_fact,
+    confidence_lines,
+    optimum_sentence,
+    provenance_facts,
+    unkept_sentence,
+)
 
 BAR_WIDTH = 20
 SIMULATED_COST = "simulated"
@@ -114,17 +121,11 @@ def facts(result: EvalResult) -> list[tuple[str, str]]:
             found.append(
                 ("split", f"{settings.split:g} of the questions calibrated on, the rest graded (seed {result.seed})")
             )
-    if result.calibration is not None:
-        calibration = result.calibration
-        weights = ", ".join(f"{entry.member} {entry.weight:.4g}" for entry in calibration.members)
-        found.append(
-            (
-                "calibration",
-                f"{calibration.questions} questions of {calibration.options} options, {calibration.prior}: {weights}",
-            )
-        )
+    calibrated = calibration_fact(result)
+    if calibrated is not None:
+        found.append(("calibration", calibrated))
     found.append(("seed", f"{result.seed} (simulated members), {result.concurrency} questions at a time"))
-    return found
+    return found + provenance_facts(result)
 
 
 def per_correct(score: SystemScore) -> str:
@@ -152,7 +153,7 @@ def theory_sentence(label: str, theory: Theory) -> str:
     else:
         figure = f"{percent(theory.accuracy)} exactly"
     herding = "" if theory.herding is None else f" With herding as simulated: {percent(theory.herding)} exactly."
-    return f"{label}: {figure} — {theory.rule}.{herding}"
+    return f"{label}: {figure} — {theory.rule}.{herding}{optimum_sentence(theory)}"
 
 
 def theory_of(result: EvalResult, score: SystemScore) -> float | None:
@@ -257,10 +258,11 @@ def render(result: EvalResult) -> RenderableType:
                 f"Grading by {result.grader}: {tokens:,} tokens, {fmt.cost(sum(known) if known else None)} (not counted above)."
             )
         )
+    lines += confidence_lines(result)
+    lines += [Text(note, style="yellow") for score in result.systems for note in [unkept_sentence(score)] if note]
     if result.calibration is not None:
-        weights = ", ".join(f"{entry.member} {entry.weight:.3g}" for entry in result.calibration.members)
         lines.append(
-            Text(f"Calibrated on {result.calibration.questions} questions ({result.calibration.prior}): {weights}.")
+            Text(f"Calibrated: {calibration_fact(result)}.", style="yellow" if result.calibration.warning() else "")
         )
     lines.append(
         Text(

@@ -309,7 +309,7 @@ def test_calibrate_on_half_writes_weights_a_panel_can_name(tmp_path, capsys, mon
     path.write_text(MIXED, encoding="utf-8")
     weights = tmp_path / "weights.yaml"
     db = str(tmp_path / "r.db")
-    result = run_json(
+    code, out, err = panel(
         [
             "eval",
             str(path),
@@ -323,10 +323,13 @@ def test_calibrate_on_half_writes_weights_a_panel_can_name(tmp_path, capsys, mon
             "vote",
             "--db",
             db,
+            "--json",
         ],
         capsys,
         monkeypatch,
     )
+    assert code == 0, err
+    result = json.loads(out)
     calibration = result["calibration"]
     assert calibration["questions"] == 36 and calibration["options"] == 4
     assert [entry["member"] for entry in calibration["members"]] == ["v1", "v2", "v3", "v4", "v5"]
@@ -345,7 +348,10 @@ def test_calibrate_on_half_writes_weights_a_panel_can_name(tmp_path, capsys, mon
     checked = {item["question_id"] for item in result["items"] if item["system"] == "vote"}
     assert len(asked) == 36 and len(checked) == 37 and asked.isdisjoint(checked)
     assert result["settings"]["weights"] == {entry["member"]: entry["weight"] for entry in calibration["members"]}
+    assert all(entry["standard_error"] > 0 for entry in calibration["members"])
     assert "weighted plurality" in result["theory"]["vote"]["rule"]
+    # 36 questions are too few to trust the weights: said once the eval is done.
+    assert "panel: warning: calibrated on 36 questions, fewer than 50: each weight is rough" in err
     # The file is what a panel names.
     path.write_text(MIXED.replace("members:", f"weights: from {weights.name}\nmembers:"), encoding="utf-8")
     from panel_cli.config import load_panel
@@ -373,6 +379,9 @@ def test_calibrate_on_half_writes_weights_a_panel_can_name(tmp_path, capsys, mon
     assert code == 0, err
     assert out.startswith("# Weights calibrated by panel eval") and "\nweights:\n  v1: " in out
     assert "alone:v1" in err
+    # The table says each weight with its standard error, and that 8 questions are too few.
+    assert "Calibrated: 8 questions of 4 options" in err and " ± " in err
+    assert "warning: calibrated on 8 questions, fewer than 50" in err
 
 
 def test_an_html_report_names_what_was_measured_and_escapes_every_text(jury, tmp_path, capsys, monkeypatch):
@@ -423,3 +432,37 @@ def test_the_root_help_says_what_the_eval_group_says():
     from panel_cli.cli.eval import EVAL_HELP
 
     assert listed == EVAL_HELP
+
+
+CALIBRATED = "name: calibrated\ntally: log_odds\nmembers:\n" + "".join(
+    f"  - {{name: v{i}, model: 'demo/oracle@{p}?confidence=p'}}\n" for i, p in enumerate((0.9, 0.6, 0.6), start=1)
+)
+
+
+def test_every_report_draws_how_the_confidence_did_and_says_where_it_came_from(tmp_path, capsys, monkeypatch):
+    """confer by log-odds over oracles stating their own accuracy: each answer's confidence is
+    the posterior of the votes, and every format says how it did (ECE, Brier against the exact
+    posterior's) with the reliability diagram: a chart on the terminal, a table and the chart in
+    Markdown, an SVG on the page; with the date, Python, the commit and the command line."""
+    path = tmp_path / "calibrated.yaml"
+    path.write_text(CALIBRATED, encoding="utf-8")
+    db = str(tmp_path / "r.db")
+    args = ["eval", str(path), "--dataset", "builtin:general", "--limit", "20", "--protocols", "confer", "--db", db]
+    code, out, err = panel([*args, "--report", str(tmp_path / "r.md")], capsys, monkeypatch)
+    assert code == 0, err
+    assert "Confidence (the probability each answer is right)" in out
+    assert "confer: ECE " in out and "× the exact posterior's" in out
+    assert "█ the share right, │ the mean confidence stated" in out
+    assert "Without a confidence: baseline — ensemble reports no probability that its answer is right." in out
+    text = (tmp_path / "r.md").read_text(encoding="utf-8")
+    assert "## Confidence" in text and "| confidence | answers | mean stated | share right | right − stated |" in text
+    assert "```text\nconfidence  answers  stated  right" in text
+    assert "- Command: panel eval " in text and " --dataset builtin:general --limit 20 --protocols confer --db " in text
+    assert "- Date: " in text and "- Ran on: Python " in text
+    eval_id = json.loads(panel(["eval", "list", "--json", "--db", db], capsys, monkeypatch)[1])[0]["id"]
+    code, _, err = panel(
+        ["eval", "show", eval_id, "--db", db, "--report", str(tmp_path / "r.html")], capsys, monkeypatch
+    )
+    assert code == 0, err
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert '<section class="card" id="confidence">' in page and '<svg class="reliability"' in page

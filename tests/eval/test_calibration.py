@@ -37,8 +37,35 @@ def test_optimal_weight_by_hand():
     assert optimal_weight(0.9, 4) == pytest.approx(math.log(27))
     assert optimal_weight(0.6, 4) == pytest.approx(math.log(4.5))
     assert optimal_weight(0.25, 4) == 0.0, "chance among four is worth nothing"
-    assert optimal_weight(0.1, 4) == 0.0, "below chance is held at 0, never negative"
+    assert optimal_weight(0.1, 4) == pytest.approx(math.log(1 / 3)), "below chance counts against what it names"
     assert optimal_weight(0.75, 2) == pytest.approx(math.log(3))
+
+
+def test_each_weight_has_its_standard_error_and_few_questions_are_warned_of():
+    found = calibrate(
+        {"v1": ("demo/oracle@0.9", 17, 20), "v2": ("demo/oracle@0", 0, 20)},
+        options=4,
+        eval_id="e1",
+        dataset="d.jsonl",
+        dataset_sha256="ab",
+        questions=20,
+    )
+    v1, v2 = found.members
+    p = 18 / 22
+    assert v1.standard_error == round(1 / math.sqrt(20 * p * (1 - p)), 6)
+    # Always wrong: a weight below 0, its vote evidence against what it names.
+    assert v2.accuracy == round(1 / 22, 6) and v2.weight == round(math.log(3 * (1 / 22) / (21 / 22)), 6) < 0
+    warning = found.warning()
+    assert warning is not None and "calibrated on 20 questions, fewer than 50" in warning
+    assert "v2 is below chance" in warning and "weighted_plurality" in warning
+    assert (
+        found.weights_line()
+        == f"v1 {v1.weight:.2f} ± {v1.standard_error:.2f}, v2 {v2.weight:.2f} ± {v2.standard_error:.2f}"
+    )
+    plenty = calibrate(
+        {"v1": ("demo/oracle@0.9", 90, 100)}, options=4, eval_id="e", dataset="d", dataset_sha256="", questions=100
+    )
+    assert plenty.warning() is None
 
 
 def test_calibrate_counts_into_weights():

@@ -12,6 +12,7 @@ from panel_cli.eval.grading import Grade
 from panel_cli.eval.results import (
     EvalResult,
     ItemResult,
+    Spent,
     SystemPlan,
     compare,
     deliberation,
@@ -286,3 +287,71 @@ def test_items_are_listed_by_system_and_question_however_their_runs_finished():
         ("confer", "q1"),
         ("confer", "q2"),
     ]
+
+
+def test_a_comparison_with_the_baseline_reads_the_same_holm_figure_as_its_pair():
+    """The report's verdicts are one family: the comparison with the baseline and the pair it is
+    part of give the same adjusted p-value, and a raw p below 0.05 that Holm lifts above it is
+    not called significant anywhere."""
+    baseline = [True] * 40 + [False] * 20
+    confer = [True] * 40 + [True] * 7 + [False] * 13  # 7 right only with confer: p = 0.0156
+    council = [True] * 38 + [False] * 2 + [False] * 20
+    vote = [True] * 40 + [False] * 20
+    plan = [
+        SystemPlan(name=name, protocol=protocol, members=["v1"], models={})
+        for name, protocol in (("baseline", "ensemble"), ("confer", "confer"), ("council", "council"), ("vote", "vote"))
+    ]
+    items = [
+        *results("baseline", baseline),
+        *results("confer", confer),
+        *results("council", council),
+        *results("vote", vote),
+    ]
+    result = summarize(
+        EvalResult(
+            eval_id="e",
+            dataset="d",
+            questions=60,
+            panel="p",
+            baseline="v1",
+            grader="g",
+            seed=0,
+            concurrency=1,
+            plan=plan,
+            items=items,
+        )
+    )
+    pairs = {(pair.first, pair.second): pair for pair in result.pairs}
+    for comparison in result.comparisons:
+        pair = pairs[("baseline", comparison.system)]
+        assert comparison.p_holm == pair.p_holm and comparison.significant == pair.significant
+    confer_vs = next(comparison for comparison in result.comparisons if comparison.system == "confer")
+    assert confer_vs.p_value < 0.05 < confer_vs.p_holm
+    assert confer_vs.verdict.startswith(f"not significant (after Holm, p = {confer_vs.p_holm:.2g})")
+
+
+def test_an_optimum_line_stands_beside_members_whose_stated_confidence_is_off():
+    mixed = oracles(0.9, 0.6, 0.6, 0.6, 0.6)
+    line = system_theory("confer", mixed, FOUR)
+    assert line.optimum == pytest.approx(0.92832, abs=1e-5)
+    assert line.optimum_note.startswith("these members stated 0.8 each; their accuracy (0.9, 0.6, 0.6, 0.6, 0.6)")
+    calibrated = Panel.model_validate(
+        {
+            "tally": "log_odds",
+            "members": [
+                {"name": f"v{i}", "model": f"demo/oracle@{p}?confidence=p"} for i, p in enumerate((0.9, 0.6, 0.6), 1)
+            ],
+        }
+    )
+    assert system_theory("confer", calibrated, FOUR).optimum is None, "stated what they are worth"
+    uneven = oracles(0.9, 0.6, 0.6, weights=[1.0, 1.0, 1.0]).model_copy(update={"method": "weighted_plurality"})
+    weighed = system_theory("vote", uneven, FOUR)
+    assert weighed.optimum is not None and weighed.optimum_note.startswith("these members weigh 1 each")
+    assert system_theory("vote", oracles(0.9, 0.6, 0.6), FOUR).optimum is None, "majority reads no weight"
+
+
+def test_what_ungraded_runs_cost_is_counted_in_the_score():
+    spent = Spent().plus(3, 30, None).plus(2, None, 0.25)
+    assert spent == Spent(runs=2, calls=5, tokens=30, cost=0.25)
+    scored = score_system("vote", "vote", ["a"], results("vote", [True, False], calls=4, tokens=10), 1.0, unkept=spent)
+    assert (scored.calls, scored.tokens, scored.cost, scored.unkept_runs) == (13, 50, 0.25, 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,12 @@ import pytest
 
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
+from panel_cli.eval.confidence import item_confidence
 from panel_cli.eval.datasets import Dataset, EvalItem, load_dataset
 from panel_cli.eval.runner import MULTIPLE_CHOICE, SHORT_ANSWER, plan_eval, question_text, run_eval, voters_for
 from panel_cli.llm.brief import SimulatedVoter
+from panel_cli.protocols.base import ProtocolResult
+from panel_cli.protocols.posterior import STATED, WEIGHTS
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, after, hang, reply, responder
@@ -315,3 +319,47 @@ def test_a_judge_member_is_taken_from_the_panel():
     plan = plan_eval(oracle_panel(), mc_dataset(), protocols="vote", baseline=None, grader="judge:v3")
     assert plan.judge is plan.panel.members[2]
     assert plan.called is plan.panel
+
+
+async def test_each_answer_carries_its_confidence_worked_out_from_its_ballots():
+    """Certain oracles, so every ballot is the gold option: vote's confidence is the posterior of
+    weights 2, 1, 1 read as log-odds over the 3 options; confer's, of three stated 100s held at
+    0.99; the baseline, one member alone, states none and says why."""
+    panel = Panel.model_validate(
+        {
+            "name": "sure",
+            "method": "weighted_plurality",
+            "tally": "log_odds",
+            "members": [
+                {"name": f"v{i}", "model": "demo/oracle@1?confidence=p", "weight": weight}
+                for i, weight in enumerate((2.0, 1.0, 1.0), start=1)
+            ],
+        }
+    )
+    plan = plan_eval(panel, mc_dataset(4), protocols="confer,vote", baseline=None, grader=None)
+    result = await run_eval(plan, store=None, secrets=[], eval_id="e9")
+    by_system = {
+        system: [item for item in result.items if item.system == system] for system in ("baseline", "confer", "vote")
+    }
+    vote = math.exp(4) / (math.exp(4) + 2)
+    confer = 198**3 / (198**3 + 2)
+    assert [item.confidence for item in by_system["vote"]] == pytest.approx([vote] * 4)
+    assert [item.confidence for item in by_system["confer"]] == pytest.approx([confer] * 4)
+    assert {item.confidence_from for item in result.items} == {"eval"}
+    assert by_system["vote"][0].confidence_basis == WEIGHTS
+    assert by_system["confer"][0].confidence_basis == STATED
+    assert by_system["baseline"][0].confidence is None
+    assert by_system["baseline"][0].confidence_basis == "ensemble reports no probability that its answer is right"
+    scores = {score.system: score for score in result.systems}
+    assert scores["vote"].confidence.ece == pytest.approx(1 - vote)
+    assert scores["vote"].confidence.basis == f"{WEIGHTS} (worked out by the eval from each run's ballots)"
+    assert scores["baseline"].confidence.items == 0
+
+
+def test_a_confidence_the_run_reports_is_read_as_it_is():
+    class Reported(ProtocolResult):
+        confidence: float
+        confidence_basis: str
+
+    found = item_confidence("vote", oracle_panel(), Reported(final_answer="red", confidence=0.42, confidence_basis="b"))
+    assert (found.confidence, found.basis, found.worked_out_by) == (0.42, "b", "run")

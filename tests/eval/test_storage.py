@@ -13,12 +13,15 @@ import pytest
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.eval.datasets import Dataset, EvalItem
-from panel_cli.eval.results import EvalResult
-from panel_cli.eval.runner import eval_settings, plan_eval, run_eval
+from panel_cli.eval.grading import Grade
+from panel_cli.eval.results import EvalResult, ItemResult, Spent
+from panel_cli.eval.runner import eval_settings, plan_eval, resumption, run_eval
 from panel_cli.eval.storage import EvalRecording, stored_result
 from panel_cli.store.evals import EvalReader, EvalWriter
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
+from tests.fakes.openai_server import hang, reply
+from tests.helpers import eventually
 
 OPTIONS = ["red", "green", "blue", "grey"]
 
@@ -142,3 +145,84 @@ def test_reading_a_missing_file_finds_no_eval_and_creates_nothing(tmp_path):
     with EvalReader.open(tmp_path / "none.db") as reader:
         assert reader.list_evals() == []
     assert not (tmp_path / "none.db").exists()
+
+
+async def test_a_resumed_eval_counts_every_call_it_paid_for_and_sums_its_wall_time(fake_server, tmp_path):
+    """Stopped with a vote in flight (two certain oracles have voted, the third member's call
+    hangs): that run is stored as interrupted and its item is not kept, but the calls it made
+    are, in the vote's calls. Resumed, the vote's calls are that run's and the new run's, the
+    baseline (not run again) keeps its first session's wall time, and the vote's time is both
+    sessions'."""
+    fake_server.script("real-model", hang())
+    panel = Panel.model_validate(
+        {
+            "name": "mixed",
+            "members": [
+                {"name": "v1", "model": "demo/oracle@1"},
+                {"name": "v2", "model": "demo/oracle@1"},
+                {"name": "real", "model": "openai/real-model", "api_base": fake_server.url},
+            ],
+            "defaults": {"retries": 0},
+        }
+    )
+    plan = plan_eval(panel, data(1), protocols="vote", baseline="v1", grader=None)
+    db = tmp_path / "runs.db"
+    task = asyncio.create_task(kept_eval(db, plan, "e5"))
+    await eventually(lambda: fake_server.in_flight == 1 or task.done(), "the third ballot to be asked")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with EvalReader.open(db) as reader:
+        first = stored_result(reader.get("e5"))
+    with TranscriptReader.open(db) as reader:
+        (interrupted,) = [run for run in reader.list_runs(limit=-1) if run.status == "interrupted"]
+    assert [item.system for item in first.items] == ["baseline"]
+    assert first.unkept["vote"].runs == 1 and first.unkept["vote"].calls == interrupted.calls == 3
+    scores = {score.system: score for score in first.systems}
+    assert (scores["vote"].calls, scores["vote"].unkept_runs, scores["vote"].questions) == (3, 1, 0)
+    assert first.wall_times["vote"] > 0 and first.sessions == 1
+
+    fake_server.script("real-model", reply('{"choice": "red", "ranking": ["red"], "confidence": 70, "reason": "r"}'))
+    done, resumed = resumption(first)
+    assert resumed.sessions == 2 and resumed.unkept["vote"] == first.unkept["vote"]
+    second = await kept_eval(db, plan, "e5", done=done, resumed=resumed)
+    scores = {score.system: score for score in second.systems}
+    assert (scores["vote"].calls, scores["vote"].unkept_runs, scores["vote"].correct) == (6, 1, 1)
+    assert second.wall_times["baseline"] == pytest.approx(first.wall_times["baseline"], abs=0.002)
+    assert second.wall_times["vote"] > first.wall_times["vote"]
+    with EvalReader.open(db) as reader:
+        again = stored_result(reader.get("e5"))
+    assert again.sessions == 2 and {s.system: s.calls for s in again.systems} == {"baseline": 1, "vote": 6}
+
+
+def test_a_failed_item_run_again_on_resume_still_counts_what_it_cost():
+    failed = ItemResult(
+        system="vote",
+        question_id="q0",
+        run_id="r0",
+        final_answer=None,
+        grade=Grade(correct=False, method="option"),
+        calls=2,
+        tokens=40,
+        cost=0.5,
+        duration_s=1.0,
+        error="RuntimeError: boom",
+    )
+    kept = failed.model_copy(update={"question_id": "q1", "error": None, "run_id": "r1"})
+    stored = EvalResult(
+        eval_id="e",
+        dataset="d",
+        questions=2,
+        panel="p",
+        baseline="b",
+        grader="g",
+        seed=0,
+        concurrency=1,
+        items=[failed, kept],
+        wall_times={"vote": 2.5},
+        unkept={"vote": Spent(runs=1, calls=1, tokens=None, cost=None)},
+    )
+    done, resumed = resumption(stored)
+    assert done == [kept]
+    assert resumed.unkept["vote"] == Spent(runs=2, calls=3, tokens=40, cost=0.5)
+    assert (resumed.wall_times, resumed.sessions) == ({"vote": 2.5}, 2)

@@ -11,6 +11,7 @@ from itertools import permutations, product
 
 import pytest
 
+from panel_cli.eval import theory as theory_module
 from panel_cli.eval.theory import Alone, Confer, Council, Count, Theory, herding_in_turn, theory, uniform_places
 
 FOUR = uniform_places(4)
@@ -282,20 +283,24 @@ def test_the_enumeration_matches_a_plain_simulation(rule, accuracies, answer):
 def test_past_the_budget_a_rule_is_simulated_and_says_so():
     rule = Council(NAMES)
     exact = theory(rule, FIVE_AT_07, FOUR)
-    simulated = theory(rule, FIVE_AT_07, FOUR, budget=100, samples=4000, seed=7)
+    simulated = theory(rule, FIVE_AT_07, FOUR, seconds=0, samples=4000, seed=7)
     assert (simulated.way, simulated.samples) == ("simulation", 4000)
     assert simulated.standard_error == pytest.approx(math.sqrt(simulated.accuracy * (1 - simulated.accuracy) / 4000))
     assert abs(simulated.accuracy - exact.accuracy) <= 4 * simulated.standard_error
-    assert "more than 100 states to enumerate" in simulated.note
-    assert theory(rule, FIVE_AT_07, FOUR, budget=100, samples=4000, seed=7) == simulated, "seeded"
+    assert "simulated: enumerating takes more than 0 s" in simulated.note
+    assert theory(rule, FIVE_AT_07, FOUR, seconds=0, samples=4000, seed=7) == simulated, "seeded"
 
 
-def test_ten_voters_are_exact_for_a_count_and_simulated_for_a_council():
+def test_ten_voters_are_exact_for_a_count_and_a_council_past_the_states_is_simulated(monkeypatch):
     ten = (0.7,) * 10
     plurality = theory(Count("plurality", (1.0,) * 10), ten, FOUR)
     assert plurality.way == "exact" and plurality.accuracy == pytest.approx(0.977, abs=0.001)
     assert theory(Confer("confidence", (80.0,) * 10), ten, FOUR).way == "exact"
-    assert theory(Council(tuple(f"m{i}" for i in range(10))), ten, FOUR, samples=500).way == "simulation"
+    # A council's state is the whole profile, 4^6 of them for six voters: past the states memory
+    # allows (made small here), it is simulated however much time is left.
+    monkeypatch.setattr(theory_module, "MAX_STATES", 1000)
+    six = theory(Council(tuple(f"m{i}" for i in range(6))), (0.7,) * 6, FOUR, seconds=math.inf, samples=500)
+    assert six.way == "simulation" and "1,000 states" in six.note
 
 
 def test_a_council_shuffled_afresh_each_question_can_only_be_simulated():
@@ -394,4 +399,4 @@ def test_herding_in_turn_has_no_figure_where_the_votes_could_move_the_count():
     places = uniform_places(4)
     assert herding_in_turn(Confer("confidence", (80.0, 60.0)), [0.5, 0.5], [0.7, 0.7], places) is None
     assert herding_in_turn(Confer("confidence", (80.0,) * 2, (0.1, 0.1)), [0.5, 0.5], [0.7, 0.7], places) is None
-    assert herding_in_turn(Confer("confidence", (80.0,) * 5), [0.5] * 5, [0.7] * 5, places, budget=10) is None
+    assert herding_in_turn(Confer("confidence", (80.0,) * 5), [0.5] * 5, [0.7] * 5, places, seconds=0) is None

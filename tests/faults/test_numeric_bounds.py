@@ -45,8 +45,11 @@ def test_a_weights_file_with_a_weight_past_the_bound_is_refused(tmp_path):
     )
     ran = cli("validate", str(tmp_path / "p.yaml"))
     assert ran.exit_code == 2, ran.output
-    assert "weights.a: a weight is a number from 0 to 1,000,000, not '1e308'" in ran.stderr
-    assert "weights.b: a weight is a number from 0 to 1,000,000, not '1000000000000000000000000000000'" in ran.stderr
+    assert "weights.a: a weight is a number from -1,000,000 to 1,000,000, not '1e308'" in ran.stderr
+    assert (
+        "weights.b: a weight is a number from -1,000,000 to 1,000,000, not '1000000000000000000000000000000'"
+        in ran.stderr
+    )
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from panel_cli.protocols.confer.log_odds import ConferTally as ConferTallyRule
 from panel_cli.protocols.vote.tally import (
     DEFAULT_THRESHOLD,
     METHODS,
+    NEGATIVE_WEIGHTED,
     TIE_BREAKS,
     Ballot,
     Method,
@@ -254,6 +255,22 @@ def test_a_weighted_plurality_tie_and_its_tie_breaks():
 def test_weighted_plurality_with_no_weight_is_no_winner_not_a_tie():
     result = tally(votes("A", "B", weights=[0, 0]), ABC, "weighted_plurality", tie_break="first")
     assert (result.winner, result.tied, result.reason) == (None, [], "every vote weighs 0")
+
+
+def test_a_member_below_chance_counts_against_what_it_names():
+    """Weights as log-odds: an always-wrong member (weight −3) names A, so A is the least likely,
+    and the weak vote for B wins; an option nobody named can win when every vote is against."""
+    result = tally(votes("A", "B", weights=[-3.0, 0.5]), ABC, "weighted_plurality")
+    assert (result.winner, result.weights) == ("B", {"A": -3.0, "B": 0.5, "C": 0.0})
+    against = tally(votes("A", weights=[-1.0]), ["A", "B"], "weighted_plurality")
+    assert (against.winner, against.reason) == ("B", None)
+    # Weights that sum to 0 are not "every vote weighs 0".
+    assert tally(votes("A", "B", weights=[1.0, -1.0]), ABC, "weighted_plurality").winner == "A"
+
+
+def test_weighted_counts_no_negative_weight():
+    result = tally(votes("A", "A", "B", weights=[2.0, 1.0, -1.0]), ABC, "weighted")
+    assert result.winner is None and result.reason == NEGATIVE_WEIGHTED
 
 
 def test_weights_equal_but_for_rounding_tie():

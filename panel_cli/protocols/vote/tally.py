@@ -48,6 +48,10 @@ Name = TypeVar("Name", bound=str)
 # or not at all (an abstention, or a late ballot).
 MatchedBy = Literal["structured", "text", "first", "none"]
 DEFAULT_THRESHOLD = 0.667
+# `weighted` asks for more than half of the total weight, which a negative weight makes no sense of.
+NEGATIVE_WEIGHTED = (
+    "a vote of negative weight cannot count towards a share of the total weight (weighted_plurality counts it)"
+)
 # Summed weights this close (relatively) are a tie: sums of floats are exact only up to rounding.
 TIE_TOLERANCE = 1e-9
 
@@ -179,8 +183,11 @@ def tally(
         winner_votes = rounds[-1].counts.get(winner, 0) if winner else 0
         reason = None if winner else "every ballot was exhausted"
     elif method in PLURALITY_METHODS:
-        winner, tied, reason = _by_most(method, counts, weights, tie_break)
+        weightless = all(ballot.weight == 0 for ballot in votes)
+        winner, tied, reason = _by_most(method, counts, weights, tie_break, weightless=weightless)
         winner_votes = counts[winner] if winner else 0
+    elif method == "weighted" and any(ballot.weight < 0 for ballot in votes):
+        reason = NEGATIVE_WEIGHTED
     else:
         winner, reason = _by_share(method, counts, weights, total, threshold)
         winner_votes = counts[winner] if winner else 0
@@ -246,12 +253,19 @@ def _by_share(
 
 
 def _by_most(
-    method: Method, counts: Mapping[str, int], weights: Mapping[str, float], tie_break: TieBreak
+    method: Method,
+    counts: Mapping[str, int],
+    weights: Mapping[str, float],
+    tie_break: TieBreak,
+    *,
+    weightless: bool = False,
 ) -> tuple[str | None, list[str], str | None]:
     """The winner of plurality or weighted_plurality, the options tied at the top (empty
     without a tie), and why there is no winner. Two weights within `TIE_TOLERANCE` of each
-    other tie: 0.1 + 0.2 is 0.3, and 2 log 6 is log 36, though floating point says otherwise."""
-    if method == "weighted_plurality" and math.fsum(weights.values()) <= 0:
+    other tie: 0.1 + 0.2 is 0.3, and 2 log 6 is log 36, though floating point says otherwise.
+    A weight below 0 (a member below chance, its weight a log-odds) counts against the option it
+    names, so an option nobody named can win; when every vote weighs 0 (`weightless`), none does."""
+    if method == "weighted_plurality" and weightless:
         return None, [], "every vote weighs 0"
     scores: Mapping[str, float] = weights if method == "weighted_plurality" else counts
     top = max(scores.values())
