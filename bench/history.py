@@ -731,6 +731,16 @@ def print_speed(result: dict[str, Any]) -> None:
             small = medians.get(f"{counts[0]:,} runs: " + name.split(": ", 1)[1])
             grown = f"{ours / small[0]:.2f}" if small else ""
         print(f"  {name:<58} {ours:>6.3f} {theirs:>7.3f} {ours / theirs:>7.2f} {grown:>17}")
+    for count in counts:
+        label = f"{count:,} runs: "
+        shows = [ours / theirs for name, (ours, theirs) in medians.items() if name.startswith(f"{label}history show")]
+        listed = medians[f"{label}history list"]
+        helped = medians["history list --help"]
+        print(
+            f"  {count:,} runs: history list CPU / the Typer + Rich + sqlite3 floor {listed[0] / listed[1]:.2f};"
+            f" history show {min(shows):.2f}-{max(shows):.2f} over {len(shows)} protocols;"
+            f" history list --help / the minimal Typer app {helped[0] / helped[1]:.2f}; load {before[0]:.1f}-{after[0]:.1f}"
+        )
     for name, costs in imports.items():
         if name == "--help":
             continue

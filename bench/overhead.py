@@ -180,7 +180,7 @@ def panel_span(server: ChildServer, folder: Path, size: int, rep: int) -> float:
     return span
 
 
-def bare_span(server: ChildServer, size: int, setup: str) -> float:
+def floor_span(server: ChildServer, size: int, setup: str) -> float:
     """The same stages made by litellm alone, set up as `setup` names, in a new process (`--floor`)."""
     server_span(server)
     done = subprocess.run(
@@ -220,7 +220,7 @@ def bench_confer() -> list[dict[str, Any]]:
                     # Rotate which goes first, so drift in the machine's load hits all alike.
                     for who in whos[rep % len(whos) :] + whos[: rep % len(whos)]:
                         found = (
-                            panel_span(server, folder, size, rep) if who == "panel" else bare_span(server, size, who)
+                            panel_span(server, folder, size, rep) if who == "panel" else floor_span(server, size, who)
                         )
                         spans[who].append(found)
                 nominal = STAGES * STAGE_LATENCY
