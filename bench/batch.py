@@ -1,4 +1,4 @@
-"""`panel batch` as a user runs it, divided by bare litellm making the same calls.
+"""`panel batch` as a user runs it, divided by litellm alone making the same calls.
 
 Run by hand (never part of the tests), from the repository root, in the project's venv:
 
@@ -11,15 +11,17 @@ store, its progress on a pipe: one line per finished question, secrets redaction
 `OPENAI_API_KEY` is set) over 500 questions to a 3-member confer panel (`max_rounds: 2`,
 `until_convergence: false`: an answer stage and two vote rounds, 9 calls a question, 4,500
 in all), the fake server (tests/fakes/openai_server.py, in a child process) answering every
-call after a fixed 200 ms. Divided by the floor: a new process that imports litellm and
-makes the same calls with `litellm.acompletion` and nothing of panel's, 16 questions at a
-time, each question's three stages one after the other and a stage's three calls at once,
-through the same per-endpoint limit of 16 calls in flight (panel's default `concurrency`).
+call after a fixed 200 ms. Divided by the floor: a new process that makes the same calls with
+`litellm.acompletion` and nothing else, 16 questions at a time, each question's three stages
+one after the other and a stage's three calls at once, through the same per-endpoint limit
+of 16 calls in flight (panel's default `concurrency`), with litellm as panel sets it up
+(bench/floors.py: panel's `load_litellm`, each call in the gateway's quiet-call context).
+Beside it, the same floor with litellm out of the box (`import litellm` alone).
 Targets (issue 23): panel / floor <= 1.05 quiet, <= 1.3 with two busy loops beside it.
 
 Both are timed from the process's start to its exit, so both pay their imports; panel's
-run is checked (every question answered, 4,500 calls in the store) before it counts. The two
-alternate, each repetition in a new database, and the median of each is reported, with the
+run is checked (every question answered, 4,500 calls in the store) before it counts. The three
+take turns, each repetition in a new database, and the median of each is reported, with the
 load average before and after.
 """
 
@@ -45,6 +47,7 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 from child_server import ChildServer  # noqa: E402  (beside this script)
+from floors import FLOOR_NAMES, OUT_OF_THE_BOX, PANEL_SETUP, VOTE_MARKER, litellm_floor  # noqa: E402
 
 MEMBERS = 3
 STAGES = 3  # the answer stage and two vote rounds
@@ -53,7 +56,7 @@ CONCURRENCY = 16  # runs at a time (`--concurrency`)
 ENDPOINT_LIMIT = 16  # calls in flight per endpoint: panel's `defaults.concurrency`
 # A key named like a secret: panel scrubs it from every event, as it would a real one.
 KEY = "sk-bench-0123456789abcdef"
-VOTE_MARKER = "[panel-task: confer.vote]"  # what the fake server answers with a vote
+SETUPS = (PANEL_SETUP, OUT_OF_THE_BOX)
 
 
 def environment() -> dict[str, str]:
@@ -132,16 +135,16 @@ def epoch(stored: str) -> float:
     return datetime.fromisoformat(stored[:26]).replace(tzinfo=UTC).timestamp()
 
 
-def time_floor(url: str, questions: int) -> Timed:
-    timed = Timed([sys.executable, __file__, "--floor", url, "--questions", str(questions)])
+def time_floor(url: str, questions: int, setup: str) -> Timed:
+    timed = Timed([sys.executable, __file__, "--floor", url, "--questions", str(questions), "--setup", setup])
     if timed.done.returncode != 0:
         raise SystemExit(f"the floor exited {timed.done.returncode}: {timed.done.stderr[-2000:]}")
     return timed
 
 
-def floor(url: str, questions: int) -> None:
-    """Child process: the batch's calls with bare litellm, no panel code."""
-    import litellm
+def floor(url: str, questions: int, setup: str) -> None:
+    """Child process: the batch's calls with litellm alone, set up as `setup` names."""
+    litellm, around_call = litellm_floor(setup)
 
     async def main() -> None:
         limit = asyncio.Semaphore(ENDPOINT_LIMIT)
@@ -149,12 +152,14 @@ def floor(url: str, questions: int) -> None:
 
         async def call(member: int, content: str) -> None:
             async with limit:
-                response = await litellm.acompletion(
-                    model=f"openai/m{member}",
-                    messages=[{"role": "user", "content": content}],
-                    api_base=url,
-                    api_key=KEY,
-                )
+                with around_call():
+                    response = await litellm.acompletion(
+                        model=f"openai/m{member}",
+                        messages=[{"role": "user", "content": content}],
+                        api_base=url,
+                        api_key=KEY,
+                        max_retries=0,
+                    )
             assert response.choices[0].message.content
 
         async def worker() -> None:
@@ -180,31 +185,31 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run beside the batch")
     parser.add_argument("--floor", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--setup", choices=SETUPS, default=PANEL_SETUP, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.floor:
-        floor(args.floor, args.questions)
+        floor(args.floor, args.questions, args.setup)
         return
 
     server = ChildServer(str(BENCH / "overhead.py"), str(LATENCY))
     loops = busy_loops(args.busy)
-    panel_runs: list[Timed] = []
-    floor_runs: list[Timed] = []
+    whos = ("panel", *SETUPS)
+    runs: dict[str, list[Timed]] = {who: [] for who in whos}
     load_before = os.getloadavg()
     try:
         with tempfile.TemporaryDirectory(prefix="panel-bench-batch-") as temporary:
             folder = Path(temporary)
             panel, asked = write_inputs(folder, server.url, args.questions)
             for rep in range(args.reps):
-                # Alternate which goes first, so drift in the machine's load hits both alike.
-                if rep % 2:
-                    floor_runs.append(time_floor(server.url, args.questions))
-                    panel_runs.append(time_panel(folder, panel, asked, args.questions, rep))
-                else:
-                    panel_runs.append(time_panel(folder, panel, asked, args.questions, rep))
-                    floor_runs.append(time_floor(server.url, args.questions))
+                # Rotate which goes first, so drift in the machine's load hits all alike.
+                for who in whos[rep % len(whos) :] + whos[: rep % len(whos)]:
+                    if who == "panel":
+                        runs[who].append(time_panel(folder, panel, asked, args.questions, rep))
+                    else:
+                        runs[who].append(time_floor(server.url, args.questions, who))
                 print(
-                    f"  rep {rep + 1}: panel batch {panel_runs[-1].wall:.2f} s ({panel_runs[-1].cpu:.2f} s CPU),"
-                    f" floor {floor_runs[-1].wall:.2f} s ({floor_runs[-1].cpu:.2f} s CPU)",
+                    f"  rep {rep + 1}: "
+                    + ", ".join(f"{who} {runs[who][-1].wall:.2f} s ({runs[who][-1].cpu:.2f} s CPU)" for who in whos),
                     flush=True,
                 )
     finally:
@@ -216,33 +221,32 @@ def main() -> None:
     calls = args.questions * MEMBERS * STAGES
     # What a client costing nothing would take: every call through the endpoint's limit.
     nominal = calls / ENDPOINT_LIMIT * LATENCY
-    panel_wall = statistics.median(run.wall for run in panel_runs)
-    floor_wall = statistics.median(run.wall for run in floor_runs)
+    wall = {who: statistics.median(run.wall for run in found) for who, found in runs.items()}
     print(
         f"batch of {args.questions} questions x {MEMBERS}-member confer ({calls} calls, {LATENCY * 1000:.0f} ms each),"
-        f" --concurrency {CONCURRENCY}, {args.busy} busy loops beside it, {os.cpu_count()} cores;"
-        f" load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
+        f" --concurrency {CONCURRENCY}, {args.busy} busy loops beside it, {os.cpu_count()} cores"
     )
-    for name, runs in (
-        ("panel batch (store, progress, redaction)", panel_runs),
-        ("bare litellm.acompletion, the same calls", floor_runs),
-    ):
-        wall = statistics.median(run.wall for run in runs)
-        cpu = statistics.median(run.cpu for run in runs)
+    names = {"panel": "panel batch (store, progress, redaction)", **{setup: FLOOR_NAMES[setup] for setup in SETUPS}}
+    for who, found in runs.items():
+        cpu = statistics.median(run.cpu for run in found)
         print(
-            f"  {name:<42} wall {wall:6.2f} s (median of {len(runs)}), CPU {cpu:6.2f} s,"
+            f"  {names[who]:<42} wall {wall[who]:6.2f} s (median of {len(found)}), CPU {cpu:6.2f} s,"
             f" {cpu * 1000 / calls:.2f} ms a call"
         )
-    spans = [span for run in panel_runs for span, _ in run.calls]
-    held = [span - latency for run in panel_runs for span, latency in run.calls]
+    spans = [span for run in runs["panel"] for span, _ in run.calls]
+    held = [span - latency for run in runs["panel"] for span, latency in run.calls]
     print(
         f"  panel's calls, call_started to call_finished (the store's times): {milliseconds(spans)};"
         f" of it, held before the request could leave (the span less the call's latency): {milliseconds(held)}"
     )
     target = 1.05 if args.busy == 0 else 1.3
-    print(f"  panel / floor {panel_wall / floor_wall:.3f} (target <= {target})")
     print(
-        f"  panel / nominal path ({nominal:.2f} s: {calls} calls, {ENDPOINT_LIMIT} at a time) {panel_wall / nominal:.3f}"
+        f"  panel batch wall / {FLOOR_NAMES[PANEL_SETUP]} {wall['panel'] / wall[PANEL_SETUP]:.3f} (target <= {target});"
+        f" / {FLOOR_NAMES[OUT_OF_THE_BOX]} {wall['panel'] / wall[OUT_OF_THE_BOX]:.3f};"
+        f" load {load_before[0]:.1f}-{load_after[0]:.1f}"
+    )
+    print(
+        f"  panel / nominal path ({nominal:.2f} s: {calls} calls, {ENDPOINT_LIMIT} at a time) {wall['panel'] / nominal:.3f}"
     )
 
 

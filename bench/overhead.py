@@ -13,21 +13,25 @@ Figures:
      after a fixed 1 s, a concurrency limit of at least the member count. The figure is the
      server's span (the first request's arrival to the last reply, its arrival plus the 1 s)
      divided by the nominal path, 3 stages x 1 s: a denominator from outside our code. Beside
-     it, the same for bare litellm (`import litellm` alone, in a new process: the answers
+     it, the same for litellm alone in a new process making the same calls (the answers
      streamed, then two rounds of vote prompts quoting every answer, each stage's calls at
-     once), and panel / bare. Median of CONFER_REPS of each, alternating. Goals: <= 1.03 /
-     1.10 / 1.40 at 3 / 16 / 64 members.
-  2. throughput of 200 concurrent calls to an instant fake: Gateway.call vs raw httpx
-     (one AsyncClient, pool >= 200, same JSON body), and litellm.acompletion alone vs raw
-     httpx, so what is ours and what is litellm's can be told apart. Median of 2 x 5 bursts
-     after two warm-up bursts, the clients interleaved. Target for the gateway >= 0.8. Two
-     more columns: the same against raw aiohttp (the transport litellm sends through), and
-     this process's CPU per call, which other load on the machine disturbs less than calls/s.
-     Two warm-ups because httpx needs them: its pool scans every queued request against
-     every connection each time one is added, so the first burst (200 connects) takes
-     ~2.5 s, the 200 keep-alive connections it leaves start expiring (5 s) during the second,
-     and that burst collapses to ~36 calls/s while the pool closes 188 of them; from the
-     third on it runs steadily on the dozen that remain. Counting that second burst made
+     once), in both set-ups of bench/floors.py: as panel sets it up, and out of the box; and
+     panel / each. Median of CONFER_REPS of each, the three in turn. Goals: <= 1.03 / 1.10 /
+     1.40 at 3 / 16 / 64 members.
+  2. throughput of 200 concurrent calls to an instant fake: Gateway.call, litellm.acompletion
+     as panel sets it up and out of the box (bench/floors.py), raw httpx (one AsyncClient,
+     pool >= 200, same JSON body) and raw aiohttp (the transport litellm sends through), each
+     in a new process of its own (one process holds one set-up of litellm), so what is ours
+     and what is litellm's can be told apart. The figures: Gateway.call / litellm as panel
+     sets it up, by rate and by CPU (this process's CPU per call, which other load on the
+     machine disturbs less than calls/s), and the gateway's own CPU per call above that floor
+     (target <= 1 ms, bench/percall.py's per call); Gateway.call / litellm out of the box
+     beside them. Median of 2 x 5 bursts after two warm-up bursts, the clients in turn.
+     Target for Gateway.call / httpx >= 0.8. Two warm-ups because httpx needs them: its pool
+     scans every queued request against every connection each time one is added, so the first
+     burst (200 connects) takes ~2.5 s, the 200 keep-alive connections it leaves start
+     expiring (5 s) during the second, and that burst collapses to ~36 calls/s while the pool
+     closes 188 of them; from the third on it runs steadily on the dozen that remain. Counting that second burst made
      httpx look up to a third slower than it is, and the gateway's ratio that much better.
   3. the cold start: importing litellm, load_litellm() on top, and the first calls of the
      process (demo provider).
@@ -64,13 +68,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from child_server import ChildServer  # noqa: E402  (beside this script)
-from floors import VOTE_MARKER, bare_confer  # noqa: E402
+from floors import FLOOR_NAMES, OUT_OF_THE_BOX, PANEL_SETUP, VOTE_MARKER, bare_confer, litellm_floor  # noqa: E402
 
 BURST = 200
 STAGE_LATENCY = 1.0
 STAGES = 3  # confer's answer round and two vote rounds
 SIZES = (3, 16, 64)
 GOALS = {3: 1.03, 16: 1.10, 64: 1.40}  # issue 23: the server's span / the nominal path
+SETUPS = (PANEL_SETUP, OUT_OF_THE_BOX)
 CONFER_REPS = 3
 BURST_REPS = 5
 WARM_UP_BURSTS = 2
@@ -175,11 +180,11 @@ def panel_span(server: ChildServer, folder: Path, size: int, rep: int) -> float:
     return span
 
 
-def bare_span(server: ChildServer, size: int) -> float:
-    """The same stages made by bare litellm in a new process (`--floor`)."""
+def floor_span(server: ChildServer, size: int, setup: str) -> float:
+    """The same stages made by litellm alone, set up as `setup` names, in a new process (`--floor`)."""
     server_span(server)
     done = subprocess.run(
-        [sys.executable, __file__, "--floor", server.url, "--members", str(size)],
+        [sys.executable, __file__, "--floor", server.url, "--members", str(size), "--setup", setup],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -193,33 +198,33 @@ def bare_span(server: ChildServer, size: int) -> float:
     return span
 
 
-def floor(url: str, size: int) -> None:
-    """Child process: confer's three stages with `litellm.acompletion` alone: the answers
-    streamed (as panel streams them on a terminal), then two vote rounds whose prompts quote
-    every answer, each stage's calls at once."""
-    import litellm
-
-    asyncio.run(bare_confer(litellm, url, KEY, members=size, stages=STAGES, question="What is best?", stream=True))
+def floor(url: str, size: int, setup: str) -> None:
+    """Child process: confer's three stages with `litellm.acompletion` alone (bench/floors.py)."""
+    stages = bare_confer(
+        litellm_floor(setup), url, KEY, members=size, stages=STAGES, question="What is best?", stream=True
+    )
+    asyncio.run(stages)
 
 
 def bench_confer() -> list[dict[str, Any]]:
     server = ChildServer(__file__, str(STAGE_LATENCY))
     rows = []
+    whos = ("panel", *SETUPS)
     try:
         with tempfile.TemporaryDirectory(prefix="panel-bench-overhead-") as name:
             folder = Path(name)
             panel_span(server, folder, 3, -1)  # warm-up: bytecode, the disk cache
             for size in SIZES:
-                spans: dict[str, list[float]] = {"panel": [], "bare": []}
+                spans: dict[str, list[float]] = {who: [] for who in whos}
                 for rep in range(CONFER_REPS):
-                    # Alternate which goes first, so drift in the machine's load hits both alike.
-                    order = ("panel", "bare") if rep % 2 == 0 else ("bare", "panel")
-                    for who in order:
-                        found = panel_span(server, folder, size, rep) if who == "panel" else bare_span(server, size)
+                    # Rotate which goes first, so drift in the machine's load hits all alike.
+                    for who in whos[rep % len(whos) :] + whos[: rep % len(whos)]:
+                        found = (
+                            panel_span(server, folder, size, rep) if who == "panel" else floor_span(server, size, who)
+                        )
                         spans[who].append(found)
                 nominal = STAGES * STAGE_LATENCY
-                panel, bare = statistics.median(spans["panel"]), statistics.median(spans["bare"])
-                rows.append({"members": size, "panel": panel / nominal, "bare": bare / nominal, "ratio": panel / bare})
+                rows.append({"members": size, **{who: statistics.median(spans[who]) / nominal for who in whos}})
     finally:
         server.stop()
     return rows
@@ -284,27 +289,26 @@ async def raw_aiohttp(url: str, reps: int) -> Samples:
         return await burst(one, reps)
 
 
-async def litellm_alone(url: str, reps: int) -> Samples:
-    """Bare litellm.acompletion, the same request the gateway makes. It shares the process
-    setup of load_litellm (settings, warm-up, frozen GC) but none of the gateway's per-call
-    choices, so Gateway.call / litellm.acompletion shows what the gateway adds or saves."""
-    from panel_cli.llm.gateway import load_litellm
-
-    litellm = load_litellm()
+async def litellm_alone(url: str, reps: int, setup: str) -> Samples:
+    """litellm.acompletion alone, the same request the gateway makes, set up as `setup` names
+    (bench/floors.py): as panel sets it up, Gateway.call / litellm.acompletion is what the
+    gateway's own per-call work costs or saves."""
+    floor = litellm_floor(setup)
 
     async def one(_i: int) -> None:
-        response = await litellm.acompletion(
-            model="openai/m0", messages=MESSAGES, api_base=url, api_key="unused", max_retries=0
-        )
+        with floor.around_call():
+            response = await floor.litellm.acompletion(
+                model="openai/m0", messages=MESSAGES, api_base=url, api_key="unused", max_retries=0
+            )
         assert response.choices[0].message.content
 
     try:
         return await burst(one, reps)
     finally:
-        await litellm.close_litellm_async_clients()
+        await floor.litellm.close_litellm_async_clients()
 
 
-async def gateway_calls(url: str, reps: int, profile: bool = False) -> Samples:
+async def gateway_calls(url: str, reps: int, profile: bool) -> Samples:
     from panel_cli.config import Defaults, Member
     from panel_cli.llm.gateway import Gateway
 
@@ -361,20 +365,50 @@ async def profile_burst(one: Any) -> None:
     print(f"profile saved to {path} (python -m pstats {path})")
 
 
-CLIENTS = {"httpx": raw_httpx, "aiohttp": raw_aiohttp, "litellm": litellm_alone, "gateway": gateway_calls}
+# Each in a new process of its own, in this order, with the name the table gives it.
+CLIENTS = {
+    "httpx": "raw httpx",
+    "aiohttp": "raw aiohttp",
+    OUT_OF_THE_BOX: f"acompletion, {FLOOR_NAMES[OUT_OF_THE_BOX]}",
+    PANEL_SETUP: f"acompletion, {FLOOR_NAMES[PANEL_SETUP]}",
+    "gateway": "Gateway.call",
+}
+
+
+async def client_bursts(client: str, url: str, reps: int, profile: bool) -> Samples:
+    if client == "httpx":
+        return await raw_httpx(url, reps)
+    if client == "aiohttp":
+        return await raw_aiohttp(url, reps)
+    if client == "gateway":
+        return await gateway_calls(url, reps, profile)
+    return await litellm_alone(url, reps, client)
+
+
+def client_child(client: str, url: str, profile: bool) -> None:
+    """Child process: one client's bursts; prints their samples on its last line."""
+    print(json.dumps(asyncio.run(client_bursts(client, url, BURST_REPS, profile))))
+
+
+def client_samples(client: str, url: str, profile: bool) -> Samples:
+    command = [sys.executable, __file__, "--client", client, "--url", url, *(["--profile"] if profile else [])]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=os.environ)
+    if done.returncode != 0:
+        raise SystemExit(f"{CLIENTS[client]} exited {done.returncode}: {done.stderr[-2000:]}")
+    *printed, last = done.stdout.splitlines()
+    if printed:  # the profile
+        print("\n".join(printed))
+    return [tuple(sample) for sample in json.loads(last)]  # type: ignore[misc]
 
 
 def bench_throughput(profile: bool) -> dict[str, dict[str, float]]:
     server = ChildServer(__file__, "0.0")
     samples: dict[str, Samples] = {name: [] for name in CLIENTS}
     try:
-        # Two rounds, interleaved, so drift (other load on the machine) hits every client alike.
+        # Two rounds, in turn, so drift (other load on the machine) hits every client alike.
         for round_ in range(2):
-            for name, client in CLIENTS.items():
-                if name == "gateway":
-                    samples[name] += asyncio.run(gateway_calls(server.url, BURST_REPS, profile and round_ == 1))
-                else:
-                    samples[name] += asyncio.run(client(server.url, BURST_REPS))
+            for client in CLIENTS:
+                samples[client] += client_samples(client, server.url, profile and round_ == 1 and client == "gateway")
     finally:
         server.stop()
     return {
@@ -386,80 +420,101 @@ def bench_throughput(profile: bool) -> dict[str, dict[str, float]]:
 # -- report -----------------------------------------------------------------------------
 
 
+def print_confer(rows: list[dict[str, Any]], load: tuple[float, float]) -> None:
+    print(
+        f"P1: confer, {STAGES} stages, the fake server answering each call after {STAGE_LATENCY:g} s; the server's span"
+        f" (first request in to last reply out) / the nominal path ({STAGES} x {STAGE_LATENCY:g} s), median of"
+        f" {CONFER_REPS}, panel (CLI, live view, streamed answers, store, redaction) and litellm alone in turn"
+    )
+    as_panel, plain = FLOOR_NAMES[PANEL_SETUP], FLOOR_NAMES[OUT_OF_THE_BOX]
+    sizes = " / ".join(str(row["members"]) for row in rows)
+    goals = " / ".join(f"{GOALS[row['members']]:.2f}" for row in rows)
+
+    def figures(who: str, of: str = "") -> str:
+        return " / ".join(f"{row[who] / (row[of] if of else 1):.3f}" for row in rows)
+
+    print(
+        f"  P1 at {sizes} members: panel {figures('panel')} (goals {goals});"
+        f" {as_panel} {figures(PANEL_SETUP)}; {plain} {figures(OUT_OF_THE_BOX)}; load {load[0]:.1f}-{load[1]:.1f}"
+    )
+    print(f"  panel / {as_panel}: {figures('panel', PANEL_SETUP)}; panel / {plain}: {figures('panel', OUT_OF_THE_BOX)}")
+
+
+def print_throughput(rates: dict[str, dict[str, float]], load: tuple[float, float]) -> None:
+    print(
+        f"{BURST} concurrent calls to an instant fake, median of {2 * BURST_REPS} bursts, each client in a process of its own"
+    )
+    print(f"  {'client':<42} {'calls/s':>8}  {'/ httpx':>7}  {'/ aiohttp':>9}  {'CPU ms/call':>11}")
+    for client, name in CLIENTS.items():
+        row = rates[client]
+        print(
+            f"  {name:<42} {row['rate']:>8.0f}  {row['rate'] / rates['httpx']['rate']:>7.2f}  "
+            f"{row['rate'] / rates['aiohttp']['rate']:>9.2f}  {row['cpu']:>11.2f}"
+        )
+    gateway = rates["gateway"]
+    for setup in (PANEL_SETUP, OUT_OF_THE_BOX):
+        floor = rates[setup]
+        print(
+            f"  Gateway.call / acompletion, {FLOOR_NAMES[setup]}: {gateway['rate'] / floor['rate']:.2f} by rate,"
+            f" {floor['cpu'] / gateway['cpu']:.2f} by CPU" + f"; load {load[0]:.1f}-{load[1]:.1f}"
+        )
+    own = gateway["cpu"] - rates[PANEL_SETUP]["cpu"]
+    print(
+        f"  the gateway's own CPU per call: {own:+.2f} ms above acompletion, {FLOOR_NAMES[PANEL_SETUP]}"
+        f" (target <= 1 ms, as bench/percall.py's); Gateway.call / raw httpx {gateway['rate'] / rates['httpx']['rate']:.2f}"
+        " by rate (target >= 0.80)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--floor", metavar="URL", help=argparse.SUPPRESS)
-    parser.add_argument("--members", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=("cold", "p1", "rate"), help="one figure alone")
     parser.add_argument(
         "--profile", action="store_true", help="also cProfile one burst of Gateway.call (CPU time, all threads)"
     )
+    parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--floor", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--members", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--setup", choices=SETUPS, default=PANEL_SETUP, help=argparse.SUPPRESS)
+    parser.add_argument("--client", choices=CLIENTS, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
         serve(args.serve)
         return
     if args.floor:
-        floor(args.floor, args.members)
+        floor(args.floor, args.members, args.setup)
+        return
+    if args.client:
+        client_child(args.client, args.url, args.profile)
         return
 
-    total = time.perf_counter()
-    load = os.getloadavg()
-    cold = cold_start()
-    confer_rows = bench_confer()
-    rates = bench_throughput(args.profile)
+    from importlib.metadata import version
 
     import httpx
-    import litellm
 
-    version = getattr(litellm, "__version__", None)
-    if not version:
-        from importlib.metadata import version as dist_version
-
-        version = dist_version("litellm")
-    print()
+    total = time.perf_counter()
     print(
-        f"python {platform.python_version()} ({platform.python_implementation()}), litellm {version}, "
+        f"python {platform.python_version()} ({platform.python_implementation()}), litellm {version('litellm')}, "
         f"httpx {httpx.__version__}, {os.cpu_count()} cores, {platform.platform()}"
     )
-    print()
-    print(
-        f"cold start: import litellm {cold['import']:.2f} s, then load_litellm {cold['load_litellm']:.2f} s; "
-        f"first call {cold['first_call']:.3f} s, then {cold['second_call']:.3f} s, {cold['third_call']:.3f} s (demo provider)"
-    )
-    print()
-    print(
-        f"P1: confer, {STAGES} stages, the fake server answering each call after {STAGE_LATENCY:g} s; the server's span"
-        f" (first request in to last reply out) / the nominal path ({STAGES} x {STAGE_LATENCY:g} s), median of"
-        f" {CONFER_REPS}, panel (CLI, live view, streamed answers, store, redaction) and bare litellm alternating;"
-        f" load average {load[0]:.2f} before, {os.getloadavg()[0]:.2f} after"
-    )
-    print(f"  {'members':>7}  {'panel':>6}  {'bare litellm':>12}  {'panel / bare':>12}  {'goal (panel)':>12}")
-    for row in confer_rows:
-        goal = GOALS.get(row["members"])
+    if args.only in (None, "cold"):
+        cold = cold_start()
+        print()
         print(
-            f"  {row['members']:>7}  {row['panel']:>6.3f}  {row['bare']:>12.3f}  {row['ratio']:>12.3f}"
-            f"  {'' if goal is None else f'<= {goal:.2f}':>12}"
+            f"cold start: import litellm {cold['import']:.2f} s, then load_litellm {cold['load_litellm']:.2f} s; first call"
+            f" {cold['first_call']:.3f} s, then {cold['second_call']:.3f} s, {cold['third_call']:.3f} s (demo provider)"
         )
-    print()
-    print(
-        f"{BURST} concurrent calls to an instant fake, median of {2 * BURST_REPS} bursts; target Gateway.call / httpx >= 0.80"
-    )
-    print(f"  {'client':<20} {'calls/s':>8}  {'/ httpx':>7}  {'/ aiohttp':>9}  {'CPU ms/call':>11}")
-    for name, key in (
-        ("raw httpx", "httpx"),
-        ("raw aiohttp", "aiohttp"),
-        ("litellm.acompletion", "litellm"),
-        ("Gateway.call", "gateway"),
-    ):
-        row = rates[key]
-        print(
-            f"  {name:<20} {row['rate']:>8.0f}  {row['rate'] / rates['httpx']['rate']:>7.2f}  "
-            f"{row['rate'] / rates['aiohttp']['rate']:>9.2f}  {row['cpu']:>11.2f}"
-        )
-    print(
-        f"  Gateway.call / litellm.acompletion: {rates['gateway']['rate'] / rates['litellm']['rate']:.2f} by rate, "
-        f"{rates['litellm']['cpu'] / rates['gateway']['cpu']:.2f} by CPU (above 1: the gateway is cheaper than bare litellm)"
-    )
+    if args.only in (None, "p1"):
+        before = os.getloadavg()[0]
+        rows = bench_confer()
+        print()
+        print_confer(rows, (before, os.getloadavg()[0]))
+    if args.only in (None, "rate"):
+        before = os.getloadavg()[0]
+        rates = bench_throughput(args.profile)
+        print()
+        print_throughput(rates, (before, os.getloadavg()[0]))
     print()
     print(f"total bench time {time.perf_counter() - total:.0f} s")
 

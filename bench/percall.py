@@ -1,4 +1,4 @@
-"""Our own CPU per call: a 64-member confer with 1,200-character answers, less bare litellm.
+"""Our own CPU per call: a 64-member confer with 1,200-character answers, less litellm making the same calls.
 
 Run by hand (never part of the tests), from the repository root, in the project's venv:
 
@@ -8,7 +8,7 @@ Run by hand (never part of the tests), from the repository root, in the project'
     python bench/percall.py --samples       # also each run's CPU, in the order run
     python bench/percall.py --spacing 0.02  # streamed pieces 20 ms apart: 64 answers written side by side
 
-Figure (issue 23): panel's CPU per call above bare litellm's. A child process runs
+Figure (issue 23): panel's CPU per call above the floor's. A child process runs
 `panel confer FILE` through panel's own `main`, as a command line would: the store writing to
 a new database, secrets redaction on (`OPENAI_API_KEY` is set), and either the live view on a
 terminal (`FORCE_COLOR`, 160 x 50, drawn to /dev/null; answers streamed, as on a terminal) or
@@ -18,10 +18,16 @@ false` (an answer stage and two vote rounds: 192 calls), against the fake server
 ~1,200-character answers, and votes carrying a revised answer of the same size. One run warms
 the process up (imports, the first calls, connections); each of --reps runs after it is timed
 in CPU (time.process_time: every thread of the process, the store's and litellm's included).
-The floor: another child makes the same 192 calls with `litellm.acompletion` and nothing else
-of panel's (litellm set up by panel's `load_litellm`, as in panel's process) (the answers streamed, as panel streams them on a terminal, then two rounds whose
-prompts quote every answer, as confer's vote prompts do), warmed up and timed the same way. The two alternate. Our CPU per call is
-(panel's CPU − the floor's) ÷ calls, from the medians. Target <= 1 ms.
+The floors: another child makes the same 192 calls with `litellm.acompletion` and nothing
+else (the answers streamed, as panel streams them on a terminal, then two rounds whose
+prompts quote every answer, as confer's vote prompts do), warmed up and timed the same way,
+with litellm in either set-up of bench/floors.py:
+  - as panel sets it up (panel's `load_litellm`, each call in the gateway's quiet-call
+    context: litellm skips its per-call cost calculation and success logging, as for panel's
+    calls). Our CPU per call is (panel's CPU - this floor's) / calls, from the medians: the
+    figure. Target <= 1 ms.
+  - out of the box (`import litellm` alone: its bookkeeping on every call), the second line.
+The three children alternate.
 
 --profile adds one panel run of each kind (on a terminal, piped) under cProfile, every thread
 profiled in its own CPU time (the live view's refresh thread, litellm's executor threads), and
@@ -57,7 +63,7 @@ for path in (BENCH, ROOT):
         sys.path.insert(0, str(path))
 
 from child_server import ChildServer  # noqa: E402  (beside this script)
-from floors import VOTE_MARKER, bare_confer  # noqa: E402
+from floors import FLOOR_NAMES, OUT_OF_THE_BOX, PANEL_SETUP, VOTE_MARKER, bare_confer, litellm_floor  # noqa: E402
 
 LATENCY = 0.05
 STAGES = 3  # the answer stage and two vote rounds
@@ -150,17 +156,13 @@ def check(db: Path, members: int) -> None:
         raise RuntimeError(f"panel confer answered {answered} calls of {members * STAGES}")
 
 
-def floor_child(url: str, members: int, reps: int, stream: bool) -> None:
-    """Child process: the same calls with bare litellm, the answers streamed or not; prints
-    the CPU of each timed run. litellm is set up as panel sets it up (`load_litellm`: its
-    settings, the garbage collector frozen after the import, its two private hooks), so that
-    what is subtracted is the calls' own cost, not the difference that setup makes."""
-    from panel_cli.llm.gateway import load_litellm
-
-    litellm = load_litellm()
+def floor_child(url: str, members: int, reps: int, stream: bool, setup: str) -> None:
+    """Child process: the same calls with litellm alone, set up as `setup` names (bench/floors.py),
+    the answers streamed or not; prints the CPU of each timed run."""
+    floor = litellm_floor(setup)
 
     async def run() -> None:
-        await bare_confer(litellm, url, KEY, members=members, stages=STAGES, question=QUESTION, stream=stream)
+        await bare_confer(floor, url, KEY, members=members, stages=STAGES, question=QUESTION, stream=stream)
 
     async def timed() -> list[float]:
         await run()
@@ -231,10 +233,11 @@ ENTRIES = ("draw", "_pass_on", "shown_so_far", "read_pieces", "emit")
 # -- the bench ---------------------------------------------------------------------------------
 
 
-# The two ways a person runs it, each with its floor: on a terminal (the live view, answers
-# streamed) against bare litellm streaming the answers; into a pipe (the plain view's lines,
-# nothing streamed) against bare litellm not streaming.
-PAIRS = {
+# The two ways a person runs it, each with its floors: on a terminal (the live view, answers
+# streamed) against litellm streaming the answers; into a pipe (the plain view's lines, nothing
+# streamed) against litellm not streaming; each floor in both set-ups of bench/floors.py.
+SETUPS = (PANEL_SETUP, OUT_OF_THE_BOX)
+KINDS = {
     "terminal": (["--panel"], ["--floor", "--stream"]),
     "piped": (["--panel", "--piped"], ["--floor"]),
 }
@@ -272,6 +275,7 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--piped", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--setup", choices=SETUPS, default=PANEL_SETUP, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
         serve(args.serve, args.spacing)
@@ -280,43 +284,66 @@ def main() -> None:
         panel_child(args.url, args.members, args.reps, args.profile, args.piped)
         return
     if args.floor:
-        floor_child(args.url, args.members, args.reps, args.stream)
+        floor_child(args.url, args.members, args.reps, args.stream, args.setup)
         return
 
     server = ChildServer(__file__, str(LATENCY), "--spacing", str(args.spacing))
-    cpu: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in PAIRS}
+    # kind -> "panel" or a set-up -> the CPU of each run
+    cpu: dict[str, dict[str, list[float]]] = {kind: {"panel": [], **{setup: [] for setup in SETUPS}} for kind in KINDS}
     load_before = os.getloadavg()
     try:
         for _ in range(args.rounds):
-            for name, (panel, floor) in PAIRS.items():
-                cpu[name][0].extend(child(panel, server.url, args.members, args.reps))
-                cpu[name][1].extend(child(floor, server.url, args.members, args.reps))
+            for kind, (panel, floor) in KINDS.items():
+                cpu[kind]["panel"].extend(child(panel, server.url, args.members, args.reps))
+                for setup in SETUPS:
+                    cpu[kind][setup].extend(child([*floor, "--setup", setup], server.url, args.members, args.reps))
         if args.profile:
             child(["--panel"], server.url, args.members, 1, profile=True)
             child(["--panel", "--piped"], server.url, args.members, 1, profile=True)
     finally:
         server.stop()
     load_after = os.getloadavg()
-    calls = args.members * STAGES
     print(
-        f"{args.members}-member confer, {STAGES} stages ({calls} calls), ~{ANSWER_CHARS}-character answers,"
-        f" the fake server at {LATENCY * 1000:.0f} ms"
-        + (f", streamed pieces {args.spacing * 1000:g} ms apart" if args.spacing else "")
-        + f"; {os.cpu_count()} cores,"
-        f" load average {load_before[0]:.2f} before, {load_after[0]:.2f} after;"
-        f" CPU a run, median of {args.rounds * args.reps}"
+        report(cpu, args.members, args.rounds * args.reps, args.spacing, (load_before[0], load_after[0]), args.samples)
     )
-    for name, (panel, floor) in cpu.items():
-        panel_run, floor_run = statistics.median(panel), statistics.median(floor)
-        if args.samples:
-            print(
-                f"  {name}: panel {' '.join(f'{cpu:.2f}' for cpu in panel)}; floor {' '.join(f'{cpu:.2f}' for cpu in floor)}"
+
+
+def report(
+    cpu: dict[str, dict[str, list[float]]],
+    members: int,
+    runs: int,
+    spacing: float,
+    load: tuple[float, float],
+    samples: bool,
+) -> str:
+    """The figures, one line each that README quotes as it stands: our CPU per call above each
+    floor, panel / floor from the same medians, the load average beside them."""
+    calls = members * STAGES
+    lines = [
+        f"{members}-member confer, {STAGES} stages ({calls} calls), ~{ANSWER_CHARS}-character answers,"
+        f" the fake server at {LATENCY * 1000:.0f} ms"
+        + (f", streamed pieces {spacing * 1000:g} ms apart" if spacing else "")
+        + f"; {os.cpu_count()} cores; CPU a run, median of {runs}; panel and the floors alternating"
+    ]
+    where = {"terminal": "on a terminal (live view, streamed)", "piped": "piped (plain view)"}
+    for kind, runs_of in cpu.items():
+        panel = statistics.median(runs_of["panel"])
+        if samples:
+            lines.append(
+                f"  {kind}: "
+                + "; ".join(f"{who} " + " ".join(f"{run:.2f}" for run in found) for who, found in runs_of.items())
             )
-        print(
-            f"  {name:<9} panel confer {panel_run:6.3f} s, bare litellm {floor_run:6.3f} s:"
-            f" ours {(panel_run - floor_run) * 1000 / calls:5.2f} ms a call (target <= 1),"
-            f" panel / floor {panel_run / floor_run:.2f}"
-        )
+        for setup in SETUPS:
+            floor = statistics.median(runs_of[setup])
+            ours = (panel - floor) * 1000 / calls
+            lines.append(
+                f"  {where[kind]}: our CPU per call {ours:+.2f} ms"
+                f" {'above' if setup == PANEL_SETUP else 'vs'} {FLOOR_NAMES[setup]}"
+                f" (panel {panel:.2f} s, floor {floor:.2f} s a run; panel / floor {panel / floor:.2f})"
+                + (" target <= 1 ms" if setup == PANEL_SETUP else "")
+                + f"; load {load[0]:.1f}-{load[1]:.1f}"
+            )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
