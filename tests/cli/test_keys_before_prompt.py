@@ -19,7 +19,7 @@ import pytest
 
 HANG_GUARD = 60.0  # seconds: a process stuck at the prompt fails the test; never a measurement
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+pytestmark = [pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX"), pytest.mark.subprocess]
 
 
 def environment(tmp_path: Path, **extra: str) -> dict[str, str]:

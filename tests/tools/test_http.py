@@ -14,6 +14,8 @@ import pytest
 from tests.fakes.openai_server import reply, tool_calls
 from tests.tools.conftest import FIXTURE, answer_once, tool_panel
 
+pytestmark = pytest.mark.subprocess
+
 
 @pytest.fixture
 def http_server() -> Iterator[str]:
