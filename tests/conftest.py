@@ -3,6 +3,7 @@ that every test starting a process is marked `subprocess`."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,3 +67,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         )
         _started.clear()
     return report
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers per core. Most of a test's time is a wait (on a panel process,
+    the fake server or a deadline), so one worker per core leaves the cores idle half the time."""
+    return 2 * len(os.sched_getaffinity(0))

@@ -171,8 +171,8 @@ def panel_popen(
     environment = {**os.environ, **(env or {})}
     popen: dict[str, Any] = {"stdin": stdin, "stdout": subprocess.PIPE, "stderr": stderr, "text": True, "cwd": cwd}
     if not fresh and WARM_PANEL_WORKS and not os.environ.get("PANEL_TESTS_FRESH"):
-        warm = WarmPanel.shared()
-        if warm.serves(environment):
+        warm = WarmPanel.serving(environment)
+        if warm is not None:
             return WarmProcess(warm, list(args), env=environment, **popen)
     return subprocess.Popen(
         [sys.executable, "-m", "panel_cli", *args], env=environment, preexec_fn=hear_ctrl_c, **popen

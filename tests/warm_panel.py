@@ -12,10 +12,13 @@ buffered as the interpreter buffers them), its working directory, argv and envir
 uncaught exception, `SystemExit` or `KeyboardInterrupt` leaves the child through the
 interpreter's own exit path, as it leaves `python -m panel_cli`.
 
-What it cannot give is a process's first second: imports, the lazy load of litellm, a signal
-before panel has started, a per-process hash seed, and the interpreter's reading of PYTHON*,
-LC_* and LANG at start. Tests of those start a fresh process (`fresh=True` in tests/helpers),
-and so does any request whose environment differs from the server's in those variables.
+What it cannot give is what a process gets from its exec: imports, the lazy load of litellm,
+a signal before panel has started, a hash seed of its own, /proc/PID/environ (the kernel's copy
+of the environment it was started with, here the server's; its os.environ, and so every process
+it starts, has the test's), and what is read from the environment at start (PYTHON*, LC_* and
+LANG by the interpreter, LITELLM_* by litellm's import). Tests of those start a fresh process
+(`fresh=True` in tests/helpers), and so does any request whose environment differs from the
+server's in those variables.
 
 Run as `python -m tests.warm_panel FD` by `WarmPanel`, FD its end of the control socket."""
 
@@ -39,8 +42,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 # The audit event a test's process start raises (tests/conftest.py checks its marker).
 STARTED_EVENT = "tests.warm_panel.start"
-# Variables the interpreter reads once, at start: a child of the server cannot honour a change.
-STARTUP_PREFIXES = ("PYTHON", "LC_")
+# Variables read once, at start (by the interpreter, or by litellm as it is imported): a child
+# of the server cannot honour a change, so a request that makes one gets a fresh process.
+STARTUP_PREFIXES = ("PYTHON", "LC_", "LITELLM_")
 STARTUP_NAMES = frozenset({"LANG"})
 
 
@@ -57,6 +61,10 @@ def _pidfds_work() -> bool:
 WARM_PANEL_WORKS = _pidfds_work()
 # Waiting for the server to answer a request only turns a hang into a failure.
 ANSWER_GUARD = 120.0
+
+
+# The environment this test process started with, before any test changed it.
+_STARTED_WITH = dict(os.environ)
 
 
 def startup_environment(env: dict[str, str]) -> dict[str, str]:
@@ -237,10 +245,15 @@ class WarmPanel:
     _started: WarmPanel | None = None
     _lock = threading.Lock()
 
-    def __init__(self) -> None:
+    def __init__(self, startup: dict[str, str]) -> None:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the server's stderr for its life, read if it fails
-        self.env = dict(os.environ)
+        # The test process's own environment as it started, no test's, and the variables read
+        # at start as the first request has them.
+        self.env = {
+            **{key: value for key, value in _STARTED_WITH.items() if key not in startup_environment(_STARTED_WITH)},
+            **startup,
+        }
         with theirs:
             self.server = subprocess.Popen(
                 [sys.executable, "-m", "tests.warm_panel", str(theirs.fileno())],
@@ -255,15 +268,14 @@ class WarmPanel:
         self.sending = threading.Lock()
 
     @classmethod
-    def shared(cls) -> WarmPanel:
+    def serving(cls, env: dict[str, str]) -> WarmPanel | None:
+        """The server, started if need be, if a child of it can be the process `env` would
+        start; None if only a fresh process can."""
         with cls._lock:
             if cls._started is None or cls._started.server.poll() is not None:
-                cls._started = cls()
-            return cls._started
-
-    def serves(self, env: dict[str, str]) -> bool:
-        """Whether a child of the server can be the process `env` would start."""
-        return startup_environment(env) == startup_environment(self.env)
+                cls._started = cls(startup_environment(env))
+            started = cls._started
+        return started if startup_environment(env) == startup_environment(started.env) else None
 
     def request(self, args: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> socket.socket:
         """Ask for a child; the socket on which its pid, then its exit status, come."""
