@@ -1,10 +1,16 @@
-"""Shared test setup: fake-server fixtures and an isolated, offline environment."""
+"""Shared test setup: fake-server fixtures, an isolated, offline environment, and the check
+that every test starting a process is marked `subprocess`."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.warm_panel import STARTED_EVENT
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
@@ -19,3 +25,51 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     config_dir.mkdir()
     monkeypatch.setenv("PANEL_CONFIG_DIR", str(config_dir))
     monkeypatch.setenv("PANEL_DB", str(tmp_path / "panel.db"))
+
+
+# -- every test that starts a process says so ---------------------------------------------------
+
+# The audit events (docs.python.org/3/library/audit_events.html) every way of starting a
+# process raises: subprocess and asyncio (through subprocess.Popen), os.fork, posix_spawn,
+# exec, system; and the warm panel's own, for a process it forks on a test's behalf.
+PROCESS_STARTS = frozenset(
+    {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system", STARTED_EVENT}
+)
+_started: list[str] = []
+
+
+def _hear_process_starts(event: str, args: tuple[Any, ...]) -> None:
+    """An audit hook, so it sees a process started anywhere: the test, a fixture, panel's
+    own code run in-process (a tool server) or a library. It must stay this cheap: it is
+    called for every audited event in the worker."""
+    if event in PROCESS_STARTS:
+        _started.append(event)
+
+
+sys.addaudithook(_hear_process_starts)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _started.clear()  # a process started while collecting is no test's
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Fail a test (its setup, call or teardown) that started a process without the
+    `subprocess` mark, so `pytest -m subprocess` and `-m 'not subprocess'` split the suite
+    where they say they do."""
+    report = yield
+    if _started and item.get_closest_marker("subprocess") is None and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} started a process ({', '.join(sorted(set(_started)))}) but is not marked: "
+            "add @pytest.mark.subprocess (or `pytestmark = pytest.mark.subprocess` for a whole module)."
+        )
+        _started.clear()
+    return report
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers per core. Most of a test's time is a wait (on a panel process,
+    the fake server or a deadline), so one worker per core leaves the cores idle half the time."""
+    return 2 * len(os.sched_getaffinity(0))

@@ -30,6 +30,7 @@ from panel_cli.protocols.base import engine_of
 from panel_cli.runs.execute import run_engine
 from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.warm_panel import WARM_PANEL_WORKS, WarmPanel, WarmProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 # A bound on waiting for something that must happen: it only turns a hang into a failure,
@@ -132,30 +133,49 @@ def panel_process(
     stdin: str = "",
     env: Mapping[str, str] | None = None,
     timeout: float = 120,
+    cwd: Path = ROOT,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m panel_cli ARGS` to its end, `stdin` its whole input, `env` added to ours."""
-    return subprocess.run(
-        [sys.executable, "-m", "panel_cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        timeout=timeout,
-        check=False,
-    )
+    """`python -m panel_cli ARGS` to its end, `stdin` its whole input, `env` added to ours.
+    A child of the warm panel unless `fresh` (tests/warm_panel.py says when that matters)."""
+    process = panel_popen(args, fresh=fresh, env=env, cwd=cwd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    with process:
+        try:
+            stdout, stderr = process.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def start_panel(*args: str, stdin: int = subprocess.DEVNULL) -> subprocess.Popen[str]:
-    """`python -m panel_cli ARGS` started, its stdout and stderr piped, for a test that signals it."""
+def start_panel(
+    *args: str,
+    stdin: int = subprocess.DEVNULL,
+    stderr: int = subprocess.PIPE,
+    env: Mapping[str, str] | None = None,
+    fresh: bool = False,
+) -> subprocess.Popen[str]:
+    """`python -m panel_cli ARGS` started, its stdout piped (and stderr, unless `stderr` says
+    otherwise), for a test that signals it or reads it as it goes. A child of the warm panel
+    unless `fresh`: a test of what happens while panel starts (imports, litellm loading, a
+    signal in its first second) needs a fresh interpreter."""
+    return panel_popen(args, fresh=fresh, env=env, cwd=ROOT, stdin=stdin, stderr=stderr)
+
+
+def panel_popen(
+    args: Iterable[str], *, fresh: bool, env: Mapping[str, str] | None, cwd: Path, stdin: int, stderr: int
+) -> subprocess.Popen[str]:
+    """`python -m panel_cli ARGS` with stdout piped: forked by the warm panel, or a fresh
+    interpreter when `fresh`, when PANEL_TESTS_FRESH is set (to check that the warm panel
+    hides nothing) or when the environment asks for what only a fresh one can honour."""
+    environment = {**os.environ, **(env or {})}
+    popen: dict[str, Any] = {"stdin": stdin, "stdout": subprocess.PIPE, "stderr": stderr, "text": True, "cwd": cwd}
+    if not fresh and WARM_PANEL_WORKS and not os.environ.get("PANEL_TESTS_FRESH"):
+        warm = WarmPanel.serving(environment)
+        if warm is not None:
+            return WarmProcess(warm, list(args), env=environment, **popen)
     return subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", *args],
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        preexec_fn=hear_ctrl_c,
+        [sys.executable, "-m", "panel_cli", *args], env=environment, preexec_fn=hear_ctrl_c, **popen
     )
 
 

@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,14 @@ def readme_lines() -> list[str]:
     return sorted({line for line in lines if shlex.split(line)[1] in names()})
 
 
-EXAMPLES = sorted(set(header_lines()) | set(readme_lines()))
+def example(line: str) -> Any:
+    """A line whose panel file has tool servers starts them: it is marked `subprocess`."""
+    files = [ROOT / word for word in shlex.split(line) if word.endswith(".yaml")]
+    with_tools = any(re.search(r"^tools:", file.read_text(encoding="utf-8"), re.MULTILINE) for file in files)
+    return pytest.param(line, marks=pytest.mark.subprocess, id=line) if with_tools else line
+
+
+EXAMPLES = [example(line) for line in sorted(set(header_lines()) | set(readme_lines()))]
 
 
 def test_the_examples_are_found() -> None:

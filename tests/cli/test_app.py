@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from typer.testing import CliRunner
 
 from panel_cli.cli import completion
 from panel_cli.cli.app import HISTORY_HELP, app
+from tests.helpers import panel_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -250,6 +249,8 @@ def test_callbacks_work_through_typer_completion(runs_db: Path) -> None:
 # -- completion end to end --------------------------------------------------------------
 
 
+@pytest.mark.subprocess
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("words", "expected"),
     [
@@ -259,15 +260,8 @@ def test_callbacks_work_through_typer_completion(runs_db: Path) -> None:
     ],
 )
 def test_bash_completion_end_to_end(words: str, expected: list[str]) -> None:
-    env = {
-        **os.environ,
-        "_PANEL_COMPLETE": "complete_bash",
-        "COMP_WORDS": words,
-        "COMP_CWORD": str(len(words.split(" ")) - 1),
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "panel_cli"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
-    )
+    env = {"_PANEL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split(" ")) - 1)}
+    result = panel_process(env=env)
     assert result.returncode == 0, result.stderr
     offered = result.stdout.split()
     assert set(expected) <= set(offered) and all(word.startswith(words.split(" ")[-1]) for word in offered)

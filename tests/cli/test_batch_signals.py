@@ -16,6 +16,8 @@ from tests.batch.panels import answer, batch_panel, write_questions
 from tests.fakes.openai_server import hang, responder
 from tests.helpers import cli, start_panel
 
+pytestmark = pytest.mark.subprocess
+
 
 @pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_a_stopped_batch_keeps_what_finished_and_says_how_to_resume(fake_server, tmp_path, signum, code, name):

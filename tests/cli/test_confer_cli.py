@@ -11,6 +11,8 @@ import pytest
 from tests.fakes.openai_server import hang, responder
 from tests.helpers import panel_process, run_python, start_panel, stored_count, wait_until, write_panel
 
+pytestmark = pytest.mark.subprocess
+
 
 def test_demo_json_is_the_only_thing_on_stdout(tmp_path):
     result = panel_process("confer", "configs/demo.yaml", "--json", "--db", str(tmp_path / "runs.db"))

@@ -37,6 +37,7 @@ def council_member(request: RecordedRequest) -> str:
     return f"{request.model} thinks so."
 
 
+@pytest.mark.subprocess
 def test_members_form_without_a_file_end_to_end(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.default(responder(council_member))
     db = tmp_path / "runs.db"
@@ -134,6 +135,7 @@ def test_ensemble_modes_on_the_demo_file(args: list[str], message: str, tmp_path
     assert message in result["final_answer"] + result["reason"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -172,6 +172,7 @@ def test_supervise_is_file_only_and_says_so():
     assert refused.exit_code == 2 and "No such option: --members" in refused.output
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("args", "text", "message"),
     [

@@ -151,6 +151,7 @@ def test_a_chain_of_three_carries_the_whole_thread_oldest_first(fake_server: Fak
     assert detail["thread"]["follow_ups"][0]["question"] == "And the retention?"
 
 
+@pytest.mark.subprocess
 def test_an_unknown_id_is_one_sentence_and_exit_2(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     db = tmp_path / "runs.db"

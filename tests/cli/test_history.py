@@ -393,6 +393,7 @@ def imported_by(db: Path, command: list[str], heavy: tuple[str, ...]) -> list[st
     return result.stdout.splitlines()[-1].split()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "command", [["list"], ["list", "--search", "database"], ["show", "run-fin", "--json"], ["stats"]]
 )
@@ -402,6 +403,7 @@ def test_history_imports_no_model_code_nor_event_models(db: Path, command: list[
     assert imported_by(db, command, heavy) == []
 
 
+@pytest.mark.subprocess
 def test_show_draws_without_the_event_models_or_a_live_area(db: Path) -> None:
     """A stored run is drawn from its payloads as they are, by the live view's own drawing code
     with no live area: no pydantic, no event models, no asyncio, nothing that could reach a model."""
@@ -409,6 +411,7 @@ def test_show_draws_without_the_event_models_or_a_live_area(db: Path) -> None:
     assert imported_by(db, ["show", "run-fin"], heavy) == []
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("protocol", ["vote", "decide", "orchestrate"])
 def test_show_draws_a_ballot_board_or_a_task_tree_without_the_event_models(tmp_path: Path, protocol: str) -> None:
     """A vote's board (its tally and runoff rounds) and orchestrate's tree (its plan) read the
@@ -423,6 +426,7 @@ def test_show_draws_a_ballot_board_or_a_task_tree_without_the_event_models(tmp_p
     assert ("winner: " in shown or "no winner" in shown) if protocol != "orchestrate" else "plan by " in shown
 
 
+@pytest.mark.subprocess
 def test_replay_plays_through_the_live_view_and_calls_no_model(db: Path) -> None:
     heavy = ("litellm", "panel_cli.llm.gateway", "httpx", "aiohttp", "panel_cli.events", "panel_cli.view.live")
     assert imported_by(db, ["replay", "run-fin", "--speed", "max"], heavy) == [

@@ -117,6 +117,7 @@ def crash_a_run(path: Path, run_id: str) -> None:
     run_python(code).check_returncode()
 
 
+@pytest.mark.subprocess
 def test_a_stale_run_is_listed_shown_and_deleted(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     crash_a_run(path, "crashed")
@@ -185,6 +186,7 @@ def test_purge_with_nothing_to_delete_asks_nothing(db: Path) -> None:
     assert stored(db) == before
 
 
+@pytest.mark.subprocess
 def test_purge_spares_a_run_still_being_written_and_takes_a_stale_one(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     crash_a_run(path, "crashed")

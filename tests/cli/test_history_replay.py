@@ -187,6 +187,7 @@ def read_until(process: subprocess.Popen[bytes], marker: bytes, limit: float = H
     return seen
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("signum", "code", "said"),
     [(signal.SIGINT, 130, "interrupted by SIGINT."), (signal.SIGTERM, 143, "interrupted by SIGTERM.")],
@@ -201,6 +202,7 @@ def test_a_signal_stops_a_plain_replay_cleanly(db: Path, signum: int, code: int,
     assert b"call started" not in out, "stopped in the first pause"
 
 
+@pytest.mark.subprocess
 def test_ctrl_c_in_the_live_view_gives_the_terminal_back(db: Path) -> None:
     """On a terminal Live hides the cursor; stopped in a pause, the replay prints the stage in
     progress and shows the cursor again before it exits 130."""

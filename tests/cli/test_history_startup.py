@@ -65,12 +65,14 @@ async def runs(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.subprocess
 def test_history_list_loads_no_event_model_view_or_markdown(runs: Path) -> None:
     modules = loaded_after("history", "list", "--db", str(runs))
     assert among(modules, NOT_FOR_LIST) == set()
     assert "panel_cli.store.reader" in modules
 
 
+@pytest.mark.subprocess
 def test_show_of_a_plain_answer_loads_no_markdown(runs: Path) -> None:
     modules = loaded_after("history", "show", "plain-1", "--db", str(runs))
     assert among(modules, (*MARKDOWN, "asyncio", "rich.live", "rich._emoji_codes")) == set()
@@ -78,6 +80,7 @@ def test_show_of_a_plain_answer_loads_no_markdown(runs: Path) -> None:
     assert among(modules, ("pydantic", "panel_cli.events", "panel_cli.view.replay")) == set(), "drawn from its payloads"
 
 
+@pytest.mark.subprocess
 def test_show_of_a_markdown_answer_loads_markdown(runs: Path) -> None:
     modules = loaded_after("history", "show", "markdown-2", "--db", str(runs))
     assert {"markdown_it", "rich.markdown"} <= modules

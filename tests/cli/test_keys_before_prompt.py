@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-HANG_GUARD = 60.0  # seconds: a process stuck at the prompt fails the test; never a measurement
+from tests.helpers import HANG_GUARD  # a process stuck at the prompt fails the test; never a measurement
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+pytestmark = [pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX"), pytest.mark.subprocess]
 
 
 def environment(tmp_path: Path, **extra: str) -> dict[str, str]:

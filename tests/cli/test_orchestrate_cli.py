@@ -141,6 +141,7 @@ def test_members_without_a_file_are_the_models_of_the_default_workers(
     assert [r.model for r in fake_server.requests][0] == "p" and fake_server.requests[-1].model == "c"
 
 
+@pytest.mark.subprocess
 def test_no_valid_plan_exits_1_with_the_error(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     """The planner keeps sending a cycle: re-asked once with the error, then the run fails."""
     fake_server.default(responder(lambda request: json.dumps(CYCLE)))
@@ -207,6 +208,7 @@ def test_bad_input_is_one_sentence(args: list[str], message: str) -> None:
     assert message in outcome.exception.message
 
 
+@pytest.mark.subprocess
 def test_bad_input_exits_2_from_a_real_process() -> None:
     done = panel_process("orchestrate", DEMO_FILE, "--planner", "nobody")
     assert done.returncode == 2, done.stderr

@@ -7,40 +7,30 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers import cli
+import pytest
+
+from tests.helpers import cli, start_panel, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "configs" / "demo.yaml")
 
 
+@pytest.mark.subprocess
+@pytest.mark.subprocess
 def test_a_pipe_that_never_closes_is_not_read_when_the_file_has_a_question(tmp_path):
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "panel_cli",
-            "confer",
-            DEMO,
-            "--max-rounds",
-            "1",
-            "--json",
-            "--db",
-            str(tmp_path / "r.db"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
+    """stdin stays open until panel has ended: a read of it would never return."""
+    process = start_panel(
+        "confer", DEMO, "--max-rounds", "1", "--json", "--db", str(tmp_path / "r.db"), stdin=subprocess.PIPE
     )
     try:
-        stdout, stderr = process.communicate(timeout=120)  # stdin stays open: a hang guard, not a measurement
+        wait_until(lambda: process.poll() is not None, "panel to end with its stdin still open")
+        stdout, stderr = process.communicate()
     finally:
         if process.poll() is None:
             process.kill()
+            process.communicate()
     assert process.returncode == 0, stderr
     assert json.loads(stdout)["question"].startswith("Should a five-person startup")
 

@@ -171,6 +171,7 @@ def confer_stopped_by(signum: int, fake_server: FakeOpenAIServer, tmp_path: Path
     return db, process.returncode
 
 
+@pytest.mark.subprocess
 def test_confer_interrupted_by_sigint_resumes_without_paying_twice(
     fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -191,6 +192,7 @@ def test_confer_interrupted_by_sigint_resumes_without_paying_twice(
     assert shown.exit_code == 0, shown.output
 
 
+@pytest.mark.subprocess
 def test_a_crashed_run_resumes(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     """SIGKILL leaves the run `running` with its process gone: listed as stale, and resumable."""
     db, code = confer_stopped_by(signal.SIGKILL, fake_server, tmp_path)
@@ -331,6 +333,7 @@ def test_every_protocol_replays_its_prompts_byte_for_byte(
     assert result["spent_anew"] == {"calls": 0, "tokens": None, "cost": None}
 
 
+@pytest.mark.subprocess
 def test_a_finished_run_cannot_be_resumed(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     first = cli_json("run", str(on_fake_server("vote", fake_server, tmp_path)), "--db", str(db))

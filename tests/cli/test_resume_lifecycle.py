@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
@@ -110,6 +111,7 @@ def test_a_resumed_run_is_marked_linked_both_ways_and_not_resumed_again(
         assert [run.id for run in reader.list_runs(-1)] == [successor, source]
 
 
+@pytest.mark.subprocess
 def test_force_resumes_again_only_after_a_resume_that_failed_or_crashed(
     fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -178,6 +180,7 @@ def test_a_second_resume_while_the_first_holds_the_claim_is_refused_before_any_c
     assert cli_json("resume", source, "--db", str(db))["reached_answer"]
 
 
+@pytest.mark.subprocess
 def test_a_claim_whose_process_is_gone_is_taken_over(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     db, first = interrupted_vote(fake_server, tmp_path)
     source = first["run_id"]
@@ -223,6 +226,7 @@ def test_resume_takes_last(fake_server: FakeOpenAIServer, tmp_path: Path) -> Non
     assert cli("history", "show", "last", "--db", str(db)).exit_code == 0
 
 
+@pytest.mark.subprocess
 def test_a_resume_killed_mid_run_leaves_a_crashed_successor_to_continue(
     fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -267,6 +271,7 @@ def test_a_resume_killed_mid_run_leaves_a_crashed_successor_to_continue(
     assert claims(db) == []  # the dead process's claim was dropped when the next one was taken
 
 
+@pytest.mark.subprocess
 def test_completion_offers_only_the_runs_resume_would_take(tmp_path: Path) -> None:
     """`panel resume <TAB>`: interrupted, failed and crashed runs; not a finished one, one still
     running (here, or on a host that cannot be checked), nor one another run took over."""

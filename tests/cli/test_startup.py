@@ -12,6 +12,8 @@ import pytest
 
 from tests.helpers import ROOT, run_python
 
+pytestmark = pytest.mark.subprocess
+
 HEAVY = ("litellm", "pydantic", "panel_cli.store", "panel_cli.config", "panel_cli.events")
 
 

@@ -57,6 +57,7 @@ def voter(request: RecordedRequest) -> str:
     return "Between them I pick b c, clearly."
 
 
+@pytest.mark.subprocess
 def test_the_line_as_typed_end_to_end(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     fake_server.default(responder(voter))
     done = panel_process(
@@ -96,6 +97,7 @@ def test_the_line_as_typed_end_to_end(fake_server: FakeOpenAIServer, tmp_path: P
     assert len(fake_server.requests) == 3
 
 
+@pytest.mark.subprocess
 def test_without_members_one_sentence_names_every_way(tmp_path: Path) -> None:
     done = panel_process("vote", "--options", "A", "B", "-q", "Which?", env={"PANEL_CONFIG_DIR": str(tmp_path)})
     assert done.returncode == 2
@@ -105,6 +107,7 @@ def test_without_members_one_sentence_names_every_way(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.subprocess
 def test_the_question_on_stdin(tmp_path: Path) -> None:
     done = panel_process(
         "vote",
@@ -123,12 +126,14 @@ def test_the_question_on_stdin(tmp_path: Path) -> None:
     assert [b["voter"] for b in result["ballots"]] == ["sage", "skeptic", "pragmatist", "optimist", "engineer"]
 
 
+@pytest.mark.subprocess
 def test_no_question_at_all_says_where_one_comes_from() -> None:
     done = panel_process("vote", "--options", "A", "B", "--demo")
     assert done.returncode == 2
     assert "No question: give one with -q" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -208,6 +213,7 @@ def test_the_default_panel_in_the_config_directory(tmp_path: Path) -> None:
     assert [b["voter"] for b in kept["ballots"]] == ["mine", "yours"], "--demo keeps the default panel's members"
 
 
+@pytest.mark.subprocess
 def test_a_broken_default_panel_is_located(tmp_path: Path) -> None:
     config = tmp_path / "config"
     config.mkdir()
@@ -366,6 +372,7 @@ def test_retally_refusals(tmp_path: Path) -> None:
         assert caught.value.message.startswith(message)
 
 
+@pytest.mark.subprocess
 def test_retally_runs_without_a_model_and_without_loading_litellm(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     run = invoke("vote", VOTE, "--db", str(db))
@@ -414,6 +421,7 @@ async def test_retally_of_a_run_that_never_finished(tmp_path: Path) -> None:
     assert recount["retally"]["reason"] == "X and Y tie with 1 vote each, so none has more than half"
 
 
+@pytest.mark.subprocess
 def test_history_decisions_imports_no_model_code_nor_event_models(tmp_path: Path) -> None:
     code = (
         "import sys\n"

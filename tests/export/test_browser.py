@@ -20,9 +20,10 @@ from tests.export.conftest import HOSTILE_QUESTION, KEY, PROTOCOLS, DemoRuns, Ho
 from tests.export.dom import Node, parse
 
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)"),
+    pytest.mark.subprocess,
+]
 
 FLAGS = [
     "--headless",

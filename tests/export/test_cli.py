@@ -124,6 +124,7 @@ def panel(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.subprocess
 def test_bad_input_is_one_sentence_and_exit_2(demo_runs: DemoRuns, tmp_path: Path) -> None:
     """A subprocess: only `main` turns a user error into exit code 2 (cheap: history never loads litellm)."""
     missing = panel("history", "export", "nope", "--db", str(demo_runs.db), cwd=tmp_path)
@@ -156,6 +157,7 @@ def imported(stderr: str) -> set[str]:
     return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
 
 
+@pytest.mark.subprocess
 def test_export_never_imports_litellm_and_history_never_imports_export(demo_runs: DemoRuns, tmp_path: Path) -> None:
     done = panel(
         "history",

@@ -4,17 +4,21 @@ the server was given.
 
 Run by panel as `[python, tests/fakes/mcp_server.py]`. `MCP_FIXTURE_PIDFILE`, when the panel
 gives it in the server's `env`, names a file where the server writes its pid as it starts, so a
-test can check that no server outlives its run. `--http PORT` serves streamable HTTP on
-127.0.0.1 instead, at /mcp; its `header` tool returns a request header, to see what panel sent.
+test can check that no server outlives its run. `--http FD` serves streamable HTTP at /mcp
+instead, on the listening socket FD the test bound on 127.0.0.1 (to a port the OS chose, held
+from the start, so no other test can take it first); its `header` tool returns a request
+header, to see what panel sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 from pathlib import Path
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("fixture")
@@ -78,11 +82,19 @@ def header(name: str, ctx: Context) -> str:
     return request.headers.get(name, "<none>") if request is not None else "<none>"
 
 
+async def serve_http(listening: socket.socket) -> None:
+    """As `server.run("streamable-http")` serves, on a socket already listening."""
+    import uvicorn
+
+    config = uvicorn.Config(server.streamable_http_app(host="127.0.0.1"), log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[listening])
+
+
 if __name__ == "__main__":
     pidfile = os.environ.get("MCP_FIXTURE_PIDFILE")
     if pidfile:
         Path(pidfile).write_text(str(os.getpid()))
     if sys.argv[1:2] == ["--http"]:
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        anyio.run(serve_http, socket.socket(fileno=int(sys.argv[2])))
     else:
         server.run()

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
-from tests.helpers import HANG_GUARD, ROOT, hear_ctrl_c, write_panel
+from tests.helpers import HANG_GUARD, panel_process, start_panel, write_panel
 from tests.protocols.conftest import task_of, vote_json
+
+pytestmark = pytest.mark.subprocess
 
 ANSWER = "Use PostgreSQL."
 
@@ -29,18 +32,6 @@ def held_until(server: FakeOpenAIServer, released: threading.Event) -> None:
         return vote_json("A", 90, ANSWER) if task_of(request) == "confer.vote" else ANSWER
 
     server.default(responder(reply))
-
-
-def started(args: list[str], *, stderr: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-        cwd=ROOT,
-        preexec_fn=hear_ctrl_c,
-    )
 
 
 def run_statuses(db: Path) -> list[tuple[str, int]]:
@@ -58,7 +49,7 @@ def test_a_run_piped_to_head_finishes_and_exits_0(fake_server, tmp_path):
         write_panel(tmp_path / "panel.yaml", fake_server, ["a", "b"], "question: Which database?", "max_rounds: 1"),
         tmp_path / "runs.db",
     )
-    process = started(["confer", str(panel), "--db", str(db)], stderr=subprocess.STDOUT)
+    process = start_panel("confer", str(panel), "--db", str(db), stderr=subprocess.STDOUT)
     assert process.stdout is not None
     first = process.stdout.readline()
     process.stdout.close()
@@ -75,7 +66,7 @@ def test_a_closed_stdout_is_not_an_error_on_stderr(fake_server, tmp_path):
         write_panel(tmp_path / "panel.yaml", fake_server, ["a", "b"], "question: Which database?", "max_rounds: 1"),
         tmp_path / "runs.db",
     )
-    process = started(["confer", str(panel), "--db", str(db), "--json"], stderr=subprocess.PIPE)
+    process = start_panel("confer", str(panel), "--db", str(db), "--json")
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()
     released.set()
@@ -96,14 +87,8 @@ def test_history_show_piped_to_head_exits_0_quietly(fake_server, tmp_path):
         write_panel(tmp_path / "panel.yaml", fake_server, ["a", "b"], "question: Which database?", "max_rounds: 1"),
         tmp_path / "runs.db",
     )
-    subprocess.run(
-        [sys.executable, "-m", "panel_cli", "confer", str(panel), "--db", str(db), "--quiet"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-        timeout=HANG_GUARD,
-    )
-    process = started(["history", "show", "last", "--db", str(db)], stderr=subprocess.PIPE)
+    assert panel_process("confer", str(panel), "--db", str(db), "--quiet").returncode == 0
+    process = start_panel("history", "show", "last", "--db", str(db))
     assert process.stdout is not None and process.stderr is not None
     assert process.stdout.readline().startswith("Run")
     process.stdout.close()

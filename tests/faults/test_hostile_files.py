@@ -1,7 +1,7 @@
 """Hostile panel files (and questions): each is refused with one located sentence and exit code 2.
 
-One test per row of the fault suite. Each runs the real `panel validate` in a subprocess
-(it never imports litellm, so each is quick): a recursion, a hang or a memory blow-up
+One test per row of the fault suite. Each runs the real `panel validate` in a process of its
+own (a child of the warm panel, tests/warm_panel.py): a recursion, a hang or a memory blow-up
 would show there as it would for a user, not be hidden by an in-process runner. The
 timeout only guards against a hang; it is not an assertion about speed.
 """
@@ -15,8 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import panel_process
+
 MEMBERS = "members:\n  - name: a\n    model: demo/sage\n  - name: b\n    model: demo/skeptic\n"
 HANG_GUARD = 120
+
+pytestmark = pytest.mark.subprocess
 
 
 def refused(tmp_path: Path, name: str, content: str | bytes) -> str:
@@ -26,16 +30,8 @@ def refused(tmp_path: Path, name: str, content: str | bytes) -> str:
         file.write_text(content, encoding="utf-8")
     else:
         file.write_bytes(content)
-    env = {**os.environ, "PANEL_CONFIG_DIR": str(tmp_path / "config"), "NO_COLOR": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "panel_cli", "validate", name],
-        cwd=tmp_path,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD,
-    )
+    env = {"PANEL_CONFIG_DIR": str(tmp_path / "config"), "NO_COLOR": "1"}
+    result = panel_process("validate", name, cwd=tmp_path, env=env, timeout=HANG_GUARD)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and "unexpected error" not in result.stderr
     lines = result.stderr.splitlines()
@@ -196,7 +192,8 @@ def test_a_question_file_with_a_nul_byte(tmp_path):
 )
 def test_a_question_that_is_not_utf8(tmp_path, where, encoding, said):
     """Bytes that are not UTF-8 in argv, or on stdin (read leniently in a C locale, strictly
-    in a UTF-8 one), are one sentence and exit 2 before any call, never a run that fails."""
+    in a UTF-8 one), are one sentence and exit 2 before any call, never a run that fails.
+    A fresh interpreter: it decodes argv, and reads PYTHONIOENCODING, as it starts."""
     question = "Café or tea?".encode("latin-1")
     given: list[str | bytes] = ["-q", question] if where == "-q" else ["-q", "-"]
     result = subprocess.run(

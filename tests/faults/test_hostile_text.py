@@ -31,6 +31,7 @@ def validate(file: Path) -> subprocess.CompletedProcess[str]:
     return panel_process("validate", str(file), env={"COLUMNS": "200"})
 
 
+@pytest.mark.subprocess
 def test_markup_in_names_and_questions_is_printed_as_written(tmp_path):
     file = tmp_path / "p.yaml"
     file.write_text(
@@ -43,6 +44,7 @@ def test_markup_in_names_and_questions_is_printed_as_written(tmp_path):
     assert "Why does [/INST] end [red]the prompt?" in done.stdout and "│ [/INST]" in done.stdout
 
 
+@pytest.mark.subprocess
 def test_a_100_kb_question_is_shown_as_a_one_line_preview(tmp_path):
     file = tmp_path / "p.yaml"
     file.write_text(f"question: {'word ' * 20_000}\n{TWO}")

@@ -1,6 +1,8 @@
 """Signals: SIGTERM, SIGHUP and repeated Ctrl-C end a run cleanly, within a bound, and keep it.
 
-Real subprocesses (a signal needs a process boundary), against the fake server, whose
+Real processes (a signal needs a process boundary): children of the warm panel
+(tests/warm_panel.py) once the run exists, fresh interpreters for a signal before it does,
+or for a process started as a terminal or nohup starts it; against the fake server, whose
 members hang so the run is mid-stage when the signal lands. Each signal is sent once the
 child is observably where the test means it to be (its requests at the fake server, its rows
 in the store, its main thread blocked on stdin), never after a fixed sleep.
@@ -31,6 +33,8 @@ from tests.helpers import (
     wait_until,
     write_panel,
 )
+
+pytestmark = pytest.mark.subprocess
 
 STARTED_CALLS = "select count(*) from events where type = 'call_started'"
 
@@ -91,7 +95,7 @@ def test_sigterm_before_the_run_exists_exits_143_without_a_traceback(tmp_path):
     """Before the run exists (here, waiting for a question on a stdin that never ends, while
     litellm loads) SIGTERM stops the command the same way, and nothing is stored."""
     process = start_panel(
-        "confer", "configs/demo.yaml", "-q", "-", "--db", str(tmp_path / "runs.db"), stdin=subprocess.PIPE
+        "confer", "configs/demo.yaml", "-q", "-", "--db", str(tmp_path / "runs.db"), stdin=subprocess.PIPE, fresh=True
     )
     wait_until(lambda: blocked_reading_stdin(process.pid), "panel to wait for the question on stdin", process=process)
     process.send_signal(signal.SIGTERM)
@@ -188,7 +192,7 @@ def test_ctrl_c_before_the_run_exists_is_one_line_and_exit_130(fake_server, tmp_
     fake_server.default(hang())
     panel = write_panel(tmp_path / "p.yaml", fake_server, ["a", "b"], "question: hi")
     db = tmp_path / "runs.db"
-    process = start_panel("confer", str(panel), "--db", str(db))
+    process = start_panel("confer", str(panel), "--db", str(db), fresh=True)
     wait_until(lambda: has_loaded(process.pid, library), f"panel to load {library}", process=process)
     process.send_signal(signal.SIGINT)
     stderr = finish(process)

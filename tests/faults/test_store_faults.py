@@ -120,6 +120,7 @@ async def test_a_truncated_database_is_damaged(tmp_path: Path) -> None:
     assert await open_error(path) == expected
 
 
+@pytest.mark.subprocess
 async def test_a_damaged_database_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
     path = await finished_store(tmp_path / "store")
     path.write_bytes(path.read_bytes()[:8192])
@@ -137,6 +138,7 @@ async def test_a_folder_is_not_a_database(tmp_path: Path) -> None:
         TranscriptReader.open(tmp_path)
 
 
+@pytest.mark.subprocess
 async def test_the_writer_refuses_a_write_protected_file_before_the_run(tmp_path: Path) -> None:
     path = await finished_store(tmp_path / "store")
     with write_protected(path):
@@ -146,6 +148,7 @@ async def test_the_writer_refuses_a_write_protected_file_before_the_run(tmp_path
         assert "run-1" in history("list", "--db", str(path))  # reading needs no write access
 
 
+@pytest.mark.subprocess
 async def test_the_writer_refuses_a_read_only_folder(tmp_path: Path) -> None:
     path = await finished_store(tmp_path / "store")
     with write_protected(path.parent):
@@ -154,6 +157,7 @@ async def test_the_writer_refuses_a_read_only_folder(tmp_path: Path) -> None:
     assert message.endswith("); make the file and its folder writable, or pick another file with --db or PANEL_DB.")
 
 
+@pytest.mark.subprocess
 def test_history_reads_a_read_only_folder_and_file(tmp_path: Path) -> None:
     """No -wal or -shm file can be created there, and none is needed to read. (Not async:
     `history show` runs an event loop of its own.)"""
@@ -166,6 +170,7 @@ def test_history_reads_a_read_only_folder_and_file(tmp_path: Path) -> None:
     assert "Which database should we use for the audit log?" in shown and "4 calls" in shown
 
 
+@pytest.mark.subprocess
 async def test_history_reads_a_read_only_folder_a_writer_left_a_wal_in(tmp_path: Path) -> None:
     """A -wal without its -shm in a read-only folder cannot be opened; the main file still can."""
     path = await finished_store(tmp_path / "store")
@@ -222,6 +227,7 @@ def stored(db: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str | None]
     return runs, calls
 
 
+@pytest.mark.subprocess
 def test_the_file_deleted_mid_run_is_a_warning_the_answer_printed_and_exit_1(fake_server, tmp_path):
     """A subprocess: the file goes from under the process, which SQLite would never notice
     (it goes on writing the file it has open, which nobody can read any more)."""
@@ -263,6 +269,7 @@ def immutable_later(*paths: Path) -> Iterator[Callable[[], None]]:
             subprocess.run([chattr, "-i", str(path)], check=True)
 
 
+@pytest.mark.subprocess
 def test_the_file_made_unwritable_mid_run_is_a_warning_the_answer_printed_and_exit_1(fake_server, tmp_path):
     db = tmp_path / "runs.db"
     with immutable_later(db, Path(f"{db}-wal")) as fault:

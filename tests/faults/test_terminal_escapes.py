@@ -119,6 +119,7 @@ def test_the_markdown_export_keeps_web_links_and_shows_any_other_as_text(stored,
     assert "javascript:" in html  # still there to read, as text
 
 
+@pytest.mark.subprocess
 async def test_a_tool_result_reaches_the_model_and_the_store_without_escapes(fake_server, run_with_tools):
     fake_server.script("a-model", tool_calls(("echo", {"text": HOSTILE})), responder(lambda _r: "done"))
     result, recorder = await run_with_tools(answer_once, tool_panel(fake_server, ["a"]))

@@ -9,7 +9,6 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +21,12 @@ from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.council.engine import council
 from panel_cli.tools.calls import RESULT_CHARS
 from tests.fakes.openai_server import RecordedRequest, reply, reply_json, tool_calls, tool_responder
-from tests.tools.conftest import ROOT, answer_once, fixture_server, tool_messages, tool_panel, user_text
+from tests.helpers import start_panel
+from tests.tools.conftest import answer_once, fixture_server, tool_messages, tool_panel, user_text
 from tests.tools.conftest import run_with_tools as run_with_tools  # the fixture, for this folder
 from tests.tools.test_processes import GUARD, alive, gone, tool_events, wait_for
+
+pytestmark = pytest.mark.subprocess
 
 TAG = re.compile(r"\[([0-9a-f]{8})\] ===")
 
@@ -187,14 +189,7 @@ def test_a_servers_children_end_when_panel_is_killed(fake_server, tmp_path, gran
     )
     fake_server.script("a-model", tool_calls(("hang", {"query": "forever"})))
     db = tmp_path / "runs.db"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "panel_cli", "confer", str(panel), "--db", str(db)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    process = start_panel("confer", str(panel), "--db", str(db))
     try:
         wait_for(lambda: tool_events(db) > 0, process)
         child = int(grandchild.read_text())

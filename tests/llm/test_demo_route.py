@@ -306,6 +306,7 @@ def run_panel_process(*args: str) -> tuple[bool, dict[str, Any], str]:
     return loaded == "True", json.loads(printed) if printed.strip() else {}, done.stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("protocol", ["confer", "council"])
 def test_a_run_of_demo_personas_never_imports_litellm(protocol: str, tmp_path: Path):
     panel = (
@@ -317,6 +318,7 @@ def test_a_run_of_demo_personas_never_imports_litellm(protocol: str, tmp_path: P
     assert not loaded
 
 
+@pytest.mark.subprocess
 def test_a_panel_with_one_real_member_imports_litellm(fake_server: FakeOpenAIServer, tmp_path: Path):
     fake_server.default(reply("Measure first."))
     panel = tmp_path / "mixed.yaml"

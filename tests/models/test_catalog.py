@@ -232,6 +232,7 @@ def test_check_with_litellm_turns_a_refusal_into_the_same_sentence(fake_litellm:
     )
 
 
+@pytest.mark.subprocess
 def test_qualifying_never_imports_litellm() -> None:
     """`panel validate` runs these checks and must stay clear of litellm's six-second import."""
     code = (

@@ -45,6 +45,7 @@ def test_claims_are_taken_all_or_none(tmp_path: Path) -> None:
     assert held(db) == []
 
 
+@pytest.mark.subprocess
 def test_a_dead_holder_is_taken_over_and_its_other_claims_dropped(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     take_claims(db, [("run", "x")])[0].release()  # the table exists

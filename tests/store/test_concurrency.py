@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from panel_cli.store.connection import _use_wal
 from panel_cli.store.reader import TranscriptReader
 
@@ -43,6 +45,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.subprocess
 def test_eight_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     writers = [

@@ -76,6 +76,7 @@ async def test_a_missing_text_reads_as_damage(tmp_path: Path) -> None:
     assert after.count(None) == before.count(None) + 1, "the call whose reply is gone reads as having none"
 
 
+@pytest.mark.subprocess
 async def test_maintenance_in_a_read_only_folder_is_one_sentence(tmp_path: Path) -> None:
     path = await stored(tmp_path / "store")
     with write_protected(path.parent):
@@ -87,6 +88,7 @@ async def test_maintenance_in_a_read_only_folder_is_one_sentence(tmp_path: Path)
             assert [run.id for run in reader.list_runs()] == ["r1"]
 
 
+@pytest.mark.subprocess
 async def test_a_write_protected_file_is_refused_before_anything_is_deleted(tmp_path: Path) -> None:
     path = await stored(tmp_path / "store")
     with write_protected(path):

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from panel_cli.events import RunFinished
 from panel_cli.store.connection import connect
 from panel_cli.store.reader import TranscriptReader, prefix_successor, search_query
@@ -186,6 +188,7 @@ def zombie_process() -> subprocess.Popen[bytes]:
     return child
 
 
+@pytest.mark.subprocess
 def test_a_running_run_whose_process_is_gone_is_stale(tmp_path: Path) -> None:
     path = tmp_path / "panel.db"
     here = socket.gethostname()

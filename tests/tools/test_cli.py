@@ -43,6 +43,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     return json.loads(outcome.stdout), db
 
 
+@pytest.mark.subprocess
 def test_the_demo_runs_offline_and_its_answer_cites_the_notes(demo_run):
     result, db = demo_run
     assert result["reached_answer"]
@@ -63,6 +64,7 @@ def test_the_demo_runs_offline_and_its_answer_cites_the_notes(demo_run):
     ]
 
 
+@pytest.mark.subprocess  # demo_run, the first test to ask for it, starts the tool server
 def test_history_show_and_the_exports_show_the_tool_calls(demo_run):
     result, db = demo_run
     run_id = result["run_id"]
@@ -78,6 +80,7 @@ def test_history_show_and_the_exports_show_the_tool_calls(demo_run):
     assert "lookup(query=&quot;How should the new reporting" in page.stdout
 
 
+@pytest.mark.subprocess
 def test_deleting_the_run_deletes_its_tool_call_rows(demo_run, tmp_path):
     _, db = demo_run
     copy = tmp_path / "copy.db"

@@ -6,32 +6,37 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from http.client import HTTPConnection
 
 import pytest
 
 from tests.fakes.openai_server import reply, tool_calls
+from tests.helpers import HANG_GUARD
 from tests.tools.conftest import FIXTURE, answer_once, tool_panel
+
+pytestmark = pytest.mark.subprocess
 
 
 @pytest.fixture
 def http_server() -> Iterator[str]:
+    """The fixture server on a port the OS chose, bound here and handed over listening: no
+    other test (a parallel worker's) can take it between the choice and the server's start."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
+        sock.listen()
         port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(FIXTURE), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+        process = subprocess.Popen(
+            [sys.executable, str(FIXTURE), "--http", str(sock.fileno())],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=[sock.fileno()],
+        )
     try:
-        deadline = time.monotonic() + 120  # a hang guard
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, "the HTTP fixture server did not start"
-                time.sleep(0.05)
+        answering = HTTPConnection("127.0.0.1", port, timeout=HANG_GUARD)
+        answering.request("GET", "/mcp")  # any answer: the server is up
+        answering.getresponse().close()
+        answering.close()
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

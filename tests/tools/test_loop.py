@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.council.engine import council
 from tests.fakes.openai_server import reply, reply_json, tool_calls, tool_responder
@@ -20,6 +22,7 @@ def fenced_result(text: str) -> str:
     return found.group(3)
 
 
+@pytest.mark.subprocess
 async def test_one_tool_call_then_an_answer(fake_server, run_with_tools):
     fake_server.script("a-model", tool_calls(("lookup", {"query": "tenants"})), reply("Use row-level security."))
     result, recorder = await run_with_tools(answer_once, tool_panel(fake_server, ["a"]))
@@ -54,6 +57,7 @@ async def test_one_tool_call_then_an_answer(fake_server, run_with_tools):
     assert (server.server, server.transport, server.members) == ("fix", "stdio", ["a"])
 
 
+@pytest.mark.subprocess
 async def test_the_budget_is_spent_then_one_final_call_without_tools(fake_server, run_with_tools):
     fake_server.script("a-model", tool_calls(("lookup", {"query": "again"})))
     panel = tool_panel(fake_server, ["a"], defaults={"retries": 0, "tool_budget": 2})
@@ -72,6 +76,7 @@ async def test_the_budget_is_spent_then_one_final_call_without_tools(fake_server
     assert prompt.endswith("[panel-task: answer]"), "the results go before the task marker"
 
 
+@pytest.mark.subprocess
 async def test_more_calls_in_one_turn_than_the_budget_allows(fake_server, run_with_tools):
     panel = tool_panel(fake_server, ["a"], defaults={"retries": 0, "tool_budget": 1})
     fake_server.script("a-model", tool_calls(("lookup", {"query": "x"}), ("lookup", {"query": "y"})), reply("done"))
@@ -86,6 +91,7 @@ async def test_more_calls_in_one_turn_than_the_budget_allows(fake_server, run_wi
     assert "tools" not in fake_server.requests[-1].body
 
 
+@pytest.mark.subprocess
 async def test_a_tool_error_is_handed_back_to_the_model(fake_server, run_with_tools):
     fake_server.script("a-model", tool_calls(("fail", {"query": "tenants"})), reply("I could not look it up."))
     result, recorder = await run_with_tools(answer_once, tool_panel(fake_server, ["a"]))
@@ -96,6 +102,7 @@ async def test_a_tool_error_is_handed_back_to_the_model(fake_server, run_with_to
     assert fenced_result(tool_messages(fake_server.requests[1])[0]).startswith("Error: ")
 
 
+@pytest.mark.subprocess
 async def test_a_tool_that_hangs_times_out_and_the_model_answers(fake_server, run_with_tools):
     panel = tool_panel(fake_server, ["a"])
     panel = panel.model_copy(update={"tools": {"fix": panel.tools["fix"].model_copy(update={"timeout": 0.5})}})
@@ -107,6 +114,7 @@ async def test_a_tool_that_hangs_times_out_and_the_model_answers(fake_server, ru
     assert (finished.status, finished.error) == ("timeout", "no result within 0.5s")
 
 
+@pytest.mark.subprocess
 async def test_the_stage_deadline_bounds_the_whole_loop(fake_server, run_with_tools):
     """A tool allowed a minute, in a stage of three seconds: the call ends with the stage."""
     panel = tool_panel(fake_server, ["a"], defaults={"retries": 0}, timeouts={"answer": 3})
@@ -119,6 +127,7 @@ async def test_the_stage_deadline_bounds_the_whole_loop(fake_server, run_with_to
     assert [event.kind for event in failed] == ["timeout"]
 
 
+@pytest.mark.subprocess
 async def test_the_server_dying_mid_run(fake_server, run_with_tools):
     panel = tool_panel(fake_server, ["a"], defaults={"retries": 0, "tool_budget": 3})
     fake_server.script(
@@ -135,6 +144,7 @@ async def test_the_server_dying_mid_run(fake_server, run_with_tools):
     assert len([w for w in warnings if "stopped during the run" in w]) == 1
 
 
+@pytest.mark.subprocess
 async def test_an_unknown_tool_or_bad_arguments_go_back_as_errors(fake_server, run_with_tools):
     fake_server.script("a-model", tool_calls(("rm_rf", {"path": "/"}), ("lookup", "{not json")), reply("fine"))
     result, recorder = await run_with_tools(answer_once, tool_panel(fake_server, ["a"]))
@@ -145,6 +155,7 @@ async def test_an_unknown_tool_or_bad_arguments_go_back_as_errors(fake_server, r
     assert bad.arguments == "{not json" and bad.error == "the arguments must be a JSON object"
 
 
+@pytest.mark.subprocess
 async def test_votes_reviews_and_members_without_tools_get_none(fake_server, run_with_tools):
     """confer: the answers may use tools, the structured votes never; b names no server."""
     fake_server.script(
@@ -167,6 +178,7 @@ async def test_votes_reviews_and_members_without_tools_get_none(fake_server, run
     assert all(not has_tools for model, has_tools, vote in offered if vote or model == "b-model")
 
 
+@pytest.mark.subprocess
 async def test_council_reviews_never_offer_tools_but_the_synthesis_may(fake_server, run_with_tools):
     def answer_or_rank(request):
         text = user_text(request)
@@ -215,6 +227,7 @@ async def test_a_model_without_function_calling_gets_no_tools(fake_server, run_w
     assert recorder.of("tool_server_started") == [], "no member may use it, so it is not started"
 
 
+@pytest.mark.subprocess
 async def test_one_server_is_shared_by_the_members_that_name_it(fake_server, run_with_tools):
     for name in ("a", "b"):
         fake_server.script(f"{name}-model", tool_calls(("pid", {})), reply(f"{name} done"))
@@ -227,6 +240,7 @@ async def test_one_server_is_shared_by_the_members_that_name_it(fake_server, run
     assert len(pids) == 2 and len(set(pids)) == 1
 
 
+@pytest.mark.subprocess
 async def test_a_server_gets_no_key_unless_its_env_names_it(fake_server, run_with_tools, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-in-a-server")
     monkeypatch.setenv("NOTES_TOKEN", "given-on-purpose")
@@ -242,6 +256,7 @@ async def test_a_server_gets_no_key_unless_its_env_names_it(fake_server, run_wit
     assert [e.result for e in recorder.of("tool_call_finished")] == ["<unset>", "given-on-purpose"]
 
 
+@pytest.mark.subprocess
 async def test_a_resumed_call_reuses_the_final_text_and_makes_no_tool_call(fake_server, run_with_tools):
     fake_server.script("a-model", tool_calls(("lookup", {"query": "x"})), reply("the first run's answer"))
     panel = tool_panel(fake_server, ["a"])
@@ -263,6 +278,7 @@ async def test_a_resumed_call_reuses_the_final_text_and_makes_no_tool_call(fake_
     assert reused.reused and (reused.tokens_in, reused.tokens_out) == (finished.tokens_in, finished.tokens_out)
 
 
+@pytest.mark.subprocess
 async def test_a_server_that_cannot_start_fails_the_run_in_one_sentence(fake_server, run_with_tools):
     import pytest
 

@@ -18,6 +18,8 @@ from tests.fakes.openai_server import reply, tool_calls
 from tests.helpers import start_panel
 from tests.tools.conftest import FIXTURE, answer_once, fixture_server, tool_panel
 
+pytestmark = pytest.mark.subprocess
+
 GUARD = 120.0  # a hang guard, never a measurement
 
 

@@ -23,7 +23,10 @@ from panel_cli.view.live import LiveView
 from tests.protocols.conftest import run_recorded
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-EXAMPLES = ["demo", "council", "vote", "decide", "delphi", "ensemble", "orchestrate", "supervise", "tools"]
+EXAMPLES = [
+    *("demo", "council", "vote", "decide", "delphi", "ensemble", "orchestrate", "supervise"),
+    pytest.param("tools", marks=pytest.mark.subprocess),  # its run starts the MCP fixture server
+]
 ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\r")
 RULE = re.compile(r"^[─━]+$")
 FIRST_HEADERS = ("member", "expert", "task")
@@ -107,6 +110,7 @@ async def test_every_stage_keeps_its_columns_and_its_width_while_it_runs(example
     )
 
 
+@pytest.mark.subprocess
 async def test_the_stage_tables_columns_are_the_stages_own() -> None:
     """Each stage shows the columns of what it is, from its first frame: a review its ranking,
     a vote its vote and reason, an answer stage of members with tools its tool calls."""
