@@ -292,6 +292,7 @@ def test_outside_cli_nothing_imports_the_command_line() -> None:
     assert found == {}
 
 
+@pytest.mark.subprocess
 def test_a_panel_with_a_weights_file_loads_no_gateway_no_engine_and_no_eval(tmp_path: Path) -> None:
     """Reading a panel file that says `weights: from FILE` reads a mapping of names to numbers:
     a fresh interpreter loads it and keeps the model gateway, every engine and eval unloaded."""

@@ -31,6 +31,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_keeps_the_run_interrupted_and_raises_keyboard_interrupt(fake_server, tmp_path) -> None:
     fake_server.default(hang())

@@ -353,6 +353,7 @@ async def test_closing_a_stream_early_stops_the_run(fake_server) -> None:
 # The package ---------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_importing_the_package_imports_nothing_heavy() -> None:
     code = (
         "import sys, panel_cli\n"

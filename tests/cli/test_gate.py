@@ -113,6 +113,7 @@ def test_a_gate_that_names_no_option_is_refused_before_any_call(fake_server, tmp
     assert fake_server.requests == []
 
 
+@pytest.mark.subprocess
 def test_the_exit_code_of_an_undecided_gate_reaches_the_shell(fake_server, tmp_path) -> None:
     fake_server.default(error(500))
     done = panel_process("vote", str(voting(fake_server, tmp_path)), "--gate", "merge", "--db", str(tmp_path / "r.db"))
