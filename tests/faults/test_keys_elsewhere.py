@@ -134,3 +134,15 @@ def test_validate_lists_the_headers_a_file_sends_to_a_tool_server(monkeypatch, t
     assert outcome.exit_code == 0, outcome.output
     assert "  sends the headers Authorization to mcp.example (tools.web, line 4)\n" in outcome.stdout
     assert "ghp_" not in outcome.output
+
+
+def test_a_run_names_the_key_litellm_sends_for_a_route_panels_table_never_knew(keyed, fake_server, tmp_path):
+    """`custom_openai/` sends OPENAI_API_KEY to its `api_base`: litellm is asked, not a table."""
+    path = council_panel(tmp_path, fake_server.url)
+    path.write_text(path.read_text().replace("model: openai/backup", "model: custom_openai/backup"))
+    outcome = cli("council", str(path), "--json", "--db", str(tmp_path / "runs.db"))
+    assert outcome.exit_code == 0, outcome.output
+    assert notices(outcome.stderr) == [
+        f"warning: OPENAI_API_KEY is sent to some-host.example, not to custom_openai's own API ({path}, line 15: member 'backup')."
+    ], outcome.stderr
+    assert KEY not in outcome.output
