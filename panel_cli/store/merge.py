@@ -110,6 +110,7 @@ RUN_TABLES = (
             **dict.fromkeys(("pid", "started_seq", "ended_seq"), WHOLE),
             "parent_id": RUN_ID,
             "resumed_by": RUN_ID,
+            "imported_from": TEXT,
         },
         required=("id", "protocol", "status", "started_at", "question_text"),
     ),
@@ -309,6 +310,11 @@ def _copy_runs(
                 if values.get(column) is not None:
                     values[column] = remap_refs(values[column], texts.id_for)
             target.execute(insert, [values[column] for column in columns])
+    # Whatever the other file said of where its runs came from: they came from it.
+    target.execute(
+        "UPDATE runs SET imported_from = ? WHERE id IN (SELECT value FROM json_each(?))",
+        (str(Path(source_name).resolve()), wanted),
+    )
     return ImportReport(
         source=source_name, target=target_name, imported=imported, skipped=skipped, running=running, texts=texts.added
     )
