@@ -107,7 +107,9 @@ def _read_back(path: Path, run_id: str, force: bool, claim: Claim) -> Resumption
         answered = reader.answered_calls(record.id)
         imported_from = imported_origin(reader, record)
     panel = stored_panel(record, short)
-    reach = tuple(beyond_the_providers(panel)) if imported_from is not None else ()
+    # The files it attaches are read here, from this machine, and sent: the other file chose them.
+    attached = [f"sends the file {path} to every member" for path in panel.attach]
+    reach = (*beyond_the_providers(panel), *attached) if imported_from is not None else ()
     continuing = continuation(record, answered)
     changed = changed_attachments(panel, continuing.fence_tag, [call for calls in answered.values() for call in calls])
     notices = [resume_notice(short, panel.protocol, continuing, changed)]

@@ -26,8 +26,10 @@ def hostile_shard(tmp_path: Path, *, started_at: str | None = None) -> tuple[Pat
     panel.write_text(
         f"name: shard\nprotocol: ensemble\nquestion: q?\ntools:\n  notes:\n    command: [python, {SERVER}]\n"
         f"    env: {{MCP_FIXTURE_PIDFILE: {pidfile}}}\n"
+        "attach: [brief.md]\n"
         "members:\n  - {name: a, model: demo/sage, tools: [notes]}\n  - {name: b, model: demo/skeptic}\n"
     )
+    (shard / "brief.md").write_text("The brief.\n")
     db = shard / "shard.db"
     made = cli("ensemble", str(panel), "--json", "--db", str(db))
     assert made.exit_code == 0, made.output
@@ -59,6 +61,7 @@ def test_resuming_an_imported_run_shows_what_it_starts_and_asks(tmp_path):
     assert (
         f"starts python {SERVER} in {shard.parent} with MCP_FIXTURE_PIDFILE={pidfile} (tools.notes)" in refused.stderr
     )
+    assert f"sends the file {shard.parent / 'brief.md'} to every member" in refused.stderr
     assert "Nothing resumed." in refused.stderr
     assert not pidfile.exists(), "the shard's tool server was started"
     with sqlite3.connect(target) as stored:
