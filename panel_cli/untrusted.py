@@ -56,6 +56,11 @@ class _NumberOutOfRange(Exception):
         self.digits = digits
 
 
+class _KeyTwice(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
 def clean_text(text: str) -> str:
     """`text` with every lone surrogate replaced by U+FFFD and every terminal control sequence
     removed (`without_controls`), so it can be written anywhere: the store, a terminal, a file."""
@@ -126,6 +131,19 @@ def _bounded_int(digits: str) -> int:
     return value
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose every key is given once. JSON allows a key twice and `json.loads`
+    keeps the last value: `{"verdict": "REJECTED", …, "verdict": "APPROVED"}` would read as an
+    approval that a person reading the reply sees as a rejection. Two values for one key are
+    no answer at all."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _KeyTwice(key)
+        found[key] = value
+    return found
+
+
 def _cleaned(value: Any) -> Any:
     """Every string of a parsed value, keys included, without lone surrogates (the depth is
     already bounded, so the recursion is)."""
@@ -140,14 +158,20 @@ def _cleaned(value: Any) -> Any:
 
 def load_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     """`json.loads(text)`, bounded: at most `max_depth` levels of arrays and objects, whole
-    numbers within SQLite's INTEGER, and no lone surrogate in any string. Anything else raises
+    numbers within SQLite's INTEGER, no key given twice in one object, and no lone surrogate in any
+    string. Anything else raises
     json.JSONDecodeError (RefusedJSON for valid JSON refused), never another exception."""
     _, past = nesting_depth(text, max_depth)
     if past >= 0:
         raise RefusedJSON(f"is nested deeper than {max_depth} levels", text, past)
     try:
-        value = json.loads(text, parse_int=_bounded_int)
+        value = json.loads(text, parse_int=_bounded_int, object_pairs_hook=_unique_keys)
     except _NumberOutOfRange as exc:
         shown = exc.digits if len(exc.digits) <= 24 else f"{exc.digits[:20]}… ({len(exc.digits)} digits)"
         raise RefusedJSON(f"holds a number out of range ({shown})", text, max(text.find(exc.digits), 0)) from None
+    except _KeyTwice as exc:
+        quoted = json.dumps(exc.key)
+        shown = clean_text(exc.key if len(exc.key) <= 24 else f"{exc.key[:20]}…")
+        second = text.find(quoted, text.find(quoted) + 1)
+        raise RefusedJSON(f"gives the key {shown!r} twice", text, max(second, 0)) from None
     return _cleaned(value)
