@@ -29,7 +29,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # such as `ESC]52;c;…BEL`, a clipboard write, or `ESC]0;…`, a window title; DCS, APC, PM and
 # SOS strings; two-character escapes), their 8-bit forms, and every other C0 or C1 control
 # but the tab and the line break. A carriage return goes too (it lets a line overwrite itself),
-# except as part of CRLF.
+# except as part of CRLF. So do the bidirectional embeddings, overrides and isolates (U+202A to
+# U+202E, U+2066 to U+2069): a right-to-left override makes a terminal, a table or a page show
+# `txt.exe` for `exe.txt`, and a reply could reorder what a person reads of it (Trojan Source).
 _CONTROL = re.compile(
     "\x1b\\[[0-?]*[ -/]*[@-~]?"  # CSI
     "|\x9b[0-?]*[ -/]*[@-~]?"
@@ -37,12 +39,12 @@ _CONTROL = re.compile(
     "|[\x90\x98\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"
     "|\x1b[ -/]*[0-~]?"  # any other escape
     "|\r(?!\n)"
-    "|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+    "|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 )
 # What decides nesting: brackets, and the quotes and escapes that say which brackets are text.
 # Where a sequence `_CONTROL` removes may begin: one character class, searched many times
 # faster than `_CONTROL`, so a clean text (nearly every text) is known clean at once.
-_CONTROL_START = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_START = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _STRUCTURE = re.compile(r'[\[\]{}"\\]')
 
 
