@@ -256,6 +256,7 @@ def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
         source = reader.connection
         target = connect(path)
         try:
+            _check_source(source, target, other)
             target.execute("BEGIN IMMEDIATE")
             try:
                 report = _copy_runs(source, target, str(other), str(path))
@@ -275,6 +276,42 @@ def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
         finally:
             target.close()
     return report
+
+
+def _check_source(source: sqlite3.Connection, target: sqlite3.Connection, other: Path) -> None:
+    """The other file holds its runs as panel makes them: every table a run's rows live in
+    (and `texts`) exactly as this file has it, and SQLite finds the file whole. A file whose
+    version lies about its tables, a `runs` that is a view (of duplicate rows, or of millions
+    made up on the fly), a table without its key: each is one sentence naming that file, not
+    an error blamed on this one half way through. Reads only the other file."""
+    names = [table.name for table in RUN_TABLES] + ["texts"]
+    schema = "SELECT type, sql FROM sqlite_master WHERE name = ?"
+    try:
+        for name in names:
+            theirs, ours = source.execute(schema, (name,)).fetchone(), target.execute(schema, (name,)).fetchone()
+            if theirs is None or tuple(theirs) != tuple(ours):
+                raise UserError(f"{other} cannot be imported: {_unlike(source, target, name)}; nothing was imported.")
+        problems = [row[0] for row in source.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as error:
+        raise UserError(
+            f"{other} cannot be imported: SQLite cannot read it ({error}); nothing was imported."
+        ) from error
+    if problems != ["ok"]:
+        raise UserError(f"{other} cannot be imported: it is damaged ({problems[0]}); nothing was imported.")
+
+
+def _unlike(source: sqlite3.Connection, target: sqlite3.Connection, name: str) -> str:
+    """How the other file's table differs from this file's, in a few words."""
+    found = source.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+    if found is None:
+        return f"it has no table {name}"
+    if found[0] != "table":
+        return f"its {name} is a {found[0]}, not a table"
+    theirs = {row[1] for row in source.execute(f"PRAGMA table_info({name})")}
+    missing = [row[1] for row in target.execute(f"PRAGMA table_info({name})") if row[1] not in theirs]
+    if missing:
+        return f"its table {name} lacks the column {missing[0]}"
+    return f"its table {name} is not as panel makes it"
 
 
 def _copy_runs(
