@@ -347,6 +347,7 @@ def _copy_runs(
                 if values.get(column) is not None:
                     values[column] = remap_refs(values[column], texts.id_for)
             target.execute(insert, [values[column] for column in columns])
+    check_shapes(target, Path(target_name), imported)
     # Whatever the other file said of where its runs came from: they came from it.
     target.execute(
         "UPDATE runs SET imported_from = ? WHERE id IN (SELECT value FROM json_each(?))",
@@ -389,6 +390,33 @@ def check_rows(source: sqlite3.Connection, target: sqlite3.Connection, wanted: s
                 TextCache(source).load(ids)
             except (MissingTextError, ValueError, RecursionError) as error:
                 raise BadRow(f"{run[:-1]}: {error}") from error
+
+
+def check_shapes(target: sqlite3.Connection, path: Path, run_ids: list[str]) -> None:
+    """Every event of the runs just copied (not yet committed) is read back as the readers
+    read it and is the event its type says: JSON that parses can still hold a list where a
+    tally's counts go, or a round numbered by text, and every reader (show, replay, export,
+    retally) would meet it. BadRow names the first. An event of a type this panel does not
+    know is left alone, as the readers pass over it."""
+    from pydantic import ValidationError
+
+    from panel_cli.events import EVENT_TYPES, parse_event
+
+    reader = TranscriptReader(target, path)
+    for run_id in run_ids:
+        for payload in reader.run_events(run_id):
+            kind = payload.get("type")
+            if kind not in EVENT_TYPES:
+                continue
+            try:
+                parse_event(payload)
+            except ValidationError as error:
+                first = error.errors()[0]
+                field = ".".join(str(part) for part in first["loc"]) or "it"
+                raise BadRow(
+                    f"run {_shown(run_id)}, events: its {kind} event (seq {payload.get('seq')}) is not one"
+                    f" ({field}: {first['msg']})"
+                ) from None
 
 
 def _shown(value: Any) -> str:
