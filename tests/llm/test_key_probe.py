@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,11 @@ import pytest
 from panel_cli.llm.catalog import litellm_dir
 from panel_cli.llm.key_hosts import keys_sent_by
 from tests.helpers import cli, run_python
+from tests.llm.test_providers import M
 
 TRUTH = Path(__file__).with_name("litellm_key_truth.py")
 # Every name litellm's provider code may read a key from (its proxy server left out).
 KEY_NAME = re.compile(r"""["']([A-Z][A-Z0-9_]*(?:_KEY|APIKEY|_TOKEN|_SECRET|_PASSWORD|_CREDENTIALS|_PASSWD))["']""")
-
-
-@dataclass
-class M:
-    name: str
-    model: str
-    api_base: str | None = None
-    api_key_env: str | None = None
 
 
 def litellm_key_names() -> list[str]:
