@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 MARKER = "panel-probe-"
+PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 PROBE_SECONDS = 120.0
 # A call that neither reaches the probe's server nor fails within this long sends nothing there.
 CALL_SECONDS = 10.0
@@ -47,7 +48,8 @@ def variables_sent(
     wanted = list(dict.fromkeys(routes))
     if not wanted:
         return {}
-    env = dict(os.environ)
+    # The child talks to its own server on 127.0.0.1 only: a proxy would carry the call away.
+    env = {name: value for name, value in os.environ.items() if name.lower() not in PROXY_VARIABLES}
     for name in secret_names:
         if env.get(name):
             env[name] = f"{MARKER}{name}-"

@@ -113,3 +113,13 @@ def test_validate_of_a_demo_panel_never_loads_litellm(tmp_path):
         "print('LITELLM' if any(m == 'litellm' or m.startswith('litellm.') for m in sys.modules) else 'NONE')\n"
     )
     assert result.stdout.splitlines()[-1] == "NONE", result.stderr
+
+
+def test_a_proxy_in_the_environment_does_not_hide_the_key(monkeypatch):
+    """The probe's call goes to its own server here; a proxy setting must not carry it away
+    (the audit hook would stop it, and no key would be named)."""
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.setenv("OPENAI_API_KEY", "secret-value")
+    (sent,) = keys_sent_by([M("c", "custom_openai/x", "http://evil.example/v1")])
+    assert sent is not None and sent.variable == "OPENAI_API_KEY"
