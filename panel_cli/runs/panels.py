@@ -21,6 +21,7 @@ from panel_cli.errors import UserError
 from panel_cli.located_yaml import describe_error
 from panel_cli.protocols.checks import check_panel
 from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec, resolve
+from panel_cli.untrusted import writable
 
 # The panel `--demo` seats when no file, no --members and no default panel name any member:
 # the first five personas (an odd number, so a two-option vote cannot tie), each left on its
@@ -59,6 +60,12 @@ def panel_for_run(
         source: PanelSourceFunction = resolve(protocol.source)
         panel, declared = source(panel_file, given, demo)
     panel = apply_options(protocol, panel.model_copy(update={"protocol": protocol.name}), given)
+    for path in attach or ():
+        if writable(str(path)) != str(path):
+            # A name holding bytes that are not UTF-8 could be read but never stored or shown.
+            raise UserError(
+                f"--attach {writable(str(path))}: its name is not UTF-8 text; rename the file to attach it."
+            )
     panel = (panel.as_demo() if demo else panel).with_attachments(list(attach) if attach else None)
     return RunPanel(panel=panel, warnings=check_panel(panel, protocol.name, declared))
 

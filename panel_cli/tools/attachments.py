@@ -26,6 +26,7 @@ from panel_cli.config import Panel
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.local_files import FileRefused, TextFileRules, read_text_file
 from panel_cli.tasks import render_labelled
+from panel_cli.untrusted import writable
 
 MAX_ATTACHMENT_BYTES = 200 * 1024
 MAX_ATTACHMENTS = 20
@@ -77,6 +78,9 @@ def render_attachments(attachments: list[Attachment]) -> str:
 
 
 def _read(panel: Panel, index: int, path: Path) -> str:
+    if writable(str(path)) != str(path):
+        # A name with bytes that are not UTF-8 (`caf\xe9.md`) cannot be stored, shown or quoted.
+        raise _refusal(panel, index, "its name is not UTF-8 text; rename the file to attach it")
     if panel.source_file is not None and panel.in_file(("attach", index)):
         target = _hidden_target(Path(os.path.abspath(panel.source_file)).parent, path)
         if target is not None:
@@ -115,7 +119,7 @@ def _project_of(folder: Path) -> Path | None:
 
 
 def _refusal(panel: Panel, index: int, problem: str) -> UserError:
-    entry = panel.attach[index]
+    entry = writable(panel.attach[index])
     if panel.source_file is None or not panel.in_file(("attach", index)):
         return UserError(f"--attach {entry}: {problem}.")
     return ConfigError(panel.source_file, panel.line_of(("attach", index)), "attach", f"{entry}: {problem}")

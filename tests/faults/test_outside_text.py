@@ -6,11 +6,13 @@ same way, or the store write fails and the run is lost."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from panel_cli.errors import UserError
 from tests.fakes.openai_server import Step, error, malformed, reply
 from tests.helpers import cli, write_panel
 
@@ -74,3 +76,18 @@ def test_a_tool_servers_last_words_are_cleaned_before_they_are_shown(tmp_path):
     assert outcome.exit_code == 1, (outcome.output, outcome.exception)
     assert "could not start: gone" in outcome.output and "away" in outcome.output
     assert "\x1b" not in outcome.output and "\x07" not in outcome.output
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_before_the_run(tmp_path):
+    """`--attach caf\\xe9.md`: the name arrives as a lone surrogate, which no store takes."""
+    name = os.fsdecode(b"caf\xe9.md")
+    (tmp_path / name).write_text("notes")
+    file = tmp_path / "p.yaml"
+    file.write_text("question: q?\nmembers:\n  - {name: a, model: demo/sage}\n")
+    db = tmp_path / "runs.db"
+    outcome = cli("ensemble", str(file), "--attach", str(tmp_path / name), "--db", str(db))
+    assert isinstance(outcome.exception, UserError), (outcome.output, outcome.exception)
+    assert outcome.exception.message == (
+        f"--attach {tmp_path}/caf\ufffd.md: its name is not UTF-8 text; rename the file to attach it."
+    )
+    assert not db.exists() or not sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0]
