@@ -33,6 +33,9 @@ from panel_cli.store.texts import MissingTextError, TextCache, dumps, refs_in, r
 # it is, for the sentence refusing a file.
 Check = tuple[Callable[[Any], bool], str]
 LONGEST_ID = 256
+# Far past any fractional figure a run records (a time in seconds, a score, a cost, a latency):
+# a float beyond it in an event is a file's lie, and arithmetic on it overflows in the views.
+LARGEST_FIGURE = 1e15
 
 
 def _whole(value: Any) -> bool:
@@ -408,6 +411,12 @@ def check_shapes(target: sqlite3.Connection, path: Path, run_ids: list[str]) -> 
             kind = payload.get("type")
             if kind not in EVENT_TYPES:
                 continue
+            huge = _huge_number(payload)
+            if huge is not None:
+                raise BadRow(
+                    f"run {_shown(run_id)}, events: its {kind} event (seq {payload.get('seq')}) holds {huge!r},"
+                    f" past any figure a run records (at most {LARGEST_FIGURE:.0e} either way)"
+                )
             try:
                 parse_event(payload)
             except ValidationError as error:
@@ -417,6 +426,15 @@ def check_shapes(target: sqlite3.Connection, path: Path, run_ids: list[str]) -> 
                     f"run {_shown(run_id)}, events: its {kind} event (seq {payload.get('seq')}) is not one"
                     f" ({field}: {first['msg']})"
                 ) from None
+
+
+def _huge_number(value: Any) -> float | None:
+    """The first fractional number (a float) in a payload past `LARGEST_FIGURE` either way (the
+    depth is bounded). Whole numbers are left to their fields: a seed may be any 64-bit one."""
+    if isinstance(value, float):
+        return value if not -LARGEST_FIGURE <= value <= LARGEST_FIGURE else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((found for item in items if (found := _huge_number(item)) is not None), None)
 
 
 def _shown(value: Any) -> str:

@@ -218,3 +218,19 @@ def test_a_stored_result_whose_counts_are_text_still_retallies(stored_runs, tmp_
     (run_id,) = sqlite3.connect(target).execute("SELECT id FROM runs WHERE protocol = 'vote'").fetchone()
     outcome = cli("history", "retally", run_id, "--method", "plurality", "--db", str(target))
     assert outcome.exit_code == 0 and outcome.exception is None, outcome.exception
+
+
+def test_a_score_past_any_figure_a_run_records_is_refused(stored_runs, tmp_path):
+    """-1e308 is a finite float that validates as a score; summed or rounded in a view it
+    overflows. No figure a run records comes near it."""
+    source = _copied(stored_runs, tmp_path)
+    _edit(
+        source,
+        "events",
+        "payload_json",
+        "type = 'round_tallied' AND payload_json LIKE '%\"scores\"%'",
+        lambda value: value["scores"].update({next(iter(value["scores"])): -1e308}),
+    )
+    refused = cli("history", "import", str(source), "--db", str(tmp_path / "mine.db"))
+    assert isinstance(refused.exception, UserError)
+    assert "holds -1e+308, past any figure a run records (at most 1e+15 either way)" in refused.exception.message
