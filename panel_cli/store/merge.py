@@ -246,9 +246,13 @@ class TextCopier:
         return target_id
 
 
-def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
+def import_runs(
+    path: Path | str | None, other: Path | str, check_event: Callable[[dict[str, Any]], object] | None = None
+) -> ImportReport:
     """Copy every run of `other` that the file at `path` lacks, in one transaction: an
-    import that fails half way leaves this file as it was. `other` is only read."""
+    import that fails half way leaves this file as it was. `other` is only read.
+    `check_event`: a further check of each copied event (a ValidationError refuses the file),
+    for shapes the protocols know and the store does not (a vote's tally)."""
     path = resolve_db_path(path)
     other = Path(other).expanduser()
     if not other.exists():
@@ -262,7 +266,7 @@ def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
             _check_source(source, target, other)
             target.execute("BEGIN IMMEDIATE")
             try:
-                report = _copy_runs(source, target, str(other), str(path))
+                report = _copy_runs(source, target, str(other), str(path), check_event)
                 target.execute("COMMIT")
             except BaseException:
                 if target.in_transaction:
@@ -318,7 +322,11 @@ def _unlike(source: sqlite3.Connection, target: sqlite3.Connection, name: str) -
 
 
 def _copy_runs(
-    source: sqlite3.Connection, target: sqlite3.Connection, source_name: str, target_name: str
+    source: sqlite3.Connection,
+    target: sqlite3.Connection,
+    source_name: str,
+    target_name: str,
+    check_event: Callable[[dict[str, Any]], object] | None = None,
 ) -> ImportReport:
     imported: list[str] = []
     skipped: list[str] = []
@@ -350,7 +358,7 @@ def _copy_runs(
                 if values.get(column) is not None:
                     values[column] = remap_refs(values[column], texts.id_for)
             target.execute(insert, [values[column] for column in columns])
-    check_shapes(target, Path(target_name), imported)
+    check_shapes(target, Path(target_name), imported, check_event)
     # Whatever the other file said of where its runs came from: they came from it.
     target.execute(
         "UPDATE runs SET imported_from = ? WHERE id IN (SELECT value FROM json_each(?))",
@@ -395,7 +403,12 @@ def check_rows(source: sqlite3.Connection, target: sqlite3.Connection, wanted: s
                 raise BadRow(f"{run[:-1]}: {error}") from error
 
 
-def check_shapes(target: sqlite3.Connection, path: Path, run_ids: list[str]) -> None:
+def check_shapes(
+    target: sqlite3.Connection,
+    path: Path,
+    run_ids: list[str],
+    check_event: Callable[[dict[str, Any]], object] | None = None,
+) -> None:
     """Every event of the runs just copied (not yet committed) is read back as the readers
     read it and is the event its type says: JSON that parses can still hold a list where a
     tally's counts go, or a round numbered by text, and every reader (show, replay, export,
@@ -419,6 +432,8 @@ def check_shapes(target: sqlite3.Connection, path: Path, run_ids: list[str]) -> 
                 )
             try:
                 parse_event(payload)
+                if check_event is not None:
+                    check_event(payload)
             except ValidationError as error:
                 first = error.errors()[0]
                 field = ".".join(str(part) for part in first["loc"]) or "it"

@@ -234,3 +234,28 @@ def test_a_score_past_any_figure_a_run_records_is_refused(stored_runs, tmp_path)
     refused = cli("history", "import", str(source), "--db", str(tmp_path / "mine.db"))
     assert isinstance(refused.exception, UserError)
     assert "holds -1e+308, past any figure a run records (at most 1e+15 either way)" in refused.exception.message
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda tally: tally.update(method={"a": "ranked_choice"}),
+        lambda tally: tally["rounds"][0].update(counts=[]),
+        lambda tally: tally["rounds"][0].update(eliminated=1),
+    ],
+    ids=["method-an-object", "round-counts-a-list", "eliminated-a-number"],
+)
+def test_a_vote_tally_that_is_not_a_tally_is_refused(stored_runs, tmp_path, change):
+    """A vote_tallied event says only that its tally is a mapping; the import reads it as the
+    vote's own count, which every reader of a vote draws."""
+    source = _copied(stored_runs, tmp_path)
+    _edit(
+        source,
+        "events",
+        "payload_json",
+        "type = 'vote_tallied' AND payload_json LIKE '%\"rounds\":[%'",
+        lambda value: change(value["tally"]),
+    )
+    refused = cli("history", "import", str(source), "--db", str(tmp_path / "mine.db"))
+    assert isinstance(refused.exception, UserError), refused.exception
+    assert "events: its vote_tallied event (seq " in refused.exception.message
