@@ -17,6 +17,9 @@ from pathlib import Path
 
 from panel_cli.located_yaml import bad_byte_line, decode_utf8, size_text
 
+# A questions file (`panel batch`) or a dataset (`panel eval`) with more questions than this is
+# a mistake (a log, a data dump), not a batch: reading it whole costs minutes and gigabytes.
+QUESTION_COUNT_LIMIT = 100_000
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"))
 SYSTEM_FILE = "is under /proc or /sys, the system's own state, not a file to send to the models"
 NOT_REGULAR = "is not a regular file (a pipe, a device or a socket)"

@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from panel_cli.batch.questions import QUESTION_COUNT_LIMIT
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
+from panel_cli.local_files import QUESTION_COUNT_LIMIT
 from panel_cli.protocols.vote.engine import exact_option, option_problems
 from panel_cli.untrusted import RefusedJSON, load_json
 

@@ -140,7 +140,7 @@ def test_a_limit_reads_only_the_questions_it_needs(tmp_path: Path):
 
 
 def test_without_a_limit_a_dataset_holds_at_most_as_many_questions_as_a_batch(tmp_path: Path):
-    from panel_cli.batch.questions import QUESTION_COUNT_LIMIT
+    from panel_cli.local_files import QUESTION_COUNT_LIMIT
 
     path = tmp_path / "huge.jsonl"
     path.write_text("".join(ROW.format(n=n, answer="yes") for n in range(QUESTION_COUNT_LIMIT + 1)))
