@@ -43,7 +43,7 @@ def draw_retally(
             "method",
             lambda o: (
                 str(o.get("method"))
-                + (f" (more than {o['threshold']:g})" if o.get("threshold") is not None else "")
+                + (f" (more than {o['threshold']:g})" if isinstance(o.get("threshold"), int | float) else "")
                 + (f", tie_break {o['tie_break']}" if o.get("tie_break") else "")
             ),
         ),

@@ -211,7 +211,11 @@ def test_a_runoff_round_naming_a_winner_it_never_counted_is_still_drawn(stored_r
 def test_a_stored_result_whose_counts_are_text_still_retallies(stored_runs, tmp_path):
     source = _copied(stored_runs, tmp_path)
     _edit(
-        source, "runs", "result_json", "protocol = 'vote'", lambda value: value.update(vote_counts="x", weights=["y"])
+        source,
+        "runs",
+        "result_json",
+        "protocol = 'vote'",
+        lambda value: value.update(vote_counts="x", weights=["y"], threshold="x"),
     )
     target = tmp_path / "mine.db"
     assert cli("history", "import", str(source), "--db", str(target)).exit_code == 0
