@@ -18,6 +18,9 @@ from pathlib import Path
 
 from panel_cli.located_yaml import bad_byte_line, decode_utf8, size_text
 
+# A questions file (`panel batch`) or a dataset (`panel eval`) with more questions than this is
+# a mistake (a log, a data dump), not a batch: reading it whole costs minutes and gigabytes.
+QUESTION_COUNT_LIMIT = 100_000
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"))
 SYSTEM_FILE = "is under /proc or /sys, the system's own state, not a file to send to the models"
 NOT_REGULAR = "is not a regular file (a pipe, a device or a socket)"
@@ -50,7 +53,7 @@ def read_text_file(path: Path, rules: TextFileRules) -> str:
             raise FileRefused("is a folder, not a file")
         if not stat.S_ISREG(kind):
             raise FileRefused(_not_regular(rules))
-        if _under_system_root(path):
+        if under_system_root(path):
             raise FileRefused(SYSTEM_FILE)
         with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as stream:
             if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
@@ -75,7 +78,7 @@ def _not_regular(rules: TextFileRules) -> str:
     return f"{NOT_REGULAR}; {rules.not_regular}" if rules.not_regular else NOT_REGULAR
 
 
-def _under_system_root(path: Path) -> bool:
+def under_system_root(path: Path) -> bool:
     """Whether the file really lives under /proc or /sys, through any symlink on the way."""
     real = Path(os.path.realpath(path))
     return any(real.is_relative_to(root) for root in SYSTEM_ROOTS)

@@ -17,7 +17,22 @@ from typing import Any
 REDACTED = "[redacted]"
 
 # `_KEY` also covers `_API_KEY`.
-SECRET_NAME_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+SECRET_NAME_SUFFIXES = (
+    "_KEY",
+    "_APIKEY",
+    "_TOKEN",
+    "_SECRET",
+    "_PASSWORD",
+    "_PASSWD",
+    "_PWD",
+    "_PASSPHRASE",
+    "_CREDENTIAL",
+    "_CREDENTIALS",
+)
+# Names that are a secret alone (not `PWD`, the working folder, nor `KEY`, a setting's name).
+_SECRET_NAMES_ALONE = frozenset(
+    {"PASSWORD", "PASSWD", "PASSPHRASE", "SECRET", "TOKEN", "API_KEY", "APIKEY", "CREDENTIALS"}
+)
 # The variables litellm reads a provider's credentials from whose names the suffixes miss
 # (every `get_secret_str("…")` of its provider code, as of litellm 1.110). A list shipped
 # here rather than read from litellm's source at run time: commands that never load litellm
@@ -46,7 +61,7 @@ MIN_KNOWN_SECRET_LENGTH = 4
 def named_like_a_secret(name: str) -> bool:
     """Whether an environment variable's name says it holds a secret."""
     upper = name.upper()
-    return upper.endswith(SECRET_NAME_SUFFIXES) or upper in LITELLM_SECRET_NAMES
+    return upper.endswith(SECRET_NAME_SUFFIXES) or upper in _SECRET_NAMES_ALONE or upper in LITELLM_SECRET_NAMES
 
 
 def secret_values(extra_names: Iterable[str] = (), known: Iterable[str] = ()) -> list[str]:

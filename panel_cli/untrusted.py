@@ -32,7 +32,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # such as `ESC]52;c;…BEL`, a clipboard write, or `ESC]0;…`, a window title; DCS, APC, PM and
 # SOS strings; two-character escapes), their 8-bit forms, and every other C0 or C1 control
 # but the tab and the line break. A carriage return goes too (it lets a line overwrite itself),
-# except as part of CRLF.
+# except as part of CRLF. So do the bidirectional embeddings, overrides and isolates (U+202A to
+# U+202E, U+2066 to U+2069): a right-to-left override makes a terminal, a table or a page show
+# `txt.exe` for `exe.txt`, and a reply could reorder what a person reads of it (Trojan Source).
 _CONTROL = re.compile(
     "\x1b\\[[0-?]*[ -/]*[@-~]?"  # CSI
     "|\x9b[0-?]*[ -/]*[@-~]?"
@@ -40,12 +42,12 @@ _CONTROL = re.compile(
     "|[\x90\x98\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"
     "|\x1b[ -/]*[0-~]?"  # any other escape
     "|\r(?!\n)"
-    "|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+    "|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 )
 # What decides nesting: brackets, and the quotes and escapes that say which brackets are text.
 # Where a sequence `_CONTROL` removes may begin: one character class, searched many times
 # faster than `_CONTROL`, so a clean text (nearly every text) is known clean at once.
-_CONTROL_START = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_START = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _STRUCTURE = re.compile(r'[\[\]{}"\\]')
 
 
@@ -57,6 +59,11 @@ class RefusedJSON(json.JSONDecodeError):
 class _NumberOutOfRange(Exception):
     def __init__(self, digits: str) -> None:
         self.digits = digits
+
+
+class _KeyTwice(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
 
 
 def clean_text(text: str) -> str:
@@ -129,6 +136,19 @@ def _bounded_int(digits: str) -> int:
     return value
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose every key is given once. JSON allows a key twice and `json.loads`
+    keeps the last value: `{"verdict": "REJECTED", …, "verdict": "APPROVED"}` would read as an
+    approval that a person reading the reply sees as a rejection. Two values for one key are
+    no answer at all."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _KeyTwice(key)
+        found[key] = value
+    return found
+
+
 def _cleaned(value: Any) -> Any:
     """Every string of a parsed value, keys included, without lone surrogates (the depth is
     already bounded, so the recursion is)."""
@@ -143,16 +163,22 @@ def _cleaned(value: Any) -> Any:
 
 def load_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     """`json.loads(text)`, bounded: at most `max_depth` levels of arrays and objects, whole
-    numbers within SQLite's INTEGER, and no lone surrogate in any string. Anything else raises
+    numbers within SQLite's INTEGER, no key given twice in one object, and no lone surrogate in any
+    string. Anything else raises
     json.JSONDecodeError (RefusedJSON for valid JSON refused), never another exception."""
     _, past = nesting_depth(text, max_depth)
     if past >= 0:
         raise RefusedJSON(f"is nested deeper than {max_depth} levels", text, past)
     try:
-        value = json.loads(text, parse_int=_bounded_int)
+        value = json.loads(text, parse_int=_bounded_int, object_pairs_hook=_unique_keys)
     except _NumberOutOfRange as exc:
         shown = exc.digits if len(exc.digits) <= 24 else f"{exc.digits[:20]}… ({len(exc.digits)} digits)"
         raise RefusedJSON(f"holds a number out of range ({shown})", text, max(text.find(exc.digits), 0)) from None
+    except _KeyTwice as exc:
+        quoted = json.dumps(exc.key)
+        shown = clean_text(exc.key if len(exc.key) <= 24 else f"{exc.key[:20]}…")
+        second = text.find(quoted, text.find(quoted) + 1)
+        raise RefusedJSON(f"gives the key {shown!r} twice", text, max(second, 0)) from None
     return _cleaned(value)
 
 

@@ -61,3 +61,12 @@ def test_first_control_is_where_cleaning_may_change_a_text() -> None:
     assert first_control("ab\rcd\x07", 3) == 5
     text = "clean start \x9b31m then"
     assert without_controls(text[: first_control(text)]) == text[: first_control(text)]
+
+
+def test_a_key_given_twice_in_one_object_is_refused_where_it_comes_again():
+    text = '{"verdict": "REJECTED", "n": {"a": 1, "a": 2}, "verdict": "APPROVED"}'
+    with pytest.raises(RefusedJSON) as caught:
+        load_json(text)
+    assert caught.value.msg == "gives the key 'a' twice"
+    assert caught.value.pos == text.index('"a": 2')
+    assert load_json('[{"a": 1}, {"a": 2}]') == [{"a": 1}, {"a": 2}], "one key per object, not per document"

@@ -23,11 +23,12 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from panel_cli.errors import ConfigError, UserError
+from panel_cli.local_files import QUESTION_COUNT_LIMIT
 from panel_cli.untrusted import RefusedJSON, load_json
 
-# A file larger than this, or with more questions, is a mistake (a log, a data dump), not a batch.
+# A file larger than this, or with more questions (`QUESTION_COUNT_LIMIT`), is a mistake (a log,
+# a data dump), not a batch.
 FILE_LIMIT = 64 << 20
-QUESTION_COUNT_LIMIT = 100_000
 QUESTION_LIMIT = 100_000  # characters
 ID_LIMIT = 200  # characters
 SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")

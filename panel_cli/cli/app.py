@@ -267,5 +267,10 @@ def main() -> None:
                 f"unexpected error: {type(exc).__name__}: {exc} (run with --traceback or PANEL_TRACEBACK=1 for details)."
             )
             code = ExitStatus.FAILURE
-    flush_quietly()
-    sys.exit(code if isinstance(code, int) else ExitStatus.SUCCESS)
+    lost = flush_quietly()
+    code = code if isinstance(code, int) else ExitStatus.SUCCESS
+    if lost is not None:
+        # The run (if any) ended and was stored as it would have; its output was not seen.
+        _say(f"the output could not be written ({lost}).")
+        code = code or ExitStatus.FAILURE
+    sys.exit(code)

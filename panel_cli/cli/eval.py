@@ -204,9 +204,7 @@ def _planned(
 
     assert panel_file is not None and dataset is not None
     panel = load_panel(panel_file)
-    data = load_dataset(dataset)
-    if limit is not None:
-        data = data.model_copy(update={"items": data.items[:limit]})
+    data = load_dataset(dataset, limit)
     plan = plan_eval(
         panel,
         data,

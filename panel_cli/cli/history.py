@@ -319,6 +319,15 @@ def purge_runs(
     view.console().print(Text(f"Deleted {plural(len(deleted), f'{kind}run')} started before {before}."), soft_wrap=True)
 
 
+def _stored_tally(payload: dict[str, Any]) -> None:
+    """A vote's stored count is the tally the vote made (`Tally`), or a ValidationError: the
+    event only says it is a mapping, and show, replay, export and retally read it whole."""
+    if payload.get("type") == "vote_tallied":
+        from panel_cli.protocols.vote.tally import Tally
+
+        Tally.model_validate(payload.get("tally"))
+
+
 @history_app.command("import")
 def import_runs(
     other: Annotated[
@@ -339,7 +348,7 @@ def import_runs(
     from panel_cli.view import history as view
     from panel_cli.wording import plural
 
-    report = import_stored_runs(db, other)
+    report = import_stored_runs(db, other, check_event=_stored_tally)
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return

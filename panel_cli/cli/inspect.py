@@ -7,7 +7,6 @@ Rich markup: a `[/INST]` in a question prints as written.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -16,9 +15,6 @@ from rich.text import Text
 
 from panel_cli.cli import completion
 from panel_cli.exit_status import ExitStatus
-
-if TYPE_CHECKING:
-    from panel_cli.config import Panel
 
 # A question is shown on one line, cut to this many characters: a 100 KB question is data to
 # check, not something to print.
@@ -57,6 +53,7 @@ def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
     from panel_cli.llm.providers import key_status
     from panel_cli.protocols.base import rules_of
     from panel_cli.protocols.checks import check_panel
+    from panel_cli.runs.reach import beyond_the_providers
     from panel_cli.tools.checks import tool_settings
     from panel_cli.view.fmt import one_line
 
@@ -102,39 +99,13 @@ def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
     ]
     for name, value in settings:
         console.print(Text.assemble((f"{name}: ", "dim"), value))
-    beyond = _beyond_the_providers(panel)
+    beyond = beyond_the_providers(panel)
     if beyond:
         console.print(Text("beyond calling the providers:", style="bold"))
         for line in beyond:
             console.print(Text(f"  {line}"), soft_wrap=True)
     for warning in warnings:
         errors.print(Text(f"warning: {warning}", style="yellow"))
-
-
-def _beyond_the_providers(panel: Panel) -> list[str]:
-    """What running the file does besides calling each member's provider: each command it
-    starts, each key it sends to a host other than that provider's own (this machine
-    included), each header it sends to a tool server. A panel file is code; this is what to
-    read before running someone else's."""
-    from panel_cli.llm.key_hosts import keys_sent_elsewhere
-    from panel_cli.models.aliases import split_url
-    from panel_cli.tools.checks import started
-
-    lines: list[str] = []
-    for name in started(panel):
-        server = panel.tools[name]
-        where = f"tools.{name}, line {panel.line_of(('tools', name))}"
-        if server.command is not None:
-            lines.append(f"starts {server.target} ({where})")
-        elif server.headers:
-            host = split_url(server.target).hostname
-            lines.append(f"sends the headers {', '.join(server.headers)} to {host} ({where})")
-    for sent, line in keys_sent_elsewhere(panel):
-        host = f"{sent.host} (this machine)" if sent.loopback else sent.host
-        lines.append(
-            f"sends {sent.variable} to {host}, not to {sent.provider}'s own API (member {sent.member}, line {line})"
-        )
-    return lines
 
 
 def _or_default(value: object) -> str:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from collections import Counter
+from collections.abc import Iterator
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
+from panel_cli.local_files import QUESTION_COUNT_LIMIT
 from panel_cli.protocols.vote.ballots import exact_option, option_problems
 from panel_cli.untrusted import RefusedJSON, load_json
 
@@ -32,6 +35,8 @@ BUILTIN_PREFIX = "builtin:"
 # (a log, a binary) from filling memory.
 MAX_DATASET_BYTES = 64 * 1024 * 1024
 MAX_PROBLEMS = 20
+# Where `str.splitlines` breaks a line.
+_LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
 class EvalItem(BaseModel):
@@ -93,8 +98,9 @@ def list_builtin() -> list[BuiltinDataset]:
     return listed
 
 
-def load_dataset(spec: str) -> Dataset:
-    """`builtin:<name>` or a path to a JSONL file."""
+def load_dataset(spec: str, limit: int | None = None) -> Dataset:
+    """`builtin:<name>` or a path to a JSONL file: its first `limit` questions, when given
+    (the rest is not read as questions), else every one, at most as many as a batch takes."""
     if spec.startswith(BUILTIN_PREFIX):
         name = spec[len(BUILTIN_PREFIX) :]
         if name not in builtin_names():
@@ -104,7 +110,7 @@ def load_dataset(spec: str) -> Dataset:
         text = (_builtin_dir() / f"{name}.jsonl").read_text(encoding="utf-8")
     else:
         text = _read(Path(spec))
-    return Dataset(source=spec, items=parse_dataset(text, spec), sha256=text_sha256(text))
+    return Dataset(source=spec, items=parse_dataset(text, spec, limit), sha256=text_sha256(text))
 
 
 def text_sha256(text: str) -> str:
@@ -192,14 +198,23 @@ def _row(data: Any, line: int) -> tuple[EvalItem | None, list[tuple[str | None, 
     ), []
 
 
-def parse_dataset(text: str, source: str) -> list[EvalItem]:
-    """Every row of a JSONL dataset (blank lines skipped), or one ConfigError listing every problem."""
+def parse_dataset(text: str, source: str, limit: int | None = None) -> list[EvalItem]:
+    """The rows of a JSONL dataset (blank lines skipped), the first `limit` of them when given,
+    or one ConfigError listing every problem among the lines read. Without a limit, a dataset
+    of more questions than a batch takes (`QUESTION_COUNT_LIMIT`) is refused as a batch is: a
+    million rows read whole is a minute and gigabytes before the first call."""
     items: list[EvalItem] = []
     problems: list[ConfigProblem] = []
     seen: dict[str, int] = {}
-    for line, raw in enumerate(text.splitlines(), start=1):
+    for line, raw in enumerate(_lines(text), start=1):
+        if limit is not None and len(items) >= limit:
+            break
         if not raw.strip():
             continue
+        if len(items) == QUESTION_COUNT_LIMIT:
+            raise UserError(
+                f"--dataset: {source} holds more than {QUESTION_COUNT_LIMIT:,} questions; give --limit, or split it."
+            )
         try:
             data = load_json(raw)
         except RefusedJSON as exc:
@@ -226,3 +241,14 @@ def parse_dataset(text: str, source: str) -> list[EvalItem]:
     if not items:
         raise UserError(f"--dataset: {source} holds no questions.")
     return items
+
+
+def _lines(text: str) -> Iterator[str]:
+    """`text.splitlines()`, one line at a time: a dataset read for its first few questions is
+    not split whole."""
+    start = 0
+    for found in _LINE_BREAK.finditer(text):
+        yield text[start : found.start()]
+        start = found.end()
+    if start < len(text):
+        yield text[start:]

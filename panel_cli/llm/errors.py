@@ -24,6 +24,7 @@ from datetime import UTC
 from typing import Any
 
 from panel_cli.events import ErrorKind
+from panel_cli.untrusted import clean_text
 
 RETRYABLE: frozenset[str] = frozenset({"rate_limited", "server", "connection"})
 # Asking again cannot help within one run: the key, the model or the request is wrong.
@@ -332,10 +333,19 @@ def detail_of(exc: BaseException) -> str | None:
 
 
 def describe(exc: BaseException) -> Failure:
-    """Kind, sentence, raw detail and whether the member is worth calling again."""
+    """Kind, sentence, raw detail and whether the member is worth calling again. The sentence
+    and the detail quote the provider, so both are cleaned as its replies are (`clean_text`):
+    an error body's `\\ud800` is valid JSON that no UTF-8 writer takes, and its escape
+    sequences would reach the terminal."""
     kind = classify(exc)
     permanent = kind in PERMANENT or (kind == "connection" and any(_is_refused(link) for link in _chain(exc)))
-    return Failure(kind=kind, message=clean_message(exc, kind), detail=detail_of(exc), permanent=permanent)
+    detail = detail_of(exc)
+    return Failure(
+        kind=kind,
+        message=clean_text(clean_message(exc, kind)),
+        detail=None if detail is None else clean_text(detail),
+        permanent=permanent,
+    )
 
 
 _DELAY_SECONDS = re.compile(r"\d+(?:\.\d+)?")

@@ -7,16 +7,16 @@ one's own), so it is allowed, but the user must be able to see it: `panel valida
 such key, and a run names each one before its first call unless the host is this machine.
 
 The key a call sends is the gateway's choice (`Gateway._api_key`): the member's `api_key_env`,
-else none of ours, so litellm reads the provider's variable from the environment; an OpenAI-
-compatible `api_base` with OPENAI_API_KEY unset gets a placeholder, which is no key. The
-variable litellm reads is the first set one of the provider's (`providers.credentials`), else
-`<PROVIDER>_API_KEY`, which litellm reads for the providers our table leaves out (ollama reads
-OLLAMA_API_KEY).
+else none of ours, so litellm reads a variable from the environment. Which one depends on the
+model and the base in ways no table keeps up with (`custom_openai/` and `ai21/` send
+OPENAI_API_KEY to an `api_base`, `datarobot/` DATAROBOT_API_TOKEN), so litellm itself is asked
+(`key_probe`), for the members whose `api_base` is another host only. `key_source`, which only
+words a failed call's message, still reads our table.
 
 A provider's own hosts are a table of ours (`OWN_HOSTS`), not litellm's defaults: litellm keeps
 each provider's endpoint in that provider's code (`https://api.anthropic.com/v1/messages` in its
 Anthropic config, `api.groq.com` in `get_llm_provider`), readable only by importing litellm (six
-seconds), which `panel validate` never does. The OpenAI-compatible providers litellm configures
+seconds), which `panel validate` does only to ask which key goes to another host. The OpenAI-compatible providers litellm configures
 from `providers.json` have their `base_url` read from that file, as `catalog` reads their keys.
 `tests/llm/test_providers.py` checks the table against the installed litellm. A provider in
 neither has no known host of its own, so any `api_base` it is given is another host.
@@ -27,14 +27,25 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from panel_cli.llm.providers import AMBIENT, NOT_SECRET, SAME_KEYS, KeyedMember, credentials, provider_of
+from panel_cli.llm.key_probe import variables_sent
+from panel_cli.llm.providers import (
+    AMBIENT,
+    NOT_SECRET,
+    PROVIDER_KEYS,
+    SAME_KEYS,
+    KeyedMember,
+    credentials,
+    provider_of,
+)
 from panel_cli.models.aliases import split_url
 from panel_cli.models.catalog import litellm_dir
+from panel_cli.redact import named_like_a_secret
 
 if TYPE_CHECKING:
     from panel_cli.config import Member, Panel
@@ -88,40 +99,75 @@ class KeySent(BaseModel):
     member: str
     provider: str
     variable: str
-    """The environment variable holding the key (never its value)."""
+    """The environment variable holding the key (never its value); two or more, joined by
+    `and`, when the call sends each."""
     host: str
     loopback: bool
     """Whether the host is this machine (`localhost`, 127.0.0.1, ::1)."""
 
 
-def key_sent_elsewhere(member: KeyedMember) -> KeySent | None:
-    """The key `member`'s calls send to a host other than its provider's own, or None: without
-    an `api_base` (the provider's own endpoint), with one on the provider's own hosts, or when
-    the call sends no key (its variable is unset: a run then either refuses to start for the
-    missing key or, for an OpenAI-compatible server, sends a placeholder)."""
+def keys_sent_elsewhere(panel: Panel, *, this_machine: bool = True) -> list[tuple[KeySent, int | None]]:
+    """Each key the panel's members send to a host other than their provider's own, with the
+    line of the panel file that sends it there (None for a panel without a file).
+    `this_machine`: include hosts on this machine (validate lists them; a run says nothing of
+    them, and need not ask litellm)."""
+    members = panel.callable_members()
+    return [
+        (sent, panel.line_of((*_member_location(panel, member), "api_base")))
+        for member, sent in zip(members, keys_sent_by(members, this_machine=this_machine), strict=True)
+        if sent is not None
+    ]
+
+
+def keys_sent_by(members: Sequence[KeyedMember], *, this_machine: bool = True) -> list[KeySent | None]:
+    """For each member, the key its calls send to a host other than its provider's own, or
+    None. A member's `api_key_env` is the key it sends, when set. Otherwise litellm chooses,
+    by the model and the base, and is asked (`key_probe`), once for all of them: a member
+    without a foreign `api_base` never costs that question."""
+    hosts = [_foreign_host(member) for member in members]
+    hosts = [host if host is not None and (this_machine or not is_loopback(host)) else None for host in hosts]
+    asked = [(m.model, m.api_base or "") for m, host in zip(members, hosts, strict=True) if host and not m.api_key_env]
+    chosen = variables_sent(asked, _secret_names()) if asked else {}
+    found: list[KeySent | None] = []
+    for member, host in zip(members, hosts, strict=True):
+        if host is None:
+            found.append(None)
+            continue
+        if member.api_key_env:
+            names: tuple[str, ...] = (member.api_key_env,) if os.environ.get(member.api_key_env) else ()
+        else:
+            names = chosen.get((member.model, member.api_base or ""), ())
+        provider = provider_of(member.model) or "openai"
+        found.append(
+            KeySent(
+                member=member.name,
+                provider=provider,
+                variable=" and ".join(names),
+                host=host,
+                loopback=is_loopback(host),
+            )
+            if names
+            else None
+        )
+    return found
+
+
+def _foreign_host(member: KeyedMember) -> str | None:
+    """The host of a member's `api_base` when it is not its provider's own, else None."""
     if not member.api_base or member.model.startswith("demo/"):
         return None
     host = split_url(member.api_base).hostname
-    if not host:
+    if not host or is_own_host(provider_of(member.model) or "openai", host):
         return None
-    provider = provider_of(member.model) or "openai"
-    if is_own_host(provider, host):
-        return None
-    variable = _key_variable(member, provider)
-    if variable is None:
-        return None
-    return KeySent(member=member.name, provider=provider, variable=variable, host=host, loopback=is_loopback(host))
+    return host
 
 
-def keys_sent_elsewhere(panel: Panel) -> list[tuple[KeySent, int | None]]:
-    """Each key the panel's members send to a host other than their provider's own, with the
-    line of the panel file that sends it there (None for a panel without a file)."""
-    found: list[tuple[KeySent, int | None]] = []
-    for member in panel.callable_members():
-        sent = key_sent_elsewhere(member)
-        if sent is not None:
-            found.append((sent, panel.line_of((*_member_location(panel, member), "api_base"))))
-    return found
+def _secret_names() -> list[str]:
+    """The variables the probe must not be given: every one named like a secret, and every
+    one our tables know a provider reads."""
+    known = {name for found in PROVIDER_KEYS.values() for name in found.variables()}
+    known |= {name for names in AMBIENT.values() for name in names}
+    return sorted(name for name in os.environ if named_like_a_secret(name) or name in known)
 
 
 def _member_location(panel: Panel, member: Member) -> tuple[Any, ...]:

@@ -26,6 +26,7 @@ from panel_cli.located_yaml import describe_error
 from panel_cli.protocols.checks import check_panel
 from panel_cli.protocols.gates import Gate, GateRule
 from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec, resolve
+from panel_cli.untrusted import writable
 
 # The panel `--demo` seats when no file, no --members and no default panel name any member:
 # the first five personas (an odd number, so a two-option vote cannot tie), each left on its
@@ -73,6 +74,12 @@ def panel_for_run(
         find: PanelSourceFunction = resolve(protocol.source)
         panel, declared = find(found, given, demo)
     panel = apply_options(protocol, panel.model_copy(update={"protocol": protocol.name}), given)
+    for path in attach or ():
+        if writable(str(path)) != str(path):
+            # A name holding bytes that are not UTF-8 could be read but never stored or shown.
+            raise UserError(
+                f"--attach {writable(str(path))}: its name is not UTF-8 text; rename the file to attach it."
+            )
     panel = (panel.as_demo() if demo else panel).with_attachments(list(attach) if attach else None)
     warnings = check_panel(panel, protocol.name, declared)
     return RunPanel(panel=panel, warnings=warnings, gate=armed_gate(protocol, panel, given))

@@ -143,7 +143,7 @@ def key_notices(panel: Panel) -> list[str]:
     from panel_cli.llm.key_hosts import keys_sent_elsewhere
 
     grouped: dict[tuple[str, str, str], list[str]] = {}
-    for sent, line in keys_sent_elsewhere(panel):
+    for sent, line in keys_sent_elsewhere(panel, this_machine=False):
         if not sent.loopback:
             where = f"line {line}: member '{sent.member}'" if line is not None else f"member '{sent.member}'"
             grouped.setdefault((sent.variable, sent.host, sent.provider), []).append(where)

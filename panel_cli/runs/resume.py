@@ -26,6 +26,7 @@ from panel_cli.llm.gateway import AnsweredCall
 from panel_cli.redact import REDACTED
 from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS, TAGS_KEY
 from panel_cli.runs.followup import stored_parent
+from panel_cli.runs.reach import beyond_the_providers
 from panel_cli.store.claims import Claim, take_claims
 from panel_cli.store.paths import resolve_db_path
 from panel_cli.store.reader import TranscriptReader
@@ -62,6 +63,11 @@ class Resumption:
     short_id: str
     notices: list[str]
     claim: Claim
+    imported_from: str | None = None
+    """The file `panel history import` brought the run (or the run it resumes) from."""
+    reach: tuple[str, ...] = ()
+    """For an imported run, what its panel does besides calling the providers
+    (`runs.reach`): what the person is shown, and asked about, before it starts."""
 
 
 # A run resumed, whose resume was resumed, …: how far the chain is followed to its latest run.
@@ -99,7 +105,11 @@ def _read_back(path: Path, run_id: str, force: bool, claim: Claim) -> Resumption
             refuse_finished(record, short)
         parent_id = stored_parent(record, short)
         answered = reader.answered_calls(record.id)
+        imported_from = imported_origin(reader, record)
     panel = stored_panel(record, short)
+    # The files it attaches are read here, from this machine, and sent: the other file chose them.
+    attached = [f"sends the file {path} to every member" for path in panel.attach]
+    reach = (*beyond_the_providers(panel), *attached) if imported_from is not None else ()
     continuing = continuation(record, answered)
     changed = changed_attachments(panel, continuing.fence_tag, [call for calls in answered.values() for call in calls])
     notices = [resume_notice(short, panel.protocol, continuing, changed)]
@@ -115,7 +125,23 @@ def _read_back(path: Path, run_id: str, force: bool, claim: Claim) -> Resumption
         short_id=short,
         notices=notices,
         claim=claim,
+        imported_from=imported_from,
+        reach=reach,
     )
+
+
+def imported_origin(reader: TranscriptReader, record: RunRecord) -> str | None:
+    """The file `panel history import` brought this run from, or the run it resumes (and so
+    on up the chain): its panel is that file's, whoever resumed it since. None for a run made
+    here from a panel file someone here ran."""
+    seen: set[str] = set()
+    current: RunRecord | None = record
+    while current is not None and current.id not in seen and len(seen) <= CHAIN_LIMIT:
+        if current.imported_from is not None:
+            return current.imported_from
+        seen.add(current.id)
+        current = _stored(reader, current.resumed_from)
+    return None
 
 
 def continuation(record: RunRecord, answered: Mapping[str, Sequence[CallRecord]]) -> Continuation:
@@ -144,6 +170,9 @@ def take_over(reader: TranscriptReader, run_id: str) -> TakenOver | None:
     afresh, as before resuming reused anything)."""
     record = _stored(reader, run_id)
     if record is None or record.status not in ("interrupted", "failed", "stale"):
+        return None
+    if imported_origin(reader, record) is not None:
+        # Its panel is another file's: asked afresh, the question runs the batch's own panel.
         return None
     try:
         panel = stored_panel(record, reader.short_id(record.id))

@@ -33,6 +33,9 @@ from panel_cli.store.texts import MissingTextError, TextCache, dumps, refs_in, r
 # it is, for the sentence refusing a file.
 Check = tuple[Callable[[Any], bool], str]
 LONGEST_ID = 256
+# Far past any fractional figure a run records (a time in seconds, a score, a cost, a latency):
+# a float beyond it in an event is a file's lie, and arithmetic on it overflows in the views.
+LARGEST_FIGURE = 1e15
 
 
 def _whole(value: Any) -> bool:
@@ -110,6 +113,7 @@ RUN_TABLES = (
             **dict.fromkeys(("pid", "started_seq", "ended_seq"), WHOLE),
             "parent_id": RUN_ID,
             "resumed_by": RUN_ID,
+            "imported_from": TEXT,
         },
         required=("id", "protocol", "status", "started_at", "question_text"),
     ),
@@ -242,9 +246,13 @@ class TextCopier:
         return target_id
 
 
-def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
+def import_runs(
+    path: Path | str | None, other: Path | str, check_event: Callable[[dict[str, Any]], object] | None = None
+) -> ImportReport:
     """Copy every run of `other` that the file at `path` lacks, in one transaction: an
-    import that fails half way leaves this file as it was. `other` is only read."""
+    import that fails half way leaves this file as it was. `other` is only read.
+    `check_event`: a further check of each copied event (a ValidationError refuses the file),
+    for shapes the protocols know and the store does not (a vote's tally)."""
     path = resolve_db_path(path)
     other = Path(other).expanduser()
     if not other.exists():
@@ -255,9 +263,10 @@ def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
         source = reader.connection
         target = connect(path)
         try:
+            _check_source(source, target, other)
             target.execute("BEGIN IMMEDIATE")
             try:
-                report = _copy_runs(source, target, str(other), str(path))
+                report = _copy_runs(source, target, str(other), str(path), check_event)
                 target.execute("COMMIT")
             except BaseException:
                 if target.in_transaction:
@@ -276,8 +285,48 @@ def import_runs(path: Path | str | None, other: Path | str) -> ImportReport:
     return report
 
 
+def _check_source(source: sqlite3.Connection, target: sqlite3.Connection, other: Path) -> None:
+    """The other file holds its runs as panel makes them: every table a run's rows live in
+    (and `texts`) exactly as this file has it, and SQLite finds the file whole. A file whose
+    version lies about its tables, a `runs` that is a view (of duplicate rows, or of millions
+    made up on the fly), a table without its key: each is one sentence naming that file, not
+    an error blamed on this one half way through. Reads only the other file."""
+    names = [table.name for table in RUN_TABLES] + ["texts"]
+    schema = "SELECT type, sql FROM sqlite_master WHERE name = ?"
+    try:
+        for name in names:
+            theirs, ours = source.execute(schema, (name,)).fetchone(), target.execute(schema, (name,)).fetchone()
+            if theirs is None or tuple(theirs) != tuple(ours):
+                raise UserError(f"{other} cannot be imported: {_unlike(source, target, name)}; nothing was imported.")
+        problems = [row[0] for row in source.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as error:
+        raise UserError(
+            f"{other} cannot be imported: SQLite cannot read it ({error}); nothing was imported."
+        ) from error
+    if problems != ["ok"]:
+        raise UserError(f"{other} cannot be imported: it is damaged ({problems[0]}); nothing was imported.")
+
+
+def _unlike(source: sqlite3.Connection, target: sqlite3.Connection, name: str) -> str:
+    """How the other file's table differs from this file's, in a few words."""
+    found = source.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+    if found is None:
+        return f"it has no table {name}"
+    if found[0] != "table":
+        return f"its {name} is a {found[0]}, not a table"
+    theirs = {row[1] for row in source.execute(f"PRAGMA table_info({name})")}
+    missing = [row[1] for row in target.execute(f"PRAGMA table_info({name})") if row[1] not in theirs]
+    if missing:
+        return f"its table {name} lacks the column {missing[0]}"
+    return f"its table {name} is not as panel makes it"
+
+
 def _copy_runs(
-    source: sqlite3.Connection, target: sqlite3.Connection, source_name: str, target_name: str
+    source: sqlite3.Connection,
+    target: sqlite3.Connection,
+    source_name: str,
+    target_name: str,
+    check_event: Callable[[dict[str, Any]], object] | None = None,
 ) -> ImportReport:
     imported: list[str] = []
     skipped: list[str] = []
@@ -309,6 +358,12 @@ def _copy_runs(
                 if values.get(column) is not None:
                     values[column] = remap_refs(values[column], texts.id_for)
             target.execute(insert, [values[column] for column in columns])
+    check_shapes(target, Path(target_name), imported, check_event)
+    # Whatever the other file said of where its runs came from: they came from it.
+    target.execute(
+        "UPDATE runs SET imported_from = ? WHERE id IN (SELECT value FROM json_each(?))",
+        (str(Path(source_name).resolve()), wanted),
+    )
     return ImportReport(
         source=source_name, target=target_name, imported=imported, skipped=skipped, running=running, texts=texts.added
     )
@@ -346,6 +401,55 @@ def check_rows(source: sqlite3.Connection, target: sqlite3.Connection, wanted: s
                 TextCache(source).load(ids)
             except (MissingTextError, ValueError, RecursionError) as error:
                 raise BadRow(f"{run[:-1]}: {error}") from error
+
+
+def check_shapes(
+    target: sqlite3.Connection,
+    path: Path,
+    run_ids: list[str],
+    check_event: Callable[[dict[str, Any]], object] | None = None,
+) -> None:
+    """Every event of the runs just copied (not yet committed) is read back as the readers
+    read it and is the event its type says: JSON that parses can still hold a list where a
+    tally's counts go, or a round numbered by text, and every reader (show, replay, export,
+    retally) would meet it. BadRow names the first. An event of a type this panel does not
+    know is left alone, as the readers pass over it."""
+    from pydantic import ValidationError
+
+    from panel_cli.events import EVENT_TYPES, parse_event
+
+    reader = TranscriptReader(target, path)
+    for run_id in run_ids:
+        for payload in reader.run_events(run_id):
+            kind = payload.get("type")
+            if kind not in EVENT_TYPES:
+                continue
+            huge = _huge_number(payload)
+            if huge is not None:
+                raise BadRow(
+                    f"run {_shown(run_id)}, events: its {kind} event (seq {payload.get('seq')}) holds {huge!r},"
+                    f" past any figure a run records (at most {LARGEST_FIGURE:.0e} either way)"
+                )
+            try:
+                parse_event(payload)
+                if check_event is not None:
+                    check_event(payload)
+            except ValidationError as error:
+                first = error.errors()[0]
+                field = ".".join(str(part) for part in first["loc"]) or "it"
+                raise BadRow(
+                    f"run {_shown(run_id)}, events: its {kind} event (seq {payload.get('seq')}) is not one"
+                    f" ({field}: {first['msg']})"
+                ) from None
+
+
+def _huge_number(value: Any) -> float | None:
+    """The first fractional number (a float) in a payload past `LARGEST_FIGURE` either way (the
+    depth is bounded). Whole numbers are left to their fields: a seed may be any 64-bit one."""
+    if isinstance(value, float):
+        return value if not -LARGEST_FIGURE <= value <= LARGEST_FIGURE else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((found for item in items if (found := _huge_number(item)) is not None), None)
 
 
 def _shown(value: Any) -> str:

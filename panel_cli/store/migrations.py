@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 Migration = Callable[[sqlite3.Connection], None]
 
-SCHEMA_VERSION = 11  # the number of the last migration, the version every file is brought to
+SCHEMA_VERSION = 12  # the number of the last migration, the version every file is brought to
 TEXTS_VERSION = 4  # the version whose migration moved every text to `texts`
 
 
@@ -450,6 +450,13 @@ def m011_eval_item_confidence(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE eval_items ADD COLUMN confidence_from TEXT")
 
 
+def m012_imported_runs(db: sqlite3.Connection) -> None:
+    """`imported_from` names the file `panel history import` brought a run from: a run made
+    elsewhere, whose panel (the commands it starts, the hosts it sends keys to) nobody here
+    has read, so resuming it asks first."""
+    db.execute("ALTER TABLE runs ADD COLUMN imported_from TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     m001_initial,
     m002_call_detail_and_truncation,
@@ -462,6 +469,7 @@ MIGRATIONS: list[Migration] = [
     m009_resume_links_and_claims,
     m010_late_calls,
     m011_eval_item_confidence,
+    m012_imported_runs,
 ]
 
 

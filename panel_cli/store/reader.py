@@ -19,6 +19,7 @@ import math
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -50,6 +51,7 @@ from panel_cli.store.records import (
 )
 from panel_cli.store.rows import call_fields, decision_fields, envelope, restore, run_fields
 from panel_cli.store.texts import MissingTextError, TextCache, decode, refs_in
+from panel_cli.store.times import iso_time
 from panel_cli.totals import ledger_cost
 
 if TYPE_CHECKING:
@@ -428,7 +430,12 @@ class TranscriptReader:
             result = None
         members = self._members(row["id"], columns)
         answer = texts.column(columns, "final_answer_text")
-        extra = {"error": columns.text("error"), "pid": columns.whole("pid"), "host": columns.text("host")}
+        extra = {
+            "error": columns.text("error"),
+            "pid": columns.whole("pid"),
+            "host": columns.text("host"),
+            "imported_from": columns.text("imported_from"),
+        }
         return RunRecord(
             **{
                 **fields,
@@ -443,13 +450,16 @@ class TranscriptReader:
         )
 
     def _find(self, id_or_prefix: str) -> sqlite3.Row:
-        """The run an id names, or a unique beginning of one; `last` is the run started last,
-        as `--continue last` takes it."""
+        """The run an id names, or a unique beginning of one; `last` is the run started last
+        (before now), as `--continue last` takes it."""
         rows = self._query(f"{_RUN} WHERE id = ?", (id_or_prefix,))
         if not rows and id_or_prefix.strip().lower() == LAST:
-            rows = self._query(f"{_RUN} ORDER BY started_at DESC, id LIMIT 1")
+            # A time still to come is no run's start: an imported file could claim one to be `last`.
+            now = iso_time(time.time())
+            rows = self._query(f"{_RUN} WHERE started_at <= ? ORDER BY started_at DESC, id LIMIT 1", (now,))
             if not rows:
-                raise UserError(f"There is no run in {self.path} yet, so no last one.")
+                later = "started before now" if self._query("SELECT 1 FROM runs LIMIT 1") else "yet"
+                raise UserError(f"There is no run in {self.path} {later}, so no last one.")
         if not rows and id_or_prefix:
             upper = prefix_successor(id_or_prefix)
             rows = self._query(

@@ -115,6 +115,8 @@ class RunRecord(RunSummary):
     error: str | None = None
     pid: int | None = None
     host: str | None = None
+    imported_from: str | None = None
+    """The file `panel history import` brought the run from; None for a run made here."""
     thread: RunThread = field(default_factory=RunThread)
 
     @property

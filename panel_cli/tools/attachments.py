@@ -6,10 +6,17 @@ cannot close its fence early and pass the rest of itself off as the request. Onl
 attached: a file that is too big, binary (a NUL byte) or not UTF-8 is refused before the run
 starts, with the file and line of its `attach:` entry (the refusals a question file gets too:
 `panel_cli.local_files`).
+
+A panel file may come from someone else, and what it attaches is sent to the providers. An
+entry that reads as a file beside the panel (`docs/brief.md`) but is a link to a file outside
+the panel's folder and its project (`~/.ssh/id_rsa`) is refused: `panel validate` would show
+`brief.md` while the key went out. A path written out to lead elsewhere (`/etc/motd`,
+`../shared/notes.md`) is what it says, shown as such, and attached; so is every `--attach`.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -17,8 +24,9 @@ from pydantic import BaseModel
 
 from panel_cli.config import Panel
 from panel_cli.errors import ConfigError, UserError
-from panel_cli.local_files import FileRefused, TextFileRules, read_text_file
+from panel_cli.local_files import FileRefused, TextFileRules, read_text_file, under_system_root
 from panel_cli.tasks import render_labelled
+from panel_cli.untrusted import writable
 
 MAX_ATTACHMENT_BYTES = 200 * 1024
 MAX_ATTACHMENTS = 20
@@ -39,6 +47,8 @@ class Attachment(BaseModel):
     name: str
     path: str
     text: str
+    resolved: str = ""
+    """The file read, every link followed: what `panel validate` shows."""
 
 
 def read_attachments(panel: Panel) -> list[Attachment]:
@@ -49,7 +59,12 @@ def read_attachments(panel: Panel) -> list[Attachment]:
     texts = [_read(panel, index, Path(entry)) for index, entry in enumerate(panel.attach)]
     names = Counter(Path(entry).name for entry in panel.attach)
     return [
-        Attachment(name=Path(entry).name if names[Path(entry).name] == 1 else entry, path=entry, text=text)
+        Attachment(
+            name=Path(entry).name if names[Path(entry).name] == 1 else entry,
+            path=entry,
+            text=text,
+            resolved=os.path.realpath(entry),
+        )
         for entry, text in zip(panel.attach, texts, strict=True)
     ]
 
@@ -63,14 +78,49 @@ def render_attachments(attachments: list[Attachment]) -> str:
 
 
 def _read(panel: Panel, index: int, path: Path) -> str:
+    if writable(str(path)) != str(path):
+        # A name with bytes that are not UTF-8 (`caf\xe9.md`) cannot be stored, shown or quoted.
+        raise _refusal(panel, index, "its name is not UTF-8 text; rename the file to attach it")
+    if panel.source_file is not None and panel.in_file(("attach", index)):
+        target = _hidden_target(Path(os.path.abspath(panel.source_file)).parent, path)
+        # A link into /proc or /sys gets the more telling refusal below, as any such path does.
+        if target is not None and not under_system_root(path):
+            raise _refusal(
+                panel,
+                index,
+                f"is a link to {target}, outside the panel file's folder and its project; attach that path itself"
+                " if you mean to send it",
+            )
     try:
         return read_text_file(path, ATTACHMENT)
     except FileRefused as refused:
         raise _refusal(panel, index, str(refused)) from None
 
 
+def _hidden_target(folder: Path, path: Path) -> Path | None:
+    """Where `path` really leads, when it reads as a file in the panel's folder or project but a
+    link takes it outside both; None otherwise (no link, a link that stays inside, or a path
+    written out to lead outside, which says where it goes)."""
+    roots = [folder, *([project] if (project := _project_of(folder)) is not None else [])]
+    written = Path(os.path.normpath(path))
+    if not any(written.is_relative_to(root) for root in roots):
+        return None
+    real = Path(os.path.realpath(path))
+    if any(real.is_relative_to(os.path.realpath(root)) for root in roots):
+        return None
+    return real
+
+
+def _project_of(folder: Path) -> Path | None:
+    """The git work tree the panel file's folder is in (the nearest folder above with a `.git`)."""
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
 def _refusal(panel: Panel, index: int, problem: str) -> UserError:
-    entry = panel.attach[index]
+    entry = writable(panel.attach[index])
     if panel.source_file is None or not panel.in_file(("attach", index)):
         return UserError(f"--attach {entry}: {problem}.")
     return ConfigError(panel.source_file, panel.line_of(("attach", index)), "attach", f"{entry}: {problem}")

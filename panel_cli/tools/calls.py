@@ -52,6 +52,9 @@ class ToolOutcome:
 
 
 def failed(message: str, status: ToolStatus = "failed") -> ToolOutcome:
+    """A tool call that gave no result. The message may quote the server (its error's words,
+    its last line on stderr), so it is cleaned as a result is."""
+    message = clean_text(message)
     return ToolOutcome(text=f"Error: {message}", chars=0, truncated=False, status=status, error=message)
 
 

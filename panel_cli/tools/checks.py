@@ -63,7 +63,8 @@ def tool_settings(panel: Panel) -> list[tuple[str, str]]:
     if panel.tools:
         settings.append(("tool_budget", f"{panel.defaults.tool_budget} calls per member per stage"))
     if panel.attach:
-        settings.append(("attach", ", ".join(attachment.name for attachment in read_attachments(panel))))
+        shown = [f"{each.name} ({each.resolved})" for each in read_attachments(panel)]
+        settings.append(("attach", ", ".join(shown)))
     return settings
 
 

@@ -167,7 +167,7 @@ class RunningServer:
     def _reason(self, exc: BaseException) -> str:
         """Why the server failed: its last line on stderr, else the error's own words."""
         last = self._stderr_tail()
-        return last or _words(exc)
+        return clean_text(last or _words(exc))
 
     def _stderr_tail(self) -> str:
         log = self._log

@@ -43,7 +43,7 @@ def draw_retally(
             "method",
             lambda o: (
                 str(o.get("method"))
-                + (f" (more than {o['threshold']:g})" if o.get("threshold") is not None else "")
+                + (f" (more than {o['threshold']:g})" if isinstance(o.get("threshold"), int | float) else "")
                 + (f", tie_break {o['tie_break']}" if o.get("tie_break") else "")
             ),
         ),
@@ -73,9 +73,11 @@ def draw_retally(
 
 def _option_cell(outcome: Outcome, option: str) -> str:
     """An option's votes; with weighted voting, their weight too."""
-    count = (outcome.get("vote_counts") or {}).get(option)
+    counts, weights = outcome.get("vote_counts"), outcome.get("weights")
+    # A stored result is read as it is: a count or a weight of another shape is shown as text.
+    count = counts.get(option) if isinstance(counts, dict) else None
     if count is None:
         return "—"
-    weight = (outcome.get("weights") or {}).get(option)
+    weight = weights.get(option) if isinstance(weights, dict) else None
     weighted = outcome.get("method") in ("weighted", "weighted_plurality")
-    return f"{count} (weight {weight:g})" if weighted and weight is not None else str(count)
+    return f"{count} (weight {weight:g})" if weighted and isinstance(weight, int | float) else str(count)

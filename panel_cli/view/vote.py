@@ -179,7 +179,7 @@ def round_text(entry: RunoffRound) -> Text:
     )
     if entry.winner is not None:
         line.append(
-            f" — {entry.winner} wins with {entry.counts[entry.winner]} of {plural(entry.live, 'live ballot')}",
+            f" — {entry.winner} wins with {entry.counts.get(entry.winner, 0)} of {plural(entry.live, 'live ballot')}",
             style="bold green",
         )
     elif entry.eliminated is not None:

@@ -298,6 +298,7 @@ async def test_stream_yields_the_runs_events_in_order_ending_with_its_result() -
     assert not any(event.type == "call_text_grew" for event in seen)
 
 
+@pytest.mark.subprocess
 async def test_a_notice_comes_before_litellm_is_needed_and_before_any_call(fake_server) -> None:
     elsewhere = panel_cli.Panel(
         name="proxy",

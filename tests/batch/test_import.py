@@ -4,6 +4,7 @@ already here skipped, texts stored once, and each copied run reads back exactly 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -71,7 +72,9 @@ def test_import_copies_every_run_whole_and_exactly(source, target):
     assert sorted(report.imported) == sorted(copied)
     assert report.skipped == ["in-both"] and report.running == ["live"]
     for run_id in copied:
-        assert everything(target, run_id) == everything(source, run_id), run_id
+        there, here = everything(source, run_id), everything(target, run_id)
+        assert here[0].imported_from == str(source.resolve()), "an imported run names the file it came from"
+        assert (dataclasses.replace(here[0], imported_from=None), *here[1:]) == there, run_id
     assert everything(target, "other-vote")[3][0].id == "recount1"
     for run_id, stored in before.items():
         assert everything(target, run_id) == stored, "a run already there is left as it was"

@@ -120,3 +120,36 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path):
     os.mkfifo(fifo)
     with pytest.raises(UserError, match=r"is not a regular file; give a JSONL file\.$"):
         load_dataset(str(fifo))
+
+
+ROW = '{{"question": "Is {n} even?", "answer": "{answer}"}}\n'
+
+
+def test_a_limit_reads_only_the_questions_it_needs(tmp_path: Path):
+    """`--limit 3` of a million-line dataset: the lines past the third question are never
+    read as questions, so what they hold (here, not JSON at all) does not matter."""
+    path = tmp_path / "big.jsonl"
+    path.write_text(
+        "".join(ROW.format(n=n, answer="yes" if n % 2 == 0 else "no") for n in range(3)) + "not json\n" * 1_000_000
+    )
+    dataset = load_dataset(str(path), limit=3)
+    assert [item.question for item in dataset.items] == ["Is 0 even?", "Is 1 even?", "Is 2 even?"]
+    assert len(dataset.sha256) == 64, "the file is still identified whole"
+    with pytest.raises(ConfigError):
+        load_dataset(str(path))
+
+
+def test_without_a_limit_a_dataset_holds_at_most_as_many_questions_as_a_batch(tmp_path: Path):
+    from panel_cli.local_files import QUESTION_COUNT_LIMIT
+
+    path = tmp_path / "huge.jsonl"
+    path.write_text("".join(ROW.format(n=n, answer="yes") for n in range(QUESTION_COUNT_LIMIT + 1)))
+    with pytest.raises(UserError) as caught:
+        load_dataset(str(path))
+    assert caught.value.message == (
+        f"--dataset: {path} holds more than {QUESTION_COUNT_LIMIT:,} questions; give --limit, or split it."
+    )
+    assert len(load_dataset(str(path), limit=5).items) == 5
+    exactly = tmp_path / "exactly.jsonl"
+    exactly.write_text("".join(ROW.format(n=n, answer="yes") for n in range(QUESTION_COUNT_LIMIT)))
+    assert len(load_dataset(str(exactly)).items) == QUESTION_COUNT_LIMIT

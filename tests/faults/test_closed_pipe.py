@@ -8,15 +8,19 @@ larger than a pipe holds."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
-from tests.helpers import HANG_GUARD, panel_process, start_panel, write_panel
+from tests.helpers import HANG_GUARD, ROOT, hear_ctrl_c, panel_process, start_panel, write_panel
 from tests.protocols.conftest import task_of, vote_json
 
 pytestmark = pytest.mark.subprocess
@@ -95,3 +99,53 @@ def test_history_show_piped_to_head_exits_0_quietly(fake_server, tmp_path):
     stderr = process.stderr.read()
     assert process.wait(HANG_GUARD) == 0
     assert stderr == ""
+
+
+def closed(*fds: int) -> Callable[[], None]:
+    """A child's start with these descriptors closed, as a shell's `2>&-` leaves them."""
+
+    def close() -> None:
+        hear_ctrl_c()
+        for fd in fds:
+            os.close(fd)
+
+    return close
+
+
+def demo_run(tmp_path: Path, **streams: Any) -> tuple[subprocess.CompletedProcess[str], Path]:
+    db = tmp_path / "runs.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "panel_cli", "confer", str(ROOT / "configs" / "demo.yaml"), "--db", str(db)],
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        timeout=HANG_GUARD,
+        check=False,
+        **streams,
+    )
+    return done, db
+
+
+def test_a_run_with_stderr_closed_finishes_and_keeps_its_database_whole(tmp_path):
+    """`panel confer FILE 2>&-`: no stream to write progress to is no reason to stop, and the
+    database must not become descriptor 2 and take the progress lines."""
+    done, db = demo_run(tmp_path, stdout=subprocess.PIPE, preexec_fn=closed(2))
+    assert done.returncode == 0
+    assert done.stdout.strip(), "the answer is printed"
+    assert run_statuses(db) == [("finished", 12)]
+    assert b"[round 1]" not in db.read_bytes()
+
+
+def test_a_run_with_stdout_closed_finishes_and_exits_0(tmp_path):
+    done, db = demo_run(tmp_path, stderr=subprocess.PIPE, preexec_fn=closed(1))
+    assert (done.returncode, run_statuses(db)) == (0, [("finished", 12)])
+    assert "unexpected error" not in done.stderr
+
+
+def test_output_to_a_full_disk_is_one_sentence_and_exit_1_and_the_run_is_kept(tmp_path):
+    with open("/dev/full", "w") as full:
+        done, db = demo_run(tmp_path, stdout=full, stderr=subprocess.PIPE, preexec_fn=hear_ctrl_c)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == "panel: the output could not be written (No space left on device)."
+    assert "unexpected error" not in done.stderr
+    assert run_statuses(db) == [("finished", 12)]

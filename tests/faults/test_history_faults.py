@@ -190,3 +190,57 @@ def test_export_of_a_run_with_a_huge_id_names_its_file_from_a_short_clean_one(
     assert named.read_text(encoding="utf-8").startswith("<!doctype html>")
     assert result.stderr == f"Wrote {named.name} (no -o given, so named after the run).\n"
     shutil.rmtree(tmp_path / "a", ignore_errors=True)
+
+
+# Files that are not what they claim: each is refused with one sentence naming that file, before
+# anything is read from its rows or written to the target.
+def _runs_as_a_view(path: Path, select: str) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE runs RENAME TO stored_runs")
+        db.execute(f"CREATE VIEW runs AS {select}")
+    db.close()
+
+
+LIES = {
+    "a version its tables are not": (
+        lambda path: change(path, "ALTER TABLE runs DROP COLUMN host"),
+        "its table runs lacks the column host",
+    ),
+    "a runs view adding a duplicate row": (
+        lambda path: _runs_as_a_view(path, "SELECT * FROM stored_runs UNION ALL SELECT * FROM stored_runs"),
+        "its runs is a view, not a table",
+    ),
+    "a view over millions of rows": (
+        lambda path: _runs_as_a_view(
+            path,
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 5000000) "
+            "SELECT s.* FROM n, stored_runs s",
+        ),
+        "its runs is a view, not a table",
+    ),
+    "no texts at all": (lambda path: change(path, "DROP TABLE texts"), "it has no table texts"),
+}
+
+
+@pytest.mark.parametrize("lie", LIES)
+def test_import_refuses_a_file_that_is_not_what_it_claims_and_names_it(tmp_path: Path, lie: str) -> None:
+    other = two_runs(tmp_path / "other.db")
+    damage, words = LIES[lie]
+    damage(other)
+    target = tmp_path / "main.db"
+    asyncio.run(record(target, "mine", confer_run("mine")))
+    before = target.read_bytes()
+    said = cli_refused("history", "import", str(other), "--db", str(target))
+    assert said == f"{other} cannot be imported: {words}; nothing was imported."
+    assert target.read_bytes() == before
+
+
+def test_a_damaged_file_is_named_as_the_one_damaged(tmp_path: Path) -> None:
+    other = two_runs(tmp_path / "other.db")
+    with sqlite3.connect(other) as db:
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute("UPDATE sqlite_master SET rootpage = 9999 WHERE name = 'runs_started_at'")
+    db.close()
+    target = tmp_path / "main.db"
+    said = cli_refused("history", "import", str(other), "--db", str(target))
+    assert said.startswith(f"{other} cannot be imported: ") and str(target) not in said

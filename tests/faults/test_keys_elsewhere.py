@@ -52,6 +52,7 @@ def notices(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("warning: OPENAI_API_KEY")]
 
 
+@pytest.mark.subprocess
 def test_validate_lists_the_commands_a_file_starts_and_the_keys_it_sends_elsewhere(keyed, fake_server, tmp_path):
     path = council_panel(tmp_path, fake_server.url)
     text = path.read_text().replace(
@@ -68,13 +69,34 @@ def test_validate_lists_the_commands_a_file_starts_and_the_keys_it_sends_elsewhe
     assert outcome.exit_code == 0, outcome.output
     section = outcome.stdout.split("beyond calling the providers:\n", 1)[1].splitlines()
     assert section[:4] == [
-        "  starts python notes.py --fast (tools.notes, line 18)",
+        f"  starts python notes.py --fast in {tmp_path} (tools.notes, line 18)",
         "  sends OPENAI_API_KEY to 127.0.0.1 (this machine), not to openai's own API (member a, line 8)",
         "  sends OPENAI_API_KEY to 127.0.0.1 (this machine), not to openai's own API (member b, line 11)",
         "  sends OPENAI_API_KEY to some-host.example, not to openai's own API (member backup, line 16)",
     ]
     assert KEY not in outcome.output
     assert "idle.py" not in "\n".join(section), "a server no member names is never started"
+
+
+def test_validate_shows_where_a_command_runs_and_what_environment_it_gets(tmp_path):
+    """`cwd: evil` runs `evil/notes_server.py`, and `env` can carry `PYTHONSTARTUP`: both are
+    shown with the command; a value named like a secret, or expanded from `${VAR}`, is not."""
+    (tmp_path / "evil").mkdir()
+    (tmp_path / "evil" / "notes_server.py").write_text("")
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "name: t\ntools:\n  notes:\n    command: [python, notes_server.py]\n    cwd: evil\n"
+        "    env: {PYTHONSTARTUP: /tmp/x.py, NOTES_TOKEN: abc123456789, HOME_DIR: '${SOME_SETTING}'}\n"
+        "members:\n  - {name: a, model: demo/sage, tools: [notes]}\n"
+    )
+    outcome = cli("validate", str(path), env={"SOME_SETTING": "expanded-from-the-environment"})
+    assert outcome.exit_code == 0, outcome.output
+    section = outcome.stdout.split("beyond calling the providers:\n", 1)[1].splitlines()
+    assert section == [
+        f"  starts python notes_server.py in {tmp_path / 'evil'} with PYTHONSTARTUP=/tmp/x.py,"
+        " NOTES_TOKEN=[redacted], HOME_DIR=[redacted] (tools.notes, line 3)"
+    ]
+    assert "abc123456789" not in outcome.output and "expanded-from-the-environment" not in outcome.output
 
 
 def test_validate_says_nothing_more_for_a_panel_that_only_calls_its_providers(keyed, tmp_path):
@@ -85,6 +107,7 @@ def test_validate_says_nothing_more_for_a_panel_that_only_calls_its_providers(ke
     assert "beyond calling the providers" not in outcome.stdout
 
 
+@pytest.mark.subprocess
 def test_a_run_names_each_key_sent_elsewhere_once_before_its_first_call(keyed, fake_server, tmp_path):
     path = council_panel(tmp_path, fake_server.url)
     outcome = cli("council", str(path), "--json", "--db", str(tmp_path / "runs.db"))
@@ -96,6 +119,7 @@ def test_a_run_names_each_key_sent_elsewhere_once_before_its_first_call(keyed, f
     assert fake_server.requests and all(r.headers["authorization"] == f"Bearer {KEY}" for r in fake_server.requests)
 
 
+@pytest.mark.subprocess
 def test_a_batch_and_an_eval_say_it_once_too(keyed, fake_server, tmp_path):
     path = council_panel(tmp_path, fake_server.url)
     (tmp_path / "questions.txt").write_text("One?\nTwo?\nThree?\n")
@@ -134,3 +158,16 @@ def test_validate_lists_the_headers_a_file_sends_to_a_tool_server(monkeypatch, t
     assert outcome.exit_code == 0, outcome.output
     assert "  sends the headers Authorization to mcp.example (tools.web, line 4)\n" in outcome.stdout
     assert "ghp_" not in outcome.output
+
+
+@pytest.mark.subprocess
+def test_a_run_names_the_key_litellm_sends_for_a_route_panels_table_never_knew(keyed, fake_server, tmp_path):
+    """`custom_openai/` sends OPENAI_API_KEY to its `api_base`: litellm is asked, not a table."""
+    path = council_panel(tmp_path, fake_server.url)
+    path.write_text(path.read_text().replace("model: openai/backup", "model: custom_openai/backup"))
+    outcome = cli("council", str(path), "--json", "--db", str(tmp_path / "runs.db"))
+    assert outcome.exit_code == 0, outcome.output
+    assert notices(outcome.stderr) == [
+        f"warning: OPENAI_API_KEY is sent to some-host.example, not to custom_openai's own API ({path}, line 15: member 'backup')."
+    ], outcome.stderr
+    assert KEY not in outcome.output

@@ -203,3 +203,18 @@ def test_a_number_is_hidden_when_its_name_calls_it_a_secret_and_left_alone_when_
     assert "zq-9x" in values, "a short known value that is not a number"
     assert "2718" not in values and "1024" not in values, "a short number cannot be told from the text's numbers"
     assert "20240101" not in values, "a `${VAR}` that expanded to a number is a setting"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["SMTP_PASSWD", "DB_PWD", "SSH_PASSPHRASE", "GCP_CREDENTIALS", "SERVICE_CREDENTIAL", "MAIL_APIKEY", "PASSWORD"],
+)
+def test_every_common_spelling_of_a_secret_is_named_like_one(name, monkeypatch):
+    assert named_like_a_secret(name) and named_like_a_secret(name.lower())
+    monkeypatch.setenv(name, "Hunter2-Hunter2")
+    assert "Hunter2-Hunter2" in secret_values()
+
+
+@pytest.mark.parametrize("name", ["PASSWORD_FILE", "CREDENTIALS_DIR", "PWD", "OLDPWD", "KEYBOARD", "MAX_TOKENS"])
+def test_names_that_only_mention_a_secret_are_not_one(name):
+    assert not named_like_a_secret(name)

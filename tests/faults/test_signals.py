@@ -28,6 +28,7 @@ from tests.helpers import (
     ROOT,
     blocked_reading_stdin,
     finish,
+    run_python,
     start_panel,
     stored_count,
     wait_until,
@@ -202,3 +203,27 @@ def test_ctrl_c_before_the_run_exists_is_one_line_and_exit_130(fake_server, tmp_
     # SIGINT itself, after panel's line: the shell reports that as 130 too.
     assert process.returncode in (130, -signal.SIGINT)
     assert not fake_server.requests
+
+
+@pytest.mark.parametrize(
+    "moment",
+    ["panel_cli.cli.closed_pipes.keep_going_when_readers_leave", "panel_cli.cli.app.owning_the_process"],
+    ids=["before-the-streams-are-wrapped", "before-ctrl-c-is-handled"],
+)
+def test_ctrl_c_in_the_instants_before_panels_handling_is_one_line_and_exit_130(moment):
+    """A Ctrl-C 10 to 20 ms after start lands after the imports and before panel's own handler
+    is in place. Made to land exactly there (the function entered at that moment raises what
+    the signal would), so the test needs no luck with time."""
+    module, _, name = moment.rpartition(".")
+    result = run_python(
+        "import importlib, sys\n"
+        f"sys.argv = ['panel', 'history', 'list']\n"
+        f"target = importlib.import_module({module!r})\n"
+        "def ctrl_c(*args, **kwargs):\n    raise KeyboardInterrupt\n"
+        f"setattr(target, {name!r}, ctrl_c)\n"
+        "import panel_cli.cli.app\n"
+        f"setattr(panel_cli.cli.app, {name!r}, ctrl_c)\n"
+        "from panel_cli.cli.entry import main\n"
+        "main()\n"
+    )
+    assert (result.returncode, result.stderr) == (130, "panel: interrupted by SIGINT.\n")

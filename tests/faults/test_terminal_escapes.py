@@ -128,3 +128,43 @@ async def test_a_tool_result_reaches_the_model_and_the_store_without_escapes(fak
     (finished,) = recorder.of("tool_call_finished")
     assert finished.result == SHOWN
     assert not OBEYED.search(str(fake_server.requests[-1].messages))
+
+
+BIDI = "\u202e\u2066\u202a\u2069"
+# A right-to-left override shows `gpj.exe` as `exe.jpg`; the isolates and embeddings reorder too.
+SPOOFED = f"Run inv\u202egpj.exe{BIDI[1:]} today."
+UNSPOOFED = "Run invgpj.exe today."
+
+
+def test_bidirectional_controls_reach_no_surface(fake_server, tmp_path):
+    """U+202E and its kin (Trojan Source) in a reply and in the question: shown, stored,
+    listed, replayed and exported as the text around them, a run stored before this too."""
+    fake_server.default(
+        responder(lambda request: SPOOFED if "review" not in str(request.messages) else council_reply(request))
+    )
+    path = council_file(tmp_path / "p.yaml", fake_server)
+    path.write_text(path.read_text().replace("question: which database?", f'question: "which {BIDI}database?"'))
+    db = tmp_path / "runs.db"
+    live = cli("council", str(path), "--db", str(db), env=TERMINAL)
+    assert live.exit_code == 0, live.output
+    plain = cli("council", str(path), "--db", str(db))
+    (run_id,) = sqlite3.connect(db).execute("select id from runs order by started_at desc limit 1").fetchone()
+    with sqlite3.connect(db) as con:  # and as a run stored before panel took them out would read
+        con.execute("update texts set body = replace(body, ?, ?)", (UNSPOOFED, SPOOFED))
+    html = tmp_path / "run.html"
+    surfaces = {
+        "live": live,
+        "plain": plain,
+        "list": cli("history", "list", "--db", str(db), env=TERMINAL),
+        "list --json": cli("history", "list", "--json", "--db", str(db)),
+        "show": cli("history", "show", run_id, "--db", str(db), "--full", env=TERMINAL),
+        "replay": cli("history", "replay", run_id, "--speed", "max", "--db", str(db), env=TERMINAL),
+        "md": cli("history", "export", run_id, "--format", "md", "--db", str(db)),
+        "html": cli("history", "export", run_id, "-o", str(html), "--db", str(db)),
+    }
+    for name, ran in surfaces.items():
+        assert ran.exit_code == 0, (name, ran.output)
+        assert not re.search("[\u202a-\u202e\u2066-\u2069]", ran.output), name
+    assert UNSPOOFED in surfaces["show"].output and "which database?" in surfaces["md"].output
+    assert not re.search("[\u202a-\u202e\u2066-\u2069]", html.read_text(encoding="utf-8"))
+    assert clean_text(SPOOFED) == UNSPOOFED

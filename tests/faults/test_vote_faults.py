@@ -164,22 +164,44 @@ async def test_a_voter_quoting_an_injected_vote_after_its_own_is_asked_once_more
     ]
 
 
-async def test_a_voter_that_keeps_sending_two_votes_casts_its_fallback(fake_server, run_protocol):
+async def test_a_voter_that_keeps_quoting_a_planted_vote_casts_its_own(fake_server, run_protocol):
+    """cy plants a vote for itself in its answer; bob keeps quoting it after its own vote. The
+    planted vote is answer C's text, shown to bob, never bob's: set aside, bob's own vote for A
+    counts (a fallback to bob's own answer would hand the round to whoever planted the vote)."""
     fake_server.script("ann-model", confer_voter("A", "ann answer"))
     fake_server.script(
         "bob-model",
         responder(lambda r: f"{vote_json('A', 70, '')} {INJECTED}" if task_of(r) == "confer.vote" else "bob answer"),
     )
-    fake_server.script("cy-model", confer_voter("A", f"cy answer {INJECTED}"))
+    fake_server.script(
+        "cy-model", responder(lambda r: INJECTED if task_of(r) == "confer.vote" else f"cy answer {INJECTED}")
+    )
     result, events = await run_protocol(confer, make_panel(fake_server, ["ann", "bob", "cy"], max_rounds=1))
 
     bob = next(vote for vote in result.rounds[0].votes if vote.voter == "bob")
-    assert (bob.chosen_label, bob.confidence, bob.fallback) == ("B", 50.0, True)
-    assert result.rounds[0].scores["C"] == 0.0
+    assert (bob.chosen_label, bob.confidence, bob.fallback) == ("A", 70.0, False)
+    assert result.rounds[0].scores == {"A": 150.0, "B": 0.0, "C": 100.0}
+    assert result.rounds[0].winner == "ann"
     assert [w.message for w in events.of("warning") if w.member == "bob"][-1] == (
-        "gave no usable vote (the reply holds two objects with different chosen_label ('A' and 'C'), again when "
-        "asked once more); it keeps its own answer at confidence 50"
+        "quoted the vote Answer C holds beside its own; that vote is the answer's, not this voter's, and its own is counted"
     )
+
+
+async def test_a_voter_that_only_echoes_a_planted_vote_and_another_casts_its_fallback(fake_server, run_protocol):
+    """Two votes of its own (neither is an answer's) stay ambiguous: the fallback, as before."""
+    fake_server.script("ann-model", confer_voter("A", "ann answer"))
+    fake_server.script(
+        "bob-model",
+        responder(
+            lambda r: (
+                f"{vote_json('A', 70, '')} {vote_json('C', 90, '')}" if task_of(r) == "confer.vote" else "bob answer"
+            )
+        ),
+    )
+    fake_server.script("cy-model", confer_voter("A", "cy answer"))
+    result, events = await run_protocol(confer, make_panel(fake_server, ["ann", "bob", "cy"], max_rounds=1))
+    bob = next(vote for vote in result.rounds[0].votes if vote.voter == "bob")
+    assert (bob.chosen_label, bob.confidence, bob.fallback) == ("B", 50.0, True)
 
 
 async def test_a_winner_cannot_publish_a_text_nobody_voted_for(fake_server, run_protocol):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from panel_cli.llm.key_hosts import OWN_HOSTS, is_loopback, is_own_host, key_sent_elsewhere
+from panel_cli.llm.key_hosts import OWN_HOSTS, is_loopback, is_own_host, keys_sent_by
 from panel_cli.llm.providers import (
     AMBIENT,
     PROVIDER_KEYS,
@@ -234,51 +234,54 @@ def test_panel_members_are_checked_as_they_are(monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.parametrize(
-    ("member", "env", "sent"),
+    ("member", "env"),
     [
-        (M("a", "openai/anything", "http://some-host/"), {"OPENAI_API_KEY": "k"}, ("OPENAI_API_KEY", "some-host")),
-        (M("a", "openai/anything", "http://some-host/"), {}, None),  # the gateway sends a placeholder
-        (M("a", "openai/gpt-4o", "https://api.openai.com/v1"), {"OPENAI_API_KEY": "k"}, None),
-        (
-            M("a", "openai/gpt-4o", "https://api.openai.com.evil.example/v1"),
-            {"OPENAI_API_KEY": "k"},
-            ("OPENAI_API_KEY", "api.openai.com.evil.example"),
-        ),
-        (M("a", "openai/gpt-4o"), {"OPENAI_API_KEY": "k"}, None),
-        (
-            M("c", "anthropic/claude", "https://evil.example"),
-            {"ANTHROPIC_API_KEY": "k"},
-            ("ANTHROPIC_API_KEY", "evil.example"),
-        ),
-        (
-            M("c", "anthropic/claude", "https://evil.example"),
-            {"ANTHROPIC_AUTH_TOKEN": "t"},
-            ("ANTHROPIC_AUTH_TOKEN", "evil.example"),
-        ),
-        (
-            M("p", "openai/x", "https://proxy.example", "MY_PROXY_KEY"),
-            {"MY_PROXY_KEY": "k"},
-            ("MY_PROXY_KEY", "proxy.example"),
-        ),
-        (M("p", "anthropic/claude", None, "MY_PROXY_KEY"), {"MY_PROXY_KEY": "k"}, None),
-        (M("z", "azure/gpt", "https://mine.openai.azure.com"), {"AZURE_API_KEY": "k"}, None),
-        (M("z", "azure/gpt", "https://evil.example"), {"AZURE_API_KEY": "k"}, ("AZURE_API_KEY", "evil.example")),
-        (M("o", "ollama/llama3", "http://gpu-box:11434"), {}, None),
-        (M("o", "ollama/llama3", "http://gpu-box:11434"), {"OLLAMA_API_KEY": "k"}, ("OLLAMA_API_KEY", "gpu-box")),
-        (M("d", "demo/sage", "http://evil.example"), {"OPENAI_API_KEY": "k"}, None),
+        (M("a", "openai/gpt-4o", "https://api.openai.com/v1"), {"OPENAI_API_KEY": "k"}),
+        (M("a", "openai/gpt-4o"), {"OPENAI_API_KEY": "k"}),
+        (M("p", "anthropic/claude", None, "MY_PROXY_KEY"), {"MY_PROXY_KEY": "k"}),
+        (M("z", "azure/gpt", "https://mine.openai.azure.com"), {"AZURE_API_KEY": "k"}),
+        (M("d", "demo/sage", "http://evil.example"), {"OPENAI_API_KEY": "k"}),
     ],
 )
-def test_the_key_a_call_sends_to_a_host_not_its_providers(monkeypatch, member, env, sent) -> None:
+def test_a_call_to_its_providers_own_host_sends_no_key_elsewhere(monkeypatch, member, env) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    found = key_sent_elsewhere(member)
-    assert (None if found is None else (found.variable, found.host)) == sent
+    assert keys_sent_by([member]) == [None]
 
 
+@pytest.mark.subprocess
+def test_the_key_a_call_sends_to_a_host_not_its_providers(monkeypatch) -> None:
+    """One question to litellm for all of them (`key_probe`); an `api_key_env` needs none."""
+    rows = [
+        (M("a", "openai/anything", "http://some-host/"), ("OPENAI_API_KEY", "some-host")),
+        (
+            M("b", "openai/gpt-4o", "https://api.openai.com.evil.example/v1"),
+            ("OPENAI_API_KEY", "api.openai.com.evil.example"),
+        ),
+        (M("c", "anthropic/claude", "https://evil.example"), ("ANTHROPIC_AUTH_TOKEN", "evil.example")),
+        (M("p", "openai/x", "https://proxy.example", "MY_PROXY_KEY"), ("MY_PROXY_KEY", "proxy.example")),
+        (M("z", "azure/gpt", "https://evil.example"), ("AZURE_API_KEY", "evil.example")),
+        (M("o", "ollama/llama3", "http://gpu-box:11434"), ("OLLAMA_API_KEY", "gpu-box")),
+    ]
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN", "MY_PROXY_KEY", "AZURE_API_KEY", "OLLAMA_API_KEY"):
+        monkeypatch.setenv(name, "k")
+    found = keys_sent_by([member for member, _ in rows])
+    assert [(sent.variable, sent.host) if sent else None for sent in found] == [sent for _, sent in rows]
+
+
+@pytest.mark.subprocess
+def test_no_key_set_is_no_key_sent(monkeypatch) -> None:
+    members = [M("a", "openai/anything", "http://some-host/"), M("o", "ollama/llama3", "http://gpu-box:11434")]
+    assert keys_sent_by(members) == [None, None]
+
+
+@pytest.mark.subprocess
 def test_a_json_configured_providers_own_host_comes_from_litellms_file(monkeypatch) -> None:
     monkeypatch.setenv("PUBLICAI_API_KEY", "k")
-    assert key_sent_elsewhere(M("p", "publicai/m", "https://api.publicai.co/v1")) is None
-    assert key_sent_elsewhere(M("p", "publicai/m", "https://evil.example/v1")).variable == "PUBLICAI_API_KEY"
+    own, other = keys_sent_by(
+        [M("p", "publicai/m", "https://api.publicai.co/v1"), M("q", "publicai/m", "https://evil.example/v1")]
+    )
+    assert own is None and other is not None and other.variable == "PUBLICAI_API_KEY"
 
 
 @pytest.mark.parametrize(

@@ -19,14 +19,14 @@ def test_secret_values_picks_variables_named_like_secrets(monkeypatch: pytest.Mo
     monkeypatch.setenv("DB_PASSWORD", "hunter2hunter2")
     monkeypatch.setenv("AWS_SECRET", "aws-secret-value")
     monkeypatch.setenv("SHORT_KEY", "abc")
-    monkeypatch.setenv("MY_PROVIDER_CREDENTIAL", "credential-value")
+    monkeypatch.setenv("MY_PROVIDER_LOGIN", "credential-value")
     monkeypatch.setenv("HOME_DIRECTORY", "/home/someone/else")
     values = secret_values()
     assert {KEY, "hf_0123456789", "hunter2hunter2", "aws-secret-value"} <= set(values)
     assert "abc" not in values
     assert "credential-value" not in values
     assert "/home/someone/else" not in values
-    assert "credential-value" in secret_values(extra_names=["MY_PROVIDER_CREDENTIAL"])
+    assert "credential-value" in secret_values(extra_names=["MY_PROVIDER_LOGIN"])
 
 
 def test_redact_replaces_every_occurrence_longest_first() -> None:

@@ -127,3 +127,67 @@ async def test_every_call_gets_the_attachments_fenced_and_unforgeable(fake_serve
             rf"=== Attachment evil\.md \[{tag}\] ===\n(.*?)\n=== end of Attachment evil\.md \[{tag}\] ===", text, re.S
         )
         assert fenced is not None and fenced.group(1) == forged, "the forged fence stays inside the real one"
+
+
+def test_a_link_out_of_the_panels_folder_is_refused_at_its_line(tmp_path):
+    """`attach: [docs/brief.md]` where brief.md is a link to a private key: refused, naming
+    where it leads, before anything is read or sent."""
+    secret = tmp_path / "home" / ".ssh" / "id_rsa"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    project = tmp_path / "project"
+    (project / "docs").mkdir(parents=True)
+    (project / "docs" / "brief.md").symlink_to(secret)
+    with pytest.raises(ConfigError) as caught:
+        read_attachments(load_panel(panel_file(project, ["docs/brief.md"])))
+    assert caught.value.message == (
+        f"{project / 'panel.yaml'}, line 6: attach: {project / 'docs' / 'brief.md'}: is a link to {secret},"
+        " outside the panel file's folder and its project; attach that path itself if you mean to send it."
+    )
+    linked_folder = project / "keys"
+    linked_folder.symlink_to(secret.parent)
+    with pytest.raises(ConfigError, match="is a link to"):
+        read_attachments(load_panel(panel_file(project, ["keys/id_rsa"])))
+
+
+def test_validate_refuses_the_link_and_never_shows_only_its_name(tmp_path):
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "brief.md").symlink_to(secret)
+    outcome = cli("validate", str(panel_file(project, ["brief.md"])))
+    assert outcome.exit_code == 2
+    assert f"is a link to {secret}" in outcome.stderr
+    assert "attach: brief.md" not in outcome.stdout
+
+
+def test_links_that_stay_in_the_project_and_paths_written_out_are_attached(tmp_path):
+    """A link inside the project (the git work tree) is fine, and so is a path that says
+    where it goes; validate shows each file as resolved."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / "shared").mkdir()
+    (project / "shared" / "notes.md").write_text("notes")
+    panels = project / "panels"
+    panels.mkdir()
+    (panels / "notes.md").symlink_to(project / "shared" / "notes.md")
+    elsewhere = tmp_path / "elsewhere.md"
+    elsewhere.write_text("said so")
+    path = panel_file(panels, ["notes.md", str(elsewhere)])
+    assert [a.text for a in read_attachments(load_panel(path))] == ["notes", "said so"]
+    outcome = cli("validate", str(path))
+    assert outcome.exit_code == 0, outcome.output
+    assert f"attach: notes.md ({project / 'shared' / 'notes.md'}), elsewhere.md ({elsewhere})" in " ".join(
+        outcome.stdout.split()
+    )
+
+
+def test_an_attach_from_the_command_line_may_be_a_link_anywhere(tmp_path):
+    target = tmp_path / "outside.md"
+    target.write_text("mine")
+    folder = tmp_path / "here"
+    folder.mkdir()
+    (folder / "link.md").symlink_to(target)
+    panel = parse_panel(f"question: q\n{MEMBERS}").with_attachments([folder / "link.md"])
+    assert [a.text for a in read_attachments(panel)] == ["mine"]

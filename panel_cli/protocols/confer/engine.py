@@ -7,15 +7,17 @@ The arithmetic (labels, block, vote normalisation, tally, convergence) is pure a
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from panel_cli.config import Member, Panel
 from panel_cli.events import RoundTallied, VoteCast, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
+from panel_cli.llm.structured import objects_in, unquoted
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
     Emit,
@@ -37,6 +39,7 @@ from panel_cli.protocols.confer.tally import (
 )
 from panel_cli.protocols.stages import broadcast, gather_each, in_turn, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark
+from panel_cli.untrusted import load_json
 
 RULES = ProtocolRules(
     fields=frozenset({"max_rounds", "until_convergence", "tally", "answer_order", "options"}),
@@ -61,6 +64,39 @@ class PeerVote(BaseModel):
     revised_answer: str = Field(description="your answer for the next round")
     confidence: float = Field(description="0 to 100", allow_inf_nan=False)
     rationale: str = Field(default="", description="one sentence")
+
+
+def own_beside_planted(text: str, block: dict[str, str]) -> tuple[dict[str, Any] | None, str | None]:
+    """The voter's own vote in a reply that also quotes a vote an answer in the block holds
+    (a planted `{"chosen_label": …}`), and the label of the answer that holds it; (None, None)
+    when the reply is not that. A vote an answer carries is that answer's text, shown to the
+    voter, never the voter's choice: set aside, the one vote left is the voter's. A reply whose
+    votes are all planted ones, or that keeps two of its own, has none."""
+    carried = {
+        json.dumps(found, sort_keys=True): label for label, answer in block.items() for found in _votes_in(answer)
+    }
+    votes = _votes_in(unquoted(text))
+    kept = [vote for vote in votes if json.dumps(vote, sort_keys=True) not in carried]
+    planted = [carried[key] for vote in votes if (key := json.dumps(vote, sort_keys=True)) in carried]
+    if not planted or len({" ".join(str(vote["chosen_label"]).split()).upper() for vote in kept}) != 1:
+        return None, None
+    try:
+        return PeerVote.model_validate(kept[0]).model_dump(), planted[0]
+    except ValidationError:
+        return None, None
+
+
+def _votes_in(text: str) -> list[dict[str, Any]]:
+    """The vote-shaped objects (a `chosen_label`) among a text's top-level JSON objects."""
+    found = []
+    for span in objects_in(text):
+        try:
+            value = load_json(span)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "chosen_label" in value:
+            found.append(value)
+    return found
 
 
 class ConferRound(BaseModel):
@@ -176,7 +212,19 @@ async def _vote(
         return None, MemberFailure(
             member=member.name, round=round_index, kind=reply.error_kind or "", error=reply.error or ""
         )
-    vote, warning = normalize_vote(member.name, reply.parsed, reply.parse_error, authors, own_answer)
+    parsed, problem = reply.parsed, reply.parse_error
+    if parsed is None and reply.text:
+        own, planted = own_beside_planted(reply.text, block)
+        if own is not None:
+            parsed, problem = own, None
+            await emit(
+                WarningRaised(
+                    message=f"quoted the vote Answer {planted} holds beside its own; that vote is the answer's, "
+                    "not this voter's, and its own is counted",
+                    member=member.name,
+                )
+            )
+    vote, warning = normalize_vote(member.name, parsed, problem, authors, own_answer)
     if warning:
         await emit(WarningRaised(message=warning, member=member.name))
     if vote is not None:
