@@ -45,8 +45,12 @@ def offending(paths: list[Path], forbidden: tuple[str, ...]) -> dict[str, list[s
         *[(folder, ("panel_cli.cli",)) for folder in ("batch", "eval", "estimate", "tools")],
         # The run core runs engines; engines never reach up to it, nor draw or store anything.
         ("protocols", ("panel_cli.runs", "panel_cli.store", "panel_cli.view", "panel_cli.export", "rich")),
-        # The gateway serves engines: it knows none of them, nor the run core, store or views.
-        ("llm", ("panel_cli.protocols", "panel_cli.runs", "panel_cli.store", "panel_cli.view", "rich")),
+        # The gateway serves engines: it knows none of them, nor the run core, store or views; the
+        # tool servers serve it through its `Toolbox` protocol, so it never reaches them either.
+        (
+            "llm",
+            ("panel_cli.protocols", "panel_cli.runs", "panel_cli.store", "panel_cli.view", "panel_cli.tools", "rich"),
+        ),
         # The store and the views are fed events; they never run anything.
         ("store", ("panel_cli.runs", "panel_cli.protocols", "panel_cli.llm", "panel_cli.view")),
         ("view", ("panel_cli.runs", "panel_cli.llm.gateway", "panel_cli.store.writer")),

@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from panel_cli.llm.brief import RequestBrief, SimulatedVoter
+from panel_cli.llm.tool_calls import RequestedCall
 from panel_cli.tasks import Task
-from panel_cli.tools.calls import RequestedCall
 
 SIMULATED = "[simulated]"
 DEFAULT_DELAY = 0.8

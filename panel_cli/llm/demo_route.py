@@ -21,7 +21,7 @@ from panel_cli.llm.demo import cite_tool_results, demo_delay, demo_pieces, demo_
 from panel_cli.llm.errors import ClassifiedError
 from panel_cli.llm.routes import DEMO_PREFIX
 from panel_cli.llm.stream import Piece, TextGrowth, read_pieces
-from panel_cli.tools.calls import RequestedCall
+from panel_cli.llm.tool_calls import RequestedCall
 
 # What `demo_call` returns, as the gateway reads any reply: text, tool calls, tokens in and out.
 Read = tuple[str, list[RequestedCall], int | None, int | None]

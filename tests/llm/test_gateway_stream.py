@@ -13,7 +13,7 @@ from panel_cli.config import Defaults, Member
 from panel_cli.events import CallTextGrew, EventBus, shown_so_far
 from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.stream import Piece, TextGrowth, read_pieces
-from panel_cli.tools.calls import ToolSet
+from panel_cli.llm.tool_calls import ToolSet
 from panel_cli.untrusted import without_controls
 from tests.fakes.openai_server import error, hang, reply, reply_json, reset_mid_body
 from tests.helpers import eventually, member
