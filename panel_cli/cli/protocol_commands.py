@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from panel_cli.store.subscriber import StoreFailure, TranscriptStore
 
 # The parameters every protocol command takes after its own options, by name.
-COMMON = ("json_mode", "quiet", "db", "demo", "attach")
+COMMON = ("json_mode", "quiet", "no_stream", "db", "demo", "attach")
 _KINDS: dict[str, Any] = {"text": str | None, "int": int | None, "float": float | None, "flag": bool}
 
 
@@ -51,6 +51,7 @@ def protocol_command(
         *own,
         _keyword("json_mode", bool, options.JSON),
         _keyword("quiet", bool, options.QUIET),
+        _keyword("no_stream", bool, options.NO_STREAM),
         _keyword("db", Path | None, options.DB),
         _keyword("demo", bool, options.DEMO),
         _keyword("attach", list[Path] | None, options.ATTACH),
@@ -139,6 +140,7 @@ def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any]) -> None:
         warnings=chosen.warnings,
         json_mode=bool(values.get("json_mode")),
         quiet=bool(values.get("quiet")),
+        no_stream=bool(values.get("no_stream")),
         db=values.get("db"),
         controls=controls,
     )
@@ -155,10 +157,12 @@ def execute(
     db: Path | None,
     controls: RunControls,
     continuing: Continuation | None = None,
+    no_stream: bool = False,
 ) -> None:
     """Run the panel and exit with its code (docs/exit-codes.md): 0 answer, 1 no answer, 2 user
     error, 130 or 143 interrupted. `warnings` (found by the checks) are raised inside the run,
-    so they are shown and stored with it. `continuing`: the run this one resumes."""
+    so they are shown and stored with it. `continuing`: the run this one resumes. `no_stream`:
+    answers are not streamed into the live view."""
     from panel_cli.cli.signals import run_until_signal
     from panel_cli.redact import redact, redact_obj
     from panel_cli.runs.execute import new_run_id, run_panel
@@ -204,7 +208,7 @@ def execute(
                 view=view,
                 run_id=run_id,
                 # Only a person watching the live view gains from streaming; a resume never streams.
-                stream=not json_mode and continuing is None and getattr(view, "follows_text", False),
+                stream=not (json_mode or no_stream) and continuing is None and getattr(view, "follows_text", False),
             )
         except BaseException:
             if failure := await closed(store):

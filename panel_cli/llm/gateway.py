@@ -76,7 +76,7 @@ class Gateway:
         them, so an endpoint's concurrency limit holds across the runs, not within each.
         `budget`: the run's spending cap (`panel_cli.llm.budget`), which every call reserves
         its worst case from before its request. `stream`: the live view draws the run, so the
-        calls whose text is meant to be read report it as it grows. `idle`:
+        calls of members that stream (`Member.stream`) report their text as it grows. `idle`:
         how long a streamed reply may go without a new piece before its call ends as a timeout
         (None: as long as its deadline)."""
         self.emit = emit
@@ -212,7 +212,7 @@ class Gateway:
             if isinstance(hold, str):
                 exchange.ended = True
                 return await self._refuse(member, route, full, hold)
-            streams = self.stream and schema is None and offered is None
+            streams = self.stream and member.stream and schema is None and offered is None
             grow = TextGrowth(self.emit, route) if streams else None
             reply = await complete(request, offered is not None, grow)
             if offered is not None and reply.failure is None and reply.calls:

@@ -1,8 +1,16 @@
 """One request on its member's route: a demo persona answers in-process from the call's brief
-(`panel_cli.llm.demo_route`); any other model through litellm, read whole or streamed."""
+(`panel_cli.llm.demo_route`); any other model through litellm, read whole or streamed.
+
+An endpoint that cannot stream (several local servers and proxies) answers a streamed request
+with its whole reply as plain JSON. litellm then reads that body as a stream of events, finds
+none, and the reply would be empty. So a streamed request whose answer is not an event stream
+is read whole instead, and reported to the live view once, as a stream of one piece; when even
+that cannot be done, the failure says the endpoint did not stream, and how to stop asking it to.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from panel_cli.llm.brief import with_voter
@@ -11,9 +19,12 @@ from panel_cli.llm.errors import ClassifiedError
 from panel_cli.llm.exchange import Exchange
 from panel_cli.llm.litellm_setup import load_litellm, quiet_call
 from panel_cli.llm.routes import is_demo
-from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream, stalling_after, within_idle
+from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream, read_whole, stalling_after, within_idle
 from panel_cli.llm.tool_calls import requested_calls
 from panel_cli.untrusted import clean_text
+
+EVENT_STREAM = "text/event-stream"
+NOT_STREAMED_ADVICE = "set `stream: false` on this member, or run with --no-stream"
 
 
 async def send(
@@ -46,11 +57,47 @@ async def _stream(request: dict[str, Any], grow: TextGrowth, cap: int, idle: flo
         opened = load_litellm().acompletion(**request, stream=True, stream_options={"include_usage": True})
         chunks = await within_idle(opened, idle)
         try:
-            return await read_stream(stalling_after(chunks, idle), grow, cap)
+            kind = _content_type(chunks)
+            if kind is None or EVENT_STREAM in kind:
+                return await read_stream(stalling_after(chunks, idle), grow, cap)
+            return await _read_unstreamed(chunks, kind, grow, cap, idle)
         finally:
             close = getattr(chunks, "aclose", None)
             if close is not None:
                 await close()
+
+
+async def _read_unstreamed(chunks: Any, kind: str, grow: TextGrowth, cap: int, idle: float | None) -> StreamedReply:
+    """A streamed request answered with one whole body (`kind`, its content type): the body
+    read as the reply it is. litellm's stream holds the HTTP response it has not read yet (the
+    openai SDK's `AsyncStream.response`); a route whose stream holds none cannot be read so."""
+    response = getattr(getattr(chunks, "completion_stream", None), "response", None)
+    if response is None or not callable(getattr(response, "aread", None)):
+        raise ClassifiedError("malformed", _not_streamed(kind, "its reply could not be read"))
+    body = await within_idle(response.aread(), idle)
+    try:
+        return await read_whole(body, grow, cap)
+    except ClassifiedError as exc:
+        raise ClassifiedError(exc.kind, _not_streamed(kind, exc.message)) from None
+
+
+def _content_type(chunks: Any) -> str | None:
+    """The content type the provider answered a streamed request with, as litellm keeps its
+    headers (`_hidden_params["additional_headers"]`, `llm_provider-content-type`); None when
+    it kept none."""
+    hidden = getattr(chunks, "_hidden_params", None)
+    headers = hidden.get("additional_headers") if isinstance(hidden, Mapping) else None
+    if not isinstance(headers, Mapping):
+        return None
+    for name, value in headers.items():
+        if isinstance(name, str) and name.lower().endswith("content-type") and isinstance(value, str):
+            return value.lower()
+    return None
+
+
+def _not_streamed(kind: str, problem: str) -> str:
+    shown = clean_text(kind.split(";", 1)[0].strip())[:60]
+    return f"the endpoint did not stream (it answered with {shown}) and {problem}; {NOT_STREAMED_ADVICE}"
 
 
 def read_response(response: Any, *, tool_calls: bool = False) -> Read:

@@ -23,7 +23,7 @@ from panel_cli.view.live import LiveView
 from panel_cli.view.orchestrate import TaskStage
 from panel_cli.view.tables import CallRow, StageState
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
-from tests.helpers import make_panel, write_panel
+from tests.helpers import make_panel, terminal_screen, write_panel
 from tests.view.sample import MEMBERS, screen
 
 # Names of one length and numbered words of one width: a piece of 18 characters is two
@@ -174,7 +174,7 @@ def test_only_the_live_terminal_view_streams(fake_server, tmp_path: Path, monkey
     # Rich takes stdout for a terminal, as a person's would be.
     runner = CliRunner(env={"TTY_COMPATIBLE": "1", "COLUMNS": "160"})
     streamed: dict[str, list[bool]] = {}
-    for mode in ("live", "--json", "--quiet"):
+    for mode in ("live", "--json", "--quiet", "--no-stream"):
         before = len(fake_server.requests)
         extra = [] if mode == "live" else [mode]
         outcome = runner.invoke(app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db"), *extra])
@@ -183,6 +183,41 @@ def test_only_the_live_terminal_view_streams(fake_server, tmp_path: Path, monkey
     assert streamed["live"].count(True) == len(NAMES), "the answers stream; the votes do not"
     assert streamed["--json"] == [False] * 2 * len(NAMES)
     assert streamed["--quiet"] == [False] * 2 * len(NAMES)
+    assert streamed["--no-stream"] == [False] * 2 * len(NAMES)
+
+
+def test_a_member_with_stream_false_is_not_streamed_on_a_terminal(fake_server, tmp_path: Path) -> None:
+    fake_server.default(responder(answer_or_vote))
+    file = streaming_panel(tmp_path / "p.yaml", fake_server)
+    text = file.read_text().replace("  - name: bravo\n", "  - name: bravo\n    stream: false\n")
+    file.write_text(text)
+    outcome = CliRunner(env={"TTY_COMPATIBLE": "1", "COLUMNS": "160"}).invoke(
+        app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db")]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    answers = [request for request in fake_server.requests if "[panel-task: confer.vote]" not in str(request.messages)]
+    assert sorted((request.model, request.streamed) for request in answers) == [
+        ("alpha-model", True),
+        ("bravo-model", False),
+        ("delta-model", True),
+    ]
+
+
+def test_the_live_view_runs_on_an_endpoint_that_cannot_stream(fake_server, tmp_path: Path) -> None:
+    """On a terminal the answers are asked for as streams; a server that answers each with one
+    whole JSON reply still gets its answers into the rows and the run to its end."""
+    fake_server.streaming = False
+    fake_server.default(responder(answer_or_vote))
+    file = streaming_panel(tmp_path / "p.yaml", fake_server)
+    outcome = CliRunner(env={"TTY_COMPATIBLE": "1", "COLUMNS": "200"}).invoke(
+        app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db")]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    assert [request.streamed for request in fake_server.requests].count(True) == len(NAMES)
+    shown = "\n".join(terminal_screen(outcome.output))
+    assert "malformed" not in shown
+    for name in NAMES:
+        assert re.search(rf"{name}\s+answered .*{name}-01 {name}-02", shown), shown
 
 
 def test_a_pipe_does_not_stream(fake_server, tmp_path: Path) -> None:
