@@ -10,10 +10,11 @@ from rich.text import Text
 
 from panel_cli.protocols.registry import is_protocol, resolve, spec
 from panel_cli.view import delphi, fmt, tools
+from panel_cli.view.council import ReviewStage, render_aggregate
 from panel_cli.view.final import render_final
 from panel_cli.view.frame import Frame
 from panel_cli.view.summary import ViewTotals
-from panel_cli.view.tables import RunSoFar, StageState, render_aggregate, warning_line
+from panel_cli.view.tables import RunSoFar, StageState, warning_line
 
 if TYPE_CHECKING:
     # Imported when a live area starts: `history show` draws with none, and pays for neither
@@ -257,7 +258,7 @@ class LiveView:
                 self._labels[name] = self._stage.short(label) if self._stage is not None else label
                 if self._stage is not None:
                     self._stage.label(name, self._labels[name])
-        if self._stage is not None:
+        if isinstance(self._stage, ReviewStage):
             self._stage.aggregate = event.aggregate
         else:
             self.console.print(render_aggregate(event.aggregate))

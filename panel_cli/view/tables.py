@@ -1,8 +1,9 @@
 """What the live view knows about one stage, and how it draws it.
 
 A stage (confer's round 0 `answer` or a `vote` round, council's answers or reviews, …) is a
-table with one row per call, plus the round's tally, an aggregate ranking and the warnings
-raised meanwhile, so a finished stage prints as one block. User text (answers, names,
+table with one row per call, plus what the stage came to (a tally; a protocol's own stage view
+draws its own: `panel_cli.view.confer`, `council`, …) and the warnings raised meanwhile, so a
+finished stage prints as one block. User text (answers, names,
 warnings) always goes in as `Text`, never as markup, so a `[` in an answer is a `[`.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -134,7 +135,6 @@ class StageState:
     round: int | None
     rows: list[CallRow] = field(default_factory=list)
     tally: RoundTallied | None = None
-    aggregate: list[dict[str, Any]] | None = None
     warnings: list[WarningRaised] = field(default_factory=list)
     text_header: str = "answer"
     votes: bool = False
@@ -236,18 +236,24 @@ class StageState:
         return Group(StageTable(self), *self.render_below())
 
     def render_below(self) -> list[RenderableType]:
-        """What goes under the stage's table: the winner's legend, the tally, the aggregate
-        ranking and the warnings."""
+        """What goes under the stage's table: the winner's legend, what the stage came to
+        (`outcome`) and the warnings."""
         parts: list[RenderableType] = []
         if self.winner_rows():
             legend = "the round's winner" if self.round is not None else "the chosen response"
             parts.append(Text.assemble((f"{WINNER} ", "bold green"), (legend, "dim")))
-        if self.tally is not None:
-            parts += [Text(), render_tally(self.tally)]
-        if self.aggregate is not None:
-            parts += [Text(), render_aggregate(self.aggregate)]
+        parts += self.outcome()
         parts += [warning_line(warning) for warning in self.warnings]
         return parts
+
+    def outcome(self) -> list[RenderableType]:
+        """What the stage came to, under its table: here a tally's scores (ensemble's choice,
+        best first). A protocol's own stage draws its own (`panel_cli.view.confer`'s round
+        tally, `panel_cli.view.council`'s aggregate ranking)."""
+        if self.tally is None:
+            return []
+        order = fmt.tally_order(self.tally.scores, best_first=self.tally.round is None)
+        return [Text(), render_tally(self.tally, order)]
 
 
 @dataclass
@@ -559,12 +565,13 @@ def vote_cell(vote: VoteCast | None, ranking: list[str] | None = None) -> Text:
     return cell
 
 
-def render_tally(tally: RoundTallied) -> Table:
-    """One bar per label, as long as its summed confidence, named by its author (the user may
-    see who wrote what; only the members may not); the winner's in bold green."""
+def render_tally(tally: RoundTallied, shown: list[tuple[str, float]], unvoted: int = 0) -> Table:
+    """One bar per label `shown`, as long as its summed confidence, named by its author (the
+    user may see who wrote what; only the members may not); the winner's in bold green. The
+    `unvoted` labels left out are counted on a line of their own."""
     grid = Table.grid(padding=(0, 1), pad_edge=True)
     top = max(tally.scores.values(), default=0) or 1
-    for label, score in fmt.tally_order(tally.scores, best_first=tally.round is None):
+    for label, score in shown:
         won = label == tally.winner_label
         style = "bold green" if won else "cyan"
         bar = "█" * max(round(score / top * BAR_WIDTH), 1 if score > 0 else 0)
@@ -574,49 +581,11 @@ def render_tally(tally: RoundTallied) -> Table:
             Text(fmt.number(score), style=style, justify="right"),
             Text(f"winner: {tally.winner}" if won and tally.winner else "", style=style),
         )
+    if unvoted:
+        grid.add_row(Text(f"+ {unvoted} with no votes", style="dim"))
     if tally.winner_label is None:
         grid.add_row(Text("no winner this round", style="yellow"))
     return grid
-
-
-def render_aggregate(aggregate: list[dict[str, Any]]) -> RenderableType:
-    """The council's aggregate ranking, best first; the bar is longer for a better (lower)
-    average. An empty one says why, rather than print a heading over nothing."""
-    if not aggregate:
-        return Text(fmt.NO_AGGREGATE, style="yellow")
-    table = Table(
-        title=Text("aggregate ranking", style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
-    )
-    table.add_column("#", justify="right")
-    table.add_column("member", no_wrap=True)
-    table.add_column("label")
-    table.add_column("avg rank", justify="right")
-    table.add_column("rankings", justify="right")
-    table.add_column("", no_wrap=True)
-    worst = max(len(aggregate), 1)
-    for place, entry in enumerate(aggregate, start=1):
-        average = entry.get("average_rank")
-        length = 0 if average is None else round((worst + 1 - float(average)) / worst * BAR_WIDTH)
-        style = "bold green" if place == 1 else "cyan"
-        table.add_row(
-            Text(str(place)),
-            Text(str(entry.get("name", "")), style="bold" if place == 1 else ""),
-            Text(str(entry.get("label") or "")),
-            Text(fmt.UNKNOWN if average is None else f"{float(average):.2f}"),
-            Text(str(entry.get("count", ""))),
-            Text("█" * max(length, 0), style=style),
-        )
-    return table
-
-
-def review_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
-    """council's reviews: each reviewer's ranking beside its review."""
-    return StageState(stage, round_, text_header="review", rankings=True, tool_use=False)
-
-
-def vote_round(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
-    """confer's vote rounds: each member's vote and the rationale it gave."""
-    return StageState(stage, round_, text_header="rationale", votes=True, tool_use=False)
 
 
 def warning_line(warning: WarningRaised) -> Text:

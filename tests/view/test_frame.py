@@ -24,9 +24,10 @@ from panel_cli.events import (
     RunStarted,
     StageStarted,
 )
+from panel_cli.view.confer import vote_round
 from panel_cli.view.frame import Frame, more_line, visible
 from panel_cli.view.live import LiveView, redraws_per_second
-from panel_cli.view.tables import CallRow, StageState, vote_round
+from panel_cli.view.tables import CallRow, StageState
 from tests.view.sample import screen
 from tests.view.test_shape import EXAMPLES, example_events
 
