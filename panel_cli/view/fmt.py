@@ -38,6 +38,11 @@ def seconds(value: float | None) -> str:
     return UNKNOWN if value is None else f"{value:.2f}s"
 
 
+def running(value: float) -> str:
+    """How long a call has run so far, in whole seconds: `12s`."""
+    return f"{max(int(value), 0)}s"
+
+
 def tokens(value: int | None) -> str:
     return UNKNOWN if value is None else f"{value:,}"
 

@@ -48,7 +48,7 @@ class Frame:
 
     def __init__(self) -> None:
         self._version = 0
-        self._drawn: tuple[tuple[int, int, int, int | None], list[Segment]] | None = None
+        self._drawn: tuple[tuple[int, int, int, int | None, int], list[Segment]] | None = None
         self._rows: dict[int, RowLines] = {}  # by stage: the one drawn, and the one before it
 
     def changed(self) -> None:
@@ -57,7 +57,8 @@ class Frame:
     def render(self, stage: StageState, console: Console, options: ConsoleOptions) -> list[Segment]:
         """The stage at the width and in the `options.height` lines it is given (the whole
         stage when no height is set)."""
-        key = (id(stage), self._version, options.max_width, options.height)
+        # A running call's time changes once a second, whatever the events.
+        key = (id(stage), self._version, options.max_width, options.height, int(stage.clock()))
         if self._drawn is None or self._drawn[0] != key:
             self._drawn = (key, self._draw(stage, console, options))
         return self._drawn[1]
@@ -123,7 +124,8 @@ class RowLines:
         rows = list(stage.rows)  # as they are now: Live draws on a thread of its own while events come
         table = StageTable(stage)
         starred = {id(row) for row in stage.winner_rows()}
-        cells = [self._row_cells(table, row, id(row) in starred) for row in rows]
+        now = stage.clock()
+        cells = [self._row_cells(table, row, id(row) in starred, now) for row in rows]
         columns = (
             [replace(column, cells=[row[place].cells[0] for row in cells]) for place, column in enumerate(cells[0])]
             if cells
@@ -152,13 +154,13 @@ class RowLines:
             self._head = (key, [segment for line in lines for segment in (*line, NEW_LINE)])
         return self._head[1]
 
-    def _row_cells(self, table: StageTable, row: CallRow, starred: bool) -> list[Column]:
+    def _row_cells(self, table: StageTable, row: CallRow, starred: bool, now: float) -> list[Column]:
         """The row's cells, built again only when what the row shows has changed; the text
         cell is drawn from the row itself (`_line`), so a reply growing costs none of this."""
-        shows = row_shows(row, starred)
+        shows = row_shows(row, starred, now)
         cached = self._cells.get(id(row))
         if cached is None or cached[0] != shows:
-            cached = self._cells[id(row)] = (shows, table.columns([row], starred=starred))
+            cached = self._cells[id(row)] = (shows, table.columns([row], starred=starred, now=now))
             self._changed[id(row)] = self._drawn
         return cached[1]
 
@@ -191,7 +193,7 @@ class RowLines:
         return drawn[1]
 
 
-def row_shows(row: CallRow, starred: bool) -> tuple[object, ...]:
+def row_shows(row: CallRow, starred: bool, now: float) -> tuple[object, ...]:
     """Everything of a row its line shows but the text so far (`preview`, which changes most
     often and is drawn on its own): when this is unchanged, so are the row's other cells."""
     return (
@@ -199,7 +201,7 @@ def row_shows(row: CallRow, starred: bool) -> tuple[object, ...]:
         row.label,
         row.about,
         row.status,
-        row.latency,
+        row.time_shown(now),
         row.tokens,
         row.truncated,
         id(row.vote),

@@ -10,6 +10,8 @@ warnings) always goes in as `Text`, never as markup, so a `[` in an answer is a 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -59,13 +61,16 @@ class CallRow:
     """One row of a stage: a member announced by the stage and still waiting, or one call.
     `about` is what the call is about when a member makes several (a judge scoring each
     response), so each of those calls has a row of its own. `writing`: its reply is being
-    streamed, and `preview` is the end of the text so far (the words arriving)."""
+    streamed, and `preview` is the end of the text so far (the words arriving). `started`: when
+    its call started, by its stage's clock, while a live view draws it: a row still waiting or
+    writing shows how long its call has run."""
 
     name: str
     label: str | None = None
     about: str | None = None
     call_id: str | None = None
     status: Status = "waiting"
+    started: float | None = None
     latency: float | None = None
     tokens: int | None = None
     preview: str = ""
@@ -82,6 +87,19 @@ class CallRow:
     @property
     def pending(self) -> bool:
         return self.status in ("waiting", "writing")
+
+    def time_shown(self, now: float) -> str:
+        """Its latency once it has ended; while it runs, how long so far, in whole seconds (so
+        the row changes once a second, not on every frame)."""
+        if self.latency is not None:
+            return fmt.seconds(self.latency)
+        if self.pending and self.started is not None:
+            return fmt.running(now - self.started)
+        return ""
+
+    def time_cell(self, now: float) -> Text:
+        """`time_shown` as its cell: a running time dim, as what is not final yet."""
+        return Text(self.time_shown(now), style="dim" if self.latency is None else "")
 
     def grow(self, text: str) -> None:
         """The reply so far; a reply already finished or failed stays as it ended."""
@@ -143,6 +161,8 @@ class StageState:
     shown: list[str] = field(default_factory=list)
     equipped: bool = False
     announced: int = 0  # the widest member cell the stage announced
+    # What a running call's time is measured by (`CallRow.started`).
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
 
     @property
     def uses_tools(self) -> bool:
@@ -387,18 +407,22 @@ class StageTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield fitted_table(self.stage.title, self.columns(), len(self.stage.rows), options.max_width)
 
-    def columns(self, rows: list[CallRow] | None = None, *, starred: bool | None = None) -> list[Column]:
+    def columns(
+        self, rows: list[CallRow] | None = None, *, starred: bool | None = None, now: float | None = None
+    ) -> list[Column]:
         """The columns with a cell for each of `rows` (the stage's, by default); `starred`
-        says whether those rows have the ★, when the caller knows."""
+        says whether those rows have the ★, when the caller knows; `now`, the stage's clock
+        (read now, by default)."""
         stage = self.stage
         rows = stage.rows if rows is None else rows
+        now = stage.clock() if now is None else now
         stars = {id(row) for row in stage.winner_rows()} if starred is None else {id(row) for row in rows if starred}
         columns = [
             Column("member", [member_cell(row, id(row) in stars) for row in rows], keep=0, floor=stage.member_width()),
             status_column(rows),
             Column(
                 "latency",
-                [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows],
+                [row.time_cell(now) for row in rows],
                 keep=5,
                 floor=LATENCY_WIDTH,
                 justify="right",
