@@ -304,7 +304,9 @@ async def test_each_text_so_far_is_cleaned_as_the_whole_text_would_be(texts):
 async def test_an_endpoint_that_answers_a_stream_with_one_whole_reply_still_answers(fake_server):
     """A server that cannot stream answers `stream: true` with the whole completion as plain
     JSON: the call reads it whole and ends exactly as it would have streamed, its text shown
-    at once."""
+    at once. It reads what litellm's stream keeps of the reply (the provider's headers in
+    `_hidden_params`, the unread response in `completion_stream.response`): a litellm release
+    that moves either fails this test."""
     fake_server.streaming = False
     fake_server.script("m", reply(LONG, prompt_tokens=12, completion_tokens=17))
     recorder = Recorder()
