@@ -48,7 +48,7 @@ class Frame:
 
     def __init__(self) -> None:
         self._version = 0
-        self._drawn: tuple[tuple[int, int, int, int | None, int], list[Segment]] | None = None
+        self._drawn: tuple[tuple[int, int, int, int | None, int | None], list[Segment]] | None = None
         self._rows: dict[int, RowLines] = {}  # by stage: the one drawn, and the one before it
 
     def changed(self) -> None:
@@ -58,7 +58,8 @@ class Frame:
         """The stage at the width and in the `options.height` lines it is given (the whole
         stage when no height is set)."""
         # A running call's time changes once a second, whatever the events.
-        key = (id(stage), self._version, options.max_width, options.height, int(stage.clock()))
+        running = any(row.started is not None and row.pending for row in stage.rows)
+        key = (id(stage), self._version, options.max_width, options.height, int(stage.clock()) if running else None)
         if self._drawn is None or self._drawn[0] != key:
             self._drawn = (key, self._draw(stage, console, options))
         return self._drawn[1]
