@@ -23,6 +23,7 @@ from rich.text import Text
 
 from panel_cli.view.tables import (
     CELL_PADDING,
+    LATENCY_HEADER,
     STATUS_STYLES,
     CallRow,
     Column,
@@ -111,7 +112,7 @@ class RowLines:
     column widths stay the same, and when each row last changed (in frames drawn)."""
 
     def __init__(self) -> None:
-        self._cells: dict[int, tuple[tuple[object, ...], list[Column]]] = {}
+        self._cells: dict[int, tuple[tuple[object, ...], str, list[Column]]] = {}
         self._lines: dict[int, tuple[object, list[Segment]]] = {}
         self._texts: dict[int, tuple[object, list[Segment]]] = {}
         self._head: tuple[object, list[Segment]] | None = None
@@ -156,23 +157,30 @@ class RowLines:
         return self._head[1]
 
     def _row_cells(self, table: StageTable, row: CallRow, starred: bool, now: float) -> list[Column]:
-        """The row's cells, built again only when what the row shows has changed; the text
+        """The row's cells, built again only when what the row shows has changed; when only a
+        running call's time has (once a second), its time cell alone is made anew. The text
         cell is drawn from the row itself (`_line`), so a reply growing costs none of this."""
-        shows = row_shows(row, starred, now)
+        shows, time_shown = row_shows(row, starred), row.time_shown(now)
         cached = self._cells.get(id(row))
         if cached is None or cached[0] != shows:
-            cached = self._cells[id(row)] = (shows, table.columns([row], starred=starred, now=now))
+            cached = self._cells[id(row)] = (shows, time_shown, table.columns([row], starred=starred, now=now))
             self._changed[id(row)] = self._drawn
-        return cached[1]
+        elif cached[1] != time_shown:
+            cells = [
+                replace(column, cells=[row.time_cell(now)]) if column.header == LATENCY_HEADER else column
+                for column in cached[2]
+            ]
+            cached = self._cells[id(row)] = (shows, time_shown, cells)
+        return cached[2]
 
     def _line(
         self, table: StageTable, row: CallRow, layout: tuple[tuple[int, int], ...], console: Console
     ) -> list[Segment]:
         """The row's line: its cells at the columns' widths, one space between them. What goes
         before the text is kept while the row shows the same; the text, while it reads the same."""
-        shows, cells = self._cells[id(row)]
+        shows, time_shown, cells = self._cells[id(row)]
         *before, (text_place, text_width) = layout
-        key = (shows, layout)
+        key = (shows, time_shown, layout)
         cached = self._lines.get(id(row))
         if cached is None or cached[0] != key:
             segments: list[Segment] = []
@@ -194,15 +202,16 @@ class RowLines:
         return drawn[1]
 
 
-def row_shows(row: CallRow, starred: bool, now: float) -> tuple[object, ...]:
+def row_shows(row: CallRow, starred: bool) -> tuple[object, ...]:
     """Everything of a row its line shows but the text so far (`preview`, which changes most
-    often and is drawn on its own): when this is unchanged, so are the row's other cells."""
+    often and is drawn on its own) and a running call's time (`CallRow.time_shown`): when this
+    is unchanged, so are the row's other cells."""
     return (
         row.name,
         row.label,
         row.about,
         row.status,
-        row.time_shown(now),
+        row.latency,
         row.tokens,
         row.truncated,
         id(row.vote),

@@ -385,6 +385,8 @@ def laid_table(title: str, fitted: list[tuple[Column, int]], rows: int) -> Table
     return table
 
 
+# The header of the column that shows a call's latency, or how long it has run so far.
+LATENCY_HEADER = "latency"
 # The widths a stage table keeps for its figures and statuses before any arrives.
 STATUS_WIDTH = max(len(status) for status in STATUS_STYLES)
 LATENCY_WIDTH = len("120.00s")
@@ -421,7 +423,7 @@ class StageTable:
             Column("member", [member_cell(row, id(row) in stars) for row in rows], keep=0, floor=stage.member_width()),
             status_column(rows),
             Column(
-                "latency",
+                LATENCY_HEADER,
                 [row.time_cell(now) for row in rows],
                 keep=5,
                 floor=LATENCY_WIDTH,
