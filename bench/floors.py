@@ -66,9 +66,9 @@ class LitellmFloor(NamedTuple):
 def panel_setup() -> tuple[Callable[[], ModuleType], Callable[[], AbstractContextManager[None]]]:
     """panel's `load_litellm` and the context of the gateway's own calls: imported, so the
     floor tracks the product. The benches' one import of them."""
-    from panel_cli.llm.gateway import _quiet_call, load_litellm  # to be panel_cli.llm.litellm_setup
+    from panel_cli.llm.litellm_setup import load_litellm, quiet_call
 
-    return load_litellm, _quiet_call
+    return load_litellm, quiet_call
 
 
 def litellm_floor(setup: str) -> LitellmFloor:

@@ -112,7 +112,8 @@ def serve(latency: float) -> None:
 
 def cold_start() -> dict[str, float]:
     from panel_cli.config import Member
-    from panel_cli.llm.gateway import Gateway, load_litellm
+    from panel_cli.llm.gateway import Gateway
+    from panel_cli.llm.litellm_setup import load_litellm
 
     started = time.perf_counter()
     import litellm  # noqa: F401 - timed apart from what load_litellm adds

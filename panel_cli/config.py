@@ -199,6 +199,9 @@ class Member(Strict):
     task: str | None = None
     # The panel's tool servers (`tools:`) this member may use; none by default.
     tools: list[str] = Field(default_factory=list)
+    # Whether this member's replies stream into the live view; false for an endpoint that
+    # cannot stream (one that answers a streamed request with one whole reply).
+    stream: bool = True
 
     _check_api_base = field_validator("api_base")(check_api_base)
 

@@ -17,8 +17,9 @@ The floors, bottom to top (`FLOORS`; a module is on the floor of the longest nam
  4. `config` (panel YAML -> pydantic models) and `weights_file`, the weights a panel may name.
  5. `events`, and `totals` counted from them.
  6. `store`: fed events, it runs nothing.
- 7. `tools`: MCP servers, attachments, tool calls.
- 8. `llm`: the gateway, budget, streaming, the demo route and its personas' replies.
+ 7. `llm`: the gateway, budget, streaming, the tool loop (it asks a `Toolbox`, a protocol, for
+    each tool call), the demo route and its personas' replies.
+ 8. `tools`: members' MCP tool servers (a `Toolbox`), attachments, the tools a panel offers.
  9. `protocols`: the engines, their pure rules beside them (plans, ballots, tallies, rankings)
     and the checks of a panel.
 10. `estimate`: a run's calls, tokens and cost, from the protocols' plans.
@@ -71,8 +72,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("config", "weights_file"),
     ("events", "totals"),
     ("store",),
-    ("tools",),
     ("llm",),
+    ("tools",),
     ("protocols",),
     ("estimate",),
     ("eval",),
@@ -84,11 +85,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )
 
 # Arrows that point up today, each with the change that removes it.
-KNOWN_UPWARD = {
-    # equipped() names the gateway it is handed, in a type only; the tool-call loop is moving
-    # into llm/ behind a Toolbox protocol, which removes this arrow.
-    ("panel_cli.tools.equip", "panel_cli.llm.gateway"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def module_name(path: Path) -> str:
@@ -265,8 +262,12 @@ def offending(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
         ],
         # The run core runs engines; engines never reach up to it, nor draw or store anything.
         ("protocols", ("panel_cli.runs", "panel_cli.store", "panel_cli.view", "panel_cli.export", "rich")),
-        # The gateway serves engines: it knows none of them, nor the run core, store or views.
-        ("llm", ("panel_cli.protocols", "panel_cli.runs", "panel_cli.store", "panel_cli.view", "rich")),
+        # The gateway serves engines: it knows none of them, nor the run core, store or views; the
+        # tool servers serve it through its `Toolbox` protocol, so it never reaches them either.
+        (
+            "llm",
+            ("panel_cli.protocols", "panel_cli.runs", "panel_cli.store", "panel_cli.view", "panel_cli.tools", "rich"),
+        ),
         # The store and the views are fed events; they never run anything.
         ("store", ("panel_cli.runs", "panel_cli.protocols", "panel_cli.llm", "panel_cli.view")),
         ("view", ("panel_cli.runs", "panel_cli.llm.gateway", "panel_cli.store.writer")),

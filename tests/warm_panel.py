@@ -183,7 +183,7 @@ def warm_up() -> None:
     import pkgutil
 
     import panel_cli
-    from panel_cli.llm.gateway import load_litellm
+    from panel_cli.llm.litellm_setup import load_litellm
 
     for module in pkgutil.walk_packages(panel_cli.__path__, "panel_cli."):
         if not module.name.endswith(".__main__"):

@@ -27,6 +27,9 @@ DB = typer.Option(
     help="Transcript database (default: $PANEL_DB, else panel.db in the user data folder).",
     dir_okay=False,
 )
+NO_STREAM = typer.Option(
+    False, "--no-stream", help="Do not stream answers into the live view (for endpoints that cannot stream)."
+)
 DEMO = typer.Option(False, "--demo", help="Replace every model by an offline demo persona (no key, no network).")
 ATTACH = typer.Option(
     None,

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from panel_cli.view.environment import Environment
 
 # The parameters every protocol command takes after its own options, by name.
-COMMON = ("json_mode", "quiet", "db", "demo", "attach")
+COMMON = ("json_mode", "quiet", "no_stream", "db", "demo", "attach")
 _KINDS: dict[str, Any] = {"text": str | None, "int": int | None, "float": float | None, "flag": bool}
 
 
@@ -51,6 +51,7 @@ def protocol_command(
         *own,
         _keyword("json_mode", bool, options.JSON),
         _keyword("quiet", bool, options.QUIET),
+        _keyword("no_stream", bool, options.NO_STREAM),
         _keyword("db", Path | None, options.DB),
         _keyword("demo", bool, options.DEMO),
         _keyword("attach", list[Path] | None, options.ATTACH),
@@ -146,6 +147,7 @@ def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any], env: Environ
         gate=chosen.gate,
         json_mode=bool(values.get("json_mode")),
         quiet=quiet,
+        no_stream=bool(values.get("no_stream")),
         db=values.get("db"),
         controls=controls,
     )
@@ -181,11 +183,13 @@ def execute(
     controls: RunControls,
     gate: Gate | None = None,
     continuing: Continuation | None = None,
+    no_stream: bool = False,
 ) -> None:
     """Run the panel, drawn on `env`, and exit with its code (docs/exit-codes.md): 0 answer, 1
     no answer, 2 user error, 130 or 143 interrupted; with a `gate`, 0, 1 or 3 as it judges.
     `warnings` (found by the checks) are raised inside the run, so they are shown and stored
-    with it. `continuing`: the run this one resumes."""
+    with it. `continuing`: the run this one resumes. `no_stream`: answers are not streamed into
+    the live view."""
     from panel_cli.cli.signals import run_until_signal
     from panel_cli.runs.ask import run_stored
     from panel_cli.runs.execute import new_run_id
@@ -223,7 +227,7 @@ def execute(
                 view=view,
                 run_id=run_id,
                 # Only a person watching the live view gains from streaming; a resume never streams.
-                stream=not json_mode and continuing is None and getattr(view, "follows_text", False),
+                stream=not (json_mode or no_stream) and continuing is None and getattr(view, "follows_text", False),
             )
         except BaseException as exc:
             for note in getattr(exc, "__notes__", ()):  # what the store could not keep

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from panel_cli.llm.brief import RequestBrief
+from panel_cli.llm.tool_calls import RequestedCall
 from panel_cli.models.personas import PERSONAS, oracle_spec
 from panel_cli.simulation.seeded import SIMULATED, digest, echoed_question
 from panel_cli.simulation.voters import oracle_reply
 from panel_cli.tasks import Task
-from panel_cli.tools.calls import RequestedCall
 
 DEFAULT_DELAY = 0.8
 # A streamed demo reply comes a few words at a time: its first words after half the think

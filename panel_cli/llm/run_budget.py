@@ -1,7 +1,6 @@
 """The budget a run starts with: its caps, checked against litellm's prices before the first
-call. Apart from `budget`, whose arithmetic the gateway keeps during the run, since this
-check loads litellm's table through the gateway (`load_litellm`) and the gateway imports
-`budget`: one direction, no circle."""
+call. Apart from `budget`, whose arithmetic the gateway keeps during the run, since this check
+reads litellm's table through `prices`, which imports `budget`: one direction, no circle."""
 
 from __future__ import annotations
 
@@ -30,10 +29,11 @@ def run_budget(
     if max_cost is None and max_calls is None:
         return None
     if max_cost is not None and not allow_unknown_prices and needs_litellm(members):
-        from panel_cli.llm import gateway
+        from panel_cli.llm.litellm_setup import load_litellm
+        from panel_cli.llm.prices import table_price
 
-        litellm = gateway.load_litellm()
-        missing = unpriced(members, lambda model: gateway.table_price(litellm, model))
+        litellm = load_litellm()
+        missing = unpriced(members, lambda model: table_price(litellm, model))
         if missing:
             raise BudgetError(unpriced_refusal(missing, cap, advice))
     return Budget(max_cost=max_cost, max_calls=max_calls)

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from panel_cli.events import BaseEvent, CallRoute, CallTextGrew
 from panel_cli.llm.errors import ClassifiedError
-from panel_cli.untrusted import first_control, without_controls, writable
+from panel_cli.untrusted import first_control, load_json, without_controls, writable
 
 T = TypeVar("T")
 
@@ -104,6 +104,36 @@ async def read_pieces(pieces: AsyncIterator[Piece], grow: TextGrowth, cap: int) 
     if not text.strip():
         raise ClassifiedError("malformed", "the reply was empty")
     return StreamedReply(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+async def read_whole(body: bytes, grow: TextGrowth, cap: int) -> StreamedReply:
+    """A reply that came whole where a stream was asked for (an endpoint that cannot stream):
+    the chat completion its body holds, read as a stream of one piece, so it ends exactly as
+    that reply streamed would, and its row shows it at once. The body is hostile input: read
+    bounded (`load_json`), and anything but a completion with text is a malformed reply."""
+    try:
+        completion = load_json(body.decode("utf-8", errors="replace"))
+    except ValueError:
+        raise ClassifiedError("malformed", "its body was not JSON") from None
+    text, usage = _completion_parts(completion)
+    if text is None:
+        raise ClassifiedError("malformed", "its body held no reply")
+    return await read_pieces(_one_piece(Piece(writable(text), usage)), grow, cap)
+
+
+def _completion_parts(completion: Any) -> tuple[str | None, tuple[Any, Any] | None]:
+    """A chat completion's text (None when it has none) and its usage, as reported."""
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    usage = completion.get("usage") if isinstance(completion, dict) else None
+    counts = (usage.get("prompt_tokens"), usage.get("completion_tokens")) if isinstance(usage, dict) else None
+    return (content if isinstance(content, str) else None), counts
+
+
+async def _one_piece(piece: Piece) -> AsyncIterator[Piece]:
+    yield piece
 
 
 async def within_idle(step: Awaitable[T], idle: float | None) -> T:

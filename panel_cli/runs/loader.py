@@ -41,7 +41,7 @@ class GatewayLoader:
             self._thread.start()
 
     def _load(self) -> None:
-        from panel_cli.llm.gateway import load_litellm
+        from panel_cli.llm.litellm_setup import load_litellm
 
         try:
             self._module = load_litellm()

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
-from panel_cli.llm.gateway import AnsweredCall
+from panel_cli.llm.reuse import AnsweredCall
 from panel_cli.redact import REDACTED
 from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS, TAGS_KEY
 from panel_cli.runs.followup import stored_parent

@@ -1,8 +1,8 @@
 """Members with tools (MCP servers) and attached files.
 
-`equip.equipped` wraps a run; `calls` is the model's side of tool use (function specs, tool
-calls, results); `servers` talks to the servers through the MCP SDK, imported only by a run
-whose panel names a server; `attachments` reads and fences attached files; `checks` is what
-`panel validate` and every run check first. This package imports nothing heavy itself: the
-views import `calls`, and `panel history` must stay light.
+`equip.equipped` wraps a run; `servers` talks to the servers through the MCP SDK, imported only
+by a run whose panel names a server, and serves the gateway's tool calls as its `Toolbox`
+(`panel_cli.llm.tool_loop`); `calls` names the tools the servers list, as function specs the
+model is offered; `attachments` reads and fences attached files; `checks` is what `panel
+validate` and every run check first. This package imports nothing heavy itself.
 """

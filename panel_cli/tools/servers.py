@@ -34,7 +34,8 @@ from mcp_types import CONNECTION_CLOSED
 
 from panel_cli.config import ToolServer
 from panel_cli.errors import UserError
-from panel_cli.tools.calls import ToolOutcome, ToolSpec, capped, failed
+from panel_cli.llm.tool_calls import ToolOutcome, failed
+from panel_cli.tools.calls import ToolSpec, capped
 from panel_cli.tools.checks import command_line
 from panel_cli.untrusted import clean_text
 

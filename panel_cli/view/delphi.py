@@ -72,6 +72,7 @@ class ContributionTable:
 
     def columns(self) -> list[Column]:
         rows = self.stage.rows
+        now = self.stage.clock()
         found = [self.stage.contributions.get(row.name) if row.status == "answered" else None for row in rows]
         return [
             Column("expert", [member_cell(row, False) for row in rows], keep=0, floor=self.stage.member_width()),
@@ -79,7 +80,7 @@ class ContributionTable:
             Column("changed?", [changed_cell(entry) for entry in found], keep=2),
             Column(
                 "latency",
-                [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows],
+                [row.time_cell(now) for row in rows],
                 keep=5,
                 floor=LATENCY_WIDTH,
                 justify="right",

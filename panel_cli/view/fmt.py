@@ -38,6 +38,11 @@ def seconds(value: float | None) -> str:
     return UNKNOWN if value is None else f"{value:.2f}s"
 
 
+def running(value: float) -> str:
+    """How long a call has run so far, in whole seconds: `12s`."""
+    return f"{max(int(value), 0)}s"
+
+
 def tokens(value: int | None) -> str:
     return UNKNOWN if value is None else f"{value:,}"
 
@@ -99,9 +104,14 @@ def who(member: str, about: str | None) -> str:
     return f"{member} → {about}" if about else member
 
 
+def label_order(label: str) -> tuple[int, str]:
+    """Labels as they were given, A…Z, then AA, AB, …; as strings sort, AA would come before B."""
+    return len(label), label
+
+
 def tally_order(scores: Mapping[str, float], *, best_first: bool) -> list[tuple[str, float]]:
     """confer's rounds keep label order, so a label sits at the same place every round; a
     choice made once (ensemble's) reads best first, ties in label order."""
     if best_first:
-        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-    return sorted(scores.items())
+        return sorted(scores.items(), key=lambda item: (-item[1], label_order(item[0])))
+    return sorted(scores.items(), key=lambda item: label_order(item[0]))

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from panel_cli.view.tables import (
     CELL_PADDING,
+    LATENCY_HEADER,
     STATUS_STYLES,
     CallRow,
     Column,
@@ -48,7 +49,7 @@ class Frame:
 
     def __init__(self) -> None:
         self._version = 0
-        self._drawn: tuple[tuple[int, int, int, int | None], list[Segment]] | None = None
+        self._drawn: tuple[tuple[int, int, int, int | None, int | None], list[Segment]] | None = None
         self._rows: dict[int, RowLines] = {}  # by stage: the one drawn, and the one before it
 
     def changed(self) -> None:
@@ -57,7 +58,9 @@ class Frame:
     def render(self, stage: StageState, console: Console, options: ConsoleOptions) -> list[Segment]:
         """The stage at the width and in the `options.height` lines it is given (the whole
         stage when no height is set)."""
-        key = (id(stage), self._version, options.max_width, options.height)
+        # A running call's time changes once a second, whatever the events.
+        running = any(row.started is not None and row.pending for row in stage.rows)
+        key = (id(stage), self._version, options.max_width, options.height, int(stage.clock()) if running else None)
         if self._drawn is None or self._drawn[0] != key:
             self._drawn = (key, self._draw(stage, console, options))
         return self._drawn[1]
@@ -109,7 +112,7 @@ class RowLines:
     column widths stay the same, and when each row last changed (in frames drawn)."""
 
     def __init__(self) -> None:
-        self._cells: dict[int, tuple[tuple[object, ...], list[Column]]] = {}
+        self._cells: dict[int, tuple[tuple[object, ...], str, list[Column]]] = {}
         self._lines: dict[int, tuple[object, list[Segment]]] = {}
         self._texts: dict[int, tuple[object, list[Segment]]] = {}
         self._head: tuple[object, list[Segment]] | None = None
@@ -123,7 +126,8 @@ class RowLines:
         rows = list(stage.rows)  # as they are now: Live draws on a thread of its own while events come
         table = StageTable(stage)
         starred = {id(row) for row in stage.winner_rows()}
-        cells = [self._row_cells(table, row, id(row) in starred) for row in rows]
+        now = stage.clock()
+        cells = [self._row_cells(table, row, id(row) in starred, now) for row in rows]
         columns = (
             [replace(column, cells=[row[place].cells[0] for row in cells]) for place, column in enumerate(cells[0])]
             if cells
@@ -152,24 +156,31 @@ class RowLines:
             self._head = (key, [segment for line in lines for segment in (*line, NEW_LINE)])
         return self._head[1]
 
-    def _row_cells(self, table: StageTable, row: CallRow, starred: bool) -> list[Column]:
-        """The row's cells, built again only when what the row shows has changed; the text
+    def _row_cells(self, table: StageTable, row: CallRow, starred: bool, now: float) -> list[Column]:
+        """The row's cells, built again only when what the row shows has changed; when only a
+        running call's time has (once a second), its time cell alone is made anew. The text
         cell is drawn from the row itself (`_line`), so a reply growing costs none of this."""
-        shows = row_shows(row, starred)
+        shows, time_shown = row_shows(row, starred), row.time_shown(now)
         cached = self._cells.get(id(row))
         if cached is None or cached[0] != shows:
-            cached = self._cells[id(row)] = (shows, table.columns([row], starred=starred))
+            cached = self._cells[id(row)] = (shows, time_shown, table.columns([row], starred=starred, now=now))
             self._changed[id(row)] = self._drawn
-        return cached[1]
+        elif cached[1] != time_shown:
+            cells = [
+                replace(column, cells=[row.time_cell(now)]) if column.header == LATENCY_HEADER else column
+                for column in cached[2]
+            ]
+            cached = self._cells[id(row)] = (shows, time_shown, cells)
+        return cached[2]
 
     def _line(
         self, table: StageTable, row: CallRow, layout: tuple[tuple[int, int], ...], console: Console
     ) -> list[Segment]:
         """The row's line: its cells at the columns' widths, one space between them. What goes
         before the text is kept while the row shows the same; the text, while it reads the same."""
-        shows, cells = self._cells[id(row)]
+        shows, time_shown, cells = self._cells[id(row)]
         *before, (text_place, text_width) = layout
-        key = (shows, layout)
+        key = (shows, time_shown, layout)
         cached = self._lines.get(id(row))
         if cached is None or cached[0] != key:
             segments: list[Segment] = []
@@ -193,7 +204,8 @@ class RowLines:
 
 def row_shows(row: CallRow, starred: bool) -> tuple[object, ...]:
     """Everything of a row its line shows but the text so far (`preview`, which changes most
-    often and is drawn on its own): when this is unchanged, so are the row's other cells."""
+    often and is drawn on its own) and a running call's time (`CallRow.time_shown`): when this
+    is unchanged, so are the row's other cells."""
     return (
         row.name,
         row.label,

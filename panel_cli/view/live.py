@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -10,10 +11,11 @@ from rich.text import Text
 
 from panel_cli.protocols.registry import is_protocol, resolve, spec
 from panel_cli.view import delphi, fmt, tools
+from panel_cli.view.council import ReviewStage, render_aggregate
 from panel_cli.view.final import render_final
 from panel_cli.view.frame import Frame
 from panel_cli.view.summary import ViewTotals
-from panel_cli.view.tables import RunSoFar, StageState, render_aggregate, warning_line
+from panel_cli.view.tables import RunSoFar, StageState, warning_line
 
 if TYPE_CHECKING:
     # Imported when a live area starts: `history show` draws with none, and pays for neither
@@ -62,7 +64,8 @@ class LiveView:
     The console is injected so tests and replays choose where it goes; colour follows the
     console (and so NO_COLOR). `panel history show` draws a stored run with `animate=False`
     (each stage printed once it ends, never a live area) and `header=False` (it prints a
-    fuller header of its own).
+    fuller header of its own). While it animates, a call's row shows how long the call has run
+    until it ends (by `clock`); a stored run's rows show only their latency.
 
     It `follows_text`: a streamed reply grows in its row as it is written. Live redraws on
     its own tick; a call's first words are drawn at once (the calls whose first words arrive
@@ -71,9 +74,16 @@ class LiveView:
     follows_text = True
 
     def __init__(
-        self, console: Console, *, refresh_per_second: float = 8, animate: bool = True, header: bool = True
+        self,
+        console: Console,
+        *,
+        refresh_per_second: float = 8,
+        animate: bool = True,
+        header: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.console = console
+        self._clock = clock
         self.totals = ViewTotals()
         self._refresh_per_second = refresh_per_second
         self._animate = animate
@@ -209,7 +219,9 @@ class LiveView:
             stage.skip(event, label)  # type: ignore[arg-type]
             return
         row = stage.call_row(event.call_id, event.member, label, event.about)  # type: ignore[union-attr]
-        if event.type == "call_finished":
+        if event.type == "call_started" and self._animate:
+            row.started = stage.clock()
+        elif event.type == "call_finished":
             row.finish(event)  # type: ignore[arg-type]
         elif event.type == "call_failed":
             row.fail(event)  # type: ignore[arg-type]
@@ -257,7 +269,7 @@ class LiveView:
                 self._labels[name] = self._stage.short(label) if self._stage is not None else label
                 if self._stage is not None:
                     self._stage.label(name, self._labels[name])
-        if self._stage is not None:
+        if isinstance(self._stage, ReviewStage):
             self._stage.aggregate = event.aggregate
         else:
             self.console.print(render_aggregate(event.aggregate))
@@ -269,6 +281,7 @@ class LiveView:
         labels it shows its members, and whether a tool server serves one of them."""
         table = self._stage_views.get(stage)
         new = resolve(table)(stage, round_, self._so_far) if table is not None else StageState(stage, round_)
+        new.clock = self._clock
         new.shown = shown or []
         new.equipped = self._so_far.serves(members)
         for name in members:

@@ -27,6 +27,7 @@ from panel_cli.events import (
     WarningRaised,
 )
 from panel_cli.view import delphi, fmt, orchestrate, supervise, tools, vote
+from panel_cli.view.confer import voted_labels
 from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
 
 QUESTION_LIMIT = 200
@@ -38,6 +39,8 @@ class PlainView:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.totals = ViewTotals()
+        # The labels each confer round's votes went to, so its tally lists those alone.
+        self._voted: dict[int | None, set[str]] = {}
 
     async def __call__(self, event: BaseEvent) -> None:
         self.totals.update(event)
@@ -87,6 +90,7 @@ class PlainView:
         return f"{_where(event.stage, event.round)}skipped  {fmt.who(event.member, event.about)}  {reason}"
 
     def _vote_cast(self, event: VoteCast) -> str:
+        self._voted.setdefault(event.round, set()).add(event.choice)
         detail = "" if event.confidence is None else fmt.number(event.confidence)
         if event.fallback:
             detail = f"{detail}, fallback: kept own answer" if detail else "fallback: kept own answer"
@@ -98,7 +102,10 @@ class PlainView:
         if event.round is None:
             return f"scores: {_scores(event)} -> {event.winner or event.winner_label or 'no winner'}"
         outcome = f"{event.winner_label} ({event.winner})" if event.winner_label else "no winner"
-        return f"round {event.round} tallied: {_scores(event)} -> {outcome}"
+        shown, unvoted = voted_labels(event.scores, self._voted.get(event.round, set()), event.winner_label)
+        scores = " ".join(f"{label}={fmt.number(score)}" for label, score in shown)
+        rest = f" + {unvoted} with no votes" if unvoted else ""
+        return f"round {event.round} tallied: {scores}{rest} -> {outcome}"
 
     def _ranking_parsed(self, event: RankingParsed) -> str:
         """A reviewer's ranking, or the aggregate of them all."""
@@ -175,8 +182,8 @@ def _where(stage: str, round_: int | None) -> str:
 
 
 def _scores(tally: RoundTallied) -> str:
-    """`A=170 B=50` in label order for a confer round; best first for a choice made once."""
-    order = fmt.tally_order(tally.scores, best_first=tally.round is None)
+    """`A=170 B=50`, best first: the scores of a choice made once."""
+    order = fmt.tally_order(tally.scores, best_first=True)
     return " ".join(f"{label}={fmt.number(score)}" for label, score in order)
 
 

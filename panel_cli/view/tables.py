@@ -1,16 +1,19 @@
 """What the live view knows about one stage, and how it draws it.
 
 A stage (confer's round 0 `answer` or a `vote` round, council's answers or reviews, …) is a
-table with one row per call, plus the round's tally, an aggregate ranking and the warnings
-raised meanwhile, so a finished stage prints as one block. User text (answers, names,
+table with one row per call, plus what the stage came to (a tally; a protocol's own stage view
+draws its own: `panel_cli.view.confer`, `council`, …) and the warnings raised meanwhile, so a
+finished stage prints as one block. User text (answers, names,
 warnings) always goes in as `Text`, never as markup, so a `[` in an answer is a `[`.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -58,13 +61,16 @@ class CallRow:
     """One row of a stage: a member announced by the stage and still waiting, or one call.
     `about` is what the call is about when a member makes several (a judge scoring each
     response), so each of those calls has a row of its own. `writing`: its reply is being
-    streamed, and `preview` is the end of the text so far (the words arriving)."""
+    streamed, and `preview` is the end of the text so far (the words arriving). `started`: when
+    its call started, by its stage's clock, while a live view draws it: a row still waiting or
+    writing shows how long its call has run."""
 
     name: str
     label: str | None = None
     about: str | None = None
     call_id: str | None = None
     status: Status = "waiting"
+    started: float | None = None
     latency: float | None = None
     tokens: int | None = None
     preview: str = ""
@@ -81,6 +87,19 @@ class CallRow:
     @property
     def pending(self) -> bool:
         return self.status in ("waiting", "writing")
+
+    def time_shown(self, now: float) -> str:
+        """Its latency once it has ended; while it runs, how long so far, in whole seconds (so
+        the row changes once a second, not on every frame)."""
+        if self.latency is not None:
+            return fmt.seconds(self.latency)
+        if self.pending and self.started is not None:
+            return fmt.running(now - self.started)
+        return ""
+
+    def time_cell(self, now: float) -> Text:
+        """`time_shown` as its cell: a running time dim, as what is not final yet."""
+        return Text(self.time_shown(now), style="dim" if self.latency is None else "")
 
     def grow(self, text: str) -> None:
         """The reply so far; a reply already finished or failed stays as it ended."""
@@ -134,7 +153,6 @@ class StageState:
     round: int | None
     rows: list[CallRow] = field(default_factory=list)
     tally: RoundTallied | None = None
-    aggregate: list[dict[str, Any]] | None = None
     warnings: list[WarningRaised] = field(default_factory=list)
     text_header: str = "answer"
     votes: bool = False
@@ -143,6 +161,8 @@ class StageState:
     shown: list[str] = field(default_factory=list)
     equipped: bool = False
     announced: int = 0  # the widest member cell the stage announced
+    # What a running call's time is measured by (`CallRow.started`).
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
 
     @property
     def uses_tools(self) -> bool:
@@ -236,18 +256,24 @@ class StageState:
         return Group(StageTable(self), *self.render_below())
 
     def render_below(self) -> list[RenderableType]:
-        """What goes under the stage's table: the winner's legend, the tally, the aggregate
-        ranking and the warnings."""
+        """What goes under the stage's table: the winner's legend, what the stage came to
+        (`outcome`) and the warnings."""
         parts: list[RenderableType] = []
         if self.winner_rows():
             legend = "the round's winner" if self.round is not None else "the chosen response"
             parts.append(Text.assemble((f"{WINNER} ", "bold green"), (legend, "dim")))
-        if self.tally is not None:
-            parts += [Text(), render_tally(self.tally)]
-        if self.aggregate is not None:
-            parts += [Text(), render_aggregate(self.aggregate)]
+        parts += self.outcome()
         parts += [warning_line(warning) for warning in self.warnings]
         return parts
+
+    def outcome(self) -> list[RenderableType]:
+        """What the stage came to, under its table: here a tally's scores (ensemble's choice,
+        best first). A protocol's own stage draws its own (`panel_cli.view.confer`'s round
+        tally, `panel_cli.view.council`'s aggregate ranking)."""
+        if self.tally is None:
+            return []
+        order = fmt.tally_order(self.tally.scores, best_first=self.tally.round is None)
+        return [Text(), render_tally(self.tally, order)]
 
 
 @dataclass
@@ -359,6 +385,8 @@ def laid_table(title: str, fitted: list[tuple[Column, int]], rows: int) -> Table
     return table
 
 
+# The header of the column that shows a call's latency, or how long it has run so far.
+LATENCY_HEADER = "latency"
 # The widths a stage table keeps for its figures and statuses before any arrives.
 STATUS_WIDTH = max(len(status) for status in STATUS_STYLES)
 LATENCY_WIDTH = len("120.00s")
@@ -381,18 +409,22 @@ class StageTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield fitted_table(self.stage.title, self.columns(), len(self.stage.rows), options.max_width)
 
-    def columns(self, rows: list[CallRow] | None = None, *, starred: bool | None = None) -> list[Column]:
+    def columns(
+        self, rows: list[CallRow] | None = None, *, starred: bool | None = None, now: float | None = None
+    ) -> list[Column]:
         """The columns with a cell for each of `rows` (the stage's, by default); `starred`
-        says whether those rows have the ★, when the caller knows."""
+        says whether those rows have the ★, when the caller knows; `now`, the stage's clock
+        (read now, by default)."""
         stage = self.stage
         rows = stage.rows if rows is None else rows
+        now = stage.clock() if now is None else now
         stars = {id(row) for row in stage.winner_rows()} if starred is None else {id(row) for row in rows if starred}
         columns = [
             Column("member", [member_cell(row, id(row) in stars) for row in rows], keep=0, floor=stage.member_width()),
             status_column(rows),
             Column(
-                "latency",
-                [Text("" if row.latency is None else fmt.seconds(row.latency)) for row in rows],
+                LATENCY_HEADER,
+                [row.time_cell(now) for row in rows],
                 keep=5,
                 floor=LATENCY_WIDTH,
                 justify="right",
@@ -559,12 +591,13 @@ def vote_cell(vote: VoteCast | None, ranking: list[str] | None = None) -> Text:
     return cell
 
 
-def render_tally(tally: RoundTallied) -> Table:
-    """One bar per label, as long as its summed confidence, named by its author (the user may
-    see who wrote what; only the members may not); the winner's in bold green."""
+def render_tally(tally: RoundTallied, shown: list[tuple[str, float]], unvoted: int = 0) -> Table:
+    """One bar per label `shown`, as long as its summed confidence, named by its author (the
+    user may see who wrote what; only the members may not); the winner's in bold green. The
+    `unvoted` labels left out are counted on a line of their own."""
     grid = Table.grid(padding=(0, 1), pad_edge=True)
     top = max(tally.scores.values(), default=0) or 1
-    for label, score in fmt.tally_order(tally.scores, best_first=tally.round is None):
+    for label, score in shown:
         won = label == tally.winner_label
         style = "bold green" if won else "cyan"
         bar = "█" * max(round(score / top * BAR_WIDTH), 1 if score > 0 else 0)
@@ -574,49 +607,11 @@ def render_tally(tally: RoundTallied) -> Table:
             Text(fmt.number(score), style=style, justify="right"),
             Text(f"winner: {tally.winner}" if won and tally.winner else "", style=style),
         )
+    if unvoted:
+        grid.add_row(Text(f"+ {unvoted} with no votes", style="dim"))
     if tally.winner_label is None:
         grid.add_row(Text("no winner this round", style="yellow"))
     return grid
-
-
-def render_aggregate(aggregate: list[dict[str, Any]]) -> RenderableType:
-    """The council's aggregate ranking, best first; the bar is longer for a better (lower)
-    average. An empty one says why, rather than print a heading over nothing."""
-    if not aggregate:
-        return Text(fmt.NO_AGGREGATE, style="yellow")
-    table = Table(
-        title=Text("aggregate ranking", style="bold"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
-    )
-    table.add_column("#", justify="right")
-    table.add_column("member", no_wrap=True)
-    table.add_column("label")
-    table.add_column("avg rank", justify="right")
-    table.add_column("rankings", justify="right")
-    table.add_column("", no_wrap=True)
-    worst = max(len(aggregate), 1)
-    for place, entry in enumerate(aggregate, start=1):
-        average = entry.get("average_rank")
-        length = 0 if average is None else round((worst + 1 - float(average)) / worst * BAR_WIDTH)
-        style = "bold green" if place == 1 else "cyan"
-        table.add_row(
-            Text(str(place)),
-            Text(str(entry.get("name", "")), style="bold" if place == 1 else ""),
-            Text(str(entry.get("label") or "")),
-            Text(fmt.UNKNOWN if average is None else f"{float(average):.2f}"),
-            Text(str(entry.get("count", ""))),
-            Text("█" * max(length, 0), style=style),
-        )
-    return table
-
-
-def review_stage(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
-    """council's reviews: each reviewer's ranking beside its review."""
-    return StageState(stage, round_, text_header="review", rankings=True, tool_use=False)
-
-
-def vote_round(stage: str, round_: int | None, seen: RunSoFar) -> StageState:
-    """confer's vote rounds: each member's vote and the rationale it gave."""
-    return StageState(stage, round_, text_header="rationale", votes=True, tool_use=False)
 
 
 def warning_line(warning: WarningRaised) -> Text:

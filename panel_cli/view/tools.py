@@ -4,13 +4,13 @@ text: always plain `Text`, never markup."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from rich.text import Text
 
-from panel_cli.tools.calls import short_arguments
 from panel_cli.view import fmt
 
 if TYPE_CHECKING:
@@ -19,6 +19,17 @@ if TYPE_CHECKING:
 ToolState = Literal["running", "ok", "failed", "timeout"]
 STATE_STYLES: dict[ToolState, str] = {"running": "dim", "ok": "green", "failed": "red", "timeout": "yellow"}
 ARGUMENTS_LIMIT = 40
+ARGUMENTS_PREVIEW = 60
+
+
+def short_arguments(arguments: dict[str, Any] | str, limit: int = ARGUMENTS_PREVIEW) -> str:
+    """`query="row level security"`: a call's arguments on one line."""
+    if isinstance(arguments, str):
+        text = arguments
+    else:
+        text = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items())
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass

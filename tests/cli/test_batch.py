@@ -19,7 +19,7 @@ from typer.testing import Result
 from panel_cli.batch.progress import TimeLeft, TimeLeftColumn, time_left
 from panel_cli.config import load_panel
 from panel_cli.errors import UserError
-from panel_cli.llm.gateway import load_litellm
+from panel_cli.llm.litellm_setup import load_litellm
 from panel_cli.protocols.ensemble.engine import ensemble
 from panel_cli.runs.execute import run_panel
 from panel_cli.runs.prepare import PreparedRun

@@ -18,7 +18,8 @@ from panel_cli.config import Panel
 from panel_cli.estimate.build import estimate_run
 from panel_cli.estimate.models import Estimate
 from panel_cli.events import EventBus
-from panel_cli.llm.gateway import Gateway, load_litellm
+from panel_cli.llm.gateway import Gateway
+from panel_cli.llm.litellm_setup import load_litellm
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.council.engine import council
 from panel_cli.protocols.supervise.engine import supervise

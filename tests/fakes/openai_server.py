@@ -10,7 +10,9 @@ A request with `"stream": true` gets its reply as server-sent events, the way Op
 the headers at once, the first piece of text after the step's `latency` (its time to first
 token), then a piece every `spacing` seconds, and the usage last when the request asked for
 it (`stream_options.include_usage`). Each stream is recorded (`streams`) with the moment its
-first token was sent, for benchmarks that time what a client does with it.
+first token was sent, for benchmarks that time what a client does with it. A server made with
+`streaming = False` is an endpoint that cannot stream: it answers a streamed request with the
+whole completion as plain JSON, as several local servers and proxies do.
 """
 
 from __future__ import annotations
@@ -447,6 +449,8 @@ class FakeOpenAIServer:
 
     def __init__(self) -> None:
         self.url = ""
+        # False: every reply goes whole as JSON, a streamed request's too.
+        self.streaming = True
         self.requests: list[RecordedRequest] = []
         self.streams: list[SentStream] = []
         self.closed_early: list[str] = []
@@ -623,7 +627,7 @@ class FakeOpenAIServer:
                     content = step.content(request)
                 except Exception as exc:  # a broken responder should fail loudly, not hang
                     return _Answer(500, _error_body(500, f"responder raised {exc!r}"))
-                if request.streamed:
+                if request.streamed and self.streaming:
                     return _Answer(200, b"", stream=self._streamed(request, step, content))
                 return _Answer(200, self._completion(request, step.prompt_tokens, step.completion_tokens, content))
             case ErrorStep():

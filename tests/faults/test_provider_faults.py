@@ -19,8 +19,10 @@ from pydantic import BaseModel
 from panel_cli.config import Defaults, Member
 from panel_cli.events import BaseEvent
 from panel_cli.llm.budget import Budget
-from panel_cli.llm.gateway import CallResult, Gateway, load_litellm
+from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.key_hosts import endpoint_of, key_source
+from panel_cli.llm.litellm_setup import load_litellm
+from panel_cli.llm.result import CallResult
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.delphi.engine import delphi
 from panel_cli.protocols.ensemble.engine import ensemble

@@ -24,6 +24,7 @@ from panel_cli.llm.budget import Budget
 from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.request_hash import request_hash
+from panel_cli.llm.tool_calls import ToolOutcome
 from panel_cli.protocols.base import engine_of
 from panel_cli.protocols.confer import engine as confer
 from panel_cli.protocols.council import engine as council
@@ -36,7 +37,7 @@ from panel_cli.protocols.vote import engine as vote
 from panel_cli.runs.execute import run_engine
 from panel_cli.simulation.seeded import SIMULATED
 from panel_cli.tasks import Task
-from panel_cli.tools.calls import ToolOutcome, ToolSpec, tool_set
+from panel_cli.tools.calls import ToolSpec, tool_set
 from tests.fakes.openai_server import FakeOpenAIServer, reply, reply_json
 
 ROOT = Path(__file__).resolve().parents[2]

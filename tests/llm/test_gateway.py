@@ -24,7 +24,8 @@ from panel_cli.llm.errors import (
     parse_retry_after,
     retry_after_seconds,
 )
-from panel_cli.llm.gateway import Gateway, load_litellm
+from panel_cli.llm.gateway import Gateway
+from panel_cli.llm.litellm_setup import load_litellm
 from tests.fakes.openai_server import after, error, hang, malformed, malformed_json, reply, reply_json
 from tests.helpers import member
 

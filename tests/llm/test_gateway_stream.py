@@ -13,9 +13,9 @@ from panel_cli.config import Defaults, Member
 from panel_cli.events import CallTextGrew, EventBus, shown_so_far
 from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.stream import Piece, TextGrowth, read_pieces
-from panel_cli.tools.calls import ToolSet
+from panel_cli.llm.tool_calls import ToolSet
 from panel_cli.untrusted import without_controls
-from tests.fakes.openai_server import error, hang, reply, reply_json, reset_mid_body
+from tests.fakes.openai_server import error, hang, malformed, malformed_json, reply, reply_json, reset_mid_body
 from tests.helpers import eventually, member
 
 LONG = "The quick brown fox jumps over the lazy dog, then naps in the sun for an hour."
@@ -299,3 +299,60 @@ async def test_each_text_so_far_is_cleaned_as_the_whole_text_would_be(texts):
 
     assert grew(recorder.events) == [without_controls("".join(texts[: index + 1])) for index in range(len(texts))]
     assert reply.text == without_controls("".join(texts))
+
+
+async def test_an_endpoint_that_answers_a_stream_with_one_whole_reply_still_answers(fake_server):
+    """A server that cannot stream answers `stream: true` with the whole completion as plain
+    JSON: the call reads it whole and ends exactly as it would have streamed, its text shown
+    at once. It reads what litellm's stream keeps of the reply (the provider's headers in
+    `_hidden_params`, the unread response in `completion_stream.response`): a litellm release
+    that moves either fails this test."""
+    fake_server.streaming = False
+    fake_server.script("m", reply(LONG, prompt_tokens=12, completion_tokens=17))
+    recorder = Recorder()
+    gateway = make_gateway(recorder)
+    result = await call(gateway, member(fake_server))
+    await gateway.aclose()
+    assert [request.streamed for request in fake_server.requests] == [True] and fake_server.streams == []
+    assert (result.ok, result.text, result.tokens_in, result.tokens_out) == (True, LONG, 12, 17)
+    assert grew(recorder.events) == [LONG]
+    assert recorder.events[-1].type == "call_finished" and recorder.events[-1].text == LONG
+
+
+async def test_a_whole_reply_to_a_stream_is_cut_and_counted_as_a_streamed_one(fake_server):
+    fake_server.streaming = False
+    fake_server.script("m", reply("x" * 5000, completion_tokens=1250))
+    gateway = make_gateway(Recorder(), max_response_chars=1000)
+    result = await call(gateway, member(fake_server))
+    await gateway.aclose()
+    assert result.truncated and result.text == "x" * 1000 and result.tokens_out == 1250
+
+
+@pytest.mark.parametrize(
+    ("step", "problem"),
+    [
+        (reply("   "), "the reply was empty"),
+        (malformed("not json at all"), "its body was not JSON"),
+        (malformed_json(), "its body held no reply"),
+    ],
+)
+async def test_a_whole_reply_that_cannot_be_used_says_the_endpoint_did_not_stream(fake_server, step, problem):
+    fake_server.streaming = False
+    fake_server.script("m", step)
+    gateway = make_gateway(Recorder())
+    result = await call(gateway, member(fake_server))
+    await gateway.aclose()
+    assert (result.error_kind, result.error) == (
+        "malformed",
+        f"the endpoint did not stream (it answered with application/json) and {problem}; "
+        "set `stream: false` on this member, or run with --no-stream",
+    )
+
+
+async def test_a_member_with_stream_false_is_never_asked_for_a_stream(fake_server):
+    recorder = Recorder()
+    gateway = make_gateway(recorder)
+    result = await call(gateway, member(fake_server, stream=False))
+    await gateway.aclose()
+    assert result.ok and [request.streamed for request in fake_server.requests] == [False]
+    assert grew(recorder.events) == []

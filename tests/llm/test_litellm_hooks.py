@@ -1,4 +1,4 @@
-"""The gateway's two hooks into litellm's private internals (`load_litellm` docstring), seen
+"""The gateway's two hooks into litellm's private internals (`panel_cli.llm.litellm_setup`), seen
 engaging in a real call against the fake server, and not outside one: a litellm release that
 moves either hook makes calls quietly slower and nothing else, so only these tests catch it.
 
@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from panel_cli.config import Defaults, Member
-from panel_cli.llm.gateway import Gateway, load_litellm
+from panel_cli.llm.gateway import Gateway
+from panel_cli.llm.litellm_setup import load_litellm
 from tests.fakes.openai_server import FakeOpenAIServer, reply
 
 QUESTION = [{"role": "user", "content": "Tea or coffee?"}]

@@ -258,7 +258,7 @@ def litellm() -> Iterator[ModuleType]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         patch.setenv("LITELLM_OFFLINE_MODE", "True")
-        from panel_cli.llm.gateway import load_litellm
+        from panel_cli.llm.litellm_setup import load_litellm
 
         yield load_litellm()
 

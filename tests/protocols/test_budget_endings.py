@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.llm.budget import Budget
-from panel_cli.llm.gateway import load_litellm
+from panel_cli.llm.litellm_setup import load_litellm
 from panel_cli.protocols.confer.engine import confer
 from panel_cli.protocols.council.engine import council
 from panel_cli.protocols.delphi.engine import delphi

@@ -3,15 +3,10 @@ demo persona that looks things up once is tested with the demo, tests/llm/test_d
 
 from __future__ import annotations
 
+from panel_cli.llm.tool_calls import RequestedCall, parse_arguments, result_message, with_results
 from panel_cli.tasks import Task, fence_tag, find_task, mark
-from panel_cli.tools.calls import (
-    RequestedCall,
-    capped,
-    parse_arguments,
-    result_message,
-    short_arguments,
-    with_results,
-)
+from panel_cli.tools.calls import capped
+from panel_cli.view.tools import short_arguments
 
 LOOKUP = {
     "type": "function",

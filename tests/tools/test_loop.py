@@ -201,7 +201,7 @@ async def test_council_reviews_never_offer_tools_but_the_synthesis_may(fake_serv
 async def test_a_model_without_function_calling_gets_no_tools(fake_server, run_with_tools, monkeypatch):
     """litellm's model table says this model has no function calling. (A name of its own:
     litellm caches what it reads of its table.)"""
-    from panel_cli.llm.gateway import load_litellm
+    from panel_cli.llm.litellm_setup import load_litellm
 
     litellm = load_litellm()
     entry = {

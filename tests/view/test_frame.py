@@ -24,9 +24,10 @@ from panel_cli.events import (
     RunStarted,
     StageStarted,
 )
+from panel_cli.view.confer import vote_round
 from panel_cli.view.frame import Frame, more_line, visible
 from panel_cli.view.live import LiveView, redraws_per_second
-from panel_cli.view.tables import CallRow, StageState, vote_round
+from panel_cli.view.tables import CallRow, StageState
 from tests.view.sample import screen
 from tests.view.test_shape import EXAMPLES, example_events
 
@@ -53,12 +54,14 @@ def terminal(width: int, height: int = 200) -> Console:
 
 
 def varied_stage(votes: bool) -> StageState:
-    """Rows of every kind a table shows: labels, wide characters being written, a cut reply,
-    a failure, a fallback vote, the winner's star."""
+    """Rows of every kind a table shows: labels, wide characters being written (for 12 s so
+    far), a cut reply, a failure, a fallback vote, the winner's star."""
     stage = vote_round("vote", 1, None) if votes else StageState("answer", 0)
+    stage.clock = lambda: 1012.5
     for index in range(5):
         stage.announce(f"member-{index}", "B" if index == 2 else None)
     writing, answered, failed, voted, plain = stage.rows
+    writing.started = 1000.0
     writing.grow("héllo wörld 日本語 " * 30)
     plain.grow("plain words being written " * 30)
     answered.status, answered.latency, answered.tokens, answered.truncated = "answered", 12.5, 123_456, True

@@ -23,7 +23,7 @@ from panel_cli.view.live import LiveView
 from panel_cli.view.orchestrate import TaskStage
 from panel_cli.view.tables import CallRow, StageState
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
-from tests.helpers import make_panel, write_panel
+from tests.helpers import make_panel, terminal_screen, write_panel
 from tests.view.sample import MEMBERS, screen
 
 # Names of one length and numbered words of one width: a piece of 18 characters is two
@@ -174,7 +174,7 @@ def test_only_the_live_terminal_view_streams(fake_server, tmp_path: Path, monkey
     # Rich takes stdout for a terminal, as a person's would be.
     runner = CliRunner(env={"TTY_COMPATIBLE": "1", "COLUMNS": "160"})
     streamed: dict[str, list[bool]] = {}
-    for mode in ("live", "--json", "--quiet"):
+    for mode in ("live", "--json", "--quiet", "--no-stream"):
         before = len(fake_server.requests)
         extra = [] if mode == "live" else [mode]
         outcome = runner.invoke(app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db"), *extra])
@@ -183,6 +183,41 @@ def test_only_the_live_terminal_view_streams(fake_server, tmp_path: Path, monkey
     assert streamed["live"].count(True) == len(NAMES), "the answers stream; the votes do not"
     assert streamed["--json"] == [False] * 2 * len(NAMES)
     assert streamed["--quiet"] == [False] * 2 * len(NAMES)
+    assert streamed["--no-stream"] == [False] * 2 * len(NAMES)
+
+
+def test_a_member_with_stream_false_is_not_streamed_on_a_terminal(fake_server, tmp_path: Path) -> None:
+    fake_server.default(responder(answer_or_vote))
+    file = streaming_panel(tmp_path / "p.yaml", fake_server)
+    text = file.read_text().replace("  - name: bravo\n", "  - name: bravo\n    stream: false\n")
+    file.write_text(text)
+    outcome = CliRunner(env={"TTY_COMPATIBLE": "1", "COLUMNS": "160"}).invoke(
+        app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db")]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    answers = [request for request in fake_server.requests if "[panel-task: confer.vote]" not in str(request.messages)]
+    assert sorted((request.model, request.streamed) for request in answers) == [
+        ("alpha-model", True),
+        ("bravo-model", False),
+        ("delta-model", True),
+    ]
+
+
+def test_the_live_view_runs_on_an_endpoint_that_cannot_stream(fake_server, tmp_path: Path) -> None:
+    """On a terminal the answers are asked for as streams; a server that answers each with one
+    whole JSON reply still gets its answers into the rows and the run to its end."""
+    fake_server.streaming = False
+    fake_server.default(responder(answer_or_vote))
+    file = streaming_panel(tmp_path / "p.yaml", fake_server)
+    outcome = CliRunner(env={"TTY_COMPATIBLE": "1", "COLUMNS": "200"}).invoke(
+        app, ["confer", str(file), "-q", "Which?", "--db", str(tmp_path / "r.db")]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    assert [request.streamed for request in fake_server.requests].count(True) == len(NAMES)
+    shown = "\n".join(terminal_screen(outcome.output))
+    assert "malformed" not in shown
+    for name in NAMES:
+        assert re.search(rf"{name}\s+answered .*{name}-01 {name}-02", shown), shown
 
 
 def test_a_pipe_does_not_stream(fake_server, tmp_path: Path) -> None:
@@ -193,3 +228,82 @@ def test_a_pipe_does_not_stream(fake_server, tmp_path: Path) -> None:
     )
     assert outcome.exit_code == 0, outcome.output
     assert not any(request.streamed for request in fake_server.requests)
+
+
+class Clock:
+    """A clock a test sets: what a live view measures a running call's time by."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def row_line(stage: StageState, name: str) -> str:
+    console = Console(file=StringIO(), force_terminal=True, width=120)
+    console.print(stage.render())
+    return next(line for line in screen(console).splitlines() if line.strip().startswith(name))
+
+
+async def test_a_running_call_shows_how_long_it_has_run_and_says_writing_once_its_text_streams(
+    console: Console,
+) -> None:
+    clock = Clock()
+    view = LiveView(console, clock=clock)
+    bus = EventBus("run-1", [view])
+    route = {"member": "alice", "model": "openai/gpt-4o", "stage": "answer", "round": 0}
+    for event in [
+        RunStarted(protocol="confer", panel="p", question="Q?", members=MEMBERS),
+        StageStarted(stage="answer", round=0, members=["alice", "bob"]),
+        CallStarted(call_id="c1", **route),
+    ]:
+        await bus.emit(event)
+    stage = view._stage
+    assert stage is not None
+    clock.now += 3.4
+    waiting = row_line(stage, "A alice").split()
+    assert waiting[2:4] == ["waiting", "3s"], waiting
+    assert row_line(stage, "B bob").split()[2:] == ["waiting"], "a member whose call has not started has no time"
+    await bus.emit(CallTextGrew(call_id="c1", **route, text="first words"))
+    clock.now += 2.0
+    writing = row_line(stage, "A alice").split()
+    assert writing[2:4] == ["writing", "5s"] and writing[-2:] == ["first", "words"], writing
+    await bus.emit(CallFinished(call_id="c1", **route, text="first words and more", latency=5.25))
+    clock.now += 60
+    assert row_line(stage, "A alice").split()[2:4] == ["answered", "5.25s"], "an ended call shows its latency"
+    view.close()
+
+
+def test_the_live_area_draws_a_running_time_anew_each_second_with_no_event() -> None:
+    from panel_cli.view.frame import Frame
+
+    clock = Clock(100.2)
+    stage = StageState("answer", 0, clock=clock)
+    stage.announce("alice", None)
+    stage.call_row("c1", "alice", None, None).started = 100.0
+    frame, console = Frame(), Console(file=StringIO(), force_terminal=True, width=80)
+
+    def drawn() -> str:
+        return "".join(segment.text for segment in frame.render(stage, console, console.options))
+
+    assert re.search(r"alice\s+waiting\s+0s", drawn())
+    clock.now = 101.6
+    assert re.search(r"alice\s+waiting\s+1s", drawn())
+
+
+def test_a_stored_run_drawn_again_shows_no_running_time() -> None:
+    """`panel history show` draws with animate=False: a call still running when the run ended
+    has no running time, which would be measured from when it is drawn."""
+    from tests.view.sample import play
+
+    console = Console(file=StringIO(), force_terminal=True, width=120)
+    view = LiveView(console, animate=False, clock=Clock())
+    events = [
+        RunStarted(protocol="confer", panel="p", question="Q?", members=MEMBERS),
+        StageStarted(stage="answer", round=0, members=["alice"]),
+        CallStarted(call_id="c1", member="alice", model="openai/gpt-4o", stage="answer", round=0),
+    ]
+    asyncio.run(play(view, events))
+    line = next(line for line in screen(console).splitlines() if "alice" in line and "waiting" in line)
+    assert line.split()[2:] == ["waiting"]

@@ -35,5 +35,5 @@ PROTOCOL = ProtocolSpec(
         ),
         no_convergence("Run every round even when the winner is stable."),
     ),
-    stage_views={"vote": "panel_cli.view.tables:vote_round"},
+    stage_views={"vote": "panel_cli.view.confer:vote_round"},
 )

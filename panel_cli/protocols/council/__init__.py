@@ -20,5 +20,5 @@ PROTOCOL = ProtocolSpec(
         ),
         timeout(("answer", "review")),
     ),
-    stage_views={"review": "panel_cli.view.tables:review_stage"},
+    stage_views={"review": "panel_cli.view.council:review_stage"},
 )
