@@ -60,3 +60,21 @@ def test_outside_cli_nothing_imports_the_command_line() -> None:
     """Only `python -m panel_cli` (`__main__`) starts it."""
     paths = [path for path in modules_under("") if path.relative_to(PACKAGE).parts[0] not in ("cli", "__main__.py")]
     assert offending(paths, ("panel_cli.cli",)) == {}
+
+
+@pytest.mark.parametrize(
+    ("folders", "forbidden"),
+    [
+        # The MCP server sits above the run core and below the command line, which only starts it.
+        (("mcp_server",), ("panel_cli.cli",)),
+        # Nothing below it serves MCP.
+        (
+            ("runs", "protocols", "llm", "store", "view", "export", "batch", "eval", "estimate", "tools"),
+            ("panel_cli.mcp_server",),
+        ),
+    ],
+)
+def test_the_mcp_server_sits_between_the_run_core_and_the_command_line(
+    folders: tuple[str, ...], forbidden: tuple[str, ...]
+) -> None:
+    assert offending([path for folder in folders for path in modules_under(folder)], forbidden) == {}

@@ -30,6 +30,12 @@ WORDS_LIMIT = 100
 INTEGER_LIMIT = 1_000_000
 NAME_LIMIT = 200
 PATH_LIMIT = 1_000
+# No valid request comes near these (an object of lists of strings), so anything past them is
+# refused before the schema is even consulted: a validator recurses into a value it is given,
+# and quotes it whole in its messages.
+MAX_DEPTH = 4
+MAX_VALUES = 10_000
+MAX_CHARACTERS = 1_000_000
 # What a tool's arguments may be called besides the protocol's own options.
 COMMON = ("question", "panel", "max_cost", "attach")
 JSON_TYPES = {"text": "string", "int": "integer", "float": "number", "flag": "boolean"}
@@ -114,6 +120,7 @@ def read_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any] | Non
     from jsonschema.exceptions import best_match
 
     given = dict(arguments or {})
+    _within_bounds(given)
     error = best_match(Draft202012Validator(dict(schema)).iter_errors(given))
     if error is not None:
         raise UserError(_problem(schema, error))
@@ -124,6 +131,29 @@ def read_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any] | Non
             if isinstance(item, str) and any("\ud800" <= char <= "\udfff" for char in item):
                 raise UserError(f"{name}: not UTF-8 text (it holds a lone surrogate).")
     return given
+
+
+def _within_bounds(arguments: dict[str, Any]) -> None:
+    """Refuse arguments nested deeper, holding more values or more text than any valid request,
+    walking them without recursion."""
+    stack: list[tuple[Any, int]] = [(arguments, 0)]
+    values = characters = 0
+    while stack:
+        value, depth = stack.pop()
+        values += 1
+        if depth > MAX_DEPTH:
+            raise UserError(f"The arguments are nested deeper than {MAX_DEPTH} levels; no argument is.")
+        if values > MAX_VALUES:
+            raise UserError(f"The arguments hold more than {MAX_VALUES:,} values; no request needs as many.")
+        if isinstance(value, str):
+            characters += len(value)
+        elif isinstance(value, dict):
+            characters += sum(len(key) for key in value if isinstance(key, str))
+            stack.extend((item, depth + 1) for item in value.values())
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+        if characters > MAX_CHARACTERS:
+            raise UserError(f"The arguments hold more than {MAX_CHARACTERS:,} characters; no request needs as many.")
 
 
 def given_options(protocol: ProtocolSpec, arguments: Mapping[str, Any]) -> dict[str, Any]:

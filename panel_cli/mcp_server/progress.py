@@ -111,11 +111,10 @@ class RunProgress:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            latest = self._latest
-            if latest is not None and latest[0] > sent:
-                sent = latest[0]
+            while self._latest is not None and self._latest[0] > sent:
+                sent, message = self._latest
                 try:
-                    await self._report(float(latest[0]), latest[1])
+                    await self._report(float(sent), message)
                 except Exception:
                     return
             if self._closed:

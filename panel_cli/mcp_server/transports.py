@@ -28,6 +28,8 @@ from panel_cli.errors import UserError
 TOKEN_VARIABLE = "PANEL_MCP_TOKEN"
 MIN_TOKEN_LENGTH = 16
 ENDPOINT = "/mcp"
+# How long open HTTP connections get to close once the server stops.
+SHUTDOWN_SECONDS = 2
 LOOPBACK_NAMES = ("localhost",)
 
 Scope = dict[str, Any]
@@ -137,8 +139,10 @@ def listening_socket(address: Address) -> socket.socket:
 
 async def serve_http(server: Any, address: Address, token: str, announce: Callable[[str], None]) -> None:
     """Serve streamable HTTP at `address` until cancelled; `announce` gets the URL once it listens.
-    Cancelled, the MCP sessions end first, so each run in flight is stored `interrupted`."""
-    import uvicorn
+    Cancelled (a signal), the MCP sessions end first, so every run in flight is cancelled once and
+    stored `interrupted`; then the HTTP connections close, within SHUTDOWN_SECONDS."""
+    import asyncio
+
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -151,15 +155,24 @@ async def serve_http(server: Any, address: Address, token: str, announce: Callab
     manager = StreamableHTTPSessionManager(app=server, security_settings=security)
     app = BearerToken(StreamableHTTPASGIApp(manager), token)
     sock = listening_socket(address)
-    config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, log_level="warning")
+    http = leaving_signals(app)
     async with manager.run():
+        serving = asyncio.create_task(http.serve(sockets=[sock]))
         announce(address.url(sock.getsockname()[1]))
-        await leaving_signals(config).serve(sockets=[sock])
+        try:
+            await asyncio.shield(serving)
+            return
+        except asyncio.CancelledError:
+            pass
+    http.should_exit = True
+    await serving
+    raise asyncio.CancelledError
 
 
-def leaving_signals(config: Any) -> Any:
-    """uvicorn's server, leaving signals to `panel` (which stops the runs in flight on the first
-    and records them) instead of catching them itself."""
+def leaving_signals(app: Any) -> Any:
+    """uvicorn's server for `app`, leaving signals to `panel` (which stops the runs in flight on
+    the first and records them) instead of catching them itself, and logging nothing but
+    warnings, on stderr."""
     import uvicorn
 
     class LeavesSignals(uvicorn.Server):
@@ -167,6 +180,14 @@ def leaving_signals(config: Any) -> Any:
         def capture_signals(self) -> Iterator[None]:
             yield
 
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+    )
     return LeavesSignals(config)
 
 
