@@ -100,13 +100,14 @@ class PanelCatalog:
             if self.default is None or not self.default.runs(protocol):
                 raise UserError(f"Name a panel to run {protocol}: {self.folder.listing()}.")
             return self.default.path
-        path = self.folder.file(name)
-        entry = next(entry for entry in self.panels if entry.name == name)
+        entry = next((entry for entry in self.panels if entry.name == name), None)
+        if entry is None:
+            raise self.folder.not_a_panel(name, {entry.name: entry.path for entry in self.panels})
         if entry.problem is not None:
             raise UserError(entry.problem)
         if not entry.runs(protocol):
             raise UserError(f"The panel {name} is written for {entry.declared}, not {protocol}.")
-        return path
+        return entry.path
 
 
 class MemberEntry(BaseModel):

@@ -65,8 +65,11 @@ class PanelFolder:
         """The file of the panel called `name`; UserError naming the panels here for anything else."""
         files = self.files()
         if name not in files:
-            raise UserError(f"{quoted(name)} is not a panel in {self.path}; {self.listing(files)}.")
+            raise self.not_a_panel(name, files)
         return files[name]
+
+    def not_a_panel(self, name: str, files: dict[str, Path]) -> UserError:
+        return UserError(f"{quoted(name)} is not a panel in {self.path}; {self.listing(files)}.")
 
     def listing(self, files: dict[str, Path] | None = None) -> str:
         names = list(files if files is not None else self.files())

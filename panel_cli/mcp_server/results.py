@@ -16,7 +16,7 @@ import mcp_types as types
 
 from panel_cli.config import Panel
 from panel_cli.mcp_server.run import FinishedRun
-from panel_cli.redact import redact, redact_obj
+from panel_cli.redact import redact, redact_obj, secret_values
 from panel_cli.runs.outcome import RunEnvelope
 from panel_cli.view import fmt
 from panel_cli.wording import plural
@@ -28,8 +28,9 @@ def envelope_schema() -> dict[str, Any]:
 
 
 def refusal(message: str, secrets: Sequence[str] = ()) -> types.CallToolResult:
-    """A tool call that started nothing, or a run that ended without a result: one sentence."""
-    return types.CallToolResult(content=[_text(redact(message, secrets))], is_error=True)
+    """A tool call that started nothing, or a run that ended without a result: one sentence,
+    scrubbed of every key the environment holds (an error may quote one)."""
+    return types.CallToolResult(content=[_text(redact(message, [*secret_values(), *secrets]))], is_error=True)
 
 
 def data(payload: dict[str, Any], text: str, secrets: Sequence[str] = ()) -> types.CallToolResult:

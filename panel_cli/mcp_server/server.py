@@ -190,9 +190,10 @@ class PanelServer:
         catalog = await asyncio.to_thread(PanelCatalog, self.folder)
         entries = [await asyncio.to_thread(panel_entry, entry, panel_uri(entry.name)) for entry in catalog.panels]
         lines = [
-            f"{entry.name} ({entry.protocol or 'any protocol'}: {', '.join(m.name for m in entry.members)})"
+            f"{entry.name}: {entry.problem}"
+            if entry.problem
+            else f"{entry.name} ({entry.protocol or 'any protocol'}: {', '.join(m.name for m in entry.members)})"
             + (f": {entry.estimate.calls}, {entry.estimate.cost}" if entry.estimate else "")
-            + (f": {entry.problem}" if entry.problem else "")
             for entry in entries
         ]
         text = "\n".join(lines) if lines else f"No panel in {self.folder.path}."

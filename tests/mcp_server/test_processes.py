@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -35,14 +34,6 @@ from tests.fakes.openai_server import FakeOpenAIServer, hang, reply
 from tests.helpers import HANG_GUARD, ROOT, cli_json, eventually, stored_count, write_panel
 
 PROTOCOLS = ["confer", "council", "decide", "delphi", "ensemble", "orchestrate", "supervise", "vote"]
-
-
-@pytest.fixture
-def panels(tmp_path: Path) -> Path:
-    folder = tmp_path / "panels"
-    folder.mkdir()
-    shutil.copy(ROOT / "configs" / "demo.yaml", folder / "demo.yaml")
-    return folder
 
 
 def mcp_args(panels: Path, db: Path, *more: str) -> list[str]:

@@ -6,6 +6,7 @@ The same server over stdio and HTTP, as a real process, is tests/mcp_server/test
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import shutil
 import sqlite3
@@ -17,26 +18,14 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from panel_cli.config import Panel
-from panel_cli.llm.gateway import Gateway
 from panel_cli.mcp_server.server import PanelServer, ServerSettings
 from panel_cli.protocols import registry
-from panel_cli.protocols.base import Emit, ProtocolResult, ProtocolRules
 from panel_cli.protocols.registry import names
 from tests.fakes.openai_server import FakeOpenAIServer, responder
-from tests.helpers import ROOT, write_panel
+from tests.helpers import write_panel
+from tests.protocols.test_registry import ECHO as TOY
 
 PROTOCOLS = ["confer", "council", "decide", "delphi", "ensemble", "orchestrate", "supervise", "vote"]
-
-
-@pytest.fixture
-def panels(tmp_path: Path) -> Path:
-    """A folder holding the shipped demo confer and vote panels, as `demo` and `vote`."""
-    folder = tmp_path / "panels"
-    folder.mkdir()
-    shutil.copy(ROOT / "configs" / "demo.yaml", folder / "demo.yaml")
-    shutil.copy(ROOT / "configs" / "vote.yaml", folder / "vote.yaml")
-    return folder
 
 
 def settings_for(panels: Path, tmp_path: Path, **changes: Any) -> ServerSettings:
@@ -108,21 +97,9 @@ async def test_each_option_is_typed_and_bounded_as_its_spec_declares(panels: Pat
     assert "attach" not in confer  # no --files folder, no attachments
 
 
-async def echo(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> ProtocolResult:
-    """A toy protocol: every member answers `max_rounds` times."""
-    replies = [
-        await gateway.call(member, [{"role": "user", "content": question}], stage="answer", round=round_)
-        for round_ in range(1, panel.max_rounds + 1)
-        for member in panel.members
-    ]
-    return ProtocolResult(final_answer=f"{sum(reply.ok for reply in replies)} echoes")
-
-
-ECHO = registry.ProtocolSpec(
-    name="echo",
-    summary="Every member answers, as often as asked.",
-    engine=echo,
-    rules=ProtocolRules(fields=frozenset({"max_rounds"}), timeouts={"answer": 60.0}),
+# The toy protocol of tests/protocols/test_registry.py, its option bounded.
+ECHO = dataclasses.replace(
+    TOY,
     options=(
         registry.CommandOption(
             name="times",
