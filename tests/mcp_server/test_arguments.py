@@ -85,6 +85,25 @@ def test_each_kind_of_option_has_its_json_type_and_bounds(option: CommandOption,
     assert option_schema(option) == schema
 
 
+def test_an_option_setting_a_choice_field_lists_the_choices() -> None:
+    properties = schema_of("vote")["properties"]
+    assert properties["method"]["enum"] == [
+        "majority",
+        "supermajority",
+        "unanimous",
+        "ranked_choice",
+        "weighted",
+        "plurality",
+        "weighted_plurality",
+    ]
+    assert properties["tie_break"]["enum"] == ["none", "leader", "first"]  # Optional[Literal[...]]
+    assert "enum" not in properties["members"] and "enum" not in schema_of("ensemble")["properties"]["scorer"]
+    assert refusal(schema_of("vote"), {"question": "Q", "panel": "demo", "method": "rock"}) == (
+        "method: 'rock' is not one of: majority, supermajority, unanimous, ranked_choice, weighted, plurality, "
+        "weighted_plurality."
+    )
+
+
 def test_a_default_panel_makes_panel_optional_and_files_add_attach() -> None:
     optional = tool_schema(spec("confer"), PanelChoice(["demo"], True, "d"), cap=1.0, attachments=True)
     assert optional["required"] == ["question"]
