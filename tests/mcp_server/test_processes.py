@@ -207,12 +207,28 @@ async def call_until_first_progress(session: ClientSession, arguments: dict[str,
     return said[0]
 
 
+@contextlib.asynccontextmanager
+async def served(transport: str, panels: Path, db: Path, errors: IO[str], *more: str) -> AsyncIterator[ClientSession]:
+    """A session with `panel mcp` over `transport` (stdio, or HTTP with its printed token)."""
+    if transport == "stdio":
+        async with over_stdio(panels, db, errors, *more) as session:
+            yield session
+        return
+    server = HttpServer(panels, db, *more)
+    try:
+        async with server.session(server.token) as session:
+            yield session
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_cancelled_call_leaves_an_interrupted_run_that_resume_finishes(
-    slow_panel: FakeOpenAIServer, panels: Path, tmp_path: Path
+    slow_panel: FakeOpenAIServer, panels: Path, tmp_path: Path, transport: str
 ) -> None:
     db = tmp_path / "runs.db"
     with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as errors, anyio.fail_after(HANG_GUARD):
-        async with over_stdio(panels, db, errors, "--allow-unknown-prices") as session:
+        async with served(transport, panels, db, errors, "--allow-unknown-prices") as session:
             said = await call_until_first_progress(session, {"question": "Ship on Friday?", "panel": "slow"})
             await eventually(lambda: runs_in(db, "interrupted") == 1, "the cancelled run to be stored interrupted")
 
