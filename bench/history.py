@@ -272,7 +272,7 @@ def fake_reply(request: Any) -> str:
 
 
 def engine_for(protocol: str) -> Any:
-    from panel_cli.protocols.registry import engine_of
+    from panel_cli.protocols.base import engine_of
 
     return engine_of(protocol)
 

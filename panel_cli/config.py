@@ -25,9 +25,6 @@ from pydantic import (
 )
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
-from panel_cli.llm.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
-from panel_cli.llm.catalog import UnknownModel, qualify_model
-from panel_cli.llm.demo import PERSONAS, is_persona, oracle_problem
 from panel_cli.local_files import FileRefused, TextFileRules, read_text_file
 from panel_cli.located_yaml import (
     MAX_FILE_BYTES,
@@ -40,6 +37,10 @@ from panel_cli.located_yaml import (
     read_config_text,
     specific_errors,
 )
+from panel_cli.models.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
+from panel_cli.models.catalog import UnknownModel, qualify_model
+from panel_cli.models.personas import PERSONAS, is_persona, oracle_problem
+from panel_cli.weights_file import MAX_WEIGHT, read_weights
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
 ProtocolName = str
@@ -73,7 +74,7 @@ RuleName = BeforeValidator(_named_choice)
 # Numbers a panel file may give, each bounded so that no value reaches arithmetic, the store
 # or asyncio where it overflows (1e308 weights, 1e30 timeouts) or compares as nothing does (NaN).
 MAX_DURATION = 86_400.0  # a day: `none` is the way to lift a limit
-MAX_WEIGHT = 1e6
+# MAX_WEIGHT, a member's weight: `panel_cli.weights_file`'s, where a weights file is read.
 MAX_TOKENS = 10_000_000
 MAX_CONCURRENCY = 1_024
 MAX_RESPONSE_CHARS = 100_000_000
@@ -547,28 +548,26 @@ def weights_file(value: str) -> str | None:
 def with_weights_file(panel: Panel, folder: Path) -> Panel:
     """The panel with each member's weight from its weights file. Every member needs one and
     every name in the file must be a member; a member that sets its own `weight` is refused,
-    since two sources for one weight would leave the reader to guess which counts."""
-    from panel_cli.eval.calibration import read_weights
-
+    since two sources for one weight would leave the reader to guess which counts. Every
+    problem, in the weights file and in the panel, is reported at once."""
     assert panel.weights is not None
     named = weights_file(panel.weights) or ""
     file = panel.source_file or panel.name
     line = panel.line_of(("weights",))
     path = Path(named) if Path(named).is_absolute() else folder / named
     try:
-        weights = read_weights(path, named)
-    except UserError as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise ConfigError(file, line, "weights", exc.message.rstrip(".")) from None
-    problems = [
+        found = read_weights(path, named)
+    except FileRefused as refused:
+        raise ConfigError(file, line, "weights", f"{named}: {refused}") from None
+    problems = [*found.problems]
+    problems += [
         ConfigProblem(file, panel.line_of(("members", index, "weight")), f"members[{index}].weight", problem)
         for index, member in enumerate(panel.members)
         if "weight" in member.model_fields_set
         for problem in [f"the weights come from {named} (weights:); leave this one out"]
     ]
-    missing = [name for name in panel.member_names if name not in weights]
-    strangers = [name for name in weights if name not in panel.member_names]
+    missing = [name for name in panel.member_names if name not in found.named]
+    strangers = [name for name in found.named if name not in panel.member_names]
     if missing:
         listed = ", ".join(f"'{name}'" for name in missing)
         problems.append(ConfigProblem(file, line, "weights", f"{named} gives no weight to {listed}"))
@@ -579,7 +578,7 @@ def with_weights_file(panel: Panel, folder: Path) -> Panel:
         raise ConfigError.listing(problems)
     members = []
     for member in panel.members:
-        weighted = member.model_copy(update={"weight": weights[member.name]})
+        weighted = member.model_copy(update={"weight": found.weights[member.name]})
         # The panel's `weights` field is what the file set: a protocol that counts no weight
         # warns about it once, not once per member.
         weighted.__pydantic_fields_set__.discard("weight")

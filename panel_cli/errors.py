@@ -37,7 +37,12 @@ class ConfigProblem(NamedTuple):
         return f"{where}: {what}" + ("" if what.endswith(".") else ".")
 
 
-class ConfigError(UserError):
+class PanelFileError(UserError):
+    """A file panel reads (a panel file above all) that is missing, cannot be read, or is not
+    valid; a `ConfigError` when the problem has a place in the file."""
+
+
+class ConfigError(PanelFileError):
     """A panel file problem, located by file, line and field; or several, one line each, so a
     file with three mistakes takes one fix instead of three runs."""
 
@@ -57,6 +62,19 @@ class ConfigError(UserError):
 
 class MissingKeyError(UserError):
     """A member's provider needs a key that is not in the environment."""
+
+
+class BudgetError(UserError):
+    """A spending cap that cannot hold: not an amount, or a cost cap over a member whose price
+    is unknown (unless unknown prices are allowed)."""
+
+
+class OptionError(UserError):
+    """A protocol option given a value the protocol refuses, as the command line refuses it."""
+
+
+class UnknownOptionError(OptionError, TypeError):
+    """An option the protocol does not take: a TypeError too, as an unexpected keyword argument is."""
 
 
 class NoAnswerError(PanelError):

@@ -17,6 +17,8 @@ class ExitStatus(IntEnum):
     FAILURE = 1
     # Bad input the user can fix: a panel file, an option, a model, a key, a database.
     USER_ERROR = 2
+    # `--gate`: the run came to no verdict to judge (no option won a vote, the critic gave none).
+    UNDECIDED = 3
     SIGHUP = SIGNAL_BASE + 1
     SIGINT = SIGNAL_BASE + 2
     SIGTERM = SIGNAL_BASE + 15

@@ -1,4 +1,5 @@
-"""The text of a local file a panel file names: its `question_file`, each of its attachments.
+"""The text of a local file a panel file names: its `question_file`, each of its attachments,
+its weights file.
 
 A panel file may come from someone else, and whatever it names is sent to the models, so the
 file is read with the same refusals whatever names it: only a regular file (a FIFO would block

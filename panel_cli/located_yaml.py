@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from yaml.composer import ComposerError
 from yaml.reader import ReaderError
 
-from panel_cli.errors import ConfigError, ConfigProblem, UserError
+from panel_cli.errors import ConfigError, ConfigProblem, PanelFileError
 from panel_cli.untrusted import clean_text
 
 
@@ -75,11 +75,11 @@ def read_config_text(path: Path, file: str, kind: str = "panel file") -> str:
         with path.open("rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise UserError(f"{file}: no such file{_nearby(path)}.") from None
+        raise PanelFileError(f"{file}: no such file{_nearby(path)}.") from None
     except IsADirectoryError:
-        raise UserError(f"{file}: is a folder, not a {kind}.") from None
+        raise PanelFileError(f"{file}: is a folder, not a {kind}.") from None
     except OSError as exc:
-        raise UserError(f"{file}: cannot be read ({exc.strerror}).") from None
+        raise PanelFileError(f"{file}: cannot be read ({exc.strerror}).") from None
     if len(data) > MAX_FILE_BYTES:
         raise ConfigError(
             file, None, None, f"the file is larger than {size_text(MAX_FILE_BYTES)}, too big for a {kind}"

@@ -9,6 +9,7 @@ the terminal and every export fail on it. `load_json` bounds all three and has o
 `json.JSONDecodeError` (located, like any syntax error), so every caller keeps the one
 `except` it already has. `clean_text` is the same cleaning for text that arrives as text,
 and takes out what a terminal would obey rather than show (escape sequences, controls).
+`utf8_text` refuses, as bad input, a question whose bytes were not UTF-8.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from panel_cli.errors import UserError
 
 # Nothing panel asks for or reads is deeper than a handful of levels; a tool's arguments may
 # be somewhat deeper. Far below the interpreter's recursion limit, and below pydantic's own.
@@ -151,3 +154,18 @@ def load_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
         shown = exc.digits if len(exc.digits) <= 24 else f"{exc.digits[:20]}… ({len(exc.digits)} digits)"
         raise RefusedJSON(f"holds a number out of range ({shown})", text, max(text.find(exc.digits), 0)) from None
     return _cleaned(value)
+
+
+def utf8_text(text: str, source: str) -> str:
+    """`text` if it is text. Bytes that are not UTF-8 reach Python as lone surrogates (argv and
+    stdin are decoded with `surrogateescape`); sent on, they fail every call and the store.
+    Refused here with where the first one is, as bad input, before the run starts."""
+    for index, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            what = bad_byte(ord(char) - 0xDC00) if "\udc80" <= char <= "\udcff" else "a lone surrogate"
+            raise UserError(f"{source} is not UTF-8 text ({what} at character {index + 1}).")
+    return text
+
+
+def bad_byte(value: int) -> str:
+    return f"byte 0x{value:02x}"

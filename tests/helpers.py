@@ -26,7 +26,7 @@ from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent, EventBus
 from panel_cli.exit_status import ExitStatus
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.registry import engine_of
+from panel_cli.protocols.base import engine_of
 from panel_cli.runs.execute import run_engine
 from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -19,8 +19,8 @@ from panel_cli.config import (
     resolve_question,
 )
 from panel_cli.errors import ConfigError, UserError
-from panel_cli.llm.aliases import load_aliases
 from panel_cli.located_yaml import MAX_FILE_BYTES, parse_yaml
+from panel_cli.models.aliases import load_aliases
 
 MEMBERS = "members:\n  - name: a\n    model: demo/sage\n  - name: b\n    model: demo/skeptic\n"
 

@@ -19,7 +19,8 @@ import yaml
 from panel_cli.config import load_panel
 from panel_cli.events import BaseEvent, EventBus
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.registry import engine_of, names
+from panel_cli.protocols.base import engine_of
+from panel_cli.protocols.registry import names
 from panel_cli.runs.execute import run_engine
 from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.totals import RunTotals

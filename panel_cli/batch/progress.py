@@ -19,7 +19,7 @@ from panel_cli.totals import RunTotals
 from panel_cli.view import fmt
 
 if TYPE_CHECKING:
-    from panel_cli.batch.runner import BatchLine
+    from panel_cli.batch.lines import BatchLine
 
 
 @dataclass

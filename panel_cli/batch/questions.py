@@ -194,7 +194,7 @@ def _id(value: Any, name: str, line: int) -> str | int | None:
 
 
 def _options(entry: dict[str, Any], name: str, line: int) -> list[str] | None:
-    from panel_cli.protocols.vote.engine import option_problems
+    from panel_cli.protocols.vote.ballots import option_problems
 
     value = entry.get("options")
     if value is None:

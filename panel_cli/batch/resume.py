@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from panel_cli.batch.lines import BatchLine
 from panel_cli.batch.questions import BatchQuestion
-from panel_cli.batch.runner import QUESTION_TAG, BatchLine, finished_runs
+from panel_cli.batch.runner import QUESTION_TAG, finished_runs
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.runs.resume import TakenOver, answered_count, take_over

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from panel_cli.batch.lines import BatchLine
 from panel_cli.batch.progress import BatchProgress, BatchTotals
 from panel_cli.batch.questions import BatchQuestion
 from panel_cli.config import Panel
@@ -35,7 +36,6 @@ from panel_cli.totals import RunTotals
 
 if TYPE_CHECKING:
     from panel_cli.protocols.base import Engine
-    from panel_cli.runs.outcome import RunOutcome
     from panel_cli.runs.resume import TakenOver
     from panel_cli.store.records import BatchRun
     from panel_cli.store.subscriber import TranscriptStore
@@ -44,58 +44,6 @@ if TYPE_CHECKING:
 QUESTION_TAG = "question"
 # The protocols whose panels vote on fixed options, which a question may give its own of.
 OPTION_PROTOCOLS = ("vote", "decide")
-
-
-class BatchLine(BaseModel):
-    """One line of the results file: a question (its id, else its line number) and how its
-    run ended. `failure_reason` says why there is no answer."""
-
-    id: str | int
-    question: str
-    run_id: str | None
-    final_answer: str | None
-    reached_answer: bool
-    failure_reason: str | None = None
-    calls: int
-    tokens: int | None
-    cost: float | None
-    cost_basis: str = "unknown"
-    duration_s: float | None
-
-    @classmethod
-    def stored(cls, question: BatchQuestion, run: BatchRun) -> BatchLine:
-        """The line of a question an earlier invocation of the batch answered."""
-        duration = None if run.duration_s is None else round(run.duration_s, 3)
-        return cls(
-            id=question.label,
-            question=question.question,
-            run_id=run.id,
-            final_answer=run.final_answer,
-            reached_answer=run.reached_answer,
-            failure_reason=run.failure_reason,
-            calls=run.calls,
-            tokens=run.tokens,
-            cost=run.cost,
-            cost_basis=run.cost_basis,
-            duration_s=duration,
-        )
-
-    @classmethod
-    def of(cls, question: BatchQuestion, outcome: RunOutcome) -> BatchLine:
-        envelope = outcome.envelope
-        return cls(
-            id=question.label,
-            question=question.question,
-            run_id=envelope.run_id,
-            final_answer=envelope.final_answer,
-            reached_answer=envelope.reached_answer,
-            failure_reason=outcome.result.failure_reason,
-            calls=envelope.calls,
-            tokens=envelope.tokens,
-            cost=envelope.cost,
-            cost_basis=envelope.cost_basis,
-            duration_s=envelope.duration_s,
-        )
 
 
 class BatchSummary(BaseModel):

@@ -23,10 +23,10 @@ from panel_cli.cli import options
 from panel_cli.exit_status import ExitStatus
 
 if TYPE_CHECKING:
+    from panel_cli.batch.lines import BatchLine
     from panel_cli.batch.progress import BatchTotals
     from panel_cli.batch.questions import BatchQuestion
     from panel_cli.batch.resume import BatchStart
-    from panel_cli.batch.runner import BatchLine
     from panel_cli.config import Panel
     from panel_cli.runs.loader import GatewayLoader
 
@@ -70,15 +70,16 @@ def batch(
     from panel_cli.batch.questions import parse_shard, read_questions
     from panel_cli.batch.questions import shard as slice_of
     from panel_cli.batch.resume import batch_start
+    from panel_cli.cli.protocol_commands import gateway_loader
     from panel_cli.cli.signals import on_sigterm_exit
     from panel_cli.config import load_panel
-    from panel_cli.runs.loader import GatewayLoader
     from panel_cli.store.paths import resolve_db_path
+    from panel_cli.view.environment import Environment
 
     on_sigterm_exit()
     panel = load_panel(panel_file)
     panel = panel.as_demo() if demo else panel
-    loader = GatewayLoader()
+    loader = gateway_loader(Environment(), shown=not quiet)
     loader.start(panel)
     questions = read_questions(questions_file)
     warnings = _checked(panel, panel_file, questions, questions_file)
@@ -130,20 +131,16 @@ def _run_batch(
     resumed; the results file; the summary; the exit code."""
     import asyncio
 
-    from rich.console import Console
-
     from panel_cli.batch.progress import BatchTotals, make_progress
     from panel_cli.batch.runner import BatchRunner, BatchSummary, ResultsFile
     from panel_cli.cli.signals import run_until_signal
-    from panel_cli.protocols.registry import engine_of
+    from panel_cli.protocols.base import engine_of
     from panel_cli.runs.prepare import ready_to_call, run_budget, run_secrets
+    from panel_cli.view.environment import Environment
 
     lines = start.lines
     to_run = [question for question in questions if question.key not in lines]
-    progress_console = Console(stderr=True) if json_mode else Console()
-    secrets = ready_to_call(
-        loader, panel, console=progress_console, show_progress=progress_console.is_terminal and not quiet
-    )
+    secrets = ready_to_call(loader, panel, notify=Environment().warn)
     # A resumed question runs on the panel its run ran: what that panel keeps secret is scrubbed too.
     secrets = list(
         dict.fromkeys([*secrets, *(s for taken in start.taken_over.values() for s in run_secrets(taken.panel))])

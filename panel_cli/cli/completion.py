@@ -1,4 +1,4 @@
-"""Shell completion: panel files, member names, run ids.
+"""Shell completion: panel files, member names, a gate's outcomes, run ids.
 
 The shell runs `panel` on every TAB, so each callback imports what it needs inside
 itself, and a callback that cannot answer (a bad file, no database yet) offers nothing
@@ -69,6 +69,27 @@ def member_names(ctx: typer.Context, incomplete: str) -> list[str]:
     typed, _, last = incomplete.rpartition(",")
     chosen = set(typed.split(",")) if typed else set()
     return [f"{typed},{name}" if typed else name for name in names if name.startswith(last) and name not in chosen]
+
+
+def vote_options(ctx: typer.Context, incomplete: str) -> list[str]:
+    """What `--gate` may name on a vote: the options given earlier with `--options`, else those
+    of the panel file given earlier on the command line."""
+    options = list(ctx.params.get("choices") or [])
+    panel_file = ctx.params.get("panel_file") or (ctx.args[0] if ctx.args else None)
+    if not options and panel_file:
+        from panel_cli.config import load_panel
+        from panel_cli.errors import PanelError
+
+        try:
+            options = list(load_panel(panel_file).options)
+        except PanelError:
+            return []
+    return [option for option in options if option.lower().startswith(incomplete.lower())]
+
+
+def verdicts(incomplete: str) -> list[str]:
+    """What `--gate` may name on supervise."""
+    return [verdict for verdict in ("approved",) if verdict.startswith(incomplete.lower())]
 
 
 def default_db_path() -> Path:

@@ -1,49 +1,12 @@
-"""`panel estimate FILE` and every protocol command's `--dry-run`: the calls, tokens and cost a
-run would take, with no model called, no key needed and nothing stored."""
+"""`panel estimate FILE`: the calls, tokens and cost a run would take, with no model called, no
+key needed and nothing stored: the file's protocol command with `--dry-run`, whose estimate
+`panel_cli.cli.dry_run` prints."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from panel_cli.cli import options
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from panel_cli.config import Panel
-    from panel_cli.runs.followup import FollowUp
-    from panel_cli.runs.loader import GatewayLoader
-
-
-def show_estimate(
-    loader: GatewayLoader,
-    panel: Panel,
-    question: str,
-    *,
-    json_mode: bool,
-    console: Console,
-    follow_up: FollowUp | None = None,
-) -> None:
-    """Print the estimate of a run (a table, or JSON with `--json`). The models must be ones
-    litellm routes, as for a run; the keys need not be set, since nothing is sent. A
-    follow-up's earlier turns are counted in every prompt, as its run sends them."""
-    from rich.console import Console
-
-    from panel_cli.estimate.build import estimate_run
-    from panel_cli.runs.prepare import check_routable
-
-    progress = Console(stderr=True) if json_mode else console
-    check_routable(loader.wait(progress, show_progress=progress.is_terminal), panel)
-    estimate = estimate_run(panel, question, follow_up.turns if follow_up is not None else ())
-    if json_mode:
-        sys.stdout.write(json.dumps(estimate.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
-        return
-    from panel_cli.view.estimate import print_estimate
-
-    print_estimate(console, estimate)
 
 
 def estimate(

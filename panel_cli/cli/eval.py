@@ -294,17 +294,19 @@ def _run(
 
     from rich.console import Console
 
+    from panel_cli.cli.protocol_commands import gateway_loader
     from panel_cli.cli.signals import run_until_signal
     from panel_cli.eval.runner import run_eval
     from panel_cli.eval.storage import EvalRecording
-    from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.prepare import ready_to_call, run_budget
     from panel_cli.store.evals import EvalWriter
     from panel_cli.store.subscriber import TranscriptStore
+    from panel_cli.view.environment import Environment
 
-    loader = GatewayLoader()
     progress_console = Console(stderr=True) if json_mode or weights_on_stdout else Console()
-    secrets = ready_to_call(loader, plan.called, console=progress_console, show_progress=progress_console.is_terminal)
+    env = Environment()
+    loader = gateway_loader(env)
+    secrets = ready_to_call(loader, plan.called, notify=env.warn)
     # A cost cap over a member of unknown price stops the eval here, not each run.
     run_budget(plan.called, allow_flag=False)
     progress = EvalBar(progress_console) if progress_console.is_terminal else PlainProgress()
@@ -351,8 +353,8 @@ def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weight
 
     from panel_cli.errors import UserError
     from panel_cli.eval.calibration import weights_yaml
-    from panel_cli.eval.report import render
     from panel_cli.redact import redact_obj, secret_values
+    from panel_cli.view.eval import render
     from panel_cli.view.output import output_console
 
     weights_text = weights_yaml(result.calibration) if result.calibration is not None else None
@@ -381,7 +383,7 @@ def _deliver(result: EvalResult, *, json_mode: bool, report: Path | None, weight
 
 def _write_report(result: EvalResult, report: Path) -> None:
     from panel_cli.errors import UserError
-    from panel_cli.eval.report import markdown
+    from panel_cli.export.eval_markdown import markdown
 
     if report.suffix.lower() in (".html", ".htm"):
         from panel_cli.export.eval_page import render_eval_html

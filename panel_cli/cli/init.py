@@ -32,7 +32,7 @@ def init(
     from rich.console import Console
     from rich.text import Text
 
-    from panel_cli.llm.aliases import config_dir
+    from panel_cli.models.aliases import config_dir
     from panel_cli.runs.panels import DEFAULT_PANEL_FILE
 
     starters = starter_files()

@@ -55,8 +55,8 @@ def validate(
 def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
     from panel_cli.config import load_panel, read_question_file
     from panel_cli.llm.providers import key_status
+    from panel_cli.protocols.base import rules_of
     from panel_cli.protocols.checks import check_panel
-    from panel_cli.protocols.registry import rules_of
     from panel_cli.tools.checks import tool_settings
     from panel_cli.view.fmt import one_line
 
@@ -116,8 +116,8 @@ def _beyond_the_providers(panel: Panel) -> list[str]:
     starts, each key it sends to a host other than that provider's own (this machine
     included), each header it sends to a tool server. A panel file is code; this is what to
     read before running someone else's."""
-    from panel_cli.llm.aliases import split_url
     from panel_cli.llm.key_hosts import keys_sent_elsewhere
+    from panel_cli.models.aliases import split_url
     from panel_cli.tools.checks import started
 
     lines: list[str] = []
@@ -143,9 +143,9 @@ def _or_default(value: object) -> str:
 
 def models() -> None:
     """Aliases, demo personas, and which provider keys are set (names only, never values)."""
-    from panel_cli.llm.aliases import load_aliases, user_alias_file
-    from panel_cli.llm.demo import PERSONAS
     from panel_cli.llm.providers import PROVIDER_KEYS, key_status
+    from panel_cli.models.aliases import load_aliases, user_alias_file
+    from panel_cli.models.personas import PERSONAS
 
     console = Console(markup=False, highlight=False)
     aliases = Table("alias", "model", "api_base", title="Aliases")

@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from panel_cli.cli import completion
+from panel_cli.runs.controls import MAX_CALLS
 
 QUESTION = typer.Option(
     None,
@@ -47,12 +48,11 @@ def panel_file_argument(required: bool = True) -> Any:
 
 
 def dollars(value: float | None) -> float | None:
-    """`--max-cost`: a sum of US dollars, so neither NaN (which every comparison fails, so the
-    cap refused every call) nor infinite, and within the panel file's bound for the same cap."""
-    from panel_cli.config import MAX_COST
+    """`--max-cost`: a sum of US dollars (`panel_cli.runs.controls.cost_cap_problem`)."""
+    from panel_cli.runs.controls import cost_cap_problem
 
-    if value is not None and not 0 <= value <= MAX_COST:
-        raise typer.BadParameter(f"{value:g} is not an amount from 0 to {MAX_COST:,.0f} US dollars.")
+    if value is not None and (problem := cost_cap_problem(value)) is not None:
+        raise typer.BadParameter(f"{problem}.")
     return value
 
 
@@ -71,7 +71,7 @@ RUN_CONTROLS: dict[str, tuple[Any, Any]] = {
     ),
     "max_calls": (
         int | None,
-        typer.Option(None, "--max-calls", min=1, max=1_000_000, help="Make at most this many model calls."),
+        typer.Option(None, "--max-calls", min=1, max=MAX_CALLS, help="Make at most this many model calls."),
     ),
     "allow_unknown_prices": (
         bool,

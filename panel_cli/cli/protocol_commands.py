@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import inspect
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import typer
-from rich.console import Console
 from typer.core import DEFAULT_MARKUP_MODE, TyperCommand
 
 from panel_cli.cli import completion, options
@@ -28,9 +26,11 @@ from panel_cli.runs.controls import RunControls
 
 if TYPE_CHECKING:
     from panel_cli.config import Panel
+    from panel_cli.protocols.gates import Gate
+    from panel_cli.runs.ask import FinishedRun
     from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.resume import Continuation
-    from panel_cli.store.subscriber import StoreFailure, TranscriptStore
+    from panel_cli.view.environment import Environment
 
 # The parameters every protocol command takes after its own options, by name.
 COMMON = ("json_mode", "quiet", "db", "demo", "attach")
@@ -104,47 +104,72 @@ def _parameter(option: CommandOption) -> inspect.Parameter:
     return _keyword(option.name, _KINDS[option.kind], typer.Option(default, *flags, **settings))
 
 
-def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any]) -> None:
+def run_protocol(protocol: ProtocolSpec, values: Mapping[str, Any], env: Environment | None = None) -> None:
     """A protocol's command line, parsed (`values`, by parameter name; one left out is not
     given), run to its end: the panel, its checks, every missing key before any prompt, the
-    question, then the run (or its estimate with `--dry-run`). Exits 1 when the run reaches no
-    answer."""
+    question, then the run (or its estimate with `--dry-run`), drawn and written on `env`'s
+    streams (default: the process's own). Exits 1 when the run reaches no answer, or as its
+    gate says with `--gate`."""
     from panel_cli.cli.questions import question_for
     from panel_cli.cli.signals import on_sigterm_exit
-    from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.panels import panel_for_run
     from panel_cli.runs.prepare import check_keys, ready_to_call
+    from panel_cli.view.environment import Environment
 
     on_sigterm_exit()
+    env = env or Environment()
     controls = RunControls(**{name: values[name] for name in RUN_CONTROL_NAMES if values.get(name) is not None})
     given = {option.name: values.get(option.name) for option in protocol.options}
     panel_file: Path | None = values.get("panel_file")
+    quiet = bool(values.get("quiet"))
     chosen = panel_for_run(protocol, panel_file, given, demo=bool(values.get("demo")), attach=values.get("attach"))
-    loader = GatewayLoader()
+    loader = gateway_loader(env, shown=not quiet)
     loader.start(chosen.panel)
     if not controls.dry_run:
         check_keys(chosen.panel)
+        warn_of_keys(env, chosen.panel)
 
     def before_prompt() -> None:
         """The keys only litellm can judge (and the models it routes), before a question is typed."""
         if not controls.dry_run:
-            stderr = Console(stderr=True)
-            ready_to_call(loader, chosen.panel, console=stderr, show_progress=stderr.is_terminal)
+            ready_to_call(loader, chosen.panel)
 
-    question = question_for(chosen.panel, panel_file, values.get("question"), before_prompt=before_prompt)
+    question = question_for(
+        chosen.panel, panel_file, values.get("question"), stdin=env.stdin, before_prompt=before_prompt
+    )
     execute(
+        env,
         loader,
         chosen.panel,
         question,
         warnings=chosen.warnings,
+        gate=chosen.gate,
         json_mode=bool(values.get("json_mode")),
-        quiet=bool(values.get("quiet")),
+        quiet=quiet,
         db=values.get("db"),
         controls=controls,
     )
 
 
+def gateway_loader(env: Environment, *, shown: bool = True) -> GatewayLoader:
+    """litellm's import for a command: a spinner on a terminal's stderr while the command waits for it."""
+    from panel_cli.runs.loader import GatewayLoader
+
+    return GatewayLoader(waiting=lambda: env.waiting("Loading the model gateway…", shown=shown))
+
+
+def warn_of_keys(env: Environment, panel: Panel) -> None:
+    """Before litellm loads and before any prompt: each key the run sends to a host that is
+    neither this machine nor its provider's (`panel_cli.runs.prepare.key_notices`)."""
+    from panel_cli.runs.prepare import key_notices
+
+    notices = key_notices(panel)
+    if notices:
+        env.warn("\n".join(notices))
+
+
 def execute(
+    env: Environment,
     loader: GatewayLoader,
     panel: Panel,
     question: str,
@@ -154,32 +179,28 @@ def execute(
     quiet: bool,
     db: Path | None,
     controls: RunControls,
+    gate: Gate | None = None,
     continuing: Continuation | None = None,
 ) -> None:
-    """Run the panel and exit with its code (docs/exit-codes.md): 0 answer, 1 no answer, 2 user
-    error, 130 or 143 interrupted. `warnings` (found by the checks) are raised inside the run,
-    so they are shown and stored with it. `continuing`: the run this one resumes."""
+    """Run the panel, drawn on `env`, and exit with its code (docs/exit-codes.md): 0 answer, 1
+    no answer, 2 user error, 130 or 143 interrupted; with a `gate`, 0, 1 or 3 as it judges.
+    `warnings` (found by the checks) are raised inside the run, so they are shown and stored
+    with it. `continuing`: the run this one resumes."""
     from panel_cli.cli.signals import run_until_signal
-    from panel_cli.redact import redact, redact_obj
-    from panel_cli.runs.execute import new_run_id, run_panel
+    from panel_cli.runs.ask import run_stored
+    from panel_cli.runs.execute import new_run_id
     from panel_cli.runs.followup import resolve_follow_up
-    from panel_cli.runs.outcome import RunOutcome
     from panel_cli.runs.prepare import prepare_run
     from panel_cli.store.paths import resolve_db_path
-    from panel_cli.store.subscriber import TranscriptStore
     from panel_cli.view.base import make_view
-    from panel_cli.view.output import output_console
 
-    console = output_console()
     db_path = resolve_db_path(db)
     if controls.dry_run:
-        from panel_cli.cli.estimate import show_estimate
+        from panel_cli.cli.dry_run import show_estimate
 
         follow_up = resolve_follow_up(db_path, controls.follow_up) if controls.follow_up else None
-        show_estimate(loader, panel, question, json_mode=json_mode, console=console, follow_up=follow_up)
+        show_estimate(env, loader, panel, question, json_mode=json_mode, follow_up=follow_up)
         return
-    # With --json, stdout carries the result alone: progress, if any, goes to a terminal on stderr.
-    progress = Console(stderr=True) if json_mode else console
     prepared = prepare_run(
         loader,
         panel,
@@ -188,52 +209,54 @@ def execute(
         controls=controls,
         db_path=db_path,
         continuing=continuing,
-        console=progress,
-        show_progress=progress.is_terminal and not quiet,
+        gate=gate,
     )
     run_id = new_run_id()
 
-    async def run() -> tuple[RunOutcome, StoreFailure | None]:
+    async def run() -> FinishedRun:
         """The run, and what the store could not keep of it: the answer is shown either way."""
-        store = await TranscriptStore.open(db_path)
-        view = make_view(console, json_mode=json_mode, quiet=quiet, err_stream=sys.stderr)
+        view = make_view(env, json_mode=json_mode, quiet=quiet)
         try:
-            outcome = await run_panel(
+            return await run_stored(
                 prepared,
-                store=store,
+                db_path=db_path,
                 view=view,
                 run_id=run_id,
                 # Only a person watching the live view gains from streaming; a resume never streams.
                 stream=not json_mode and continuing is None and getattr(view, "follows_text", False),
             )
-        except BaseException:
-            if failure := await closed(store):
-                sys.stderr.write(f"panel: {failure.message}\n")
+        except BaseException as exc:
+            for note in getattr(exc, "__notes__", ()):  # what the store could not keep
+                env.say(note)
             raise
-        return outcome, await closed(store)
 
-    outcome, store_failure = run_until_signal(run, run_id)
-    result = outcome.result
+    report(env, run_until_signal(run, run_id), json_mode=json_mode, quiet=quiet)
+
+
+GATE_WORDS = {ExitStatus.SUCCESS: "passed", ExitStatus.FAILURE: "failed", ExitStatus.UNDECIDED: "undecided"}
+
+
+def report(env: Environment, finished: FinishedRun, *, json_mode: bool, quiet: bool) -> None:
+    """A run's result on stdout (its JSON, or the answer when no live view drew it), why it has
+    no answer or how its gate judged it on stderr, then its exit code."""
+    payload = finished.payload
+    run_id = payload["run_id"]
+    answer = payload["final_answer"]
     if json_mode:
-        payload = redact_obj(outcome.payload(), prepared.secrets)
-        sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-    elif result.final_answer is not None and (quiet or not console.is_terminal):
-        sys.stdout.write(redact(result.final_answer.rstrip(), prepared.secrets) + "\n")
-    if not result.reached_answer:
-        reason = redact(result.failure_reason or "the panel reached no answer", prepared.secrets)
-        sys.stderr.write(f"panel: {reason} (run {run_id}).\n")
-    if store_failure is not None:
-        sys.stderr.write(f"panel: {store_failure.message}\n")
-    if store_failure is not None or not result.reached_answer:
-        raise typer.Exit(ExitStatus.FAILURE)
-
-
-async def closed(store: TranscriptStore) -> StoreFailure | None:
-    """Close `store`; what it could not write, if anything."""
-    from panel_cli.store.subscriber import StoreFailure
-
-    try:
-        await store.close()
-    except StoreFailure as failure:
-        return failure
-    return None
+        env.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    elif answer is not None and (quiet or not env.console.is_terminal):
+        env.stdout.write(answer.rstrip() + "\n")
+    gate = payload.get("gate")
+    if gate is not None:
+        status = ExitStatus(gate["exit_status"])
+        env.say(f"gate {GATE_WORDS[status]}: {gate['reason']} (run {run_id}).")
+    elif not payload["reached_answer"]:
+        env.say(f"{payload['failure_reason'] or 'the panel reached no answer'} (run {run_id}).")
+        status = ExitStatus.FAILURE
+    else:
+        status = ExitStatus.SUCCESS
+    if finished.store_failure is not None:
+        env.say(finished.store_failure.message)
+        status = ExitStatus.FAILURE
+    if status != ExitStatus.SUCCESS:
+        raise typer.Exit(status)

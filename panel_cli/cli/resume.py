@@ -3,7 +3,6 @@ the old one left unanswered (`panel_cli.runs.resume`)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
@@ -29,23 +28,26 @@ def resume(
     db: Path | None = options.DB,
 ) -> None:
     """Continue an interrupted or crashed run: answered calls come from the store, the rest are made."""
-    from panel_cli.cli.protocol_commands import execute
+    from panel_cli.cli.protocol_commands import execute, gateway_loader, warn_of_keys
     from panel_cli.cli.signals import on_sigterm_exit
     from panel_cli.runs.controls import RunControls
-    from panel_cli.runs.loader import GatewayLoader
     from panel_cli.runs.resume import resumption
+    from panel_cli.view.environment import Environment
 
     on_sigterm_exit()
+    env = Environment()
     resumed = resumption(db, run_id, force=force)
     # Held until the resume is over, however it ends; a process killed outright leaves a claim
     # the next resume takes over, its process being gone.
     try:
-        loader = GatewayLoader()
+        loader = gateway_loader(env, shown=not quiet)
         loader.start(resumed.panel)
         if not quiet:
             for notice in resumed.notices:
-                sys.stderr.write(f"panel: {notice}\n")
+                env.say(notice)
+        warn_of_keys(env, resumed.panel)
         execute(
+            env,
             loader,
             resumed.panel,
             resumed.question,

@@ -17,10 +17,10 @@ from typing import Any
 
 from panel_cli.config import Member, Panel
 from panel_cli.estimate.models import CallEstimate, Estimate, ModelEstimate, StageEstimate
-from panel_cli.estimate.plans import Calls, StagePlan, plan_run
 from panel_cli.events import BaseEvent
 from panel_cli.llm.budget import FALLBACK_OUTPUT_TOKENS, Price, known_price, model_info, output_bound, prompt_tokens
 from panel_cli.llm.gateway import Gateway, load_litellm, table_price
+from panel_cli.protocols.plans import Calls, StagePlan, plan_run
 from panel_cli.tools.attachments import read_attachments, render_attachments
 
 PER_MILLION = 1_000_000

@@ -1,6 +1,6 @@
 """An estimate as `panel estimate --json` prints it and the table shows it.
 
-Every figure is a range, low to high (`panel_cli.estimate.plans` says what each end
+Every figure is a range, low to high (`panel_cli.protocols.plans` says what each end
 assumes). Costs are US dollars. A cost is None when it cannot be known: the model has no
 price in litellm's table, or a member may use tools, whose results nobody can size in
 advance. A sum over parts some of which are unknown keeps the known parts and says it is

@@ -10,8 +10,8 @@ right on every question of a small sample gets a large weight, not an infinite o
 at or below chance (p ≤ 1/K) would count against what it names; a weight cannot be negative,
 so it gets 0 and says so.
 
-The weights go to a YAML file a panel names (`weights: from FILE`), read back here with every
-problem located by file and line. `--split` holds out questions: a seeded shuffle of the ids
+The weights go to a YAML file a panel names (`weights: from FILE`), read back by
+`panel_cli.weights_file`. `--split` holds out questions: a seeded shuffle of the ids
 (`split_items`), so a dataset sorted by topic splits evenly, and the same seed splits alike.
 
 Pure but for the file's text: tested by hand.
@@ -22,20 +22,15 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import BaseModel
 
-from panel_cli.config import MAX_WEIGHT
-from panel_cli.errors import ConfigError, ConfigProblem, UserError
+from panel_cli.errors import UserError
 from panel_cli.eval.datasets import Dataset, EvalItem
-from panel_cli.located_yaml import parse_yaml, read_config_text
 
 PRIOR = "add-one (Laplace): p = (right + 1) / (questions + 2)"
 DIGITS = 6
-FILE_KEYS = ("weights", "calibration")
 
 
 class MemberCalibration(BaseModel):
@@ -170,44 +165,3 @@ def weights_yaml(calibration: Calibration) -> str:
         "# Name this file in a panel (weights: from FILE) and vote with method: weighted_plurality.\n"
     )
     return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
-
-
-def read_weights(path: Path, shown: str) -> dict[str, float]:
-    """member -> weight from a weights file; every problem located in it (file, line, field)."""
-    tree = parse_yaml(read_config_text(path, shown, kind="weights file"), shown, expand_env=False)
-    data = tree.data
-    if not isinstance(data, dict) or not isinstance(data.get("weights"), dict):
-        line = tree.line_of(("weights",)) if isinstance(data, dict) else 1
-        raise ConfigError(shown, line, None, "a weights file has 'weights:', a mapping of member names to weights")
-    problems = [
-        ConfigProblem(shown, tree.line_of((key,)), str(key), f"not a field of a weights file ({', '.join(FILE_KEYS)})")
-        for key in data
-        if key not in FILE_KEYS
-    ]
-    weights: dict[str, float] = {}
-    for name, value in data["weights"].items():
-        number = _weight(value)
-        if number is None:
-            problems.append(
-                ConfigProblem(
-                    shown,
-                    tree.line_of(("weights", name)),
-                    f"weights.{name}",
-                    f"a weight is a number from 0 to {MAX_WEIGHT:,.0f}, not '{value}'",
-                )
-            )
-        else:
-            weights[str(name)] = number
-    if problems:
-        raise ConfigError.listing(problems)
-    return weights
-
-
-def _weight(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # a whole number too large for a float
-        return None
-    return number if 0 <= number <= MAX_WEIGHT else None  # NaN fails this too

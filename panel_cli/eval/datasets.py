@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
-from panel_cli.protocols.vote.engine import exact_option, option_problems
+from panel_cli.protocols.vote.ballots import exact_option, option_problems
 from panel_cli.untrusted import RefusedJSON, load_json
 
 BUILTIN_PREFIX = "builtin:"

@@ -41,7 +41,7 @@ from panel_cli.eval.datasets import EvalItem
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.stages import failure_reason, stage_deadline
-from panel_cli.protocols.vote.engine import exact_option, word_pattern
+from panel_cli.protocols.vote.ballots import exact_option, word_pattern
 from panel_cli.tasks import Task, mark, render_labelled
 
 Method = Literal["option", "exact", "judge"]

@@ -22,9 +22,9 @@ from panel_cli.eval.stats import (
     wilson_interval,
 )
 from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, herding_in_turn, theory
-from panel_cli.llm.demo import OracleSpec, oracle_spec
-from panel_cli.protocols.vote.engine import exact_option, tie_break_of
-from panel_cli.protocols.vote.tally import WEIGHTED_METHODS
+from panel_cli.models.personas import OracleSpec, oracle_spec
+from panel_cli.protocols.vote.ballots import exact_option
+from panel_cli.protocols.vote.tally import WEIGHTED_METHODS, tie_break_of
 from panel_cli.totals import CostBasis, ledger_cost
 
 BASELINE = "baseline"

@@ -44,12 +44,12 @@ from panel_cli.eval.results import (
 from panel_cli.eval.theory import Theory
 from panel_cli.events import BaseEvent, Subscriber
 from panel_cli.llm.brief import SimulatedVoter, simulated_voters
-from panel_cli.llm.demo import oracle_accuracy
 from panel_cli.located_yaml import describe_error
+from panel_cli.models.personas import oracle_accuracy
 from panel_cli.protocols import registry
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.checks import check_panel
-from panel_cli.protocols.vote.engine import options_block
+from panel_cli.protocols.vote.ballots import options_block
 from panel_cli.redact import redact, redact_obj
 from panel_cli.totals import RunTotals
 
@@ -314,7 +314,7 @@ async def run_eval(
     graded wrong and the eval goes on; Ctrl-C cancels every run in flight (each is stored as
     interrupted) and ends the eval, recorded as interrupted. `done` are the items a resumed
     eval already has (they are kept, not run again), `calibration` its weights if it had them."""
-    from panel_cli.protocols.registry import engine_of
+    from panel_cli.protocols.base import engine_of
     from panel_cli.runs.execute import SharedCalls
 
     shared = SharedCalls()

@@ -34,11 +34,10 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from panel_cli.llm.demo import noisy_reading
 from panel_cli.protocols.base import labels_for
-from panel_cli.protocols.confer.engine import Vote
-from panel_cli.protocols.confer.engine import tally as confer_tally
 from panel_cli.protocols.confer.log_odds import ConferTally, vote_weight
+from panel_cli.protocols.confer.tally import Vote
+from panel_cli.protocols.confer.tally import tally as confer_tally
 from panel_cli.protocols.council.ranking import aggregate_rankings, review_order
 from panel_cli.protocols.vote.tally import (
     DEFAULT_THRESHOLD,
@@ -49,6 +48,7 @@ from panel_cli.protocols.vote.tally import (
     leader_settles,
     tally,
 )
+from panel_cli.simulation.voters import noisy_reading
 
 Way = Literal["exact", "simulation", "none"]
 # (number of options, the gold option's place among them, from 0): where a question puts its answer.
@@ -256,7 +256,7 @@ class Confer:
     question's options, a tie to the lowest label, which is the answer of the earliest member
     holding it. With one confidence for all (the demo oracle's 80) both tallies are a plurality
     of beliefs. `noise`: each reported confidence is read with a normal error of this standard
-    deviation, drawn per question (`demo.noisy_reading`): that can only be simulated."""
+    deviation, drawn per question (`simulation.voters.noisy_reading`): that can only be simulated."""
 
     tally: ConferTally
     confidences: tuple[float, ...]
@@ -455,7 +455,7 @@ def herding_in_turn(
 
 
 def _herded(state: tuple[tuple[int, int], ...], belief: Hashable) -> Hashable:
-    """The oracle's herding move (`demo.most_common`): shown nothing, it keeps its belief."""
+    """The oracle's herding move (`simulation.voters.most_common`): shown nothing, it keeps its belief."""
     if not state:
         return belief
     top = max(count for _, count in state)

@@ -8,7 +8,11 @@ Every question, answer and name goes through `esc`: nothing from a dataset or a 
 
 from __future__ import annotations
 
-from panel_cli.eval.report import (
+from panel_cli.eval.results import EvalResult, SystemScore
+from panel_cli.eval.theory import VOTER_MODEL
+from panel_cli.export.page import POLICY, badge, bar_svg, esc, panel_version, stylesheet, table
+from panel_cli.view import fmt
+from panel_cli.view.eval import (
     NOT_MEASURABLE,
     answer_read,
     cost,
@@ -21,10 +25,6 @@ from panel_cli.eval.report import (
     theory_of,
     theory_sentence,
 )
-from panel_cli.eval.results import EvalResult, SystemScore
-from panel_cli.eval.theory import VOTER_MODEL
-from panel_cli.export.page import POLICY, badge, bar_svg, esc, panel_version, stylesheet, table
-from panel_cli.view import fmt
 
 STATUS_TONES = {"finished": "good", "running": "info", "stale": "warn", "interrupted": "warn", "failed": "bad"}
 

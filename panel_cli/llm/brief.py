@@ -1,6 +1,6 @@
 """What a request is about, said in fields rather than in prose: the request's brief.
 
-A real model reads the prompt. The demo personas (`panel_cli.llm.demo`) must answer in the
+A real model reads the prompt. The demo personas (`panel_cli.llm.demo_replies`) must answer in the
 shape each protocol asks for, and they must know what is asked for certain rather than
 guess it from a prompt's wording; so every engine hands the gateway a brief beside its
 messages: the kind of answer it wants, the question, the texts it quotes by label, the

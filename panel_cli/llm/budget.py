@@ -28,8 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from panel_cli.config import Member
-from panel_cli.errors import UserError
-from panel_cli.llm.routes import is_demo, needs_litellm
+from panel_cli.models.routes import is_demo
 
 # The output bound of a request when neither the panel nor litellm's table gives one:
 # OpenAI's long-standing default completion limit.
@@ -189,29 +188,3 @@ class Budget:
         return BudgetReport(
             max_cost=self.max_cost, max_calls=self.max_calls, spent=self.spent, calls=self.calls, refused=self.refused
         )
-
-
-def run_budget(
-    members: Sequence[Member],
-    *,
-    max_cost: float | None,
-    max_calls: int | None,
-    allow_unknown_prices: bool,
-    cap: str = "--max-cost",
-    advice: str = ALLOW_ADVICE,
-) -> Budget | None:
-    """The budget a run starts with, or None when it has no cap. Under a cost cap, a member
-    whose price litellm does not know stops the run before it starts (UserError, exit 2,
-    naming the `cap` and giving the `advice`), unless `allow_unknown_prices`: its calls then
-    count as free. Prices come from litellm's table, imported here unless every member is a
-    demo persona (free, and priced without it)."""
-    if max_cost is None and max_calls is None:
-        return None
-    if max_cost is not None and not allow_unknown_prices and needs_litellm(members):
-        from panel_cli.llm import gateway
-
-        litellm = gateway.load_litellm()
-        missing = unpriced(members, lambda model: gateway.table_price(litellm, model))
-        if missing:
-            raise UserError(unpriced_refusal(missing, cap, advice))
-    return Budget(max_cost=max_cost, max_calls=max_calls)

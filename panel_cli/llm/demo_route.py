@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from panel_cli.llm.brief import RequestBrief
-from panel_cli.llm.demo import cite_tool_results, demo_delay, demo_pieces, demo_reply, demo_tool_call
+from panel_cli.llm.demo_replies import cite_tool_results, demo_delay, demo_pieces, demo_reply, demo_tool_call
 from panel_cli.llm.errors import ClassifiedError
-from panel_cli.llm.routes import DEMO_PREFIX
 from panel_cli.llm.stream import Piece, TextGrowth, read_pieces
+from panel_cli.models.routes import DEMO_PREFIX
 from panel_cli.tools.calls import RequestedCall
 
 # What `demo_call` returns, as the gateway reads any reply: text, tool calls, tokens in and out.

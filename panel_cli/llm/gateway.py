@@ -59,10 +59,10 @@ from panel_cli.llm.demo_route import Read, demo_call
 from panel_cli.llm.errors import RETRYABLE, ClassifiedError, Failure, describe, retry_after_seconds
 from panel_cli.llm.key_hosts import endpoint_of, key_source
 from panel_cli.llm.request_hash import request_hash
-from panel_cli.llm.routes import is_demo, needs_litellm
 from panel_cli.llm.stream import StreamedReply, TextGrowth, read_stream, stalling_after, within_idle
 from panel_cli.llm.structured import json_instructions, one_answer_prompt, parse_structured
 from panel_cli.llm.usage import reported_usage
+from panel_cli.models.routes import is_demo, needs_litellm
 from panel_cli.tasks import find_task, mark
 from panel_cli.tools.calls import (
     NOT_RUN_LABEL,

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from panel_cli.llm.aliases import split_url
-from panel_cli.llm.catalog import litellm_dir
 from panel_cli.llm.providers import AMBIENT, NOT_SECRET, SAME_KEYS, KeyedMember, credentials, provider_of
+from panel_cli.models.aliases import split_url
+from panel_cli.models.catalog import litellm_dir
 
 if TYPE_CHECKING:
     from panel_cli.config import Member, Panel

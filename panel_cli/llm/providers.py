@@ -17,7 +17,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from panel_cli.llm.catalog import json_providers
+from panel_cli.models.catalog import json_providers
 
 AZURE_ENTRA = (
     ("AZURE_AD_TOKEN",),

@@ -288,7 +288,7 @@ class PanelServer:
 def within_cap(chosen: RunPanel, question: str, cap: float) -> None:
     """Refuse, with the estimate, a run whose lowest estimate is above `cap`. A panel of demo
     personas costs nothing and is not estimated. Blocks (litellm's import, its token counter)."""
-    from panel_cli.llm.routes import needs_litellm
+    from panel_cli.models.routes import needs_litellm
 
     panel = chosen.panel
     if not needs_litellm(panel.callable_members()):

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from panel_cli.config import Member, Panel
 from panel_cli.events import BaseEvent
+from panel_cli.protocols.registry import part_of, spec
 
 if TYPE_CHECKING:
     from panel_cli.llm.gateway import Gateway
@@ -110,9 +111,19 @@ def labels_for(count: int) -> list[str]:
     return out
 
 
+def engine_of(name: str) -> Engine:
+    """The engine of the protocol called `name` (`panel_cli.protocols.registry`)."""
+    engine: Engine = part_of(spec(name), "engine", f"engine:{name}")
+    return engine
+
+
+def rules_of(name: str) -> ProtocolRules:
+    """The rules of the protocol called `name` (`panel_cli.protocols.registry`)."""
+    rules: ProtocolRules = part_of(spec(name), "rules", "engine:RULES")
+    return rules
+
+
 def drawn(panel: Panel) -> Panel:
     """The panel with what its protocol draws at random drawn now (`ProtocolRules.draw`)."""
-    from panel_cli.protocols.registry import rules_of
-
     draw = rules_of(panel.protocol).draw
     return draw(panel) if draw is not None else panel

@@ -12,8 +12,7 @@ from typing import Any
 from panel_cli.config import Panel
 from panel_cli.errors import ConfigError
 from panel_cli.located_yaml import field_name
-from panel_cli.protocols.base import Finding
-from panel_cli.protocols.registry import rules_of
+from panel_cli.protocols.base import Finding, rules_of
 from panel_cli.tools.checks import tool_findings
 
 # Fields every protocol reads, and the member fields only some do.

@@ -7,7 +7,9 @@ panel file may give as `protocol:`, `panel validate`'s checks, the Typer command
 `panel resume`, `panel estimate`, batch and eval.
 
 This module and every spec stay light (no pydantic, no config, no litellm): `panel --help`
-lists every protocol's command from its spec alone. The heavy parts are named by import path
+lists every protocol's command from its spec alone. It imports nothing of panel's, so the
+panel model (`panel_cli.config`) checks a file's `protocol:` against it from below; the
+options several protocols share are `panel_cli.protocols.options`. The heavy parts are named by import path
 (`"panel_cli.protocols.confer.engine:confer"`) and imported only when a run needs them; a spec
 registered from Python (a test, a plugin) may give the objects themselves.
 """
@@ -17,19 +19,12 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from panel_cli.config import Panel
-    from panel_cli.estimate.plans import Bound, RunPlan
-    from panel_cli.protocols.base import Engine, ProtocolRules
-
-    PanelChange = Callable[[Panel, Any], Panel]
-    PlanFunction = Callable[[Panel, str, Bound], RunPlan]
+from pathlib import Path
+from typing import Any, Literal
 
 # A reference to something heavy: "package.module:attribute", or the object itself.
 Ref = Any
@@ -58,7 +53,9 @@ class CommandOption:
     the option only makes sense when another field has this value (`--threshold` needs
     `method: supermajority`), checked once every option is applied. `noun`: what one of the
     field's choices is called in an error (`'x' is not a method; choose …`). `completion`: a
-    function of `panel_cli.cli.completion` that offers values."""
+    function of `panel_cli.cli.completion` that offers values. `verdict`: for an option that
+    judges the run's result rather than changing the panel (`--gate`), its
+    `panel_cli.protocols.gates.GateRule`."""
 
     name: str
     flag: str
@@ -74,6 +71,7 @@ class CommandOption:
     metavar: str | None = None
     completion: str | None = None
     short: str | None = None
+    verdict: Ref | None = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +84,9 @@ class ProtocolSpec:
     out: its package's `engine:<name>`, `engine:RULES` and `estimate:plan_calls` are taken. One
     registered from Python gives its engine and rules (a protocol without a plan has no
     estimate). `source` is how its command finds the
-    panel (`PanelSource`, or a reference to a function of the panel file and the given options
-    returning the panel and the protocol its file declares); `options` are its own command
+    panel (`PanelSource`, or a reference to a function of the panel its file holds (None
+    without one), the given options and `--demo`, returning the panel and the protocol its file
+    declares); `options` are its own command
     options, in the order they apply; `stage_views` the live view's table for each of its
     stages that is not a plain table of calls, by stage name: a reference to a function of
     the stage, its round and what the view has seen of the run (`panel_cli.view.tables.RunSoFar`),
@@ -122,9 +121,8 @@ _REGISTERED: dict[str, ProtocolSpec] = {}
 @cache
 def _builtin_names() -> tuple[str, ...]:
     """Every package under panel_cli/protocols is a protocol (a listing of the folder: nothing is imported)."""
-    import panel_cli.protocols as package
-
-    return tuple(sorted(info.name for info in pkgutil.iter_modules(package.__path__) if info.ispkg))
+    folder = str(Path(__file__).parent)
+    return tuple(sorted(info.name for info in pkgutil.iter_modules([folder]) if info.ispkg))
 
 
 def names() -> tuple[str, ...]:
@@ -134,6 +132,11 @@ def names() -> tuple[str, ...]:
 
 def is_protocol(name: str) -> bool:
     return name in _REGISTERED or name in _builtin_names()
+
+
+def is_builtin(name: str) -> bool:
+    """Whether `name` is a package under panel_cli/protocols (one registered from Python is not)."""
+    return name in _builtin_names()
 
 
 def spec(name: str) -> ProtocolSpec:
@@ -167,88 +170,16 @@ def unknown_protocol(name: str) -> str:
     return f"'{name}' is not a protocol; {hint}choose one of {', '.join(known)}"
 
 
-def engine_of(name: str) -> Engine:
-    engine: Engine = _part(spec(name), "engine", f"engine:{name}")
-    return engine
-
-
-def rules_of(name: str) -> ProtocolRules:
-    rules: ProtocolRules = _part(spec(name), "rules", "engine:RULES")
-    return rules
-
-
-def plan_of(name: str) -> PlanFunction | None:
-    found = spec(name).plan
-    if found is None and name not in _builtin_names():
-        return None
-    plan: PlanFunction = _part(spec(name), "plan", "estimate:plan_calls")
-    return plan
-
-
-def _part(protocol: ProtocolSpec, part: str, convention: str) -> Any:
-    """A part of a protocol, as its spec names it, else where a built-in package keeps it."""
+def part_of(protocol: ProtocolSpec, part: str, convention: str) -> Any:
+    """A part of a protocol (`engine`, `rules`, `plan`), as its spec names it, else where a
+    built-in package keeps it (`convention`, like `engine:RULES`). Typed where each part's type
+    is defined: `panel_cli.protocols.base.engine_of` and `rules_of`, `panel_cli.protocols.plans.plan_of`."""
     given = getattr(protocol, part)
     if given is not None:
         return resolve(given)
     if protocol.name not in _builtin_names():
         raise ValueError(f"protocol {protocol.name} gives no {part}")
     return resolve(f"panel_cli.protocols.{protocol.name}.{convention}")
-
-
-# Options several protocols share, declared here once.
-MEMBERS = CommandOption(
-    name="members",
-    flag="--members",
-    help="Members, comma-separated: aliases or litellm model ids (no file needed), or names from the file.",
-    completion="member_names",
-)
-
-
-def chairman(help: str = "Who writes the final answer; several, comma-separated, are tried in order.") -> CommandOption:
-    return CommandOption(name="chairman", flag="--chairman", help=help, completion="member_names")
-
-
-def timeout(stages: tuple[str, ...], help: str = "Time limit per stage, like 90s, 3m or none.") -> CommandOption:
-    """`--timeout`: the same limit for each of `stages`, keeping the file's other stage limits."""
-    from functools import partial
-
-    return CommandOption(name="timeout", flag="--timeout", help=help, change=partial(_with_timeout, stages))
-
-
-def _with_timeout(stages: tuple[str, ...], panel: Panel, value: str) -> Panel:
-    from panel_cli.config import parse_duration
-
-    return panel.with_stage_limits(stages, parse_duration(value))
-
-
-def subset(flag: str) -> Ref:
-    """An option's change: only the members it names, in its order (confer's `--agents`)."""
-    from functools import partial
-
-    return partial(_subset, flag)
-
-
-def _subset(flag: str, panel: Panel, value: str) -> Panel:
-    from panel_cli.config import parse_names
-
-    return panel.with_members(parse_names(value, flag) or [], flag)
-
-
-def max_rounds(help: str) -> CommandOption:
-    return CommandOption(
-        name="max_rounds", flag="--max-rounds", help=help, kind="int", field="max_rounds", minimum=1, maximum=50
-    )
-
-
-def no_convergence(help: str) -> CommandOption:
-    return CommandOption(
-        name="no_convergence",
-        flag="--no-convergence",
-        help=help,
-        kind="flag",
-        field="until_convergence",
-        flag_value=False,
-    )
 
 
 # What a spec's options give, by option name (None: not given), as the run core reads them.

@@ -32,6 +32,7 @@ from panel_cli.totals import RunTotals
 if TYPE_CHECKING:
     from panel_cli.llm.budget import Budget
     from panel_cli.llm.gateway import Emit, Gateway
+    from panel_cli.protocols.gates import Gate
     from panel_cli.runs.followup import FollowUp
     from panel_cli.runs.prepare import PreparedRun
     from panel_cli.runs.resume import Continuation
@@ -81,6 +82,7 @@ async def run_engine(
     continuing: Continuation | None = None,
     follow_up: FollowUp | None = None,
     tags: Mapping[str, str] | None = None,
+    gate: Gate | None = None,
 ) -> RunOutcome:
     """Run an engine inside the run envelope, so a store or view always sees how it ended.
 
@@ -88,7 +90,8 @@ async def run_engine(
     they are shown, stored and counted like the engine's own. Every quoted text of the run is
     fenced with one random tag, recorded in the run's config with any seed the protocol draws,
     so that `continuing` (a resumed run) can fence and draw exactly as the run it continues.
-    `follow_up`: the earlier run this one continues, whose thread every call gets first."""
+    `follow_up`: the earlier run this one continues, whose thread every call gets first.
+    `gate`: judges the result, for the envelope's `gate` (`--gate`)."""
     totals = RunTotals()
     bus.subscribe(totals)
     started = time.perf_counter()
@@ -132,6 +135,7 @@ async def run_engine(
             budget_exhausted=gateway.budget_exhausted,
             budget=gateway.budget.report() if gateway.budget is not None else None,
             parent_id=follow_up.parent_id if follow_up is not None else None,
+            gate=gate.judge(result) if gate is not None else None,
         ),
         result=result,
     )
@@ -227,6 +231,7 @@ async def run_panel(
             continuing=prepared.continuing,
             follow_up=prepared.follow_up,
             tags=tags,
+            gate=prepared.gate,
         )
     finally:
         if view is not None:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from panel_cli.llm.budget import BudgetReport
 from panel_cli.protocols.base import ProtocolResult
+from panel_cli.protocols.gates import GateVerdict
 from panel_cli.totals import CostBasis, RunTotals
 
 
@@ -41,7 +42,7 @@ class RunEnvelope(BaseModel):
     `excluded_members` names each member that failed for good and was not called again, with
     the reason. `budget_exhausted`: the run's spending cap (`--max-cost`, `--max-calls`)
     refused a call and the protocol ended with what it had; `budget` has the caps and the
-    spend (null for a run without a cap)."""
+    spend (null for a run without a cap). `gate`: the verdict of `--gate` (null without one)."""
 
     run_id: str
     protocol: str
@@ -61,6 +62,7 @@ class RunEnvelope(BaseModel):
     budget_exhausted: bool = False
     budget: BudgetReport | None = None
     parent_id: str | None = None
+    gate: GateVerdict | None = None
 
 
 class RunOutcome(BaseModel):

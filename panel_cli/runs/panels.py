@@ -1,14 +1,18 @@
-"""The panel a protocol runs: found as its spec says (a file, `--members`, the user's default
-panel, the demo personas), then changed by the options given, in the order the spec declares
-them, then checked as `panel validate` checks it.
+"""The panel a protocol runs: found as its spec says (a file, a panel built in code, `--members`,
+the user's default panel, the demo personas), then changed by the options given, in the order
+the spec declares them, then checked as `panel validate` checks it; and the run's `--gate`,
+armed against it.
 
-Every protocol's command, `panel run`, batch and eval build their panels here, so
-`panel vote --members …` behaves exactly like `panel council --members …`, and an option
-refuses what the panel file would refuse (each field is validated by the panel model itself).
+Every protocol's command, `panel run`, the Python API, batch and eval build their panels here,
+so `panel vote --members …` behaves exactly like `panel council --members …`, an option refuses
+what the panel file would refuse (each field is validated by the panel model itself), and
+`panel_cli.run(…, max_rounds=0)` what `--max-rounds 0` does.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +21,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from panel_cli.config import Panel, load_panel, panel_from_members, parse_names
-from panel_cli.errors import UserError
+from panel_cli.errors import OptionError, PanelFileError, UnknownOptionError, UserError
 from panel_cli.located_yaml import describe_error
 from panel_cli.protocols.checks import check_panel
+from panel_cli.protocols.gates import Gate, GateRule
 from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec, resolve
 
 # The panel `--demo` seats when no file, no --members and no default panel name any member:
@@ -27,40 +32,115 @@ from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpe
 # own persona by `as_demo`.
 DEMO_PERSONAS = ("sage", "skeptic", "pragmatist", "optimist", "engineer")
 DEFAULT_PANEL_FILE = "defaults.yaml"
+# The user's named panels (`panel_cli.run("review", …)`): NAME.yaml in this folder of the
+# config directory, beside the default panel.
+PANELS_FOLDER = "panels"
+DEFAULT_PANEL_NAME = "default"
+PANEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
-# A protocol's own way to find its panel: (panel file, given options, --demo) -> (panel, the
-# protocol its file declares).
-PanelSourceFunction = Callable[[Path | None, Mapping[str, Any], bool], tuple[Panel, str | None]]
+# A protocol's own way to find its panel: (the panel its file holds, or one built in code;
+# None for neither, given options, --demo) -> (panel, the protocol its file declares).
+PanelSourceFunction = Callable[[Panel | None, Mapping[str, Any], bool], tuple[Panel, str | None]]
 
 
 @dataclass(frozen=True)
 class RunPanel:
-    """The panel a run will run, and the warnings its checks found (raised inside the run, so
-    they are shown and stored with it)."""
+    """The panel a run will run, the warnings its checks found (raised inside the run, so
+    they are shown and stored with it), and its gate (None: the run is not gated)."""
 
     panel: Panel
     warnings: list[str]
+    gate: Gate | None = None
 
 
 def panel_for_run(
     protocol: ProtocolSpec,
-    panel_file: Path | None,
+    source: Path | Panel | None,
     given: Mapping[str, Any],
     *,
     demo: bool = False,
     attach: Sequence[Path] | None = None,
 ) -> RunPanel:
-    """The panel of a run of `protocol`: found, changed by the `given` options (by option name;
-    None or False: not given), the demo personas swapped in with `demo`, `attach`'s files
-    added, and checked. Raises UserError for any problem, in one sentence."""
+    """The panel of a run of `protocol`: found (`source`: a panel file, a panel built in code,
+    or None), changed by the `given` options (by option name; None or False: not given), the
+    demo personas swapped in with `demo`, `attach`'s files added, and checked; the gate armed.
+    Raises UserError for any problem, in one sentence (an OptionError for an option's)."""
+    check_given(protocol, given)
+    found = load_panel(source) if isinstance(source, Path) else source
     if isinstance(protocol.source, PanelSource):
-        panel, declared = _found(protocol, panel_file, given, demo)
+        panel, declared = _found(protocol, found, given, demo)
     else:
-        source: PanelSourceFunction = resolve(protocol.source)
-        panel, declared = source(panel_file, given, demo)
+        find: PanelSourceFunction = resolve(protocol.source)
+        panel, declared = find(found, given, demo)
     panel = apply_options(protocol, panel.model_copy(update={"protocol": protocol.name}), given)
     panel = (panel.as_demo() if demo else panel).with_attachments(list(attach) if attach else None)
-    return RunPanel(panel=panel, warnings=check_panel(panel, protocol.name, declared))
+    warnings = check_panel(panel, protocol.name, declared)
+    return RunPanel(panel=panel, warnings=warnings, gate=armed_gate(protocol, panel, given))
+
+
+def check_given(protocol: ProtocolSpec, given: Mapping[str, Any]) -> None:
+    """That every option given is one of the protocol's, of its kind and within its bounds, as
+    the command line's parser has it (a caller in Python has no parser)."""
+    names = [option.name for option in protocol.options]
+    unknown = [name for name in given if name not in names]
+    if unknown:
+        listed = ", ".join(repr(name) for name in unknown)
+        raise UnknownOptionError(
+            f"{protocol.name} takes no option {listed}; its options are {', '.join(names) or 'none'}."
+        )
+    for option in protocol.options:
+        value = given.get(option.name)
+        problem = None if value is None else _kind_problem(option, value)
+        if problem is not None:
+            raise OptionError(f"{option.flag}: {problem}.")
+
+
+def _kind_problem(option: CommandOption, value: Any) -> str | None:
+    """What is wrong with a value for an option of its kind, or None."""
+    wanted = {"flag": "True or False", "int": "a whole number", "float": "a number", "text": "text"}
+    match option.kind:
+        case "flag":
+            fits = isinstance(value, bool)
+        case "int":
+            fits = isinstance(value, int) and not isinstance(value, bool)
+        case "float":
+            fits = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        case "words":
+            return None if _words(value) else "give a list of strings"
+        case _:
+            fits = isinstance(value, str)
+    if not fits:
+        return f"{value!r} is not {wanted[option.kind]}"
+    low, high = option.minimum, option.maximum
+    if (low is not None and value < low) or (high is not None and value > high):
+        return f"{value} is not in the range {_bounds(low, high)}"
+    return None
+
+
+def _bounds(low: float | None, high: float | None) -> str:
+    """A range as the command line's parser writes it: `1<=x<=50`, `x>=1`."""
+    if low is not None and high is not None:
+        return f"{low:g}<=x<={high:g}"
+    return f"x>={low:g}" if low is not None else f"x<={high:g}"
+
+
+def _words(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(word, str) for word in value)
+
+
+def armed_gate(protocol: ProtocolSpec, panel: Panel, given: Mapping[str, Any]) -> Gate | None:
+    """The run's gate, when an option that judges the result (`--gate`) is given: its value
+    checked against the panel now, before any call (a vote's option it does not name is exit 2)."""
+    for option in protocol.options:
+        value = given.get(option.name)
+        if option.verdict is None or not _given(value):
+            continue
+        rule: GateRule = resolve(option.verdict)
+        try:
+            return Gate(rule=rule, outcome=rule.expect(panel, value))
+        except ValueError as exc:
+            raise OptionError(f"{option.flag}: {str(exc).rstrip('.')}.") from None
+    return None
 
 
 def apply_options(protocol: ProtocolSpec, panel: Panel, given: Mapping[str, Any]) -> Panel:
@@ -77,7 +157,7 @@ def apply_options(protocol: ProtocolSpec, panel: Panel, given: Mapping[str, Any]
         field, wanted = option.requires
         if getattr(panel, field) != wanted:
             flag = next((other.flag for other in protocol.options if other.field == field), field)
-            raise UserError(f"{option.flag} applies to {flag} {wanted}, not {getattr(panel, field)}.")
+            raise OptionError(f"{option.flag} applies to {flag} {wanted}, not {getattr(panel, field)}.")
     return panel
 
 
@@ -95,9 +175,9 @@ def _applied(option: CommandOption, panel: Panel, value: Any) -> Panel:
         return panel.with_value(option.field, option.flag_value if option.kind == "flag" else value)
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise UserError(f"{option.flag}: {_option_problem(option, dict(error), value)}.") from None
+        raise OptionError(f"{option.flag}: {_option_problem(option, dict(error), value)}.") from None
     except ValueError as exc:
-        raise UserError(f"{option.flag}: {str(exc).rstrip('.')}.") from None
+        raise OptionError(f"{option.flag}: {str(exc).rstrip('.')}.") from None
 
 
 def _option_problem(option: CommandOption, error: dict[str, Any], value: Any) -> str:
@@ -114,29 +194,28 @@ def declared_protocol(panel: Panel) -> str | None:
 
 
 def _found(
-    protocol: ProtocolSpec, panel_file: Path | None, given: Mapping[str, Any], demo: bool
+    protocol: ProtocolSpec, found: Panel | None, given: Mapping[str, Any], demo: bool
 ) -> tuple[Panel, str | None]:
     if protocol.source is PanelSource.FILE:
-        if panel_file is None:
+        if found is None:
             raise UserError(f"Give a panel file: panel {protocol.name} FILE.")
-        panel = load_panel(panel_file)
-        return panel, declared_protocol(panel)
-    return panel_for(panel_file, given.get("members"), given.get("chairman"), protocol.name, demo=demo)
+        return found, declared_protocol(found)
+    return panel_for(found, given.get("members"), given.get("chairman"), protocol.name, demo=demo)
 
 
 def panel_for(
-    panel_file: Path | None, members: str | None, chairman: str | None, protocol: str, *, demo: bool = False
+    found: Panel | None, members: str | None, chairman: str | None, protocol: str, *, demo: bool = False
 ) -> tuple[Panel, str | None]:
     """The panel of a run, and the protocol its file declares (if any). The members come from
     `--members` (model names or aliases; with a file, only those of its members), else the
-    file, else the default panel the user keeps in the config directory (`defaults.yaml`, a
-    panel file), else, with `--demo`, five demo personas. `--chairman` is a name, or several
-    for backups, in order."""
+    file's panel (`found`, or one built in code), else the default panel the user keeps in the
+    config directory (`defaults.yaml`, a panel file), else, with `--demo`, five demo personas.
+    `--chairman` is a name, or several for backups, in order."""
     names = parse_names(members, "--members")
     chairs = parse_names(chairman, "--chairman")
-    if panel_file is None and names:
+    if found is None and names:
         return panel_from_members(names, chairs, protocol), None
-    panel = load_panel(panel_file) if panel_file is not None else _default_panel(protocol, demo)
+    panel = found if found is not None else _default_panel(protocol, demo)
     declared = declared_protocol(panel)
     if names:
         kept = panel.chairmen() if panel.chairman is not None else []
@@ -151,9 +230,59 @@ def panel_for(
 
 
 def default_panel_file() -> Path:
-    from panel_cli.llm.aliases import config_dir
+    from panel_cli.models.aliases import config_dir
 
     return config_dir() / DEFAULT_PANEL_FILE
+
+
+def panels_folder() -> Path:
+    from panel_cli.models.aliases import config_dir
+
+    return config_dir() / PANELS_FOLDER
+
+
+def is_panel_name(given: str) -> bool:
+    """Whether `given` names a panel rather than a file: one word (letters, digits, `.`, `_`,
+    `-`) that does not end in .yaml or .yml and is not a file in the working folder. Anything
+    else is a path."""
+    return (
+        PANEL_NAME.fullmatch(given) is not None
+        and not given.lower().endswith((".yaml", ".yml"))
+        and not Path(given).is_file()
+    )
+
+
+def named_panel_file(name: str) -> Path:
+    """The file of the panel called `name`: `default` is the default panel (`defaults.yaml` in
+    the config directory); any other name is NAME.yaml (or .yml) in the `panels` folder beside
+    it, else the starter of that name shipped with panel (`confer.demo`, `vote`, …, as `panel
+    init` writes them). PanelFileError, naming where it looked, for a name none of them has."""
+    if name == DEFAULT_PANEL_NAME:
+        path = default_panel_file()
+        if not path.is_file():
+            raise PanelFileError(f"There is no default panel yet: keep one in {path} (panel init writes a starter).")
+        return path
+    folder = panels_folder()
+    for path in (folder / f"{name}.yaml", folder / f"{name}.yml"):
+        if path.is_file():
+            return path
+    starter = _starter(name)
+    if starter is not None:
+        return starter
+    raise PanelFileError(
+        f"No panel is called '{name}': put it in {folder / f'{name}.yaml'}, or give the path of its file."
+    )
+
+
+def _starter(name: str) -> Path | None:
+    """A starter panel shipped in the package (`panel_cli/starters/NAME.yaml`), but not the
+    default panel's starter, which names no member of its own."""
+    from importlib.resources import files
+
+    if f"{name}.yaml" == DEFAULT_PANEL_FILE:
+        return None
+    found = files("panel_cli") / "starters" / f"{name}.yaml"
+    return Path(str(found)) if found.is_file() else None
 
 
 def _default_panel(protocol: str, demo: bool) -> Panel:

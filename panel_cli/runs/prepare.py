@@ -2,22 +2,23 @@
 at once (before litellm has even loaded), the run's secrets and the keys it sends to hosts not
 their provider's, then, once litellm is in, that it can route every model; the spending cap;
 the earlier run a follow-up continues.
+
+Nothing here prints: what a person should hear before the run (a key sent to a host that is not
+its provider's) goes to the `notify` the caller hands in, and a wait for litellm shows only what
+the caller's `GatewayLoader` shows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from panel_cli.config import Panel
 from panel_cli.errors import MissingKeyError, UserError
-from panel_cli.protocols.base import Engine
-from panel_cli.protocols.registry import engine_of
+from panel_cli.protocols.base import Engine, engine_of
 from panel_cli.redact import secret_values
 from panel_cli.runs.controls import NO_CONTROLS, RunControls
 from panel_cli.runs.followup import FollowUp, resolve_follow_up
@@ -25,7 +26,11 @@ from panel_cli.runs.loader import GatewayLoader
 
 if TYPE_CHECKING:
     from panel_cli.llm.budget import Budget
+    from panel_cli.protocols.gates import Gate
     from panel_cli.runs.resume import Continuation
+
+# Whoever hears what a run says before it starts: one line at a time.
+Notify = Callable[[str], None]
 
 KEY_ADVICE = ("Set it, or try the panel offline with --demo.", "Set them, or try the panel offline with --demo.")
 
@@ -34,7 +39,7 @@ KEY_ADVICE = ("Set it, or try the panel offline with --demo.", "Set them, or try
 class PreparedRun:
     """Everything a run needs, checked: the engine, the panel and question, the warnings its
     checks found, the secrets to scrub from every event, its spending cap, the run it follows
-    up and the run it resumes (each None when it does neither)."""
+    up, the run it resumes and its gate (each None when it has none)."""
 
     engine: Engine
     panel: Panel
@@ -44,6 +49,7 @@ class PreparedRun:
     budget: Budget | None = None
     follow_up: FollowUp | None = None
     continuing: Continuation | None = None
+    gate: Gate | None = None
 
 
 def prepare_run(
@@ -55,14 +61,15 @@ def prepare_run(
     controls: RunControls = NO_CONTROLS,
     db_path: Path | None = None,
     continuing: Continuation | None = None,
-    console: Console,
-    show_progress: bool,
+    gate: Gate | None = None,
+    notify: Notify | None = None,
 ) -> PreparedRun:
     """A run of `panel`'s protocol, ready to execute (`panel_cli.runs.execute.run_panel`).
     Raises UserError (exit 2) for a missing key, a model litellm cannot route, an unknown
-    price under a cost cap, or a follow-up of a run that is not there."""
+    price under a cost cap (BudgetError), or a follow-up of a run that is not there. `notify`:
+    as for `ready_to_call`."""
     follow_up = resolve_follow_up(db_path, controls.follow_up) if controls.follow_up else None
-    secrets = ready_to_call(loader, panel, console=console, show_progress=show_progress)
+    secrets = ready_to_call(loader, panel, notify=notify)
     return PreparedRun(
         engine=engine_of(panel.protocol),
         panel=panel,
@@ -72,6 +79,7 @@ def prepare_run(
         budget=run_budget(panel, controls),
         follow_up=follow_up,
         continuing=continuing,
+        gate=gate,
     )
 
 
@@ -87,7 +95,7 @@ def check_keys(panel: Panel) -> None:
 
 def check_routable(litellm: ModuleType, panel: Panel) -> None:
     """That litellm can route every model of the panel; every one it cannot, at once."""
-    from panel_cli.llm.catalog import check_with_litellm
+    from panel_cli.models.catalog import check_with_litellm
 
     unknown = [
         f"Member '{member.name}': {problem}"
@@ -98,30 +106,35 @@ def check_routable(litellm: ModuleType, panel: Panel) -> None:
         raise UserError(listed(unknown))
 
 
-def ready_to_call(loader: GatewayLoader, panel: Panel, *, console: Console, show_progress: bool) -> list[str]:
+def ready_to_call(loader: GatewayLoader, panel: Panel, *, notify: Notify | None = None) -> list[str]:
     """The checks every run makes before its first call, in the cheapest order: every missing
-    key, then, once litellm has loaded, that it can route every model and the keys of providers
-    our own table does not know. Says on stderr, before litellm loads, which keys go to a host
-    that is neither this machine nor their provider's (`key_notices`). Returns the run's
-    secrets (`run_secrets`). Once per panel. A panel of demo personas alone needs no litellm,
-    and skips its checks."""
-    from panel_cli.llm.providers import missing_keys_litellm
-    from panel_cli.llm.routes import needs_litellm
+    key, then, once litellm has loaded (`loader.wait`), that it can route every model and the
+    keys of providers our own table does not know. Tells `notify`, before litellm loads, which
+    keys go to a host that is neither this machine nor their provider's (`key_notices`).
+    Returns the run's secrets (`run_secrets`). A panel of demo personas alone needs no
+    litellm, and skips its checks."""
+    from panel_cli.models.routes import needs_litellm
 
     loader.start(panel)
     check_keys(panel)
     secrets = run_secrets(panel)
-    notices = key_notices(panel)
-    if notices:
-        Console(stderr=True, markup=False, highlight=False, soft_wrap=True).print("\n".join(notices), style="yellow")
-    if not needs_litellm(panel.callable_members()):
-        return secrets
-    litellm = loader.wait(console, show_progress=show_progress)
+    if notify is not None:
+        for notice in key_notices(panel):
+            notify(notice)
+    if needs_litellm(panel.callable_members()):
+        check_loaded(loader.wait(), panel)
+    return secrets
+
+
+def check_loaded(litellm: ModuleType, panel: Panel) -> None:
+    """What only litellm can tell: that it routes every model of the panel, and that the keys of
+    providers our own table does not know are set."""
+    from panel_cli.llm.providers import missing_keys_litellm
+
     check_routable(litellm, panel)
     missing = missing_keys_litellm(litellm, panel.callable_members())
     if missing:
         raise MissingKeyError(listed(missing, KEY_ADVICE))
-    return secrets
 
 
 def key_notices(panel: Panel) -> list[str]:
@@ -156,7 +169,7 @@ def run_budget(panel: Panel, controls: RunControls = NO_CONTROLS, *, allow_flag:
     refuses (exit 2) a cost cap over a member of unknown price unless it is allowed. Commands
     without `--allow-unknown-prices` (`allow_flag` false: batch, eval) say what else to do."""
     from panel_cli.llm.budget import ALLOW_ADVICE
-    from panel_cli.llm.budget import run_budget as budget_for
+    from panel_cli.llm.run_budget import run_budget as budget_for
 
     cap = "--max-cost" if controls.max_cost is not None else "defaults.max_cost"
     advice = ALLOW_ADVICE if allow_flag else "take max_cost out of the file's defaults to run them without a cap"

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol, TextIO
-
-from rich.console import Console
+from typing import Protocol
 
 from panel_cli.events import BaseEvent
+from panel_cli.view.environment import Environment
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView
 
@@ -31,16 +30,16 @@ class NullView:
         return None
 
 
-def make_view(console: Console, *, json_mode: bool, quiet: bool, err_stream: TextIO) -> View:
-    """`--quiet` draws nothing. `--json` keeps stdout for the result alone, but a person at a
-    terminal still watches the run: the live view goes to stderr when stderr is a terminal,
-    and nothing is drawn when it is not. Otherwise a terminal gets the live view, and a pipe
-    gets plain progress lines on `err_stream`, leaving stdout to the answer."""
+def make_view(env: Environment, *, json_mode: bool, quiet: bool) -> View:
+    """The view a command hands its run, drawn on `env`'s streams. `--quiet` draws nothing.
+    `--json` keeps stdout for the result alone, but a person at a terminal still watches the
+    run: the live view goes to stderr when stderr is a terminal, and nothing is drawn when it
+    is not. Otherwise a terminal gets the live view, and a pipe gets plain progress lines on
+    stderr, leaving stdout to the answer."""
     if quiet:
         return NullView()
     if json_mode:
-        err_console = Console(file=err_stream)
-        return LiveView(err_console) if err_console.is_terminal else NullView()
-    if console.is_terminal:
-        return LiveView(console)
-    return PlainView(err_stream)
+        return LiveView(env.err_console) if env.err_console.is_terminal else NullView()
+    if env.console.is_terminal:
+        return LiveView(env.console)
+    return PlainView(env.stderr)

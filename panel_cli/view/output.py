@@ -8,6 +8,7 @@ long as its text."""
 from __future__ import annotations
 
 import os
+from typing import TextIO
 
 from rich.console import Console
 
@@ -15,8 +16,10 @@ from rich.console import Console
 NO_LIMIT = 100_000
 
 
-def output_console(*, stderr: bool = False) -> Console:
-    console = Console(stderr=stderr)
+def output_console(*, stderr: bool = False, file: TextIO | None = None, terminal: bool | None = None) -> Console:
+    """A console on `file` (else stdout, or stderr with `stderr`); `terminal` overrules whether
+    Rich takes it for one."""
+    console = Console(stderr=stderr, file=file, force_terminal=terminal)
     if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console.width = NO_LIMIT
     return console

@@ -105,6 +105,18 @@ def context(**params: object) -> typer.Context:
     return ctx
 
 
+def test_a_gate_is_offered_the_votes_options(tmp_path: Path) -> None:
+    file = tmp_path / "v.yaml"
+    file.write_text("options: [merge, block, Maybe]\nmembers:\n  - {name: a, model: demo/sage}\n")
+    assert completion.vote_options(context(panel_file=file), "") == ["merge", "block", "Maybe"]
+    assert completion.vote_options(context(panel_file=file), "m") == ["merge", "Maybe"]
+    assert completion.vote_options(context(panel_file=file, choices=["yes", "no"]), "") == ["yes", "no"]
+    assert completion.vote_options(context(), "") == []
+    (tmp_path / "bad.yaml").write_text("options: [")
+    assert completion.vote_options(context(panel_file=tmp_path / "bad.yaml"), "") == []
+    assert completion.verdicts("") == ["approved"] and completion.verdicts("x") == []
+
+
 def test_panel_files_offers_yaml_files_and_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     work = tmp_path / "work"
     (work / "sub").mkdir(parents=True)

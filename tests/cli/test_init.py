@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from panel_cli.config import load_panel
-from panel_cli.llm.aliases import config_dir
+from panel_cli.models.aliases import config_dir
 from panel_cli.protocols.registry import names
 from tests.helpers import cli, cli_ok
 

@@ -29,9 +29,10 @@ from panel_cli.config import load_panel
 from panel_cli.errors import UserError
 from panel_cli.events import EventBus
 from panel_cli.llm.brief import RequestBrief, plain
-from panel_cli.llm.demo import demo_reply
+from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols.registry import engine_of, names
+from panel_cli.protocols.base import engine_of
+from panel_cli.protocols.registry import names
 from panel_cli.protocols.supervise.engine import correction_rounds
 from panel_cli.runs.execute import run_engine
 from panel_cli.runs.resume import stored_panel

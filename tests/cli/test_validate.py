@@ -105,8 +105,8 @@ def test_a_file_for_another_protocol_is_run_with_one_warning(tmp_path):
 
 
 def test_every_protocol_a_file_may_name_has_its_rules():
-    from panel_cli.protocols.base import ProtocolRules
-    from panel_cli.protocols.registry import names, rules_of
+    from panel_cli.protocols.base import ProtocolRules, rules_of
+    from panel_cli.protocols.registry import names
 
     assert names() == ("confer", "council", "decide", "delphi", "ensemble", "orchestrate", "supervise", "vote")
     assert all(isinstance(rules_of(name), ProtocolRules) for name in names())

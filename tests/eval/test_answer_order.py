@@ -10,10 +10,11 @@ from rich.console import Console
 
 from panel_cli.config import Panel
 from panel_cli.eval.datasets import Dataset, EvalItem
-from panel_cli.eval.report import facts, markdown, render
 from panel_cli.eval.results import EvalResult
 from panel_cli.eval.runner import eval_settings, plan_eval, run_eval
+from panel_cli.export.eval_markdown import markdown
 from panel_cli.export.eval_page import render_eval_html
+from panel_cli.view.eval import facts, render
 
 OPTIONS = ["alpha", "bravo", "charlie", "delta"]
 ITEMS = [EvalItem(id=f"q{i}", question=f"Question {i}?", answer=OPTIONS[i % 4], options=OPTIONS) for i in range(40)]

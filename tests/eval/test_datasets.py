@@ -10,7 +10,7 @@ import pytest
 
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.eval.datasets import builtin_names, list_builtin, load_dataset, parse_dataset
-from panel_cli.protocols.vote.engine import match_option
+from panel_cli.protocols.vote.ballots import match_option
 
 
 def test_the_shipped_dataset_is_sixty_or_more_multiple_choice_questions():

@@ -13,8 +13,9 @@ from panel_cli.errors import ConfigError
 from panel_cli.eval.datasets import Dataset, EvalItem
 from panel_cli.eval.runner import plan_eval, run_eval
 from panel_cli.llm.brief import RequestBrief, SimulatedVoter, quote, simulated_voters, with_voter
-from panel_cli.llm.demo import OracleSpec, demo_reply, is_persona, oracle_accuracy, parse_oracle
-from panel_cli.protocols.vote import engine as vote
+from panel_cli.llm.demo_replies import demo_reply
+from panel_cli.models.personas import OracleSpec, is_persona, oracle_accuracy, parse_oracle
+from panel_cli.protocols.vote.ballots import read_ballot
 from panel_cli.tasks import Task
 
 OPTIONS = ("London", "Paris", "Rome", "Berlin")
@@ -122,7 +123,7 @@ def test_ballot_is_the_belief_ranked_first():
     ballot = json.loads(demo_reply("oracle@1", told(brief)))
     assert ballot["choice"] == "Paris"
     assert ballot["ranking"] == ["Paris", "London", "Rome", "Berlin"]
-    reply = vote.read_ballot("v1", json.dumps(ballot), None, list(OPTIONS), no_match="abstain")[0]
+    reply = read_ballot("v1", json.dumps(ballot), None, list(OPTIONS), no_match="abstain")[0]
     assert (reply.choice, reply.matched_by) == ("Paris", "structured")
 
 

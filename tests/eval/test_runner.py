@@ -165,14 +165,14 @@ async def test_the_same_seed_gives_the_same_grades_and_another_seed_others():
 
 
 async def test_a_run_that_fails_outright_is_graded_wrong_and_the_eval_goes_on(monkeypatch):
-    from panel_cli.protocols import registry
+    from panel_cli.protocols import base
 
-    real = registry.engine_of
+    real = base.engine_of
 
     async def broken(panel: Panel, question: str, gateway: Any, emit: Any) -> Any:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(registry, "engine_of", lambda protocol: broken if protocol == "confer" else real(protocol))
+    monkeypatch.setattr(base, "engine_of", lambda protocol: broken if protocol == "confer" else real(protocol))
     plan = plan_eval(oracle_panel(), mc_dataset(2), protocols="confer,vote", baseline=None, grader=None)
     result = await run_eval(plan, store=None, secrets=[], eval_id="e3")
     confer = next(score for score in result.systems if score.system == "confer")

@@ -117,6 +117,28 @@ def test_question_file_is_a_fifo(tmp_path):
     )
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_weights_file_that_is_a_fifo(tmp_path):
+    """Nobody ever writes to the FIFO: `panel validate` and the run refuse it before opening it."""
+    os.mkfifo(tmp_path / "w.fifo")
+    said = (
+        "p.yaml, line 9: weights: w.fifo: is not a regular file (a pipe, a device or a socket); "
+        "name the file panel eval --calibrate wrote."
+    )
+    panel = MEMBERS + "protocol: vote\nmethod: weighted\noptions: [x, y]\nweights: from w.fifo\n"
+    assert refused(tmp_path, "p.yaml", panel) == said
+    run = subprocess.run(
+        [sys.executable, "-m", "panel_cli", "vote", "p.yaml", "-q", "Which?", "--db", str(tmp_path / "r.db")],
+        cwd=tmp_path,
+        env={**os.environ, "PANEL_CONFIG_DIR": str(tmp_path / "config"), "NO_COLOR": "1"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+    )
+    assert (run.returncode, run.stderr.splitlines()) == (2, [f"panel: {said}"])
+
+
 def test_question_and_question_file_together(tmp_path):
     (tmp_path / "q.md").write_text("From the file?\n")
     assert refused(tmp_path, "p.yaml", MEMBERS + "question: Why?\nquestion_file: q.md\n") == (

@@ -25,7 +25,7 @@ from panel_cli.events import (
     StageStarted,
     WarningRaised,
 )
-from panel_cli.llm.catalog import litellm_dir
+from panel_cli.models.catalog import litellm_dir
 from panel_cli.redact import named_like_a_secret, secret_values
 from panel_cli.view.live import LiveView
 from tests.fakes.openai_server import FakeOpenAIServer, error, responder

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from panel_cli.config import Panel
-from panel_cli.protocols.registry import names, rules_of
+from panel_cli.protocols.base import rules_of
+from panel_cli.protocols.registry import names
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, drip, responder
 from tests.helpers import cli
 

@@ -73,7 +73,7 @@ async def test_a_reply_stuffed_with_ballots_is_asked_once_more_and_never_counts_
     assert [w.message for w in events.of("warning") if w.member == "evil"] == [
         f"its reply could not be used ({two}); asked once more",
         f"{two}; read as text",
-        "named no option; recorded as an abstention",
+        "named 'PostgreSQL', 'MySQL' and no Answer: line says which; recorded as an abstention",
     ]
     again = fake_server.requests_for("fixed-model")[1]
     assert again.messages[-2] == {"role": "assistant", "content": stuffed}
@@ -91,7 +91,7 @@ async def test_a_text_ballot_naming_two_options_abstains_unless_it_says_which(fa
         ("bob", "MySQL", "text"),
         ("cy", "SQLite", "structured"),
     ]
-    assert "named no option; recorded as an abstention" in [
+    assert "named 'PostgreSQL', 'MySQL' and no Answer: line says which; recorded as an abstention" in [
         w.message for w in events.of("warning") if w.member == "ann"
     ]
 

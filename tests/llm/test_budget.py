@@ -12,11 +12,11 @@ from panel_cli.llm.budget import (
     Hold,
     known_price,
     output_bound,
-    run_budget,
     unpriced,
     unpriced_refusal,
     worst_case,
 )
+from panel_cli.llm.run_budget import run_budget
 
 
 def test_worst_case_is_the_prompt_at_the_input_price_plus_the_output_bound_at_the_output_price() -> None:

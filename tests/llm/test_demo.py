@@ -6,9 +6,11 @@ import json
 import pytest
 
 from panel_cli.llm.brief import Quoted, RequestBrief, quote
-from panel_cli.llm.demo import PERSONAS, SIMULATED, cite_tool_results, demo_reply, demo_tool_call
+from panel_cli.llm.demo_replies import cite_tool_results, demo_reply, demo_tool_call
+from panel_cli.models.personas import PERSONAS
 from panel_cli.protocols.confer.engine import PeerVote
 from panel_cli.protocols.orchestrate.plan import read_plan
+from panel_cli.simulation.seeded import SIMULATED
 from panel_cli.tasks import Task
 
 LOOKUP = {

@@ -21,18 +21,20 @@ from panel_cli.config import Defaults, Member, Panel
 from panel_cli.events import BaseEvent, CallFinished, CallTextGrew, EventBus, ToolCallFinished
 from panel_cli.llm.brief import RequestBrief, SimulatedVoter, quote, simulated_voters
 from panel_cli.llm.budget import Budget
-from panel_cli.llm.demo import SIMULATED, demo_reply
+from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.llm.gateway import Gateway
 from panel_cli.llm.request_hash import request_hash
+from panel_cli.protocols.base import engine_of
 from panel_cli.protocols.confer import engine as confer
 from panel_cli.protocols.council import engine as council
 from panel_cli.protocols.delphi import engine as delphi
 from panel_cli.protocols.ensemble import engine as ensemble
 from panel_cli.protocols.orchestrate import engine as orchestrate
-from panel_cli.protocols.registry import engine_of, names
+from panel_cli.protocols.registry import names
 from panel_cli.protocols.supervise import engine as supervise
 from panel_cli.protocols.vote import engine as vote
 from panel_cli.runs.execute import run_engine
+from panel_cli.simulation.seeded import SIMULATED
 from panel_cli.tasks import Task
 from panel_cli.tools.calls import ToolOutcome, ToolSpec, tool_set
 from tests.fakes.openai_server import FakeOpenAIServer, reply, reply_json

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from panel_cli.llm.aliases import split_url
 from panel_cli.llm.key_hosts import OWN_HOSTS, is_loopback, is_own_host, key_sent_elsewhere
 from panel_cli.llm.providers import (
     AMBIENT,
@@ -19,6 +18,7 @@ from panel_cli.llm.providers import (
     missing_keys,
     missing_keys_litellm,
 )
+from panel_cli.models.aliases import split_url
 
 
 @dataclass
@@ -310,7 +310,7 @@ def test_the_own_hosts_agree_with_litellms_defaults() -> None:
     of ours; every host of ours is one litellm's code names."""
     import litellm
 
-    from panel_cli.llm.catalog import litellm_dir
+    from panel_cli.models.catalog import litellm_dir
 
     for provider in OWN_HOSTS:
         default = litellm.get_llm_provider(model=f"{provider}/some-model")[3]

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from panel_cli.protocols.confer.engine import (
+from panel_cli.protocols.confer.log_odds import HIGHEST, LOWEST, log_odds_weight, probability, vote_weight
+from panel_cli.protocols.confer.tally import (
     Vote,
     assign_labels,
     choices_of,
@@ -16,7 +17,6 @@ from panel_cli.protocols.confer.engine import (
     render_block,
     tally,
 )
-from panel_cli.protocols.confer.log_odds import HIGHEST, LOWEST, log_odds_weight, probability, vote_weight
 from panel_cli.tasks import fence_tag, scrub_tag
 
 

@@ -17,7 +17,7 @@ from panel_cli.config import Panel, parse_panel
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.events import MemberInfo, RunStarted, StageStarted
 from panel_cli.llm.gateway import Gateway
-from panel_cli.protocols import registry
+from panel_cli.protocols import base, plans, registry
 from panel_cli.protocols.base import Emit, ProtocolResult, ProtocolRules
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.view.live import LiveView
@@ -106,9 +106,9 @@ def test_a_protocol_no_one_registered_is_refused_with_the_closest_name() -> None
 
 def test_every_builtin_protocol_is_a_spec_whose_references_resolve() -> None:
     for protocol in registry.specs():
-        assert callable(registry.engine_of(protocol.name)), protocol.name
-        assert isinstance(registry.rules_of(protocol.name), ProtocolRules), protocol.name
-        assert callable(registry.plan_of(protocol.name)), protocol.name
+        assert callable(base.engine_of(protocol.name)), protocol.name
+        assert isinstance(base.rules_of(protocol.name), ProtocolRules), protocol.name
+        assert callable(plans.plan_of(protocol.name)), protocol.name
         assert protocol.summary.endswith("."), protocol.name
 
 

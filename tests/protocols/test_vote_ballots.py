@@ -12,18 +12,18 @@ from pydantic import ValidationError
 from panel_cli.config import Panel
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.llm.brief import RequestBrief
-from panel_cli.llm.demo import demo_reply
+from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.protocols.checks import check_panel
-from panel_cli.protocols.vote.engine import (
+from panel_cli.protocols.vote.ballots import (
     exact_option,
-    is_late,
     match_option,
+    named_options,
     option_problems,
-    plan_vote,
     read_ballot,
     read_confidence,
     read_ranking,
 )
+from panel_cli.protocols.vote.engine import is_late, plan_vote
 from panel_cli.tasks import Task
 
 DB = ["PostgreSQL", "MySQL", "SQL Server"]
@@ -41,8 +41,8 @@ def panel(**fields) -> Panel:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("Do not ship it yet.", "Do not ship"),  # the longest option named wins
-        ("Ship it, though some would say do not ship.", "Do not ship"),
+        ("Do not ship it yet.", "Do not ship"),  # `ship` there is the longer option's
+        ("Do not ship. I repeat: DO NOT SHIP.", "Do not ship"),
         ("Shipping is risky this week.", None),  # a whole word, not a part of one
         ("We should SHIP.", "Ship"),
         ("", None),
@@ -59,15 +59,21 @@ def test_an_option_of_several_words_matches_across_any_spacing():
 
 
 @pytest.mark.parametrize(
-    ("text", "options"),
+    ("text", "options", "named"),
     [
-        ("Redis or MySQL, hard to say", ["MySQL", "Redis"]),
-        ("Yes or No? I say No", ["Yes", "No"]),
-        ("PostgreSQL, not MySQL", DB),
-        ("Ship it now, or wait a week", ["Ship", "Wait"]),
+        ("Redis or MySQL, hard to say", ["MySQL", "Redis"], ["MySQL", "Redis"]),
+        ("Yes or No? I say No", ["Yes", "No"], ["Yes", "No"]),
+        ("PostgreSQL, not MySQL", DB, ["PostgreSQL", "MySQL"]),
+        ("Ship it now, or wait a week", ["Ship", "Wait"], ["Ship", "Wait"]),
+        ("Ship it… do not ship", SHIP, SHIP),  # `Ship` stands on its own before `do not ship`
+        ("Ship it, though some would say do not ship.", SHIP, SHIP),
+        ("Do not ship? No: ship.", SHIP, SHIP),
     ],
 )
-def test_a_text_naming_two_options_that_do_not_contain_each_other_names_none(text, options):
+def test_a_text_naming_two_options_names_none(text, options, named):
+    """Word order does not tell a choice from what it is chosen over (`PostgreSQL, not MySQL`,
+    `not PostgreSQL: MySQL`), so a text naming two options, one inside the other or not, names none."""
+    assert named_options(text, options) == named
     assert match_option(text, options) is None
 
 
@@ -206,6 +212,31 @@ def test_prose_naming_no_option_abstains_by_default_or_counts_for_the_first():
     ballot, warnings = read_ballot("ann", "Shipping is hard.", None, SHIP, no_match="first")
     assert (ballot.choice, ballot.matched_by, ballot.ranking) == ("Ship", "first", ["Ship"])
     assert warnings == ["named no option; counted for the first option, Ship (no_match: first)"]
+
+
+def test_prose_naming_two_options_abstains_and_says_which_it_named():
+    text = "Ship it… do not ship"
+    ballot, warnings = read_ballot("ann", text, None, SHIP, no_match="abstain")
+    assert (ballot.choice, ballot.matched_by, ballot.ranking) == (None, "none", [])
+    assert warnings == ["named 'Ship', 'Do not ship' and no Answer: line says which; recorded as an abstention"]
+    ballot, warnings = read_ballot("ann", text, None, SHIP, no_match="first")
+    assert (ballot.choice, ballot.matched_by) == ("Ship", "first")
+    assert warnings == [
+        "named 'Ship', 'Do not ship' and no Answer: line says which; counted for the first option, Ship (no_match: first)"
+    ]
+    ballot, warnings = read_ballot("ann", f"{text}\n\nAnswer: do not ship", None, SHIP, no_match="abstain")
+    assert (ballot.choice, ballot.matched_by, warnings) == ("Do not ship", "text", [])
+
+
+def test_a_structured_choice_naming_two_options_abstains_and_says_which():
+    ballot, warnings = read_ballot(
+        "ann", structured(choice="ship, or do not ship", ranking=[]), None, SHIP, no_match="abstain"
+    )
+    assert (ballot.choice, ballot.matched_by) == (None, "none")
+    assert warnings == [
+        "chose 'ship, or do not ship', which is not one of the options",
+        "named 'Ship', 'Do not ship' and no Answer: line says which; recorded as an abstention",
+    ]
 
 
 def test_a_long_reason_is_one_short_line():

@@ -18,7 +18,7 @@ from rich.console import Console, RenderableType
 
 from panel_cli.config import load_panel
 from panel_cli.events import BaseEvent, CallFinished, CallTextGrew
-from panel_cli.protocols.registry import engine_of
+from panel_cli.protocols.base import engine_of
 from panel_cli.view.live import LiveView
 from tests.protocols.conftest import run_recorded
 

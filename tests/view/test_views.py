@@ -8,6 +8,7 @@ from rich.console import Console
 
 from panel_cli.events import RunFinished, parse_event
 from panel_cli.view.base import NullView, make_view
+from panel_cli.view.environment import Environment
 from panel_cli.view.live import LiveView
 from panel_cli.view.plain import PlainView
 from tests.helpers import terminal_screen
@@ -29,32 +30,31 @@ def _terminal_from_isatty(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_make_view_picks_by_mode_and_terminal() -> None:
-    terminal = Console(file=StringIO(), force_terminal=True)
-    pipe = Console(file=StringIO(), force_terminal=False)
-    err = StringIO()
+    terminal = Environment(stdout=StringIO(), stderr=StringIO(), stdout_isatty=True, stderr_isatty=False)
+    pipe = Environment(stdout=StringIO(), stderr=StringIO(), stdout_isatty=False, stderr_isatty=False)
 
-    assert isinstance(make_view(terminal, json_mode=True, quiet=False, err_stream=err), NullView)
-    assert isinstance(make_view(terminal, json_mode=False, quiet=True, err_stream=err), NullView)
-    assert isinstance(make_view(terminal, json_mode=False, quiet=False, err_stream=err), LiveView)
-    plain = make_view(pipe, json_mode=False, quiet=False, err_stream=err)
-    assert isinstance(plain, PlainView) and plain.stream is err
+    assert isinstance(make_view(terminal, json_mode=True, quiet=False), NullView)
+    assert isinstance(make_view(terminal, json_mode=False, quiet=True), NullView)
+    assert isinstance(make_view(terminal, json_mode=False, quiet=False), LiveView)
+    plain = make_view(pipe, json_mode=False, quiet=False)
+    assert isinstance(plain, PlainView) and plain.stream is pipe.stderr
 
 
 async def test_json_on_a_terminal_draws_the_run_on_stderr() -> None:
     """stdout carries the JSON alone; a person at the terminal still watches the run."""
-    stdout, err = Console(file=StringIO(), force_terminal=True), TerminalStream()
-    view = make_view(stdout, json_mode=True, quiet=False, err_stream=err)
-    assert isinstance(view, LiveView) and view.console.file is err
+    env = Environment(stdout=StringIO(), stderr=TerminalStream(), stdout_isatty=True)
+    view = make_view(env, json_mode=True, quiet=False)
+    assert isinstance(view, LiveView) and view.console.file is env.stderr
     await play(view, confer_events())
     drawn = screen(view.console)
     assert "round 1 · vote" in drawn and "winner alice" in drawn
-    assert screen(stdout) == ""
+    assert env.stdout.getvalue() == ""
 
 
 def test_quiet_draws_nothing_even_with_json_on_a_terminal() -> None:
-    terminal = Console(file=StringIO(), force_terminal=True)
+    terminal = Environment(stdout=StringIO(), stderr=TerminalStream(), stdout_isatty=True)
     for json_mode in (True, False):
-        assert isinstance(make_view(terminal, json_mode=json_mode, quiet=True, err_stream=TerminalStream()), NullView)
+        assert isinstance(make_view(terminal, json_mode=json_mode, quiet=True), NullView)
 
 
 async def test_null_view_prints_nothing(console: Console, capsys: pytest.CaptureFixture[str]) -> None:

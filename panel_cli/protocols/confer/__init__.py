@@ -1,14 +1,8 @@
 """confer: every member answers, then votes anonymously with confidence until the winner is stable
 (docs/protocols.md#confer)."""
 
-from panel_cli.protocols.registry import (
-    CommandOption,
-    PanelSource,
-    ProtocolSpec,
-    max_rounds,
-    no_convergence,
-    subset,
-)
+from panel_cli.protocols.options import max_rounds, no_convergence, subset
+from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
     name="confer",

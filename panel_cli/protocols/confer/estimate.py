@@ -1,10 +1,10 @@
-"""The calls a confer run makes, stage by stage, for `panel estimate` (`panel_cli.estimate.plans`)."""
+"""The calls a confer run makes, stage by stage, for `panel estimate` (`panel_cli.protocols.plans`)."""
 
 from __future__ import annotations
 
 from panel_cli.config import Panel
-from panel_cli.estimate.plans import Bound, Calls, RunPlan, StagePlan, fewest_rounds, rounds_label, user
 from panel_cli.protocols.confer import engine as confer
+from panel_cli.protocols.plans import Bound, Calls, RunPlan, StagePlan, fewest_rounds, rounds_label, user
 
 
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:

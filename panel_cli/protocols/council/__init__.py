@@ -1,7 +1,8 @@
 """council: every member answers, reviews and ranks the answers anonymously, then a chairman
 writes the final answer (docs/protocols.md#council)."""
 
-from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, chairman, timeout
+from panel_cli.protocols.options import MEMBERS, chairman, timeout
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
     name="council",

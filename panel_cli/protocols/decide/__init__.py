@@ -1,8 +1,9 @@
 """decide: a vote inside the group, stored as a decision; when no option wins, the leader chooses
 (docs/protocols.md#vote-and-decide)."""
 
-from panel_cli.protocols.registry import MEMBERS, ProtocolSpec, timeout
-from panel_cli.protocols.vote import LEADER, METHOD, NO_MATCH, OPTIONS, QUORUM, THRESHOLD, TIE_BREAK
+from panel_cli.protocols.options import MEMBERS, timeout
+from panel_cli.protocols.registry import ProtocolSpec
+from panel_cli.protocols.vote import GATE, LEADER, METHOD, NO_MATCH, OPTIONS, QUORUM, THRESHOLD, TIE_BREAK
 
 PROTOCOL = ProtocolSpec(
     name="decide",
@@ -10,6 +11,6 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.vote.engine:decide",
     rules="panel_cli.protocols.vote.engine:DECIDE_RULES",
     plan="panel_cli.protocols.vote.estimate:plan_calls",
-    options=(OPTIONS, MEMBERS, LEADER, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
+    options=(OPTIONS, MEMBERS, LEADER, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, GATE),
     stage_views={"vote": "panel_cli.view.vote:ballot_stage", "leader": "panel_cli.view.vote:leader_stage"},
 )

@@ -1,7 +1,8 @@
 """delphi: experts answer on their own, then revise round after round seeing each other's analyses
 anonymously; a chairman synthesises consensus and divergence (docs/protocols.md#delphi)."""
 
-from panel_cli.protocols.registry import MEMBERS, ProtocolSpec, chairman, max_rounds, no_convergence, timeout
+from panel_cli.protocols.options import MEMBERS, chairman, max_rounds, no_convergence, timeout
+from panel_cli.protocols.registry import ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
     name="delphi",

@@ -1,9 +1,10 @@
-"""The calls a delphi run makes, round by round, for `panel estimate` (`panel_cli.estimate.plans`)."""
+"""The calls a delphi run makes, round by round, for `panel estimate` (`panel_cli.protocols.plans`)."""
 
 from __future__ import annotations
 
 from panel_cli.config import Panel
-from panel_cli.estimate.plans import (
+from panel_cli.protocols.delphi import engine as delphi
+from panel_cli.protocols.plans import (
     Bound,
     Calls,
     Messages,
@@ -14,7 +15,6 @@ from panel_cli.estimate.plans import (
     rounds_label,
     user,
 )
-from panel_cli.protocols.delphi import engine as delphi
 
 
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:

@@ -1,7 +1,8 @@
 """ensemble: one prompt to every member at once, no peer review; the mode decides what comes back
 (docs/protocols.md#ensemble)."""
 
-from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, timeout
+from panel_cli.protocols.options import MEMBERS, timeout
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
     name="ensemble",

@@ -1,11 +1,11 @@
-"""The calls an ensemble run makes, stage by stage, for `panel estimate` (`panel_cli.estimate.plans`)."""
+"""The calls an ensemble run makes, stage by stage, for `panel estimate` (`panel_cli.protocols.plans`)."""
 
 from __future__ import annotations
 
 from panel_cli.config import Panel
-from panel_cli.estimate.plans import Bound, Calls, RunPlan, StagePlan, user
 from panel_cli.protocols.council import engine as council
 from panel_cli.protocols.ensemble import engine as ensemble
+from panel_cli.protocols.plans import Bound, Calls, RunPlan, StagePlan, user
 
 
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:

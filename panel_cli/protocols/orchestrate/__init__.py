@@ -2,7 +2,8 @@
 workers; each runs as soon as its dependencies are done; a chairman writes the answer
 (docs/protocols.md#orchestrate)."""
 
-from panel_cli.protocols.registry import CommandOption, ProtocolSpec, chairman, timeout
+from panel_cli.protocols.options import chairman, timeout
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
     name="orchestrate",

@@ -1,12 +1,12 @@
-"""The calls an orchestrate run makes, stage by stage, for `panel estimate` (`panel_cli.estimate.plans`)."""
+"""The calls an orchestrate run makes, stage by stage, for `panel estimate` (`panel_cli.protocols.plans`)."""
 
 from __future__ import annotations
 
 from panel_cli.config import Panel
-from panel_cli.estimate.plans import Bound, Calls, Messages, RunPlan, StagePlan, chair_calls, rounds_label, user
 from panel_cli.events import PlannedTask
 from panel_cli.protocols.orchestrate import engine as orchestrate
 from panel_cli.protocols.orchestrate.plan import MAX_TASKS
+from panel_cli.protocols.plans import Bound, Calls, Messages, RunPlan, StagePlan, chair_calls, rounds_label, user
 
 
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:

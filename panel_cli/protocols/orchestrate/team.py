@@ -10,10 +10,9 @@ the default team offline.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from panel_cli.config import Member, Panel, load_panel, panel_from_members, parse_names
+from panel_cli.config import Member, Panel, panel_from_members, parse_names
 from panel_cli.errors import UserError
 from panel_cli.protocols.orchestrate.engine import default_workers
 
@@ -23,16 +22,17 @@ NO_PANEL = (
 )
 
 
-def panel_for_command(panel_file: Path | None, given: Mapping[str, Any], demo: bool) -> tuple[Panel, str | None]:
-    """The panel of an orchestrate run, and the protocol its file declares (if any)."""
+def panel_for_command(found: Panel | None, given: Mapping[str, Any], demo: bool) -> tuple[Panel, str | None]:
+    """The panel of an orchestrate run, and the protocol its file declares (if any). `found`:
+    the panel its file holds, or one built in code (None: neither)."""
     names = parse_names(given.get("members"), "--members")
     chairs = parse_names(given.get("chairman"), "--chairman")
     planner = given.get("planner")
     if planner is not None and not planner.strip():
         raise UserError("--planner needs a name.")
     planner = planner and planner.strip()
-    if panel_file is not None:
-        return _file_panel(panel_file, names, planner, chairs)
+    if found is not None:
+        return _file_panel(found, names, planner, chairs)
     if names or demo:
         # --demo replaces every model, so the default team needs none to be named.
         return _models_panel(names or ["demo/sage"], planner, chairs), None
@@ -45,9 +45,8 @@ def _kept_role(entry: str | Member, kept: list[str], panel: Panel) -> str | Memb
 
 
 def _file_panel(
-    panel_file: Path, names: list[str] | None, planner: str | None, chairs: list[str] | None
+    panel: Panel, names: list[str] | None, planner: str | None, chairs: list[str] | None
 ) -> tuple[Panel, str | None]:
-    panel = load_panel(panel_file)
     declared = panel.protocol if "protocol" in panel.model_fields_set else None
     if names:
         roles: dict[str, object] = {}

@@ -1,7 +1,8 @@
 """supervise: workers deliver their own tasks; a critic approves or sends them back with feedback;
 a chairman consolidates (docs/protocols.md#supervise)."""
 
-from panel_cli.protocols.registry import PanelSource, ProtocolSpec, max_rounds, timeout
+from panel_cli.protocols.options import max_rounds, timeout
+from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
     name="supervise",
@@ -13,5 +14,14 @@ PROTOCOL = ProtocolSpec(
     options=(
         max_rounds("At most this many correction rounds (default 2)."),
         timeout(("task", "review"), "Time limit for each delivery, correction and review, like 90s, 3m or none."),
+        CommandOption(
+            name="gate",
+            flag="--gate",
+            help="For CI, --gate approved: exit 0 when the critic approves, 1 when it still rejects after the last "
+            "round, 3 when it gives no verdict.",
+            metavar="VERDICT",
+            verdict="panel_cli.protocols.supervise.gate:SUPERVISE_GATE",
+            completion="verdicts",
+        ),
     ),
 )

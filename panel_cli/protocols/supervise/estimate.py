@@ -1,9 +1,9 @@
-"""The calls a supervise run makes, round by round, for `panel estimate` (`panel_cli.estimate.plans`)."""
+"""The calls a supervise run makes, round by round, for `panel estimate` (`panel_cli.protocols.plans`)."""
 
 from __future__ import annotations
 
 from panel_cli.config import Member, Panel
-from panel_cli.estimate.plans import Bound, Calls, Messages, RunPlan, StagePlan, chair_calls, rounds_label, user
+from panel_cli.protocols.plans import Bound, Calls, Messages, RunPlan, StagePlan, chair_calls, rounds_label, user
 from panel_cli.protocols.supervise import engine as supervise
 
 

@@ -1,7 +1,8 @@
 """vote: every member votes on fixed options; the ballots are counted by the method, against the
 quorum (docs/protocols.md#vote-and-decide)."""
 
-from panel_cli.protocols.registry import MEMBERS, CommandOption, ProtocolSpec, timeout
+from panel_cli.protocols.options import MEMBERS, timeout
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec
 
 OPTIONS = CommandOption(
     name="choices",
@@ -57,10 +58,18 @@ LEADER = CommandOption(
     field="leader",
     completion="member_names",
 )
+GATE = CommandOption(
+    name="gate",
+    flag="--gate",
+    help="For CI: exit 0 when this option wins, 1 when another one does, 3 when none does.",
+    metavar="OPTION",
+    verdict="panel_cli.protocols.vote.gate:VOTE_GATE",
+    completion="vote_options",
+)
 
 PROTOCOL = ProtocolSpec(
     name="vote",
     summary="Every member votes on fixed options; the ballots are counted by the method, against the quorum.",
-    options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH),
+    options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, GATE),
     stage_views={"vote": "panel_cli.view.vote:ballot_stage"},
 )

@@ -2,10 +2,8 @@
 counted by one of seven methods, and a decision's leader chooses when no option wins (and
 settles a tie under plurality and weighted_plurality unless `tie_break` says otherwise).
 
-Reading a ballot is pure and sits at the top; the counting is in `tally.py`; the engines
-below only gather calls and emit events. A ballot is model output, so it is read
-defensively: a choice that is not one of the options is no vote for it, a ranking keeps
-real options only, each once, and a confidence is a number from 0 to 100 or nothing.
+Reading a ballot is pure and lives in `ballots.py`, the counting in `tally.py`; the checks
+of a panel sit at the top here, and the engines below only gather calls and emit events.
 
 Collection closes at the vote's time limit (30 s by default). The gateway never lets a call
 run past it, so a voter still busy then is cut off: its ballot is *late*, recorded with
@@ -17,12 +15,9 @@ call fails, casts no ballot at all and is listed under `failed`.
 from __future__ import annotations
 
 import asyncio
-import functools
-import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -39,15 +34,14 @@ from panel_cli.events import (
 )
 from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.gateway import Gateway
-from panel_cli.llm.structured import NoObject, TwoObjects, reply_object
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
 from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
+from panel_cli.protocols.vote.ballots import BallotReply, NoMatch, option_problems, options_block, read_ballot
 from panel_cli.protocols.vote.tally import (
     PLURALITY_METHODS,
     WEIGHTED_METHODS,
     Ballot,
-    MatchedBy,
     Method,
     RunoffRound,
     Tally,
@@ -55,29 +49,13 @@ from panel_cli.protocols.vote.tally import (
     leader_settles,
     settling_a_tie,
     tally,
+    tie_break_of,
 )
 from panel_cli.tasks import Task, mark
 
-NoMatch = Literal["abstain", "first"]
 DEFAULT_TIMEOUT = 30.0
-# A reason is one line of a table and of every stored event: a runaway reply must not fill them.
-REASON_LIMIT = 300
-OPTION_LIMIT = 200
 # A call cut at the deadline returns at the deadline, give or take the clock's resolution.
 DEADLINE_SLACK = 0.01
-_QUOTES = "*_`\"'“”‘’"
-
-
-class BallotReply(BaseModel):
-    """The structured ballot asked of each voter, and of a decision's leader. A reply holding
-    a second object with another choice holds two ballots (`panel_cli.llm.structured`)."""
-
-    decisive: ClassVar[tuple[str, ...]] = ("choice",)
-
-    choice: str = Field(description="the option you vote for, exactly as it is listed")
-    ranking: list[str] = Field(default_factory=list, description="every option, best first")
-    confidence: float | None = Field(default=None, description="your confidence in your choice, 0 to 100")
-    reason: str = Field(default="", description="one line")
 
 
 class VoterFailure(BaseModel):
@@ -125,171 +103,6 @@ class DecideResult(VoteResult):
     consensus_reached: bool
 
 
-# Reading ballots -------------------------------------------------------------------------------
-
-
-def _fold(text: str) -> str:
-    """An option name as compared: quotes, emphasis and a closing period off (in any
-    nesting: `"mysql".`, `**MySQL.**`), whitespace collapsed, any case."""
-    trimmed, previous = text, None
-    while trimmed != previous:
-        previous, trimmed = trimmed, trimmed.strip().strip(_QUOTES).rstrip(".")
-    return " ".join(trimmed.split()).casefold()
-
-
-def exact_option(value: str, options: Sequence[str]) -> str | None:
-    """The option a structured field names exactly (any case, any spacing), or None."""
-    wanted = _fold(value)
-    return next((option for option in options if _fold(option) == wanted), None)
-
-
-@functools.lru_cache(maxsize=512)
-def word_pattern(option: str) -> re.Pattern[str]:
-    """An option as whole words in any case, any run of spaces between its words."""
-    return re.compile(r"(?<!\w)" + r"\s+".join(re.escape(word) for word in option.split()) + r"(?!\w)", re.IGNORECASE)
-
-
-# An explicit answer line in prose: `Answer: No`, `**Final answer:** MySQL`.
-_ANSWER_LINE = re.compile(r"^[\s*_#>]*(?:final\s+|my\s+)?answer[\s*_]*:[\s*_]*(.+)$", re.IGNORECASE | re.MULTILINE)
-
-
-def _named(text: str, options: Sequence[str]) -> str | None:
-    """The one option a text names, as whole words in any case: the only one named, or the one
-    that contains every other named (`Do not ship` contains `Ship`); `Shipping` names neither.
-    Two named options that do not contain each other (`PostgreSQL, not MySQL`) name none."""
-    named = [option for option in options if word_pattern(option).search(text)]
-    if not named:
-        return None
-    widest = max(named, key=len)
-    return widest if all(word_pattern(other).search(widest) for other in named) else None
-
-
-def match_option(text: str, options: Sequence[str]) -> str | None:
-    """The option a text names (`_named`); when it names several that do not contain each
-    other, the one its last `Answer:` line names, if any. A text that names two options
-    without saying which is its answer (`Yes or No? I say No`) names none: it abstains."""
-    found = _named(text, options)
-    if found is not None:
-        return found
-    lines = _ANSWER_LINE.findall(text)
-    return _named(lines[-1], options) if lines else None
-
-
-def read_ranking(entries: Any, options: Sequence[str]) -> tuple[list[str], list[str]]:
-    """A structured ranking: the options it names, best first, each once at its first place,
-    and the entries that name no option (dropped, as written). A ranking given as one
-    string (`A > B > C`) is split."""
-    if isinstance(entries, str):
-        entries = re.split(r"\s*(?:>|,|;|\n)\s*", entries)
-    if not isinstance(entries, list):
-        return [], []
-    ranking: list[str] = []
-    dropped: list[str] = []
-    for entry in entries:
-        option = exact_option(entry, options) if isinstance(entry, str) else None
-        if option is None:
-            if str(entry).strip():
-                dropped.append(_short(entry))
-        elif option not in ranking:
-            ranking.append(option)
-    return ranking, dropped
-
-
-def read_confidence(value: Any) -> float | None:
-    """0 to 100, clamped; None for anything that is not a number (NaN included)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value.strip().rstrip("%"))
-        except ValueError:
-            return None
-    if not isinstance(value, int | float) or math.isnan(value):
-        return None
-    return max(0.0, min(100.0, float(value)))
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    flat = " ".join(str(value).split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def _listing(entries: list[str], limit: int = 5) -> str:
-    shown = ", ".join(f"'{entry}'" for entry in entries[:limit])
-    return shown + (f" and {len(entries) - limit} more" if len(entries) > limit else "")
-
-
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= REASON_LIMIT else flat[: REASON_LIMIT - 1].rstrip() + "…"
-
-
-def read_ballot(
-    voter: str,
-    text: str,
-    parsed: dict[str, Any] | None,
-    options: Sequence[str],
-    *,
-    no_match: NoMatch,
-    weight: float = 1.0,
-) -> tuple[Ballot, list[str]]:
-    """A reply read as a ballot, and the warnings to raise about it.
-
-    A reply holding a ballot object (its own: `panel_cli.llm.structured.reply_object`) is read
-    by its own fields: a `choice` that is exactly an option is a structured vote; any other
-    choice is matched as text (`match_option`), and its ranking, confidence and reason are
-    read field by field. A reply with no ballot object, or with two ballots that disagree, is
-    read as prose, matched as text. A ballot that names no option abstains, or with
-    `no_match: first` counts for the first option."""
-    warnings: list[str] = []
-    data: dict[str, Any] | None = parsed
-    if data is None:
-        try:
-            data = reply_object(text, BallotReply.decisive)
-        except TwoObjects as exc:
-            warnings.append(f"{exc}; read as text")
-        except NoObject:
-            pass
-    matched_by: MatchedBy = "text"
-    ranking: list[str] = []
-    confidence: float | None = None
-    if isinstance(data, dict) and "choice" in data:
-        raw = data["choice"]
-        choice = exact_option(raw, options) if isinstance(raw, str) else None
-        if choice is not None:
-            matched_by = "structured"
-        elif isinstance(raw, str):
-            choice = match_option(raw, options)
-            named = f"; its words name {choice}" if choice else ""
-            warnings.append(f"chose '{_short(raw)}', which is not one of the options{named}")
-        else:
-            warnings.append("its ballot's choice is not text")
-        ranking, dropped = read_ranking(data.get("ranking"), options)
-        if dropped:
-            warnings.append(f"ranked {_listing(dropped)}, not among the options; dropped")
-        confidence = read_confidence(data.get("confidence"))
-        reason = data["reason"] if isinstance(data.get("reason"), str) else ""
-    else:
-        choice = match_option(text, options)
-        reason = text
-    if choice is None and no_match == "first":
-        choice, matched_by = options[0], "first"
-        warnings.append(f"named no option; counted for the first option, {options[0]} (no_match: first)")
-    elif choice is None:
-        matched_by = "none"
-        warnings.append("named no option; recorded as an abstention")
-    ballot = Ballot(
-        voter=voter,
-        choice=choice,
-        ranking=[choice, *(option for option in ranking if option != choice)] if choice else [],
-        confidence=confidence,
-        reason=_one_line(reason),
-        matched_by=matched_by,
-        weight=weight,
-    )
-    return ballot, warnings
-
-
 def is_late(ok: bool, error_kind: str | None, finished: float, deadline: float | None) -> bool:
     """Whether a ballot missed the close of collection: a reply that returned after the
     deadline, or a call the gateway cut at the deadline. A timeout well before the deadline
@@ -302,10 +115,6 @@ def is_late(ok: bool, error_kind: str | None, finished: float, deadline: float |
 
 
 # Prompts ---------------------------------------------------------------------------------------
-
-
-def options_block(options: Sequence[str]) -> str:
-    return "Options:\n" + "\n".join(f"- {option}" for option in options)
 
 
 _INSTRUCTIONS = (
@@ -351,24 +160,6 @@ class VotePlan:
     leader: Member | None
 
 
-def option_problems(options: Sequence[str]) -> list[tuple[int, str]]:
-    """(index, problem) for each option that cannot be voted on. Options are matched in any
-    case, so two that differ only in case are one option given twice."""
-    problems: list[tuple[int, str]] = []
-    seen: set[str] = set()
-    for index, option in enumerate(options):
-        if not option.strip():
-            problems.append((index, "an option cannot be empty"))
-        elif "\n" in option or "\r" in option:
-            problems.append((index, "an option is one line of text"))
-        elif len(option) > OPTION_LIMIT:
-            problems.append((index, f"an option is at most {OPTION_LIMIT} characters"))
-        elif _fold(option) in seen:
-            problems.append((index, f"'{option.strip()}' is given twice (options match in any case)"))
-        seen.add(_fold(option))
-    return problems
-
-
 def with_options(panel: Panel, options: Sequence[str]) -> Panel:
     """The panel voting on `options` instead of its own (`--options`); a problem with one is a
     ValueError, said of the option that gave them."""
@@ -376,11 +167,6 @@ def with_options(panel: Panel, options: Sequence[str]) -> Panel:
     if problems:
         raise ValueError(problems[0][1])
     return panel.model_copy(update={"options": [option.strip() for option in options]})
-
-
-def tie_break_of(panel: Panel, protocol: str) -> TieBreak:
-    """The tie rule in force: the panel's, else the leader's when a decision has one, else none."""
-    return panel.tie_break or ("leader" if protocol == "decide" and panel.leader else "none")
 
 
 def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
@@ -417,8 +203,11 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
         findings.append((("threshold",), f"used only by method supermajority, not {panel.method}"))
     findings += _tie_break_findings(panel, protocol)
     if panel.method not in WEIGHTED_METHODS:
+        unused = f"used only by methods weighted and weighted_plurality, not {panel.method}"
+        # Weights from a file (`weights: from FILE`) are said once, at the field that names it.
+        findings += [(("weights",), unused)] if panel.weights is not None else []
         findings += [
-            (("members", index, "weight"), f"used only by methods weighted and weighted_plurality, not {panel.method}")
+            (("members", index, "weight"), unused)
             for index, member in enumerate(panel.members)
             if "weight" in member.model_fields_set
         ]

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
 # The families of methods live apart, so a view reads them without these models; named here too.
 from panel_cli.protocols.vote.methods import PLURALITY_METHODS
 from panel_cli.protocols.vote.methods import WEIGHTED_METHODS as WEIGHTED_METHODS
+
+if TYPE_CHECKING:
+    from panel_cli.config import Panel
 
 Method = Literal[
     "majority", "supermajority", "unanimous", "ranked_choice", "weighted", "plurality", "weighted_plurality"
@@ -264,6 +267,11 @@ def _by_most(
 def ties(score: float, top: float) -> bool:
     """Whether a summed score ties the top one: equal but for rounding."""
     return math.isclose(score, top, rel_tol=TIE_TOLERANCE, abs_tol=TIE_TOLERANCE)
+
+
+def tie_break_of(panel: Panel, protocol: str) -> TieBreak:
+    """The tie rule in force: the panel's, else the leader's when a decision has one, else none."""
+    return panel.tie_break or ("leader" if protocol == "decide" and panel.leader else "none")
 
 
 def settling_a_tie(counted: Tally) -> str | None:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from panel_cli.config import Panel
-from panel_cli.estimate.plans import RunPlan, plan_run
 from panel_cli.protocols.orchestrate.plan import MAX_TASKS
+from panel_cli.protocols.plans import RunPlan, plan_run
 
 BOUND = 100
 

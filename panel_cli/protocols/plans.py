@@ -1,5 +1,6 @@
 """How a protocol says which calls a run makes, stage by stage, at least and at most, with their
-prompts: the vocabulary of each protocol's own plan (`panel_cli.protocols.<name>.estimate`).
+prompts: the vocabulary of each protocol's own plan (`panel_cli.protocols.<name>.estimate`),
+which `panel_cli.estimate` counts and prices.
 
 The prompts are the protocols' own, built by the same functions, so what is counted is what a
 run sends. A later stage quotes texts nobody has written yet (answers, reviews, deliverables):
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from panel_cli.config import Member, Panel
+from panel_cli.errors import UserError
+from panel_cli.protocols.registry import is_builtin, part_of, spec
 
 # A member's longest reply, in tokens: what a text it writes can add to a prompt that quotes it.
 Bound = Callable[[Member], int]
@@ -62,6 +65,10 @@ class RunPlan:
     notes: list[str] = field(default_factory=list)
 
 
+# A protocol's plan (`panel_cli.protocols.<name>.estimate.plan_calls`).
+PlanFunction = Callable[[Panel, str, Bound], RunPlan]
+
+
 def user(text: str) -> Messages:
     return [{"role": "user", "content": text}]
 
@@ -89,10 +96,16 @@ def fewest_rounds(panel: Panel) -> int:
 def plan_run(panel: Panel, question: str, bound: Bound) -> RunPlan:
     """The calls a run of `panel` on `question` makes, by its protocol's own plan (its spec's
     `plan`: `panel_cli.protocols.<name>.estimate`)."""
-    from panel_cli.errors import UserError
-    from panel_cli.protocols.registry import plan_of
-
     plan = plan_of(panel.protocol)
     if plan is None:
         raise UserError(f"{panel.protocol} has no estimate of its calls; run it with --max-calls to bound them.")
     return plan(panel, question, bound)
+
+
+def plan_of(name: str) -> PlanFunction | None:
+    """The plan of the protocol called `name` (`panel_cli.protocols.registry`); None for one
+    registered from Python without a plan, which has no estimate."""
+    if spec(name).plan is None and not is_builtin(name):
+        return None
+    plan: PlanFunction = part_of(spec(name), "plan", "estimate:plan_calls")
+    return plan

@@ -28,7 +28,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from panel_cli.llm.routes import is_demo
+from panel_cli.models.personas import PERSONAS
+from panel_cli.models.routes import is_demo
 
 PROVIDER_DOCS = "https://docs.litellm.ai/docs/providers"
 MODELS_HINT = "panel models lists the short names"
@@ -282,8 +283,6 @@ def _bare_provider(name: str, table: ModelTable) -> str | None:
 
 
 def _persona(name: str) -> str | None:
-    from panel_cli.llm.demo import PERSONAS
-
     return name if name in PERSONAS else None
 
 

@@ -13,8 +13,8 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from panel_cli.llm import catalog
-from panel_cli.llm.catalog import (
+from panel_cli.models import catalog
+from panel_cli.models.catalog import (
     UnknownModel,
     catalog_available,
     check_with_litellm,
@@ -236,7 +236,7 @@ def test_qualifying_never_imports_litellm() -> None:
     """`panel validate` runs these checks and must stay clear of litellm's six-second import."""
     code = (
         "import sys\n"
-        "from panel_cli.llm.catalog import qualify_model, catalog_available\n"
+        "from panel_cli.models.catalog import qualify_model, catalog_available\n"
         "from panel_cli.llm.providers import missing_keys, keys_in_use, key_status\n"
         "assert catalog_available()\n"
         "print(qualify_model('gpt-4o-mini'), qualify_model('openai/new-model'), key_status('anthropic'))\n"

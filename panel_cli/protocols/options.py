@@ -1,0 +1,69 @@
+"""Command options several protocols share, declared once: each protocol's spec lists them
+among its own (`panel_cli.protocols.<name>.__init__`).
+
+Like the specs, they stay light: the panel model (`panel_cli.config`) is imported only when an
+option changes a panel, so `panel --help` reads every spec without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from panel_cli.protocols.registry import CommandOption, Ref
+
+if TYPE_CHECKING:
+    from panel_cli.config import Panel
+
+MEMBERS = CommandOption(
+    name="members",
+    flag="--members",
+    help="Members, comma-separated: aliases or litellm model ids (no file needed), or names from the file.",
+    completion="member_names",
+)
+
+
+def chairman(help: str = "Who writes the final answer; several, comma-separated, are tried in order.") -> CommandOption:
+    return CommandOption(name="chairman", flag="--chairman", help=help, completion="member_names")
+
+
+def timeout(stages: tuple[str, ...], help: str = "Time limit per stage, like 90s, 3m or none.") -> CommandOption:
+    """`--timeout`: the same limit for each of `stages`, keeping the file's other stage limits."""
+    from functools import partial
+
+    return CommandOption(name="timeout", flag="--timeout", help=help, change=partial(_with_timeout, stages))
+
+
+def _with_timeout(stages: tuple[str, ...], panel: Panel, value: str) -> Panel:
+    from panel_cli.config import parse_duration
+
+    return panel.with_stage_limits(stages, parse_duration(value))
+
+
+def subset(flag: str) -> Ref:
+    """An option's change: only the members it names, in its order (confer's `--agents`)."""
+    from functools import partial
+
+    return partial(_subset, flag)
+
+
+def _subset(flag: str, panel: Panel, value: str) -> Panel:
+    from panel_cli.config import parse_names
+
+    return panel.with_members(parse_names(value, flag) or [], flag)
+
+
+def max_rounds(help: str) -> CommandOption:
+    return CommandOption(
+        name="max_rounds", flag="--max-rounds", help=help, kind="int", field="max_rounds", minimum=1, maximum=50
+    )
+
+
+def no_convergence(help: str) -> CommandOption:
+    return CommandOption(
+        name="no_convergence",
+        flag="--no-convergence",
+        help=help,
+        kind="flag",
+        field="until_convergence",
+        flag_value=False,
+    )
