@@ -30,6 +30,7 @@ from panel_cli.events import (
     ToolCallRoute,
 )
 from panel_cli.export import report
+from panel_cli.mcp_server import progress
 from panel_cli.store import writer
 from panel_cli.store.rows import FIELD_ORDER
 from panel_cli.view import live, plain
@@ -44,6 +45,7 @@ CONSUMERS: dict[str, Declared] = {
     "Markdown and HTML exports (export/report.py)": (report.READERS, report.IGNORED),
     "store writer (store/writer.py)": (writer.ROW_WRITERS, writer.IGNORED),
     "run totals (totals.py)": (totals.COUNTS, totals.IGNORED),
+    "MCP progress notifications (mcp_server/progress.py)": (progress.HANDLERS, progress.IGNORED),
 }
 
 

@@ -29,7 +29,8 @@ The floors, bottom to top (`FLOORS`; a module is on the floor of the longest nam
 14. `batch` and `eval.runner`: many runs at once; `api`, the Python API, a caller of the run
     core as a server is.
 15. `export`: Markdown, JSON and HTML, of a run or an eval.
-16. `cli` (and `__main__`), and the package's own `__init__`.
+16. `mcp_server`: `panel mcp`, a server of the run core, its runs read back as exports.
+17. `cli` (and `__main__`), and the package's own `__init__`.
 
 Every import counts for the floors, at the top of a module, inside a function or under
 `if TYPE_CHECKING:`. For circles, an import under `if TYPE_CHECKING:` is exempt: it never runs,
@@ -81,6 +82,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("runs",),
     ("batch", "eval.runner", "api"),
     ("export",),
+    ("mcp_server",),
     ("cli", "__main__", "__init__"),
 )
 

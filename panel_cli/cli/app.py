@@ -220,6 +220,7 @@ ROOT_COMMANDS = {
     "resume": "panel_cli.cli.resume:resume",
     "init": "panel_cli.cli.init:init",
     "batch": "panel_cli.cli.batch:batch",
+    "mcp": "panel_cli.cli.mcp_command:mcp",
 }
 
 

@@ -39,7 +39,7 @@ def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
     assert "Usage: panel" in result.stdout or result.stdout.startswith(f"panel {version('panel-cli')}\n")
 
 
-@pytest.mark.parametrize("args", [["confer", "--help"], ["council", "-h"], ["validate", "-h"]])
+@pytest.mark.parametrize("args", [["confer", "--help"], ["council", "-h"], ["validate", "-h"], ["mcp", "-h"]])
 def test_command_help_imports_nothing_heavy(args: list[str]) -> None:
     heavy, result = imported_after(*args)
     assert heavy == set(), result.stderr
@@ -68,3 +68,19 @@ def test_importtime_of_help_names_no_heavy_module() -> None:
     assert "typer" in modules and "panel_cli.cli.app" in modules
     assert {m for m in modules if m.split(".")[0] in {"litellm", "pydantic"}} == set()
     assert {m for m in modules if m.startswith(("panel_cli.store", "panel_cli.config", "panel_cli.events"))} == set()
+
+
+@pytest.mark.parametrize("args", [["--help"], ["mcp", "--help"]])
+def test_the_mcp_sdk_loads_only_when_panel_mcp_serves(args: list[str]) -> None:
+    """`panel --help` lists `panel mcp` and `panel mcp --help` describes it, neither importing
+    the SDK (nor anything heavy)."""
+    code = (
+        "import sys\n"
+        f"sys.argv = ['panel', *{args!r}]\n"
+        "from panel_cli.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'uvicorn', 'jsonschema')))\n"
+    )
+    result = run_python(code)
+    assert result.stdout.splitlines()[-1] == "[]", result.stderr
+    assert "mcp" in result.stdout
