@@ -4,6 +4,7 @@ that every test starting a process is marked `subprocess`."""
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,10 @@ def _hear_process_starts(event: str, args: tuple[Any, ...]) -> None:
         _started.append(event)
 
 
+# The OpenAI SDK litellm calls asks `platform.processor()` once per process, which runs `uname -p`:
+# asked here, before any test, it is cached, so whichever test first calls a model in-process does
+# not start a process it never asked for.
+platform.processor()
 sys.addaudithook(_hear_process_starts)
 
 

@@ -165,7 +165,7 @@ def panel_entry(entry: ListedPanel, uri: str) -> PanelEntry:
 def estimate_entry(path: Path, protocol: str) -> EstimateEntry:
     """The estimate of a run of the panel file on its own question (else a one-line one)."""
     from panel_cli.estimate.build import estimate_run
-    from panel_cli.llm.gateway import load_litellm
+    from panel_cli.llm.litellm_setup import load_litellm
     from panel_cli.runs.prepare import check_routable
 
     protocol_spec = spec(protocol)

@@ -294,7 +294,7 @@ def within_cap(chosen: RunPanel, question: str, cap: float) -> None:
     if not needs_litellm(panel.callable_members()):
         return
     from panel_cli.estimate.build import estimate_run
-    from panel_cli.llm.gateway import load_litellm
+    from panel_cli.llm.litellm_setup import load_litellm
     from panel_cli.runs.prepare import check_routable
 
     check_routable(load_litellm(), panel)

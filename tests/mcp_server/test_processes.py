@@ -33,6 +33,8 @@ from panel_cli.store.reader import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, hang, reply
 from tests.helpers import HANG_GUARD, ROOT, cli_json, eventually, stored_count, write_panel
 
+pytestmark = pytest.mark.subprocess
+
 PROTOCOLS = ["confer", "council", "decide", "delphi", "ensemble", "orchestrate", "supervise", "vote"]
 
 

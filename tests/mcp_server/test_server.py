@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from panel_cli.mcp_server.folders import quoted
 from panel_cli.mcp_server.server import PanelServer, ServerSettings
 from panel_cli.protocols import registry
 from panel_cli.protocols.registry import names
@@ -355,7 +356,7 @@ async def test_attachments_come_only_from_the_files_folder(
     (request,) = fake_server.requests
     assert "The launch is on Tuesday." in str(request.messages)
     for entry, refusal in refused.items():
-        assert refusal == f"attach: '{entry}' is not a file in {files}; give a path inside that folder."
+        assert refusal == f"attach: {quoted(entry)} is not a file in {files}; give a path inside that folder."
     assert len(stored_runs(settings.db)) == 1
 
 
