@@ -25,8 +25,8 @@ from panel_cli.runs.execute import run_engine
 from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.totals import RunTotals
 from panel_cli.view import fmt
+from panel_cli.view.fmt import calls_count
 from panel_cli.view.plain import PlainView
-from panel_cli.view.summary import calls_line
 from panel_cli.wording import plural
 from tests.fakes.openai_server import FakeOpenAIServer, after, error, hang, reply
 from tests.helpers import cli, cli_json, cli_ok, eventually, interrupted_run, write_panel
@@ -73,7 +73,7 @@ def test_a_race_keeps_a_row_for_every_call_it_started(fake_server: FakeOpenAISer
     assert listed["calls_by_status"] == result["calls_by_status"]
     shown = cli_ok("history", "show", result["run_id"])
     assert "waiting" not in shown
-    assert "4 calls · 30 tokens" in shown
+    assert "4 calls (3 cancelled) · 30 tokens" in shown
     assert "first to answer" in result["reason"] and "3 others were cancelled" in result["reason"]
 
 
@@ -161,7 +161,7 @@ def test_a_reused_call_keeps_its_tokens_and_its_unknown_cost(fake_server: FakeOp
     transcript = json.loads(cli_ok("history", "export", new_id, "--format", "json"))
     for text in (listed, shown, markdown):
         assert "$0.0000" not in text, "an unknown price is never $0"
-    assert "2 calls · 44 tokens · —" in shown
+    assert "2 calls (1 reused) · 44 tokens · —" in shown
     assert "reused (paid by the run resumed)" in shown and "reused (paid by the run resumed)" in markdown
     assert "spent anew 1 call · 11 tokens · —" in shown
     reused = [call for call in transcript["call_records"] if call["reused"]]
@@ -279,7 +279,7 @@ def test_a_run_mixing_priced_and_unpriced_models_costs_at_least_and_names_them(
 
 def test_a_demo_run_reads_simulated_and_free_everywhere(tmp_path: Path) -> None:
     """In JSON a demo run costs 0.0, `simulated` (an unknown price is null, `unknown`); every
-    text surface says `simulated, free`, never `$0.0000`."""
+    text surface says `simulated, free` (a cell of `history list`, `free`), never `$0.0000`."""
     panel = str(files("panel_cli").joinpath("starters/ensemble.demo.yaml"))
     outcome = cli("ensemble", panel, "-q", QUESTION)
     assert outcome.exit_code == 0, outcome.output
@@ -297,8 +297,9 @@ def test_a_demo_run_reads_simulated_and_free_everywhere(tmp_path: Path) -> None:
     assert (line["cost"], line["cost_basis"]) == (0.0, "simulated")
 
     stats = cli_ok("history", "stats")
+    listed = cli_ok("history", "list")  # a table of runs: its cost cell reads `free`, not 16 columns
+    assert listed.splitlines()[1].split()[-1] == "free" and "$0.0000" not in listed
     texts = {
-        "list": cli_ok("history", "list"),
         "show": cli_ok("history", "show", run_id),
         "stats": stats,
         "markdown": cli_ok("history", "export", run_id, "--format", "md"),
@@ -395,7 +396,7 @@ def test_a_racer_answering_after_the_race_was_won_is_late(fake_server: FakeOpenA
     assert holder.late is not None and holder.late.late is True
     assert (totals.calls, totals.answered, totals.late, totals.cancelled) == (2, 1, 1, 0)
     assert totals.tokens == 30 + 25, "the late reply was paid for: its tokens count"
-    assert calls_line(totals) == "2 (1 late)"
+    assert calls_count(totals.calls, totals.by_status()) == "2 (1 late)"
     assert "call finished  b" in plain.getvalue() and "late (not used)" in plain.getvalue()
     (run_id,) = [run["run_id"] for run in cli_json("history", "list", "--db", str(db))]
     stored = cli_json("history", "show", run_id, "--db", str(db))
@@ -413,7 +414,7 @@ def test_a_racer_answering_after_the_race_was_won_is_late(fake_server: FakeOpenA
     assert (b["success"], b["text"], b["error_kind"]) == (False, None, "late")
 
     shown = cli_ok("history", "show", run_id, "--db", str(db))
-    assert fmt.LATE_NOTE in shown and "2 calls · 55 tokens" in shown
+    assert fmt.LATE_NOTE in shown and "2 calls (1 late) · 55 tokens" in shown
     assert fmt.LATE_NOTE in cli_ok("history", "export", run_id, "--format", "md", "--db", str(db))
     assert cli_ok("history", "stats", "--db", str(db)).splitlines()[0].split("· ")[1].strip() == "2 calls (1 late)"
     assert cli_json("history", "stats", "--db", str(db))["total"]["late"] == 1

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from panel_cli.batch.lines import BatchLine
 from panel_cli.batch.progress import BatchProgress, BatchTotals
@@ -31,6 +31,7 @@ from panel_cli.events import BaseEvent, CallFailed, CallFinished
 from panel_cli.redact import redact_obj
 from panel_cli.run_keys import BATCH_TAG
 from panel_cli.runs.execute import SharedCalls, new_run_id, run_panel
+from panel_cli.runs.outcome import CallsByStatus, SpentAnew
 from panel_cli.runs.prepare import PreparedRun, run_budget
 from panel_cli.totals import RunTotals
 
@@ -50,7 +51,9 @@ class BatchSummary(BaseModel):
     """What `panel batch --json` prints at the end. `skipped` questions had a finished run
     from an earlier invocation; `ran` were run now; `answered` and `no_answer` count every
     question of the batch (of the slice, with --shard); calls, tokens and cost are this
-    invocation's (None: no call reported them)."""
+    invocation's (None: no call reported them), its reused calls (a resumed question's)
+    among them, split out as a run's are: `calls_by_status`, and `spent_anew` (null when none
+    was reused)."""
 
     batch_id: str
     questions: int
@@ -62,6 +65,8 @@ class BatchSummary(BaseModel):
     tokens: int | None
     cost: float | None
     cost_basis: str = "unknown"
+    calls_by_status: CallsByStatus = Field(default_factory=CallsByStatus)
+    spent_anew: SpentAnew | None = None
     output: str
     db: str
 

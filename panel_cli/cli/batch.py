@@ -188,6 +188,9 @@ def _run_batch(
     results.rewrite(_in_order(questions, lines))
     answered = sum(line.reached_answer for line in lines.values())
     if json_mode:
+        from panel_cli.runs.outcome import CallsByStatus, SpentAnew
+
+        anew = totals.spent.anew
         summary = BatchSummary(
             batch_id=batch_id,
             questions=len(questions),
@@ -199,6 +202,8 @@ def _run_batch(
             tokens=totals.tokens,
             cost=totals.cost,
             cost_basis=totals.spent.cost_basis,
+            calls_by_status=CallsByStatus(**totals.spent.by_status()),
+            spent_anew=SpentAnew(calls=anew.calls, tokens=anew.tokens, cost=anew.cost) if totals.spent.reused else None,
             output=str(output),
             db=str(db_path),
         )
@@ -305,7 +310,11 @@ def _starting(
 def _summary(batch_id: str, totals: BatchTotals, answered: int, output: Path) -> None:
     missing = totals.done - answered
     without = f", {missing} without an answer" if missing else ""
-    spent = f"{totals.calls} call{'' if totals.calls == 1 else 's'}, {totals.usage}"
+    from panel_cli.view import fmt
+
+    spent = f"calls {fmt.calls_count(totals.calls, totals.spent.by_status())} · {totals.usage}"
+    if (anew := fmt.spent_anew(totals.spent)) is not None:
+        spent += f"; spent anew {anew}"
     _say(
         f"batch {batch_id}: {answered} of {totals.questions} answered{without}; this time {spent}; results in {output}."
     )

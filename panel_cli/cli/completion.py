@@ -187,6 +187,68 @@ def resumable_run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, st
     return _read_store(ctx, read) or []
 
 
+def retallied_protocols() -> tuple[str, ...]:
+    """The protocols whose stored ballots `panel history retally` counts again."""
+    return ("vote", "decide")
+
+
+def retallyable_run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+    """`run_ids` for `panel history retally`: only the runs it can count again (of a protocol
+    that votes, whose vote opened, so ballots are stored). `last` only when the run started
+    last is one of them."""
+    protocols = retallied_protocols()
+    voted = (
+        f"r.protocol IN ({', '.join('?' for _ in protocols)})"
+        " AND EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.id AND e.type = 'vote_opened')"
+    )
+
+    def read(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+        rows = connection.execute(
+            "SELECT r.id, r.started_at, r.protocol, q.body AS question FROM runs r"
+            f" LEFT JOIN texts q ON q.id = r.question_text WHERE substr(r.id, 1, ?) = ? AND {voted}"
+            " ORDER BY r.started_at DESC LIMIT ?",
+            (len(incomplete), incomplete, *protocols, RUN_LIMIT),
+        ).fetchall()
+        found = [(row["id"], _describe(row["started_at"], row["protocol"], row["question"])) for row in rows]
+        found = [(run_id, about) for run_id, about in found if isinstance(run_id, str)]
+        if _offers_last(incomplete):
+            latest = connection.execute("SELECT id FROM runs ORDER BY started_at DESC, id LIMIT 1").fetchone()
+            if (
+                latest is not None
+                and connection.execute(
+                    f"SELECT 1 FROM runs r WHERE r.id = ? AND {voted}", (latest["id"], *protocols)
+                ).fetchone()
+            ):
+                found.insert(0, ("last", "the run started last"))
+        return found
+
+    return _read_store(ctx, read) or []
+
+
+def field_values(field: str) -> Callable[[str], list[str]]:
+    """A completion of the values the panel model's `field` takes, read from its `Literal`
+    type (`tally`: confidence, log_odds), so the command line offers exactly what a panel file
+    may say. The panel model is imported only when the shell asks."""
+
+    def values(incomplete: str) -> list[str]:
+        from typing import Literal, get_args, get_origin
+
+        from panel_cli.config import Panel
+
+        found = Panel.model_fields.get(field)
+        choices: list[str] = []
+        pending = [found.annotation] if found is not None else []
+        while pending:  # through `X | None` and aliases of Literals
+            kind = pending.pop()
+            if get_origin(kind) is Literal:
+                choices += [value for value in get_args(kind) if isinstance(value, str)]
+            else:
+                pending += list(get_args(kind))
+        return [choice for choice in choices if choice.lower().startswith(incomplete.lower())]
+
+    return values
+
+
 def _describe(started: object, protocol: object, question: object) -> str:
     """`2026-11-30 14:54 confer Which database…`: the start in local time (the file keeps ISO
     UTC). A damaged row's values are left out rather than stop the completion."""

@@ -22,6 +22,7 @@ from panel_cli.cli.commands import PanelGroup
 
 if TYPE_CHECKING:
     import click
+    from click.shell_completion import CompletionItem
     from rich.console import Console
 
     from panel_cli.eval.results import EvalResult, ItemResult
@@ -41,9 +42,18 @@ class EvalGroup(PanelGroup):
     """`eval`'s commands, `run` when the first word names none of them (`panel eval FILE …`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in HELP_FLAGS):
+        # Completing `panel eval <TAB>` parses the words before it resiliently: with none, the
+        # group itself completes (its commands and panel files), rather than `run` alone.
+        completing_first_word = ctx.resilient_parsing and not args
+        if not completing_first_word and (not args or (args[0] not in self.commands and args[0] not in HELP_FLAGS)):
             args = [DEFAULT_COMMAND, *args]
         return super().parse_args(ctx, args)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """The first word after `eval`: a command of the group, or a panel file (`run`'s)."""
+        from click.shell_completion import CompletionItem
+
+        return [*super().shell_complete(ctx, incomplete), *map(CompletionItem, completion.panel_files(incomplete))]
 
 
 eval_app = typer.Typer(
@@ -107,7 +117,10 @@ def eval_command(
         help="With --calibrate: calibrate on this share of the questions (e.g. 0.5), and grade the protocols on the rest.",
     ),
     resume: str | None = typer.Option(
-        None, "--resume", metavar="EVAL_ID", help="Go on with a stopped eval: only its questions without a grade run."
+        None,
+        "--resume",
+        metavar="EVAL_ID",
+        help="Go on with a stopped eval (its id, any unique beginning of one, or last): only its questions without a grade run.",
     ),
     report: Path | None = typer.Option(
         None,
@@ -165,10 +178,21 @@ def eval_command(
             panel_file, dataset, baseline, protocols, grader, limit, seed, calibrate, split, random_ids.token_hex(5)
         )
         done, calibration = [], None
+    _warn_of_voice_personas(plan)
     result = _run(
         plan, eval_id, seed, concurrency, done, calibration, settings, resumed, db_path, json_mode, calibrate == "-"
     )
     _deliver(result, json_mode=json_mode, report=report, weights_to=calibrate)
+
+
+def _warn_of_voice_personas(plan: EvalPlan) -> None:
+    """A member that is a demo persona of a voice scores near 0%: said before the first run, not
+    left for the table to show."""
+    from panel_cli.view.eval import voice_note, voice_personas
+
+    voices = voice_personas({member.name: member.model for member in plan.panel.members})
+    if voices:
+        _say(f"warning: {voice_note(voices)}")
 
 
 def _fixed_by_the_eval(*values: Any) -> list[tuple[str, Any]]:
@@ -246,6 +270,11 @@ def _resumed(db_path: Path, prefix: str) -> tuple[EvalPlan, str, int, list[ItemR
 
     with EvalReader.open(db_path) as reader:
         stored = reader.get(prefix)
+    if stored.summary.get("imported_from"):
+        raise UserError(
+            f"Eval {stored.row.id} came from {stored.summary['imported_from']} (panel history import), and its panel"
+            " is that file's, not yours to run: resume it where it ran, or run your panel file again."
+        )
     result = stored_result(stored)
     eval_id = result.eval_id
     if result.status == "finished":
@@ -464,7 +493,7 @@ def _when(epoch: float) -> str:
 
 @eval_app.command("show")
 def show_command(
-    eval_id: str = typer.Argument(..., metavar="ID", help="An eval id, or any unique beginning of one."),
+    eval_id: str = typer.Argument(..., metavar="ID", help="An eval id, any unique beginning of one, or last."),
     json_mode: bool = options.JSON,
     report: Path | None = typer.Option(
         None,

@@ -170,7 +170,7 @@ def show_run(
         return
     from panel_cli.view import history as view
 
-    console = view.console()
+    console = view.table_console()
     if plain:
         from panel_cli.view.history_show import show_plain
 
@@ -269,14 +269,19 @@ def delete_run(run_id: RunIdArgument, yes: YesOption = False, db: DbOption = Non
     with TranscriptReader.open(db) as reader:
         run = reader.get_run(run_id)
         path = reader.path
+        short_ids = {line.run_id: reader.short_id(line.run_id) for line in run.thread.follow_ups}
     refuse_running(run.id, run.status, run.pid, run.host)
     described = f"run {run.id} ({run.protocol or 'unknown protocol'}, {run.status}, {view.started(run, seconds=False)})"
+    follow_ups = view.follow_ups_note(run, short_ids)
     if not yes:
         question = fmt.one_line(run.question, view.QUESTION_PREVIEW)
         typer.echo(f"{described[0].upper()}{described[1:]}: {question}", err=True)
+        if follow_ups:
+            typer.echo(follow_ups, err=True)
         _confirm("Delete it?")
     delete_stored_run(path, run.id)
-    view.console().print(Text(f"Deleted {described}."), soft_wrap=True)
+    kept = f"; {view.follow_ups_kept(run)}" if run.thread.follow_ups else ""
+    view.console().print(Text(f"Deleted {described}{kept}."), soft_wrap=True)
 
 
 @history_app.command("purge")
@@ -352,9 +357,15 @@ def import_runs(
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return
-    parts = [f"Imported {plural(len(report.imported), 'run')} from {report.source} into {report.target}"]
-    if report.skipped:
-        parts.append(f"skipped {plural(len(report.skipped), 'run')} already there")
+    evals = f" and {plural(len(report.evals), 'eval')}" if report.evals else ""
+    parts = [f"Imported {plural(len(report.imported), 'run')}{evals} from {report.source} into {report.target}"]
+    if report.skipped or report.evals_skipped:
+        there = [
+            plural(len(found), noun)
+            for found, noun in ((report.skipped, "run"), (report.evals_skipped, "eval"))
+            if found
+        ]
+        parts.append(f"skipped {' and '.join(there)} already there")
     if report.running:
         parts.append(
             f"left {plural(len(report.running), 'run')} still running on this host (import again once it ends)"
@@ -441,7 +452,7 @@ def retally_run(
         typer.Argument(
             metavar="ID",
             help="A vote or decide run's id, any unique beginning of one, or last.",
-            autocompletion=completion.run_ids,
+            autocompletion=completion.retallyable_run_ids,
         ),
     ],
     method: Annotated[
@@ -450,12 +461,15 @@ def retally_run(
             "--method",
             help="majority, supermajority, unanimous, ranked_choice, weighted, plurality or weighted_plurality "
             "(default: the run's).",
+            autocompletion=completion.field_values("method"),
         ),
     ] = None,
     tie_break: Annotated[
         str | None,
         typer.Option(
-            "--tie-break", help="plurality methods: none, leader or first settles a tie (default: the run's)."
+            "--tie-break",
+            help="plurality methods: none, leader or first settles a tie (default: the run's).",
+            autocompletion=completion.field_values("tie_break"),
         ),
     ] = None,
     threshold: Annotated[

@@ -98,6 +98,8 @@ def _parameter(option: CommandOption) -> inspect.Parameter:
         settings["metavar"] = option.metavar
     if option.completion is not None:
         settings["autocompletion"] = getattr(completion, option.completion)
+    elif option.field is not None and option.kind == "text":
+        settings["autocompletion"] = completion.field_values(option.field)  # a Literal's values
     if option.kind == "words":
         settings["show_default"] = False
         return _keyword(option.name, list[str] | None, typer.Option(None, *flags, **settings))

@@ -78,7 +78,7 @@ def _score_row(result: EvalResult, score: SystemScore) -> str:
         accuracy = bar_svg(score.accuracy, tone="good", marker=line, name=f"{score.system} {percent(score.accuracy)}")
         accuracy += f" {esc(percent(score.accuracy))}"
         interval = f"{score.ci_low * 100:.1f}–{score.ci_high * 100:.1f}%"
-    money = cost(score, "simulated")
+    money = cost(score)
     cells = [
         f"<td><b>{esc(system_label(result, score))}</b></td>",
         f"<td>{accuracy}</td>",

@@ -272,7 +272,8 @@ class Report(BaseModel):
     @property
     def totals(self) -> str:
         """`9 calls · 4,069 tokens · $0.0123` from the run's own totals, as `history show` prints them."""
-        return f"{plural(self.run.calls, 'call')} · {fmt.tokens(self.run.tokens)} tokens · {self.cost}"
+        calls = fmt.calls_count(self.run.calls, self.run.calls_by_status, noun=True)
+        return f"{calls} · {fmt.tokens(self.run.tokens)} tokens · {self.cost}"
 
     @property
     def cost(self) -> str:

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from panel_cli.config import Member
 from panel_cli.models.routes import is_demo
+from panel_cli.wording import dollars
 
 # The output bound of a request when neither the panel nor litellm's table gives one:
 # OpenAI's long-standing default completion limit.
@@ -153,7 +154,7 @@ class Budget:
         left = self.max_cost - self.spent - self.reserved
         if cost <= left + ROUNDING:
             return None
-        return f"{what} could cost up to ${cost:.4f} and ${max(left, 0.0):.4f} of the ${self.max_cost:g} cap is left"
+        return f"{what} could cost up to {dollars(cost)} and {dollars(max(left, 0.0))} of the ${self.max_cost:g} cap is left"
 
     def reserve(self, cost: float) -> Hold | str:
         """Hold `cost` against the cap and count the call, or say why it does not fit."""

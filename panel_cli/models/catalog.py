@@ -301,7 +301,37 @@ def unknown_model_sentence(model: str, providers: frozenset[str] | None = None) 
     table = model_table()
     if table is not None and model in table.prefixed:
         return f"'{model}' is not a model litellm knows without its provider; did you mean {table.prefixed[model]}? ({MODELS_HINT})."
+    close = close_names(model)
+    if close:
+        return (
+            f"'{model}' is not a model litellm knows; did you mean {' or '.join(close)}?"
+            f" (if it is an OpenAI model write openai/{model}; {MODELS_HINT})."
+        )
     return f"'{model}' is not a model litellm knows; if it is an OpenAI model write openai/{model} ({MODELS_HINT})."
+
+
+# How like a known name a mistyped one must be to be offered (difflib's ratio): `gpt4o` is
+# 0.91 of `gpt-4o`.
+CLOSE_NAME = 0.8
+MOST_SUGGESTED = 3
+
+
+def close_names(name: str) -> list[str]:
+    """Known names a mistyped `name` is close to: the alias table's (`panel models`) first,
+    then the bare names litellm's table routes; a name taken from both is offered once."""
+    from panel_cli.errors import PanelError
+    from panel_cli.models.aliases import load_aliases
+
+    try:
+        aliases = sorted(load_aliases())
+    except PanelError:  # a broken alias file is reported where it is read, not here
+        aliases = []
+    found = difflib.get_close_matches(name, aliases, n=MOST_SUGGESTED, cutoff=CLOSE_NAME)
+    table = model_table()
+    if table is not None and len(found) < MOST_SUGGESTED:
+        listed = difflib.get_close_matches(name, sorted(table.bare), n=MOST_SUGGESTED, cutoff=CLOSE_NAME)
+        found += [each for each in listed if each not in found]
+    return found[:MOST_SUGGESTED]
 
 
 def qualify_model(model: str, api_base: str | None = None) -> str:

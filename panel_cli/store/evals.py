@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from panel_cli.errors import UserError
 from panel_cli.store.connection import connect, damaged_error, database_error, open_for_reading
 from panel_cli.store.processes import process_alive, this_host
-from panel_cli.store.reader import UNPRICED_CALL
+from panel_cli.store.reader import LAST, UNPRICED_CALL, prefix_successor
 from panel_cli.store.times import epoch, iso_time
 
 # The item's fields kept as they are, by column; its run id is `graded_run` (not `run_id`: the
@@ -255,15 +255,11 @@ class EvalReader:
         return [_row(row) for row in rows]
 
     def get(self, prefix: str) -> StoredEval:
-        """The eval whose id is or begins with `prefix`; a UserError when none or several do."""
+        """The eval whose id is or begins with `prefix`, or `last`, the eval started last (a
+        start still to come, as an imported file could claim, is no eval's); a UserError
+        naming the candidates when several begin with `prefix`, and when none does."""
         try:
-            found = self._db.execute(f"{_ROW} WHERE e.id >= ? AND e.id < ? LIMIT 2", (prefix, prefix + "\U0010ffff"))
-            rows = found.fetchall()
-            if not rows:
-                raise UserError(f"No eval '{prefix}' in {self._path} (panel eval list shows them).")
-            if len(rows) > 1 and rows[0]["id"] != prefix:
-                raise UserError(f"'{prefix}' begins more than one eval's id; give more of it.")
-            row = rows[0]
+            row = self._find(prefix)
             questions = self._db.execute(
                 "SELECT question_id, question, answer, options_json, about FROM eval_questions WHERE eval_id = ?"
                 " ORDER BY position",
@@ -302,6 +298,27 @@ class EvalReader:
             ],
             items=[_item(item) for item in items],
         )
+
+    def _find(self, prefix: str) -> sqlite3.Row:
+        rows = self._db.execute(f"{_ROW} WHERE e.id = ?", (prefix,)).fetchall()
+        if not rows and prefix.strip().lower() == LAST:
+            rows = self._db.execute(
+                f"{_ROW} WHERE e.started_at <= ? ORDER BY e.started_at DESC, e.id LIMIT 1", (iso_time(time.time()),)
+            ).fetchall()
+            if not rows:
+                raise UserError(f"There is no eval in {self._path} yet, so no last one.")
+        if not rows and prefix:
+            upper = prefix_successor(prefix)
+            rows = self._db.execute(
+                f"{_ROW} WHERE e.id >= ?{' AND e.id < ?' if upper else ''} ORDER BY e.id LIMIT 6",
+                (prefix, upper) if upper else (prefix,),
+            ).fetchall()
+        if not rows:
+            raise UserError(f"No eval '{prefix}' in {self._path} (panel eval list shows them).")
+        if len(rows) > 1:
+            matches = ", ".join(str(row["id"]) for row in rows[:5]) + (", …" if len(rows) > 5 else "")
+            raise UserError(f"'{prefix}' begins more than one eval's id ({matches}); give more of it.")
+        return rows[0]
 
 
 def _row(row: sqlite3.Row) -> EvalRow:

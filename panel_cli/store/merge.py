@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from panel_cli.errors import UserError
 from panel_cli.store.connection import connect, database_error
 from panel_cli.store.paths import resolve_db_path
-from panel_cli.store.processes import this_host
+from panel_cli.store.processes import process_alive, this_host
 from panel_cli.store.reader import TranscriptReader, load_json
 from panel_cli.store.records import RUN_STATUSES, listed_status, read_time
 from panel_cli.store.texts import MissingTextError, TextCache, dumps, refs_in, remap_refs
@@ -185,10 +185,63 @@ RUN_TABLES = (
 )
 
 
+# The tables of an eval (migration 8), `evals` first, each keyed by the eval's id: an eval is
+# copied whole, with its questions, graded items and judge calls, beside the runs it graded.
+EVAL_TABLES = (
+    RunTable(
+        "evals",
+        run_column="id",
+        columns={
+            "id": RUN_ID,
+            **dict.fromkeys(("status", "panel", "dataset", "dataset_sha256", "host"), TEXT),
+            **dict.fromkeys(("started_at", "finished_at"), TIME),
+            **dict.fromkeys(("questions", "seed", "pid"), WHOLE),
+            "summary_json": OBJECT,
+        },
+        required=("id", "status", "started_at", "summary_json"),
+    ),
+    RunTable(
+        "eval_questions",
+        run_column="eval_id",
+        columns={
+            "position": WHOLE,
+            **dict.fromkeys(("question_id", "question", "answer", "about"), TEXT),
+            "options_json": LIST,
+        },
+        required=("position", "question_id"),
+    ),
+    RunTable(
+        "eval_items",
+        run_column="eval_id",
+        columns={
+            **dict.fromkeys(("system", "question_id", "final_answer", "error"), TEXT),
+            "graded_run": RUN_ID,
+            **dict.fromkeys(("correct", "calls", "tokens", "judge_tokens"), WHOLE),
+            **dict.fromkeys(("cost", "duration", "judge_cost"), NUMBER),
+            "grade_json": OBJECT,
+            "ts": TIME,
+        },
+        required=("system", "question_id", "grade_json"),
+    ),
+    RunTable(
+        "eval_judge_calls",
+        run_column="eval_id",
+        columns={
+            **dict.fromkeys(("system", "question_id", "member", "model", "prompt", "reply", "error"), TEXT),
+            **dict.fromkeys(("tokens_in", "tokens_out"), COUNT),
+            **dict.fromkeys(("cost", "latency"), NUMBER),
+            "ts": TIME,
+        },
+        required=("system", "question_id"),
+    ),
+)
+
+
 class ImportReport(BaseModel):
     """What an import did: `imported` runs, `skipped` ones this file already had, `running`
     ones still being written by a process on this host (left for a later import, or they
-    would stay `running` here for good), and how many `texts` were new to this file."""
+    would stay `running` here for good), and how many `texts` were new to this file; the
+    `evals` copied with them, and those this file had (`evals_skipped`)."""
 
     source: str
     target: str
@@ -196,6 +249,8 @@ class ImportReport(BaseModel):
     skipped: list[str]
     running: list[str]
     texts: int
+    evals: list[str] = Field(default_factory=list)
+    evals_skipped: list[str] = Field(default_factory=list)
 
 
 class TextCopier:
@@ -267,6 +322,7 @@ def import_runs(
             target.execute("BEGIN IMMEDIATE")
             try:
                 report = _copy_runs(source, target, str(other), str(path), check_event)
+                report.evals, report.evals_skipped = _copy_evals(source, target, str(other))
                 target.execute("COMMIT")
             except BaseException:
                 if target.in_transaction:
@@ -286,12 +342,12 @@ def import_runs(
 
 
 def _check_source(source: sqlite3.Connection, target: sqlite3.Connection, other: Path) -> None:
-    """The other file holds its runs as panel makes them: every table a run's rows live in
-    (and `texts`) exactly as this file has it, and SQLite finds the file whole. A file whose
+    """The other file holds its runs as panel makes them: every table a run's or an eval's rows
+    live in (and `texts`) exactly as this file has it, and SQLite finds the file whole. A file whose
     version lies about its tables, a `runs` that is a view (of duplicate rows, or of millions
     made up on the fly), a table without its key: each is one sentence naming that file, not
     an error blamed on this one half way through. Reads only the other file."""
-    names = [table.name for table in RUN_TABLES] + ["texts"]
+    names = [table.name for table in (*RUN_TABLES, *EVAL_TABLES)] + ["texts"]
     schema = "SELECT type, sql FROM sqlite_master WHERE name = ?"
     try:
         for name in names:
@@ -369,6 +425,48 @@ def _copy_runs(
     )
 
 
+def _copy_evals(
+    source: sqlite3.Connection, target: sqlite3.Connection, source_name: str
+) -> tuple[list[str], list[str]]:
+    """Copy every eval of `source` that `target` lacks, whole, each row checked as a run's are
+    (`BadRow` names the first that holds what no eval can); an eval still being written by a
+    live process on this host is left for a later import. Its summary says where it came from
+    (`imported_from`): `panel eval --resume` does not run a panel another file stored. Returns
+    the evals copied and those `target` already had."""
+    if source.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'evals'").fetchone() is None:
+        return [], []
+    copied: list[str] = []
+    skipped: list[str] = []
+    here = this_host()
+    for row in source.execute("SELECT id, status, host, pid, started_at FROM evals ORDER BY started_at, id"):
+        if target.execute("SELECT 1 FROM evals WHERE id = ?", (row["id"],)).fetchone() is not None:
+            skipped.append(row["id"])
+        elif not (row["status"] == "running" and row["host"] == here and _alive(row["pid"], row["started_at"])):
+            copied.append(row["id"])
+    wanted = json.dumps(copied)
+    for table in EVAL_TABLES:
+        columns = _shared_columns(source, target, table.name)
+        insert = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+        rows = source.execute(
+            f"SELECT {', '.join(columns)} FROM {table.name} WHERE {table.run_column} IN (SELECT value FROM json_each(?))"
+            f" ORDER BY {table.run_column}",
+            (wanted,),
+        )
+        for found in rows:
+            values = dict(zip(columns, found, strict=True))
+            check_values(table, values, f"eval {_shown(values[table.run_column])}, {table.name}.")
+            if table.name == "evals":
+                summary = {**load_json(values["summary_json"]), "imported_from": str(Path(source_name).resolve())}
+                values["summary_json"] = json.dumps(summary, ensure_ascii=False, separators=(",", ":"))
+            target.execute(insert, [values[column] for column in columns])
+    return copied, skipped
+
+
+def _alive(pid: Any, started_at: Any) -> bool:
+    """Whether the process an eval's row names still runs here (so the eval is still going)."""
+    return _whole(pid) and process_alive(pid, read_time(started_at))
+
+
 class BadRow(Exception):
     """A row of the other file holds what no run can (a time that is not one, JSON that does
     not parse, a text that is missing or made of itself): the file is refused whole."""
@@ -388,13 +486,7 @@ def check_rows(source: sqlite3.Connection, target: sqlite3.Connection, wanted: s
         for row in rows:
             values = dict(zip(columns, row, strict=True))
             run = f"run {_shown(values[table.run_column])}, {table.name}."
-            for column in columns:
-                value = values[column]
-                check = table.columns.get(column)
-                if value is None and column in table.required:
-                    raise BadRow(f"{run}{column} is empty")
-                if value is not None and check is not None and not check[0](value):
-                    raise BadRow(f"{run}{column} holds {_shown(value)}, not {check[1]}")
+            check_values(table, values, run)
             ids = [values[column] for column in table.texts if values.get(column) is not None]
             ids += [text_id for column in table.refs for text_id in refs_in(values.get(column))]
             try:
@@ -450,6 +542,16 @@ def _huge_number(value: Any) -> float | None:
         return value if not -LARGEST_FIGURE <= value <= LARGEST_FIGURE else None
     items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
     return next((found for item in items if (found := _huge_number(item)) is not None), None)
+
+
+def check_values(table: RunTable, values: Mapping[str, Any], where: str) -> None:
+    """Each value of a row holds what its column may (`where` begins the sentence naming it)."""
+    for column, value in values.items():
+        check = table.columns.get(column)
+        if value is None and column in table.required:
+            raise BadRow(f"{where}{column} is empty")
+        if value is not None and check is not None and not check[0](value):
+            raise BadRow(f"{where}{column} holds {_shown(value)}, not {check[1]}")
 
 
 def _shown(value: Any) -> str:

@@ -13,7 +13,6 @@ from panel_cli.estimate.models import Estimate
 from panel_cli.view import fmt
 
 UNKNOWN = "unknown"
-FREE = "free"
 
 
 def span(low: int, high: int | None) -> str:
@@ -24,13 +23,8 @@ def span(low: int, high: int | None) -> str:
 
 
 def cost_span(low: float | None, high: float | None, *, complete: bool = True) -> str:
-    """`$0.0012–$0.0450`; `unknown` without a price; `at least …` when part of it is unknown."""
-    if low is None and high is None:
-        return UNKNOWN
-    if complete and low == 0 and high == 0:
-        return FREE
-    text = fmt.cost(low) if low == high else f"{fmt.cost(low)}–{fmt.cost(high) if high is not None else UNKNOWN}"
-    return text if complete else f"at least {text}"
+    """`$0.0012–$0.0450`, as every surface words a cost (`fmt.cost_span`)."""
+    return fmt.cost_span(low, high, complete=complete, unknown=UNKNOWN)
 
 
 def price(value: float | None) -> str:

@@ -8,6 +8,8 @@ it never reads as markup."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -15,6 +17,8 @@ from rich.text import Text
 from panel_cli.eval.grading import first_line
 from panel_cli.eval.results import ANSWERING_IN_TURN, BASELINE, Departure, EvalResult, ItemResult, SystemScore
 from panel_cli.eval.theory import VOTER_MODEL, Theory
+from panel_cli.models.personas import PERSONAS
+from panel_cli.models.routes import is_demo
 from panel_cli.view import fmt
 from panel_cli.view.eval_confidence import (
     calibration_fact,
@@ -25,10 +29,23 @@ from panel_cli.view.eval_confidence import (
 )
 
 BAR_WIDTH = 20
-SIMULATED_COST = "simulated"
-SIMULATED_CELL = "demo"
 LEGEND = "bar: █ up to the 95% interval, ▓ the interval below the accuracy, ░ above it"
-SIMULATED_LEGEND = "; cost demo: simulated, free"
+SIMULATED_LEGEND = f"; cost {fmt.FREE}: simulated (demo members)"
+
+
+def voice_personas(models: Mapping[str, str]) -> list[str]:
+    """The members (name -> model) that are demo personas of a voice (`demo/sage`): they answer
+    in character, never the question, so an eval grades them wrong nearly every time."""
+    return [name for name, model in models.items() if is_demo(model) and model[len("demo/") :] in PERSONAS]
+
+
+def voice_note(names: list[str]) -> str:
+    """Why those members score near 0%, and which demo members an eval wants instead."""
+    who = f"{', '.join(names)} {'is a demo persona' if len(names) == 1 else 'are demo personas'}"
+    return (
+        f"{who}: a persona answers in a voice of its own, never the question, so it scores near 0%."
+        " Eval's simulated members are demo/oracle@p, each right with probability p (for instance model: demo/oracle@0.7)."
+    )
 
 
 def percent(share: float) -> str:
@@ -71,10 +88,12 @@ def bar(score: SystemScore, theory: float | None = None, width: int = BAR_WIDTH)
     return text
 
 
-def cost(score: SystemScore, simulated: str = SIMULATED_COST) -> str:
-    """A system's cost as every run's reads: `at least $X (no price: models)` when some of its
-    runs called models of no price."""
-    return simulated if score.simulated else fmt.basis_cost(score.cost, score.cost_basis, score.unpriced_models)
+def cost(score: SystemScore, *, compact: bool = False) -> str:
+    """A system's cost as every run's reads: `simulated, free` (`free` in the table's cell), `at
+    least $X (no price: models)` when some of its runs called models of no price."""
+    if score.simulated:
+        return fmt.basis_cost(0.0, "simulated", compact=compact)
+    return fmt.basis_cost(score.cost, score.cost_basis, score.unpriced_models, compact=compact)
 
 
 THEORY_INTRO = f"Theory for simulated voters ({VOTER_MODEL}), │ on the bars:"
@@ -132,7 +151,7 @@ def per_correct(score: SystemScore) -> str:
     """`4.0 calls, $0.002` per correct answer; `–` with none right."""
     if score.calls_per_correct is None:
         return "–"
-    money = "simulated" if score.simulated else fmt.basis_cost(score.cost_per_correct, score.cost_basis)
+    money = fmt.FREE if score.simulated else fmt.basis_cost(score.cost_per_correct, score.cost_basis, compact=True)
     return f"{score.calls_per_correct:.1f} calls, {money}"
 
 
@@ -202,7 +221,7 @@ def render(result: EvalResult) -> RenderableType:
             interval_cell,
             Text(f"{score.calls:,}"),
             Text(compact_tokens(score.tokens)),
-            Text(cost(score, SIMULATED_CELL)),
+            Text(cost(score, compact=True)),
             Text(f"{score.calls_per_correct:.1f}" if score.calls_per_correct is not None else "–"),
             Text(fmt.seconds(score.wall_time_s)),
         )
@@ -220,6 +239,9 @@ def render(result: EvalResult) -> RenderableType:
     for score in result.systems:
         if score.not_measurable is not None:
             lines.append(Text(f"{score.system}: {NOT_MEASURABLE}, not scored: {score.not_measurable}.", style="yellow"))
+    voices = voice_personas(result.settings.models) if result.settings is not None else []
+    if voices:
+        lines.append(Text(voice_note(voices), style="yellow"))
     if result.theory:
         lines.append(Text(THEORY_INTRO))
         for score in result.systems:
@@ -253,11 +275,9 @@ def render(result: EvalResult) -> RenderableType:
     if judged:
         tokens = sum(score.judge_tokens or 0 for score in judged)
         known = [score.judge_cost for score in judged if score.judge_cost is not None]
-        lines.append(
-            Text(
-                f"Grading by {result.grader}: {tokens:,} tokens, {fmt.cost(sum(known) if known else None)} (not counted above)."
-            )
-        )
+        judges = {item.judge_call.model for item in result.items if item.judge_call is not None}
+        spent = fmt.run_cost(sum(known) if known else None, judges)
+        lines.append(Text(f"Grading by {result.grader}: {tokens:,} tokens, {spent} (not counted above)."))
     lines += confidence_lines(result)
     lines += [Text(note, style="yellow") for score in result.systems for note in [unkept_sentence(score)] if note]
     if result.calibration is not None:

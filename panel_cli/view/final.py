@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.text import Text
 
 from panel_cli.untrusted import without_controls
+from panel_cli.view.output import NO_LIMIT
 from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
 
 if TYPE_CHECKING:
@@ -62,13 +64,29 @@ def answer_body(answer: str) -> RenderableType:
     return Markdown(answer)
 
 
+# A panel's border and padding, each side.
+PANEL_EDGES = 4
+
+
+def answer_width(answer: str, title: str) -> int:
+    """The width the answer's box needs to hold its longest line unfolded: a paragraph joined
+    into one line, as `Paragraphs` draws it (a Markdown line is a little wider at most, as a
+    list's bullet), and never narrower than its title."""
+    lines = [" ".join(block.split("\n")) for block in re.split(r"\n{2,}", without_controls(answer))]
+    longest = max((cell_len(line) for line in lines), default=0)
+    return max(longest, cell_len(title) + PANEL_EDGES) + PANEL_EDGES
+
+
 def render_final(console: Console, event: RunFinished, totals: ViewTotals | None = None) -> None:
     """Print the final answer and the summary. Without `totals` (calls, tokens, cost counted
     from the run's events) the summary holds only what `event.result` says."""
     if event.final_answer:
         title, style = ("answer", "green") if event.reached_answer else ("no answer reached", "red")
         # A `Text` title: a string would be parsed as markup, which loads Rich's emoji table.
-        console.print(Panel(answer_body(event.final_answer), title=Text(title), title_align="left", border_style=style))
+        # Off a terminal with no width to fit, the box is as wide as the answer's longest line.
+        width = answer_width(event.final_answer, title) if console.width >= NO_LIMIT else None
+        body = answer_body(event.final_answer)
+        console.print(Panel(body, title=Text(title), title_align="left", border_style=style, width=width))
     else:
         console.print(Text("No answer was reached.", style="bold red"))
     console.print(summary_line(event, totals, console.width))

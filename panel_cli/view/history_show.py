@@ -38,7 +38,7 @@ def show(
     from panel_cli.view.history_stages import draw_stages
 
     _head(console, run, short_ids)
-    draw_stages(console, payloads)
+    draw_stages(console, payloads, stopped=run.status != "running")
     _tail(console, run, calls, fold=fold and console.is_terminal)
 
 
@@ -62,14 +62,14 @@ def _head(console: Console, run: RunRecord, short_ids: Mapping[str, str]) -> Non
     console.print(view.run_header(run))
     console.print()
     if run.parent_id is not None or run.thread.follow_ups:
-        console.print(view.thread_table(run, short_ids))
+        console.print(view.thread_table(run, short_ids, expand=view.table_width(console) is not None))
         console.print()
 
 
 def _tail(console: Console, run: RunRecord, calls: Sequence[CallRecord], *, fold: bool) -> None:
     if run.status in ("running", "stale"):
         console.print(view.unfinished(run))
-    answered = [call for call in calls if call.response]
+    answered = in_member_order(run, [call for call in calls if call.response])
     if answered:
         console.print()
         console.print(Text("Replies", style="bold"))
@@ -78,6 +78,25 @@ def _tail(console: Console, run: RunRecord, calls: Sequence[CallRecord], *, fold
     if calls:
         console.print()
         console.print(view.calls_table(list(calls)))
+
+
+def in_member_order(run: RunRecord, calls: Sequence[CallRecord]) -> list[CallRecord]:
+    """The calls stage by stage, as the stages came, and within a stage in member order (then
+    the member each call was about, in member order too), as the stage's table lists them,
+    rather than in the order the replies happened to finish. A member the run did not list
+    (an inline chairman, a critic) comes after those it did, in the order its calls came."""
+    stages: dict[tuple[int | None, str], int] = {}
+    for call in calls:
+        stages.setdefault((call.round, call.stage), len(stages))
+    place = {member.name: index for index, member in enumerate(run.members)}
+    last = len(place)
+
+    def key(indexed: tuple[int, CallRecord]) -> tuple[int, int, int, int]:
+        order, call = indexed
+        about = place.get(call.about, last) if call.about is not None else -1
+        return (stages[(call.round, call.stage)], place.get(call.member, last), about, order)
+
+    return [call for _, call in sorted(enumerate(calls), key=key)]
 
 
 def reply_heading(call: CallRecord) -> Text:
@@ -100,12 +119,13 @@ def print_reply(console: Console, call: CallRecord, *, fold: bool) -> None:
     if fold and len(lines) > FOLD_LINES:
         shown = "\n".join(lines[:FOLD_LINES])
         more = len(lines) - FOLD_LINES
-        console.print(Padding(Text(shown), (0, 0, 0, INDENT)))
+        console.print(Padding(Text(shown), (0, 0, 0, INDENT), expand=False))
         console.print(
             Padding(
                 Text(f"… {more} more line{'' if more == 1 else 's'} (--full shows them)", style="dim"),
                 (0, 0, 0, INDENT),
+                expand=False,
             )
         )
     else:
-        console.print(Padding(Text(text), (0, 0, 0, INDENT)))
+        console.print(Padding(Text(text), (0, 0, 0, INDENT), expand=False))

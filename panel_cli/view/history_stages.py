@@ -21,9 +21,10 @@ from panel_cli.view.live import LiveView
 from panel_cli.view.stored import Stored
 
 
-def draw_stages(console: Console, payloads: Sequence[dict[str, Any]]) -> None:
+def draw_stages(console: Console, payloads: Sequence[dict[str, Any]], *, stopped: bool = False) -> None:
     """The stages as the protocol's own tables, then the final answer and its summary: the live
-    view with no live area and no header (the caller prints its own)."""
+    view with no live area and no header (the caller prints its own). `stopped`: the run is no
+    longer going (a crash left its last stage open), so a call still out says `no reply`."""
     stored = [Stored(payload) for payload in payloads]
     if _as_stored(stored):
         # Drawn aside first: a payload the tables cannot read (a damaged row) sends the whole
@@ -33,7 +34,7 @@ def draw_stages(console: Console, payloads: Sequence[dict[str, Any]]) -> None:
                 view = LiveView(console, animate=False, header=False)
                 for event in stored:
                     view.draw(event)  # type: ignore[arg-type]
-                view.close()
+                view.close(stopped=stopped)
         except (AttributeError, KeyError, TypeError, ValueError):
             pass
         else:

@@ -111,8 +111,13 @@ class LiveView:
             handle(self, event)
             self._frame.changed()
 
-    def close(self) -> None:
-        """Print the stage in progress (so an interrupted run still shows it) and stop Live."""
+    def close(self, *, stopped: bool = False) -> None:
+        """Print the stage in progress (so an interrupted run still shows it) and stop Live.
+        `stopped`: the run ended (or its process died) before the stage did, so a call still
+        out in it will never reply, and its row says `no reply` rather than `waiting`."""
+        if stopped and self._stage is not None:
+            for row in self._stage.rows:
+                row.abandon()
         self._finish_stage(None)
         if self._live is not None:
             self._live.stop()
@@ -187,11 +192,11 @@ class LiveView:
         render_final(self.console, event, self.totals)
 
     def _on_run_failed(self, event: RunFailed) -> None:
-        self.close()
+        self.close(stopped=True)
         self.console.print(Text(f"Run failed: {event.message}", style="bold red"))
 
     def _on_run_interrupted(self, event: RunInterrupted) -> None:
-        self.close()
+        self.close(stopped=True)
         self.console.print(
             Text(f"Interrupted — the run is kept as interrupted (run id {event.run_id})", style="yellow")
         )

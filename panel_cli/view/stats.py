@@ -46,11 +46,11 @@ def _usage_table(name: str, rows: list[tuple[str, Usage]]) -> Table:
         table.add_column(header, justify="right", no_wrap=True)
     for key, usage in rows:
         cost = fmt.basis_cost(usage.cost, usage.cost_basis, usage.unpriced if name != "model" else ())
-        calls = f"{usage.calls:,}" + (f" ({usage.late:,} late)" if usage.late else "")
+        calls = fmt.calls_count(usage.calls, {"late": usage.late})
         table.add_row(Text(key or fmt.UNKNOWN), f"{usage.runs:,}", calls, fmt.tokens(usage.tokens), cost)
     return table
 
 
 def _calls(usage: Usage) -> str:
     """`12 calls (1 late)`: the late ones (answered after their stage stopped waiting) are told."""
-    return plural(usage.calls, "call") + (f" ({usage.late:,} late)" if usage.late else "")
+    return fmt.calls_count(usage.calls, {"late": usage.late}, noun=True)

@@ -132,23 +132,6 @@ def _vote_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
     return fields
 
 
-def calls_line(totals: RunTotals) -> str:
-    """`7 (4 reused, 1 failed, 2 cancelled)`: the calls made and how those that did not simply
-    answer ended; a call the budget refused is told too, though it made no request."""
-    notes = [
-        f"{count} {what}"
-        for count, what in (
-            (totals.reused, "reused"),
-            (totals.late, "late"),
-            (totals.failed, "failed"),
-            (totals.cancelled, "cancelled"),
-            (totals.refused, "refused (budget)"),
-        )
-        if count
-    ]
-    return str(totals.calls) + (f" ({', '.join(notes)})" if notes else "")
-
-
 def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[str, str]]:
     """The summary of a finished run as (name, value) pairs, for the live and the plain view.
 
@@ -169,15 +152,13 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
     fields += _delphi_fields(result) + _supervise_fields(result)
     fields += _vote_fields(result)
     if totals is not None:
-        fields.append(("calls", calls_line(totals)))
+        fields.append(("calls", fmt.calls_count(totals.calls, totals.by_status())))
         if totals.skipped:
             fields.append(("skipped", f"{totals.skipped} call{'' if totals.skipped == 1 else 's'}"))
         cost = fmt.basis_cost(totals.run_cost, totals.cost_basis, totals.unpriced)
         fields += [("tokens", fmt.tokens(totals.tokens)), ("cost", cost)]
-        if totals.reused:
-            anew = totals.anew
-            spent = fmt.basis_cost(anew.cost if not totals.simulated else 0.0, totals.cost_basis, ())
-            fields.append(("spent anew", f"{plural(anew.calls, 'call')} · {fmt.tokens(anew.tokens)} tokens · {spent}"))
+        if (spent := fmt.spent_anew(totals)) is not None:
+            fields.append(("spent anew", spent))
         if totals.wall_time is not None:
             fields.append(("time", f"{totals.wall_time:.1f}s"))
     fields.append(("run", event.run_id or fmt.UNKNOWN))

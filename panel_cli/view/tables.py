@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.view import fmt
+from panel_cli.view.output import NO_LIMIT
 
 if TYPE_CHECKING:
     # Only named: `panel history show` draws these tables from stored payloads read back
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     )
     from panel_cli.view.tools import ToolActivity
 
-Status = Literal["waiting", "writing", "answered", "failed", "timed out", "cancelled", "skipped"]
+Status = Literal["waiting", "writing", "answered", "failed", "timed out", "cancelled", "skipped", "no reply"]
 
 STATUS_STYLES: dict[Status, str] = {
     "waiting": "dim",
@@ -47,6 +48,7 @@ STATUS_STYLES: dict[Status, str] = {
     "timed out": "yellow",
     "cancelled": "dim",
     "skipped": "dim",
+    "no reply": "yellow",
 }
 FAILURE_STATUS: dict[str, Status] = {"timeout": "timed out", "cancelled": "cancelled"}
 BAR_WIDTH = 24
@@ -124,6 +126,12 @@ class CallRow:
     def skip(self, event: MemberSkipped) -> None:
         self.status = "skipped"
         self.preview = fmt.one_line(event.reason)
+
+    def abandon(self) -> None:
+        """The run stopped (or its process died) while this call was out: it will never
+        reply, and a stored run must not show it waiting for ever."""
+        if self.pending:
+            self.status = "no reply"
 
 
 @dataclass
@@ -358,6 +366,8 @@ def fit_columns(columns: list[Column], width: int) -> list[tuple[Column, int]]:
     left = budget - TEXT_GIVES * len(fills)  # below zero: what the text columns gave
     for index, column in enumerate(fills):
         widths[id(column)] += left // len(fills) + (index < left % len(fills))
+        if width >= NO_LIMIT:  # off a terminal with no width to fit: as wide as its cells need
+            widths[id(column)] = min(widths[id(column)], column.natural)
     return [(column, widths[id(column)]) for column in kept]
 
 

@@ -120,7 +120,7 @@ def test_progress_is_plain_lines_on_stderr_and_quiet_prints_nothing(files):
     assert [match.group(1) for match in finished] == ["1", "2", "3", "4", "5"]
     assert sorted(match.group(2) for match in finished) == ["q1", "q2", "q3", "q4", "q5"]
     assert re.fullmatch(
-        r"panel: batch b[0-9a-f]{11}: 5 of 5 answered; this time 5 calls, 150 tokens · cost —; results in .*", lines[6]
+        r"panel: batch b[0-9a-f]{11}: 5 of 5 answered; this time calls 5 · 150 tokens · cost —; results in .*", lines[6]
     )
     quiet = batch(*common(files), "--quiet")
     assert quiet.exit_code == 0 and quiet.stdout == "" and quiet.stderr == ""

@@ -83,6 +83,11 @@ def test_resume_reuses_the_answered_calls_of_stopped_questions(fake_server: Fake
     assert sorted(request.model for request in fake_server.requests[asked:]) == ["engineer", "optimist"]
     summary = json.loads(outcome.stdout)
     assert (summary["skipped"], summary["ran"], summary["answered"]) == (QUESTIONS - 3, 3, QUESTIONS)
+    # The reused calls are among this invocation's, split out as a resumed run's are.
+    reused = 3 * BALLOTS - 2
+    assert summary["calls"] == reused + 2
+    assert (summary["calls_by_status"]["reused"], summary["calls_by_status"]["answered"]) == (reused, 2)
+    assert summary["spent_anew"]["calls"] == 2
     assert (
         f"3 resumed from their stopped runs ({3 * BALLOTS - 2} answered calls stored, reused where a request comes"
         " out as it did)" in outcome.stderr

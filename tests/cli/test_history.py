@@ -207,7 +207,7 @@ def test_show_a_finished_run(db: Path) -> None:
     assert [line.rstrip() for line in output.splitlines()[:2]] == ["Run       run-finished-1", f"Question  {QUESTION}"]
     assert "Status    finished" in output
     assert "Members   gpt (openai/gpt-4o), claude (anthropic/claude)" in output
-    assert "4 calls · 480 tokens · at least $0.0050 (no price: anthropic/claude)" in output
+    assert "4 calls (1 failed) · 480 tokens · at least $0.0050 (no price: anthropic/claude)" in output
     assert "round 0 · answer" in output and "round 1 · vote" in output, "each round as the live view draws it"
     assert "→ A 80" in output and "winner: gpt" in output
     assert "╭─ answer" in output and "append-only tables" in output and "**PostgreSQL**" not in output  # Markdown

@@ -85,6 +85,38 @@ def test_delete_with_yes_asks_nothing(db: Path) -> None:
     assert "today" not in stored(db)
 
 
+def follow_up_of(parent: str, run_id: str, ending: str = "finished") -> list:
+    """A run that follows `parent` up (`--continue`), ending as `ending` says."""
+    started = run_started().model_copy(update={"config": {"parent_id": parent}})
+    return [started, *answer_calls(run_id), ENDINGS[ending]]
+
+
+def test_deleting_a_run_with_follow_ups_says_they_stay_and_asks(db: Path) -> None:
+    keep(db, "child-1", follow_up_of("tenday", "child-1"))
+    keep(db, "child-2", follow_up_of("tenday", "child-2", "interrupted"))
+    keep(db, "grandchild", follow_up_of("child-1", "grandchild"))
+    refused = history("delete", "tenday", "--db", str(db), input="n\n")
+    assert refused.exit_code == 1
+    said = refused.stderr.splitlines()[1]
+    assert said == (
+        "It has 3 follow-ups, 2 of them direct (child-1, grandchi, child-2); they stay, and their thread will"
+        " say this run is no longer stored. The stopped one (child-2) could no longer be resumed."
+    )
+    assert "tenday" in stored(db)
+
+    deleted = history("delete", "tenday", "--db", str(db), "--yes")
+    assert deleted.exit_code == 0 and deleted.stderr == "", "--yes asks nothing"
+    assert deleted.stdout.rstrip().endswith("; its 3 follow-ups stay.")
+    assert {"child-1", "child-2", "grandchild"} <= set(stored(db))
+    shown = history("show", "child-1", "--db", str(db)).stdout
+    assert "follows up tenday, no longer stored" in shown
+
+
+def test_a_run_without_follow_ups_is_asked_about_as_before(db: Path) -> None:
+    result = history("delete", "today", "--db", str(db), input="n\n")
+    assert len(result.stderr.splitlines()) == 2 and "follow-up" not in result.output
+
+
 def test_delete_an_unknown_or_ambiguous_id(db: Path) -> None:
     with pytest.raises(UserError, match="^No run has the id 'nope'; `panel history list` shows the stored runs.$"):
         history("delete", "nope", "--yes", "--db", str(db))

@@ -136,7 +136,7 @@ def test_an_unknown_or_ambiguous_id_is_one_sentence(tmp_path):
     with EvalReader.open(db) as reader:
         with pytest.raises(UserError, match="No eval 'zz'"):
             reader.get("zz")
-        with pytest.raises(UserError, match="'eab' begins more than one eval's id; give more of it."):
+        with pytest.raises(UserError, match=r"'eab' begins more than one eval's id \(eab1, eab2\); give more of it."):
             reader.get("eab")
         assert reader.get("eab2").row.id == "eab2"
 

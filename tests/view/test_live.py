@@ -127,7 +127,7 @@ async def test_run_failed_and_interrupted(console: Console) -> None:
     await play(LiveView(other), [StageStarted(stage="answer", round=0, members=["alice"]), RunInterrupted()])
     text = screen(other)
     assert f"Interrupted — the run is kept as interrupted (run id {RUN_ID})" in text
-    assert "waiting" in text  # the stage in progress is kept on screen
+    assert "alice" in text and "no reply" in text and "waiting" not in text  # kept on screen; alice never replied
 
 
 def test_render_final_without_totals_or_answer(console: Console) -> None:
