@@ -40,6 +40,7 @@ from panel_cli.located_yaml import (
     read_config_text,
     specific_errors,
 )
+from panel_cli.thresholds import DEFAULT_THRESHOLD, threshold_problem
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
 ProtocolName = str
@@ -284,8 +285,8 @@ class Panel(Strict):
     tie_break: Annotated[TieBreak | None, RuleName] = None
     tally: Annotated[ConferTally, RuleName] = "confidence"
     answer_order: Annotated[AnswerOrder, RuleName] = "parallel"
-    # supermajority: the share of the votes an option must exceed.
-    threshold: float = Field(default=0.667, gt=0, le=1, allow_inf_nan=False)
+    # supermajority: the share of the votes an option must exceed (`panel_cli.thresholds`).
+    threshold: float = DEFAULT_THRESHOLD
     quorum: int = Field(default=1, ge=1)
     options: list[str] = Field(default_factory=list)
     no_match: Literal["abstain", "first"] = "abstain"
@@ -310,6 +311,8 @@ class Panel(Strict):
     _source_file: str | None = PrivateAttr(default=None)
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
     _expanded_values: list[str] = PrivateAttr(default_factory=list)
+    # The fields a command-line option (or its keyword in Python) set, by the option's flag.
+    _options: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("protocol")
     @classmethod
@@ -319,6 +322,14 @@ class Panel(Strict):
         if not is_protocol(name):
             raise ValueError(unknown_protocol(name))
         return name
+
+    @field_validator("threshold")
+    @classmethod
+    def _a_share(cls, value: float) -> float:
+        problem = threshold_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("weights")
     @classmethod
@@ -411,6 +422,17 @@ class Panel(Strict):
         """The line of a field in the panel file (`("members", 2, "model")`), or of the nearest
         field around it that the file gives; None for a panel that has no file."""
         return line_for(loc, self._lines) if self._lines else None
+
+    def set_by_option(self, fields: Sequence[str], flag: str) -> Panel:
+        """The panel noting that the option `flag` set these fields: a problem with one is
+        then the option's (`option_for`), not a line of the file that the option overrode."""
+        noted = self.model_copy()
+        noted._options = {**self._options, **dict.fromkeys(fields, flag)}
+        return noted
+
+    def option_for(self, loc: tuple[Any, ...]) -> str | None:
+        """The flag of the option that set the field at `loc` (or the field it is part of), or None."""
+        return self._options.get(loc[0]) if loc else None
 
     def in_file(self, loc: tuple[Any, ...]) -> bool:
         """Whether the panel file itself gives this field (an `attach:` entry, not an `--attach`)."""

@@ -167,12 +167,16 @@ def _given(value: Any) -> bool:
 
 
 def _applied(option: CommandOption, panel: Panel, value: Any) -> Panel:
+    """The panel with the option's change, noting which fields the option set (the field it
+    names, else those its change touched), so a later check blames the option, not the file."""
     try:
         if option.change is not None:
             changed: Panel = resolve(option.change)(panel, value)
-            return changed
+            touched = [name for name in Panel.model_fields if getattr(changed, name) != getattr(panel, name)]
+            return changed.set_by_option(touched, option.flag)
         assert option.field is not None
-        return panel.with_value(option.field, option.flag_value if option.kind == "flag" else value)
+        changed = panel.with_value(option.field, option.flag_value if option.kind == "flag" else value)
+        return changed.set_by_option([option.field], option.flag)
     except ValidationError as exc:
         error = exc.errors()[0]
         raise OptionError(f"{option.flag}: {_option_problem(option, dict(error), value)}.") from None
