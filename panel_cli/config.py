@@ -311,8 +311,9 @@ class Panel(Strict):
     _source_file: str | None = PrivateAttr(default=None)
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
     _expanded_values: list[str] = PrivateAttr(default_factory=list)
-    # The fields a command-line option (or its keyword in Python) set, by the option's flag.
-    _options: dict[str, str] = PrivateAttr(default_factory=dict)
+    # The fields a command-line option (or its keyword in Python) set: the option's flag, and
+    # whether it set what is inside the field too (False: it chose among the file's entries).
+    _options: dict[str, tuple[str, bool]] = PrivateAttr(default_factory=dict)
 
     @field_validator("protocol")
     @classmethod
@@ -423,16 +424,19 @@ class Panel(Strict):
         field around it that the file gives; None for a panel that has no file."""
         return line_for(loc, self._lines) if self._lines else None
 
-    def set_by_option(self, fields: Sequence[str], flag: str) -> Panel:
+    def set_by_option(self, fields: Sequence[str], flag: str, *, whole: bool = True) -> Panel:
         """The panel noting that the option `flag` set these fields: a problem with one is
-        then the option's (`option_for`), not a line of the file that the option overrode."""
+        then the option's (`option_for`), not a line of the file that the option overrode.
+        `whole=False`: the option only chose among the file's entries (`--members` of a file),
+        which keep their lines."""
         noted = self.model_copy()
-        noted._options = {**self._options, **dict.fromkeys(fields, flag)}
+        noted._options = {**self._options, **dict.fromkeys(fields, (flag, whole))}
         return noted
 
     def option_for(self, loc: tuple[Any, ...]) -> str | None:
-        """The flag of the option that set the field at `loc` (or the field it is part of), or None."""
-        return self._options.get(loc[0]) if loc else None
+        """The flag of the option that gave the field at `loc`, or None."""
+        flag, whole = self._options.get(loc[0], (None, False)) if loc else (None, False)
+        return flag if whole or len(loc) == 1 else None
 
     def in_file(self, loc: tuple[Any, ...]) -> bool:
         """Whether the panel file itself gives this field (an `attach:` entry, not an `--attach`)."""

@@ -223,7 +223,7 @@ def panel_for(
     declared = declared_protocol(panel)
     if names:
         kept = panel.chairmen() if panel.chairman is not None else []
-        panel = panel.with_members(names, "--members")
+        panel = panel.with_members(names, "--members").set_by_option(["members"], "--members", whole=False)
         if kept:
             entries = [chair.name if chair.name in names else chair for chair in kept]
             panel = panel.model_copy(update={"chairman": entries[0] if len(entries) == 1 else entries})

@@ -1,15 +1,27 @@
-"""`panel confer` as a user runs it: a real subprocess, offline, against demo or the fake server."""
+"""`panel confer` as a user runs it: offline, against demo or the fake server; a real subprocess for
+stdin, signals and exit codes, in process for the rest."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from tests.fakes.openai_server import hang, responder
-from tests.helpers import panel_process, run_python, start_panel, stored_count, wait_until, write_panel
+from tests.helpers import (
+    cli,
+    cli_json,
+    panel_process,
+    run_python,
+    start_panel,
+    stored_count,
+    wait_until,
+    write_panel,
+)
 
 
 def test_demo_json_is_the_only_thing_on_stdout(tmp_path):
@@ -168,3 +180,48 @@ def test_no_key_reaches_the_database(tmp_path, fake_server, monkeypatch):
     for path in tmp_path.glob("runs.db*"):
         assert secret.encode() not in path.read_bytes(), path.name
     assert secret not in result.stdout
+
+
+# members, as every protocol takes them ----------------------------------------------------------
+
+
+def test_confer_takes_members_as_every_other_protocol(tmp_path: Path) -> None:
+    """--members: models without a file, a subset of a file's (--agents is the same option), else
+    the default panel in the config directory, else --demo's five personas."""
+    models = cli_json("confer", "--members", "demo/sage,demo/skeptic", "--max-rounds", "1", "-q", "Tea or coffee?")
+    assert sorted(models["initial_answers"]) == ["demo/sage", "demo/skeptic"] and models["calls"] == 4
+    subset = cli_json("confer", "configs/demo.yaml", "--members", "skeptic,sage", "--max-rounds", "1")
+    assert list(subset["initial_answers"]) == ["skeptic", "sage"]
+    alias = cli_json("confer", "configs/demo.yaml", "--agents", "skeptic,sage", "--max-rounds", "1")
+    assert list(alias["initial_answers"]) == ["skeptic", "sage"]
+    demo = cli_json("confer", "--demo", "--max-rounds", "1", "-q", "Tea or coffee?")
+    assert list(demo["initial_answers"]) == ["sage", "skeptic", "pragmatist", "optimist", "engineer"]
+    (Path(os.environ["PANEL_CONFIG_DIR"]) / "defaults.yaml").write_text(
+        "members:\n  - {name: mine, model: demo/engineer}\n  - {name: yours, model: demo/historian}\n"
+    )
+    default = cli_json("confer", "--max-rounds", "1", "-q", "Tea or coffee?")
+    assert list(default["initial_answers"]) == ["mine", "yours"]
+
+
+def test_a_one_member_confer_holds_no_vote_and_says_so(tmp_path: Path) -> None:
+    """Its member would vote on its own answer round after round: it answers once, its answer stands."""
+    alone = cli_json("confer", "configs/demo.yaml", "--members", "sage")
+    assert (alone["calls"], alone["rounds"], alone["winner"], alone["final_answer_source"]) == (
+        1,
+        [],
+        "sage",
+        "first_answer",
+    )
+    assert alone["final_answer"] == alone["initial_answers"]["sage"]
+    assert alone["warnings"] == ["--members: one member: no vote round is held, and its answer is the final answer."]
+    file = tmp_path / "alone.yaml"
+    file.write_text("question: Tea?\nmembers:\n  - {name: a, model: demo/sage}\n")
+    validated = cli("validate", str(file))
+    assert validated.exit_code == 0
+    assert f"{file}, line 2: members: one member: no vote round is held" in validated.stderr
+    estimate = cli_json("estimate", str(file))
+    assert (estimate["calls_low"], estimate["calls_high"], [s["stage"] for s in estimate["stages"]]) == (
+        1,
+        1,
+        ["answer"],
+    )

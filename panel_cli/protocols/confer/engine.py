@@ -20,6 +20,7 @@ from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
     Emit,
+    Finding,
     ProtocolResult,
     ProtocolRules,
     labels_for,
@@ -31,9 +32,21 @@ from panel_cli.protocols.vote.tally import ties
 from panel_cli.tasks import Task, mark, render_labelled
 
 FALLBACK_CONFIDENCE = 50.0
+
+
+def check_confer(panel: Panel) -> list[Finding]:
+    """A lone member would vote on its own answer round after round, and pay for it: it votes
+    not at all, and this says so."""
+    return [(("members",), LONE_MEMBER)] if len(panel.members) < 2 else []
+
+
+LONE_MEMBER = "one member: no vote round is held, and its answer is the final answer"
+
+
 RULES = ProtocolRules(
     fields=frozenset({"max_rounds", "until_convergence", "tally", "answer_order", "options"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
+    check=check_confer,
     settings=lambda panel: [
         ("max_rounds", str(panel.max_rounds)),
         ("until_convergence", yes_no(panel.until_convergence)),
@@ -92,7 +105,8 @@ class MemberFailure(BaseModel):
 
 # Where confer's final answer comes from: the winner's round-0 answer, or a revision it wrote
 # in the round before, each as the deciding round's block showed it and the panel voted for it;
-# or, when the budget allowed no vote round, the first answer in member order, unvoted.
+# or, when no vote round was held (the budget allowed none, or a lone member), the first answer
+# in member order, unvoted.
 FinalAnswerSource = Literal["answer", "revision", "first_answer"]
 
 
@@ -333,7 +347,8 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     rounds: list[ConferRound] = []
     winners: list[str | None] = []
     stopped = bool(answers) and await out_of_budget(gateway, emit, "no vote round is held and the first answer stands")
-    for index in range(1, 0 if stopped else panel.max_rounds + 1):
+    unvoted = stopped or len(members) < 2  # a lone member's answer stands (`check_confer`)
+    for index in range(1, 0 if unvoted else panel.max_rounds + 1):
         if not answers:
             break
         authors = assign_labels(order, answers)
@@ -388,7 +403,9 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
             break
 
     decided = next((r for r in reversed(rounds) if r.winner is not None), None)
-    first = next((name for name in order if name in initial), None) if stopped and decided is None else None
+    first = (
+        next((name for name in order if name in initial), None) if (stopped or unvoted) and decided is None else None
+    )
     return ConferResult(
         tally=panel.tally,
         final_answer=decided.winner_answer if decided else initial[first] if first else None,
