@@ -60,4 +60,4 @@ def resume(
             continuing=resumed.continuing,
         )
     finally:
-        resumed.claim.release()
+        resumed.release()
