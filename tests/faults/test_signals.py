@@ -50,8 +50,12 @@ def test_sigterm_mid_round_keeps_the_run_as_interrupted_and_exits_143(fake_serve
     stderr = finish(process)
 
     assert process.returncode == 143, stderr
-    assert "Traceback" not in stderr and "interrupted by SIGTERM" in stderr
     con = sqlite3.connect(db)
+    (run_id,) = con.execute("select id from runs").fetchone()
+    assert "Traceback" not in stderr and stderr.endswith(
+        f"panel: interrupted by SIGTERM; run {run_id} is kept as interrupted: `panel resume {run_id} --db {db}`"
+        " continues it.\n"
+    )
     assert con.execute("select status from runs").fetchone() == ("interrupted",)
     calls = sorted(con.execute("select stage, error_kind from calls").fetchall(), key=str)
     assert calls == [("answer", None), ("answer", None), ("vote", "cancelled"), ("vote", "cancelled")]
