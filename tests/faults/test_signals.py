@@ -202,3 +202,33 @@ def test_ctrl_c_before_the_run_exists_is_one_line_and_exit_130(fake_server, tmp_
     # SIGINT itself, after panel's line: the shell reports that as 130 too.
     assert process.returncode in (130, -signal.SIGINT)
     assert not fake_server.requests
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_while_the_command_line_loads_is_one_line_not_the_default_action(tmp_path, signum, code):
+    """SIGTERM (`timeout`, a CI cancel) or SIGHUP in panel's first few hundred milliseconds, while
+    it imports Typer and Rich: the same line and exit code as later, not the signal's default
+    action (a bare -15). The child reports each import as it ends (`-X importtime`); the signal
+    goes as soon as it reports an import after panel's signal handling, so inside the import of
+    the command line, which takes it far longer than this test takes to send a signal."""
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "panel_cli", "confer", "configs/demo.yaml", "-q", "hi"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PANEL_DB": str(tmp_path / "runs.db")},
+    )
+    assert process.stderr is not None
+    reported = iter(process.stderr.readline, "")
+    next(line for line in reported if line.rstrip().endswith(" panel_cli.cli.signals"))
+    next(reported)  # the next import ends after the handlers are in
+    process.send_signal(signum)
+    rest = "".join(reported)
+    process.wait(timeout=HANG_GUARD)
+
+    assert process.returncode == code, rest[-2000:]
+    said = [line for line in rest.splitlines() if not line.startswith("import time:")]
+    assert said == [f"panel: interrupted by {signal.Signals(signum).name}."]
+    assert not (tmp_path / "runs.db").exists()
