@@ -57,7 +57,8 @@ class PlainView:
 
     def _run_started(self, event: RunStarted) -> str:
         names = ", ".join(member.name for member in event.members)
-        started = f"run started  {event.protocol}  {event.panel}  members: {names}  run {event.run_id}"
+        setup = "".join(f"  {name} {value}" for name, value in event.headline.items())
+        started = f"run started  {event.protocol}  {event.panel}  members: {names}{setup}  run {event.run_id}"
         return f"{started}\nquestion: {fmt.one_line(event.question, QUESTION_LIMIT)}"
 
     def _stage_started(self, event: StageStarted) -> str:

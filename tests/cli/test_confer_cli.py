@@ -3,6 +3,7 @@ stdin, signals and exit codes, in process for the rest."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -10,7 +11,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from panel_cli.events import MemberInfo, RunStarted
+from panel_cli.view.live import LiveView
 from tests.fakes.openai_server import hang, responder
 from tests.helpers import (
     cli,
@@ -225,3 +229,39 @@ def test_a_one_member_confer_holds_no_vote_and_says_so(tmp_path: Path) -> None:
         1,
         ["answer"],
     )
+
+
+# the rules in force, named wherever the run is shown ---------------------------------------------
+
+
+def test_the_tally_and_answer_order_are_named_in_every_view_and_the_result() -> None:
+    args = ("confer", "configs/demo.yaml", "--tally", "log_odds", "--answer-order", "sequential", "--max-rounds", "1")
+    plain = cli(*args, columns=None)
+    assert plain.exit_code == 0, plain.output
+    start, *_, end = plain.stderr.splitlines()
+    assert start.startswith("run started  confer  demo  members: sage, skeptic, pragmatist, engineer")
+    assert start.endswith("  tally log_odds  answer_order sequential  run " + start.rsplit(" ", 1)[1])
+    assert "  tally log_odds  answer_order sequential  calls " in end
+    result = cli_json(*args)
+    assert (result["tally"], result["answer_order"]) == ("log_odds", "sequential")
+    shown = cli("history", "show", result["run_id"]).stdout
+    assert "tally log_odds · answer_order sequential" in shown
+    replayed = cli("history", "show", result["run_id"], "--plain").stdout
+    assert "  tally log_odds  answer_order sequential  run " in replayed
+    default = cli_json("confer", "configs/demo.yaml", "--max-rounds", "1")
+    assert (default["tally"], default["answer_order"]) == ("confidence", "parallel")
+
+
+def test_the_live_header_names_the_rules_and_roles() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=160, color_system=None)
+    view = LiveView(console, animate=False)
+    view.draw(
+        RunStarted(
+            protocol="confer",
+            panel="demo",
+            question="Q?",
+            members=[MemberInfo(name="a", model="demo/sage"), MemberInfo(name="b", model="demo/skeptic")],
+            headline={"tally": "log_odds", "answer_order": "sequential"},
+        )
+    )
+    assert "tally log_odds · answer_order sequential" in console.file.getvalue()

@@ -152,6 +152,34 @@ def test_run_refuses_an_option_no_protocol_takes_as_click_does():
     assert outcome.output.startswith("Usage: panel run [OPTIONS]") and "No such option: --bogus" in outcome.output
 
 
+@pytest.mark.parametrize(
+    ("args", "setup"),
+    [
+        (
+            ["supervise", "configs/supervise.yaml"],
+            "members: planner, engineer, writer  critic reviewer (inline)  chairman planner",
+        ),
+        (
+            ["orchestrate", "configs/orchestrate.yaml"],
+            "members: research, analysis, writing  planner planner  chairman editor",
+        ),
+        (["delphi", "configs/delphi.yaml"], "members: sage, skeptic, engineer, historian  chairman sage"),
+        (
+            ["ensemble", "configs/ensemble.yaml", "--mode", "race"],
+            "members: sage, pragmatist, optimist, engineer  mode race",
+        ),
+    ],
+)
+def test_the_start_line_names_who_critiques_plans_and_writes(args, setup, monkeypatch):
+    """The roles beside the members: supervise's critic and chairman, orchestrate's planner and
+    chairman (neither is among the members those two list), delphi's chairman, ensemble's mode."""
+    monkeypatch.chdir(ROOT)
+    outcome = cli(*args, columns=None)
+    assert outcome.exit_code == 0, outcome.output
+    start = outcome.stderr.splitlines()[0]
+    assert f"  {setup}  run " in start
+
+
 def test_validate_accepts_both_demo_files_without_a_warning():
     outcome = cli("validate", DELPHI, SUPERVISE)
     assert outcome.exit_code == 0, outcome.output

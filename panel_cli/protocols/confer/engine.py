@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from panel_cli.config import Member, Panel
+from panel_cli.config import AnswerOrder, Member, Panel
 from panel_cli.events import RoundTallied, VoteCast, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
@@ -47,6 +47,7 @@ RULES = ProtocolRules(
     fields=frozenset({"max_rounds", "until_convergence", "tally", "answer_order", "options"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
     check=check_confer,
+    headline=("tally", "answer_order"),
     settings=lambda panel: [
         ("max_rounds", str(panel.max_rounds)),
         ("until_convergence", yes_no(panel.until_convergence)),
@@ -112,10 +113,12 @@ FinalAnswerSource = Literal["answer", "revision", "first_answer"]
 
 class ConferResult(ProtocolResult):
     """`tally` is how the votes were counted: summed confidence, or summed log-odds (then
-    `scores` are log-odds, and may be negative). `final_answer_source` says which text the
-    final answer is (`FinalAnswerSource`); null without one."""
+    `scores` are log-odds, and may be negative); `answer_order`, how the members answered (at
+    once, or in turn). `final_answer_source` says which text the final answer is
+    (`FinalAnswerSource`); null without one."""
 
     tally: ConferTally
+    answer_order: AnswerOrder
     winner: str | None
     final_answer_source: FinalAnswerSource | None
     confidence_score: float
@@ -408,6 +411,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     )
     return ConferResult(
         tally=panel.tally,
+        answer_order=panel.answer_order,
         final_answer=decided.winner_answer if decided else initial[first] if first else None,
         final_answer_source=final_answer_source(decided, initial) if decided else "first_answer" if first else None,
         failure_reason=None

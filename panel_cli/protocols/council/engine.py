@@ -142,6 +142,7 @@ RULES = ProtocolRules(
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_council_findings,
     settings=_council_settings,
+    headline=("chairman",),
     draw=with_seed,
 )
 

@@ -133,6 +133,7 @@ RULES = ProtocolRules(
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_delphi_findings,
     settings=_delphi_settings,
+    headline=("chairman",),
 )
 
 

@@ -137,6 +137,7 @@ RULES = ProtocolRules(
     timeouts={"answer": DEFAULT_TIMEOUT, "review": DEFAULT_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=check_ensemble,
     settings=_ensemble_settings,
+    headline=("mode", "scorer", "aggregator"),
 )
 
 
