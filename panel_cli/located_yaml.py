@@ -468,6 +468,11 @@ class YamlTree:
         return _VAR.sub(replace, text)
 
 
+def variables_in(text: str) -> list[str]:
+    """The environment variables a value written in a file names (`${VAR}`), each once, in order."""
+    return list(dict.fromkeys(_VAR.findall(text)))
+
+
 def parse_yaml(text: str, file: str, *, expand_env: bool = True) -> YamlTree:
     """Compose with the limits above and walk into plain values. Structural problems (syntax,
     depth, aliases) raise at once; problems with single values are collected in the tree."""

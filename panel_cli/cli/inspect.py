@@ -102,7 +102,7 @@ def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
     ]
     for name, value in settings:
         console.print(Text.assemble((f"{name}: ", "dim"), value))
-    beyond = _beyond_the_providers(panel)
+    beyond = _beyond_the_providers(panel, panel_file)
     if beyond:
         console.print(Text("beyond calling the providers:", style="bold"))
         for line in beyond:
@@ -111,30 +111,60 @@ def _validate_one(console: Console, errors: Console, panel_file: Path) -> None:
         errors.print(Text(f"warning: {warning}", style="yellow"))
 
 
-def _beyond_the_providers(panel: Panel) -> list[str]:
+def _beyond_the_providers(panel: Panel, panel_file: Path) -> list[str]:
     """What running the file does besides calling each member's provider: each command it
-    starts, each key it sends to a host other than that provider's own (this machine
-    included), each header it sends to a tool server. A panel file is code; this is what to
-    read before running someone else's."""
+    starts and each variable it hands that command (`env:`), each key it sends to a host
+    other than that provider's own (this machine included), each header it sends to a tool
+    server. A variable's value is never shown: only where it comes from, the user's own
+    environment (`${VAR}`) or the file. A panel file is code; this is what to read before
+    running someone else's."""
     from panel_cli.llm.aliases import split_url
     from panel_cli.llm.key_hosts import keys_sent_elsewhere
     from panel_cli.tools.checks import started
 
+    written = _as_written(panel_file)
     lines: list[str] = []
     for name in started(panel):
         server = panel.tools[name]
         where = f"tools.{name}, line {panel.line_of(('tools', name))}"
         if server.command is not None:
             lines.append(f"starts {server.target} ({where})")
+            for variable in server.env:
+                source = _source(written, ("tools", name, "env", variable))
+                line = panel.line_of(("tools", name, "env", variable))
+                lines.append(f"hands {variable} to that command: {source} (tools.{name}.env, line {line})")
         elif server.headers:
             host = split_url(server.target).hostname
-            lines.append(f"sends the headers {', '.join(server.headers)} to {host} ({where})")
+            sources = [_source(written, ("tools", name, "headers", header)) for header in server.headers]
+            keys = [source for source in sources if source.startswith("your ")]
+            carrying = f", carrying {' and '.join(keys)}" if keys else ""
+            lines.append(f"sends the headers {', '.join(server.headers)} to {host}{carrying} ({where})")
     for sent, line in keys_sent_elsewhere(panel):
         host = f"{sent.host} (this machine)" if sent.loopback else sent.host
         lines.append(
             f"sends {sent.variable} to {host}, not to {sent.provider}'s own API (member {sent.member}, line {line})"
         )
     return lines
+
+
+def _as_written(panel_file: Path) -> object:
+    """The file's values as written, each `${VAR}` left as it is."""
+    from panel_cli.located_yaml import parse_yaml, read_config_text
+
+    return parse_yaml(read_config_text(panel_file, str(panel_file)), str(panel_file), expand_env=False).data
+
+
+def _source(written: object, loc: tuple[str, ...]) -> str:
+    """Where the value at `loc` comes from: `your ${TOKEN}` (the user's environment), or the file."""
+    from panel_cli.located_yaml import variables_in
+
+    value = written
+    for key in loc:
+        value = value.get(key) if isinstance(value, dict) else None
+    names = variables_in(value) if isinstance(value, str) else []
+    if not names:
+        return "a value written in the file"
+    return "your " + " and ".join(f"${{{name}}}" for name in names)
 
 
 def _or_default(value: object) -> str:

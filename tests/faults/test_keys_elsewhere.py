@@ -58,7 +58,9 @@ def test_validate_lists_the_commands_a_file_starts_and_the_keys_it_sends_elsewhe
         "name: a\n    model: openai/a\n", "name: a\n    model: openai/a\n    tools: [notes]\n"
     )
     path.write_text(
-        text + "tools:\n  notes:\n    command: python notes.py --fast\n  idle:\n    command: python idle.py\n"
+        text + "tools:\n  notes:\n    command: python notes.py --fast\n"
+        "    env:\n      NOTES_TOKEN: ${OPENAI_API_KEY}\n      MODE: quiet\n"
+        "  idle:\n    command: python idle.py\n    env: {IDLE_KEY: '${OPENAI_API_KEY}'}\n"
     )
     (tmp_path / "notes.py").write_text("")
     (tmp_path / "idle.py").write_text("")
@@ -67,14 +69,16 @@ def test_validate_lists_the_commands_a_file_starts_and_the_keys_it_sends_elsewhe
 
     assert outcome.exit_code == 0, outcome.output
     section = outcome.stdout.split("beyond calling the providers:\n", 1)[1].splitlines()
-    assert section[:4] == [
+    assert section[:6] == [
         "  starts python notes.py --fast (tools.notes, line 18)",
+        "  hands NOTES_TOKEN to that command: your ${OPENAI_API_KEY} (tools.notes.env, line 21)",
+        "  hands MODE to that command: a value written in the file (tools.notes.env, line 22)",
         "  sends OPENAI_API_KEY to 127.0.0.1 (this machine), not to openai's own API (member a, line 8)",
         "  sends OPENAI_API_KEY to 127.0.0.1 (this machine), not to openai's own API (member b, line 11)",
         "  sends OPENAI_API_KEY to some-host.example, not to openai's own API (member backup, line 16)",
     ]
-    assert KEY not in outcome.output
-    assert "idle.py" not in "\n".join(section), "a server no member names is never started"
+    assert KEY not in outcome.output and "quiet" not in outcome.output
+    assert "idle" not in "\n".join(section).lower(), "a server no member names is never started"
 
 
 def test_validate_says_nothing_more_for_a_panel_that_only_calls_its_providers(keyed, tmp_path):
@@ -132,5 +136,7 @@ def test_validate_lists_the_headers_a_file_sends_to_a_tool_server(monkeypatch, t
     )
     outcome = cli("validate", str(path))
     assert outcome.exit_code == 0, outcome.output
-    assert "  sends the headers Authorization to mcp.example (tools.web, line 4)\n" in outcome.stdout
+    assert "  sends the headers Authorization to mcp.example, carrying your ${GH_TOKEN} (tools.web, line 4)\n" in (
+        outcome.stdout
+    )
     assert "ghp_" not in outcome.output
