@@ -229,6 +229,7 @@ def panel_for(
             panel = panel.model_copy(update={"chairman": entries[0] if len(entries) == 1 else entries})
     if chairs:
         panel = panel.model_copy(update={"chairman": chairs[0] if len(chairs) == 1 else chairs})
+        panel = panel.set_by_option(["chairman"], "--chairman")
         panel.chairmen()  # every name must be a member: fail now, in one sentence
     return panel, declared
 
