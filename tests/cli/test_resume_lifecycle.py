@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
@@ -140,6 +141,7 @@ def test_force_resumes_again_only_after_a_resume_that_failed_or_crashed(
     assert again["reached_answer"]
 
 
+@pytest.mark.subprocess  # dead_pid starts one (the marker main's suite requires)
 def test_force_takes_over_the_resume_it_abandons_so_the_run_is_not_finished_twice(
     fake_server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
