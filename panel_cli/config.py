@@ -40,6 +40,7 @@ from panel_cli.located_yaml import (
 from panel_cli.models.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
 from panel_cli.models.catalog import UnknownModel, qualify_model
 from panel_cli.models.personas import PERSONAS, is_persona, oracle_problem
+from panel_cli.thresholds import DEFAULT_THRESHOLD, threshold_problem
 from panel_cli.weights_file import MAX_WEIGHT, read_weights
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
@@ -289,8 +290,8 @@ class Panel(Strict):
     tie_break: Annotated[TieBreak | None, RuleName] = None
     tally: Annotated[ConferTally, RuleName] = "confidence"
     answer_order: Annotated[AnswerOrder, RuleName] = "parallel"
-    # supermajority: the share of the votes an option must exceed.
-    threshold: float = Field(default=0.667, gt=0, le=1, allow_inf_nan=False)
+    # supermajority: the share of the votes an option must exceed (`panel_cli.thresholds`).
+    threshold: float = DEFAULT_THRESHOLD
     quorum: int = Field(default=1, ge=1)
     options: list[str] = Field(default_factory=list)
     no_match: Literal["abstain", "first"] = "abstain"
@@ -315,6 +316,10 @@ class Panel(Strict):
     _source_file: str | None = PrivateAttr(default=None)
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
     _expanded_values: list[str] = PrivateAttr(default_factory=list)
+    _variables: dict[tuple[Any, ...], list[str]] = PrivateAttr(default_factory=dict)
+    # The fields a command-line option (or its keyword in Python) set: the option's flag, and
+    # whether it set what is inside the field too (False: it chose among the file's entries).
+    _options: dict[str, tuple[str, bool]] = PrivateAttr(default_factory=dict)
 
     @field_validator("protocol")
     @classmethod
@@ -324,6 +329,14 @@ class Panel(Strict):
         if not is_protocol(name):
             raise ValueError(unknown_protocol(name))
         return name
+
+    @field_validator("threshold")
+    @classmethod
+    def _a_share(cls, value: float) -> float:
+        problem = threshold_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("weights")
     @classmethod
@@ -412,10 +425,29 @@ class Panel(Strict):
         """The values the file's `${VAR}`s expanded to: they may be secrets, so output hides them."""
         return list(self._expanded_values)
 
+    def variables_of(self, loc: tuple[Any, ...]) -> list[str]:
+        """The environment variables the file's value at `loc` names (`${TOKEN}`), in order:
+        where a value panel hides came from, which a person may be told."""
+        return list(self._variables.get(loc, []))
+
     def line_of(self, loc: tuple[Any, ...]) -> int | None:
         """The line of a field in the panel file (`("members", 2, "model")`), or of the nearest
         field around it that the file gives; None for a panel that has no file."""
         return line_for(loc, self._lines) if self._lines else None
+
+    def set_by_option(self, fields: Sequence[str], flag: str, *, whole: bool = True) -> Panel:
+        """The panel noting that the option `flag` set these fields: a problem with one is
+        then the option's (`option_for`), not a line of the file that the option overrode.
+        `whole=False`: the option only chose among the file's entries (`--members` of a file),
+        which keep their lines."""
+        noted = self.model_copy()
+        noted._options = {**self._options, **dict.fromkeys(fields, (flag, whole))}
+        return noted
+
+    def option_for(self, loc: tuple[Any, ...]) -> str | None:
+        """The flag of the option that gave the field at `loc`, or None."""
+        flag, whole = self._options.get(loc[0], (None, False)) if loc else (None, False)
+        return flag if whole or len(loc) == 1 else None
 
     def in_file(self, loc: tuple[Any, ...]) -> bool:
         """Whether the panel file itself gives this field (an `attach:` entry, not an `--attach`)."""
@@ -611,6 +643,7 @@ def parse_panel(text: str, file: str = "<panel>", default_name: str = "panel") -
     panel._source_file = file
     panel._lines = tree.lines
     panel._expanded_values = tree.expanded_values
+    panel._variables = tree.variables
     return panel
 
 

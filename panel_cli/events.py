@@ -61,6 +61,8 @@ class RunStarted(BaseEvent):
     question: str
     members: list[MemberInfo]
     config: dict[str, Any] = Field(default_factory=dict)
+    # What the start line names beside the members: roles and rules (`ProtocolRules.headline`).
+    headline: dict[str, str] = Field(default_factory=dict)
 
 
 class StageStarted(BaseEvent):

@@ -305,6 +305,8 @@ class YamlTree:
     lines: dict[tuple[Any, ...], int] = dataclasses.field(default_factory=dict)
     problems: list[tuple[tuple[Any, ...], ConfigProblem]] = dataclasses.field(default_factory=list)
     expanded_values: list[str] = dataclasses.field(default_factory=list)
+    variables: dict[tuple[Any, ...], list[str]] = dataclasses.field(default_factory=dict)
+    """The environment variables each field's value was expanded from, by the field's path."""
     _seen: set[ConfigProblem] = dataclasses.field(default_factory=set, init=False, repr=False)
     _problem_locs: set[tuple[Any, ...]] = dataclasses.field(default_factory=set, init=False, repr=False)
 
@@ -463,9 +465,17 @@ class YamlTree:
                 return match.group(0)
             if value and value not in self.expanded_values:
                 self.expanded_values.append(value)
+            named = self.variables.setdefault(path, [])
+            if name not in named:
+                named.append(name)
             return value
 
         return _VAR.sub(replace, text)
+
+
+def variables_in(text: str) -> list[str]:
+    """The environment variables a value written in a file names (`${VAR}`), each once, in order."""
+    return list(dict.fromkeys(_VAR.findall(text)))
 
 
 def parse_yaml(text: str, file: str, *, expand_env: bool = True) -> YamlTree:

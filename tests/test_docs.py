@@ -1,18 +1,21 @@
 """The reference in docs/ checked against the code it describes, so the two cannot drift: the
 exit codes, the fields of every result, the store's tables and columns, the query that
-reassembles a text kept as parts, and every link and citation into the docs."""
+reassembles a text kept as parts, every link and citation into the docs, and every result and
+shell example, run."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+import shlex
 import sqlite3
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
+from panel_cli.errors import PanelError
 from panel_cli.exit_status import ExitStatus
 from panel_cli.protocols.confer.engine import ConferResult
 from panel_cli.protocols.council.engine import CouncilResult
@@ -24,6 +27,7 @@ from panel_cli.protocols.vote.engine import DecideResult
 from panel_cli.runs.outcome import RunEnvelope
 from panel_cli.store.migrations import migrate
 from panel_cli.store.texts import TextCache
+from tests.helpers import cli
 from tests.store.protocol_runs import stored_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,3 +219,149 @@ def test_every_citation_of_the_docs_in_code_resolves() -> None:
                 if not cited.exists() or (anchor and anchor not in anchors(cited)):
                     broken.append(f"{path.relative_to(ROOT)}: {file}#{anchor}")
     assert broken == []
+
+
+# -- the examples in the docs, run -----------------------------------------------------------------
+#
+# An example written by hand drifts: a field added, a value that became a number, an exit code that
+# changed. Every result example in docs/result.md is checked against the real result of the
+# command it names (its keys, in order, and the type of each value), and every shell example in
+# docs/exit-codes.md is run and its exit code and `panel:` lines checked.
+
+JSON_BLOCK = re.compile(r"```json\n(.*?)```", re.DOTALL)
+COMMAND = re.compile(r"`(panel [^`]+ --json)`")
+
+
+def json_examples() -> list[tuple[str, str, str]]:
+    """(command, the JSON shown, the paragraph before it) for each example that names its command."""
+    text = (DOCS / "result.md").read_text()
+    found = []
+    for match in JSON_BLOCK.finditer(text):
+        before = text[: match.start()].rstrip().rsplit("\n\n", 1)[-1]
+        named = COMMAND.findall(before)
+        if named:
+            found.append((named[-1], match.group(1), before))
+    return found
+
+
+def test_every_result_example_names_its_command() -> None:
+    """Every JSON block but the batch's (checked against its models below) says which command printed it."""
+    blocks = JSON_BLOCK.findall((DOCS / "result.md").read_text())
+    assert len(json_examples()) == len(blocks) - 2
+
+
+def shape_problems(shown: object, real: object, where: str = "") -> list[str]:
+    """How an example differs in shape from the real value: a key missing, added or out of
+    order, a value of another type (a number is a number, int or float). Examples are
+    shortened, so a list shown may hold fewer entries than the real one, never more."""
+    if isinstance(shown, dict):
+        if not isinstance(real, dict):
+            return [f"{where or 'the result'}: an object in the example, {type(real).__name__} in the run"]
+        if list(shown) != list(real):
+            return [f"{where or 'the result'}: keys {list(shown)} in the example, {list(real)} in the run"]
+        return [problem for key in shown for problem in shape_problems(shown[key], real[key], f"{where}.{key}")]
+    if isinstance(shown, list):
+        if not isinstance(real, list) or len(shown) > len(real):
+            return [f"{where}: a list of {len(shown)} in the example, {real!r:.60} in the run"]
+        return [problem for i, item in enumerate(shown) for problem in shape_problems(item, real[i], f"{where}[{i}]")]
+    if kind(shown) != kind(real):
+        return [f"{where}: {kind(shown)} in the example, {kind(real)} in the run"]
+    return []
+
+
+def kind(value: object) -> str:
+    if value is None or isinstance(value, bool | str):
+        return type(value).__name__
+    return "number" if isinstance(value, int | float) else type(value).__name__
+
+
+def part_shown(shown: dict, real: dict, before: str) -> dict:
+    """The part of the real result an example shows: the envelope (it starts at `run_id` and
+    ends at `failure_reason`), the protocol's own fields (it starts at `failure_reason`), the
+    fields it says it picks ("only the fields …"), or all of it."""
+    keys = list(real)
+    if list(shown)[0] == "run_id" and "failure_reason" in real and "winner" not in shown:
+        return {key: real[key] for key in keys[: keys.index("failure_reason") + 1]}
+    if list(shown)[0] == "failure_reason":
+        return {key: real[key] for key in keys[keys.index("failure_reason") :]}
+    if "only the fields" in before:
+        return {key: real[key] for key in keys if key in shown}
+    return real
+
+
+@pytest.fixture
+def at_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("PANEL_DB", str(tmp_path / "docs.db"))
+    return tmp_path
+
+
+@pytest.mark.parametrize(("command", "shown", "before"), json_examples(), ids=[c for c, _, _ in json_examples()])
+def test_each_result_example_has_the_shape_of_its_commands_result(command, shown, before, at_root) -> None:
+    outcome = cli(*shlex.split(command)[1:])
+    assert outcome.exit_code in (0, 1, 3), outcome.output
+    real = json.loads(outcome.stdout)
+    example = json.loads(shown)
+    assert shape_problems(example, part_shown(example, real, before)) == []
+
+
+def test_the_batch_examples_have_the_fields_of_the_batch_models() -> None:
+    from panel_cli.batch.runner import BatchLine, BatchSummary
+
+    lines, summary = JSON_BLOCK.findall(section((DOCS / "result.md").read_text(), "## `panel batch`"))
+    for line in lines.splitlines():
+        assert list(json.loads(line)) == list(BatchLine.model_fields)
+    assert list(json.loads(summary)) == list(BatchSummary.model_fields)
+
+
+# docs/exit-codes.md: `$ panel …; echo $?`, what it printed, then the code.
+CONSOLE_BLOCK = re.compile(r"```console\n(.*?)```", re.DOTALL)
+# A run id, a date and a time: different in every run.
+VOLATILE = re.compile(r"\b[0-9a-f]{12}\b|\d{4}-\d\d-\d\d \d\d:\d\d")
+# What the examples read: a panel file with a mistake on line 4 (`temprature`).
+BAD_PANEL = "members:\n  - name: a\n    model: demo/sage\n    temprature: 0.2\n"
+
+
+def shell_examples() -> list[tuple[str, list[str], int]]:
+    """(the command, what it printed, its exit code) for each `$ …; echo $?` example."""
+    found = []
+    for block in CONSOLE_BLOCK.findall((DOCS / "exit-codes.md").read_text()):
+        for example in re.split(r"^\$ ", block, flags=re.MULTILINE)[1:]:
+            command, *printed, code = example.rstrip("\n").split("\n")
+            assert command.endswith("; echo $?"), command
+            found.append((command.removesuffix("; echo $?"), printed, int(code)))
+    return found
+
+
+def test_the_shell_examples_are_found() -> None:
+    assert len(shell_examples()) >= 10
+
+
+@pytest.mark.parametrize(("command", "printed", "code"), shell_examples(), ids=[c for c, _, _ in shell_examples()])
+def test_each_shell_example_exits_as_shown_and_says_what_it_shows(command, printed, code, at_root) -> None:
+    """Run in a folder holding the demo panels (`configs/`) and the mistaken `bad.yaml`; a run id
+    an example names is the id of a demo run made first."""
+    monkeypatch = pytest.MonkeyPatch()
+    (at_root / "configs").symlink_to(ROOT / "configs")
+    (at_root / "bad.yaml").write_text(BAD_PANEL)
+    monkeypatch.chdir(at_root)
+    try:
+        words = shlex.split(command)
+        if any(re.fullmatch(r"[0-9a-f]{12}", word) for word in words):
+            made = cli("confer", "configs/demo.yaml", "--json")
+            ran = json.loads(made.stdout)["run_id"]
+            words = [ran if re.fullmatch(r"[0-9a-f]{12}", word) else word for word in words]
+        stdin = "" if "<" in words else None
+        words = [
+            word for index, word in enumerate(words) if word not in ("<", ">") and words[index - 1] not in ("<", ">")
+        ]
+        outcome = cli(*words[1:], input=stdin)
+    finally:
+        monkeypatch.undo()
+    # In process, `panel: …` and exit 2 are the error `main` would print and exit with.
+    error = outcome.exception if isinstance(outcome.exception, PanelError) else None
+    assert (error.exit_code if error else outcome.exit_code) == code, outcome.output
+    said = VOLATILE.sub("ID", outcome.output + (error.message if error else ""))
+    for line in printed:
+        if line.startswith(("panel: ", "Error: ")):
+            assert VOLATILE.sub("ID", line.partition(": ")[2]) in said, line

@@ -6,7 +6,7 @@ The floors, bottom to top (`FLOORS`; a module is on the floor of the longest nam
 
  1. Leaves, which import nothing of panel's but one another: `errors` and `exit_status`,
     `untrusted`, `redact`, `wording`, `tasks`, `run_keys`, `located_yaml` (the defensive YAML
-    reader) and `local_files`; and two modules of packages higher up that are leaves all the
+    reader), `local_files` and `thresholds` (supermajority's one range); and two modules of packages higher up that are leaves all the
     same: `protocols.registry` (each protocol's name and spec, its heavy parts named by import
     path), which the panel model checks a file's `protocol:` against, and `llm.brief` (what a
     request asks, in fields), which engines fill and simulated members read.
@@ -65,6 +65,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "run_keys",
         "located_yaml",
         "local_files",
+        "thresholds",
         "protocols.registry",
         "llm.brief",
     ),

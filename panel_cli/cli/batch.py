@@ -83,6 +83,9 @@ def batch(
     loader.start(panel)
     questions = read_questions(questions_file)
     warnings = _checked(panel, panel_file, questions, questions_file)
+    note = _options_note(panel, panel_file, questions)
+    if note is not None and not quiet:
+        _say(note)
     slices = parse_shard(shard) if shard is not None else None
     if slices is not None:
         questions = slice_of(questions, *slices)
@@ -237,6 +240,20 @@ def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], que
             raise ConfigError(str(questions_file), bare.line, "options", problem)
     sample = question_panel(panel, with_options[0]) if with_options else panel
     return check_panel(sample, protocol, declared_protocol(panel))
+
+
+def _options_note(panel: Panel, panel_file: Path, questions: list[BatchQuestion]) -> str | None:
+    """A vote over a questions file: the questions that bring no options are voted on the
+    panel's own, which a person may not expect, so it is said once at the start."""
+    from panel_cli.batch.runner import OPTION_PROTOCOLS
+
+    bare = sum(not question.options for question in questions)
+    if panel.protocol not in OPTION_PROTOCOLS or not bare or not panel.options:
+        return None
+    options = f"{panel_file}'s options ({', '.join(panel.options)})"
+    if bare == len(questions):
+        return f"no question gives options of its own: each is voted on {options}."
+    return f"{bare} of {len(questions)} questions give no options of their own: they are voted on {options}."
 
 
 # A batch's id is as long as a run's (12 characters): `b` and 11 hex digits. Ids of batches

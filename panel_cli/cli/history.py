@@ -486,7 +486,6 @@ def retally_run(
     db: DbOption = None,
 ) -> None:
     """Count a stored vote or decision again from its stored ballots, with no model call, and keep the re-tally."""
-    import math
     import uuid
 
     from rich.text import Text
@@ -495,10 +494,11 @@ def retally_run(
     from panel_cli.store.maintenance import record_retally
     from panel_cli.store.reader import TranscriptReader
     from panel_cli.store.records import RetallyRecord
+    from panel_cli.thresholds import threshold_problem
     from panel_cli.view import history as view
 
-    if threshold is not None and not (math.isfinite(threshold) and 0 < threshold < 1):
-        raise UserError(f"--threshold takes a share above 0 and below 1, such as 0.66, not {threshold:g}.")
+    if threshold is not None and (problem := threshold_problem(threshold)) is not None:
+        raise UserError(f"--threshold: {problem}.")
     chosen = parse_method(method) if method is not None else None
     settle = parse_choice(tie_break, TIE_BREAKS) if tie_break is not None else None
     if tie_break is not None and settle is None:

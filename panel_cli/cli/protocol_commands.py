@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -236,7 +237,8 @@ def execute(
                 env.say(note)
             raise
 
-    report(env, run_until_signal(run, run_id), json_mode=json_mode, quiet=quiet)
+    resume = shlex.join(["panel", "resume", run_id, *(["--db", str(db)] if db is not None else [])])
+    report(env, run_until_signal(run, run_id, resume), json_mode=json_mode, quiet=quiet)
 
 
 GATE_WORDS = {ExitStatus.SUCCESS: "passed", ExitStatus.FAILURE: "failed", ExitStatus.UNDECIDED: "undecided"}

@@ -74,7 +74,7 @@ def resume(
             continuing=resumed.continuing,
         )
     finally:
-        resumed.claim.release()
+        resumed.release()
 
 
 def _confirm_imported(resumed: Resumption) -> None:

@@ -7,6 +7,7 @@ they are parsed by that command's parser, and the run goes through the same `run
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -25,9 +26,30 @@ def run(
     from panel_cli.config import load_panel
     from panel_cli.protocols.registry import spec
 
-    command = protocol_command(spec(load_panel(panel_file).protocol))
-    with command.make_context(ctx.command_path, [str(panel_file), *ctx.args], parent=ctx) as parsed:
-        command.invoke(parsed)
+    protocol = load_panel(panel_file).protocol
+    command = protocol_command(spec(protocol))
+    # Parsed as `panel run`, beside `run` under `panel`, so a usage line reads `panel run [OPTIONS] FILE`.
+    try:
+        with command.make_context(ctx.info_name, [str(panel_file), *ctx.args], parent=ctx.parent) as parsed:
+            command.invoke(parsed)
+    except Exception as exc:
+        if type(exc).__name__ == "NoSuchOption":  # Click's, as Typer vendors it
+            _say_whose(exc, panel_file, protocol)
+        raise
+
+
+def _say_whose(refused: Any, panel_file: Path, protocol: str) -> None:
+    """An option the file's protocol does not take, but another does: say whose it is, since the
+    person wrote it for that protocol (`--tally is confer's option; vote.yaml runs vote`)."""
+    from panel_cli.protocols.registry import specs
+
+    flag = refused.option_name
+    owners = [other.name for other in specs() if any(flag in (option.flag, option.short) for option in other.options)]
+    if not owners:
+        return
+    whose = f"{owners[0]}'s option" if len(owners) == 1 else f"an option of {', '.join(owners[:-1])} and {owners[-1]}"
+    refused.message = f"{flag} is {whose}; {panel_file} runs {protocol} (panel {protocol} -h lists its options)."
+    refused.possibilities = None
 
 
 # Everything after FILE belongs to the protocol's command, which parses (and refuses) it.

@@ -38,12 +38,14 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(PanelError):
-    """A run stopped by a signal; the exit code is 128 + the signal's number (130, 143, 129)."""
+    """A run stopped by a signal; the exit code is 128 + the signal's number (130, 143, 129).
+    `resume`: the command that continues the run, said as batch and eval say theirs."""
 
-    def __init__(self, signum: int, run_id: str | None = None) -> None:
+    def __init__(self, signum: int, run_id: str | None = None, resume: str | None = None) -> None:
         name = signal.Signals(signum).name
         kept = f"; run {run_id} is kept as interrupted" if run_id else ""
-        super().__init__(f"interrupted by {name}{kept}.")
+        way_on = f": `{resume}` continues it" if run_id and resume else ""
+        super().__init__(f"interrupted by {name}{kept}{way_on}.")
         self.exit_code = ExitStatus.for_signal(signum)
 
 
@@ -137,10 +139,11 @@ def _restore(handlers: dict[int, Any]) -> None:
             signal.signal(signum, handler)
 
 
-def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
+def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str, resume: str | None = None) -> T:
     """Run `main()` on a fresh event loop. The first SIGINT, SIGTERM or SIGHUP cancels it, and it gets
-    CLEANUP_SECONDS to finish cancelling; later signals are ignored. Raises Interrupted. When no
-    signal came, the handlers in place before are put back (the loop's own replace them)."""
+    CLEANUP_SECONDS to finish cancelling; later signals are ignored. Raises Interrupted (saying
+    `resume`, the command that continues run `run_id`). When no signal came, the handlers in
+    place before are put back (the loop's own replace them)."""
     import asyncio
 
     loop = asyncio.new_event_loop()
@@ -165,13 +168,13 @@ def run_until_signal(main: Callable[[], Awaitable[T]], run_id: str) -> T:
         # Once a signal came, however the run ended is its interruption: cancelled, or the
         # loop stopped under a clean-up that outlasted its bound (RuntimeError).
         if received:
-            raise Interrupted(received[0], run_id) from None
+            raise Interrupted(received[0], run_id, resume) from None
         raise
     finally:
         _shutdown(loop, watched)
         if received:
             _ignore_signals()
-            _exit_if_threads_linger(Interrupted(received[0], run_id))
+            _exit_if_threads_linger(Interrupted(received[0], run_id, resume))
         elif watching:
             _restore(found)
 

@@ -55,8 +55,10 @@ async def demo_call(
 ) -> Read:
     """Answer one request (the gateway's request dict: model, messages, tools, seed) from its
     `brief`, given what the call's tools have `found` so far. With `grow`, the reply streams:
-    its first words after half the think time, the rest over the other half."""
-    think = _think()
+    its first words after half the think time, the rest over the other half. A simulated voter
+    in an eval (`brief.voter`) does not think: its time stands for nothing, and an eval of
+    hundreds of runs would wait minutes for it."""
+    think = 0.0 if brief.voter is not None else _think()
     if grow is None:
         await asyncio.sleep(think)
         text, call = _write(request, brief, found)

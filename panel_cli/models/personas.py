@@ -9,6 +9,7 @@ model (`panel_cli.config`); how a persona replies is the demo route's
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any
 
@@ -123,27 +124,43 @@ def _probability(name: str, text: str) -> float:
 
 def parse_oracle(persona: str) -> OracleSpec | None:
     """The spec of `oracle@p?knob=value&…`; None for a persona that is not an oracle. An
-    oracle name with a bad accuracy or knob raises ValueError, saying which and why."""
+    oracle name with a bad accuracy or knobs raises ValueError saying what is wrong with each,
+    in the order written, so one fix mends the name."""
     if not persona.startswith(ORACLE):
         return None
     head, _, query = persona[len(ORACLE) :].partition("?")
-    fields: dict[str, Any] = {"p": _probability("an oracle's accuracy (oracle@p)", head)}
+    fields: dict[str, Any] = {}
+    problems: list[str] = []
+    try:
+        fields["p"] = _probability("an oracle's accuracy (oracle@p)", head)
+    except ValueError as exc:
+        problems.append(str(exc))
     if "?" in persona and not query:
-        raise ValueError("nothing follows '?'; give knobs like herd=0.3&persuade=0.2")
+        problems.append("nothing follows '?'; give knobs like herd=0.3&persuade=0.2")
+    given: set[str] = set()
     for part in query.split("&") if query else []:
         name, equals, value = part.partition("=")
-        if name not in KNOBS:
-            raise ValueError(f"'{name}' is not an oracle knob; the knobs are {', '.join(KNOBS)}")
-        if not equals or not value:
-            raise ValueError(f"the knob {name} needs a value, like {name}=0.3")
-        if name in fields:
-            raise ValueError(f"the knob {name} is given twice")
-        if name == "confidence":
-            fields[name] = None if value == "p" else _percent(value)
-        elif name == "noise":
-            fields[name] = _probability("noise (a standard deviation, from 0 to 1)", value)
-        else:
-            fields[name] = _probability(name, value)
+        try:
+            if name not in KNOBS:
+                close = difflib.get_close_matches(name, KNOBS, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                raise ValueError(f"'{name}' is not an oracle knob{hint}; the knobs are {', '.join(KNOBS)}")
+            if not equals or not value:
+                raise ValueError(f"the knob {name} needs a value, like {name}=0.3")
+            if name in given:
+                raise ValueError(f"the knob {name} is given twice")
+            given.add(name)
+            if name == "confidence":
+                fields[name] = None if value == "p" else _percent(value)
+            elif name == "noise":
+                fields[name] = _probability("noise (a standard deviation, from 0 to 1)", value)
+            else:
+                fields[name] = _probability(name, value)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""  # a name of a thousand knobs
+        raise ValueError("; ".join(problems[:5]) + more)
     return OracleSpec(**fields)
 
 

@@ -50,7 +50,9 @@ class ProtocolRules:
     stages and each one's default limit (None: no limit); `member_fields` the member fields
     beyond the common ones (`weight`); `check` raises UserError for a panel it cannot run and
     returns the fields it will ignore all the same, each as (location, problem); `settings`
-    are what `panel validate` shows of a panel, as (name, value) pairs. `draw` returns the
+    are what `panel validate` shows of a panel, as (name, value) pairs, and `headline` names
+    those a run's start line repeats: the roles beside the members (critic, planner, chairman)
+    and the rules that decide the outcome (confer's tally and answer order). `draw` returns the
     panel with whatever the run would otherwise draw at random (council's shuffle seed) drawn
     up front, so the run's config records it and a resumed run draws the same."""
 
@@ -59,11 +61,17 @@ class ProtocolRules:
     member_fields: frozenset[str] = frozenset()
     check: Callable[[Panel], list[Finding]] | None = None
     settings: Callable[[Panel], list[tuple[str, str]]] | None = None
+    headline: tuple[str, ...] = ()
     draw: Callable[[Panel], Panel] | None = None
 
     def limit(self, panel: Panel, stage: str) -> float | None:
         """A stage's time limit: the panel's, else this protocol's default."""
         return panel.timeouts.get(stage, self.timeouts[stage])
+
+    def headline_of(self, panel: Panel) -> dict[str, str]:
+        """The settings a run's start line names (`headline`), in the order `settings` gives them."""
+        own = self.settings(panel) if self.settings and self.headline else []
+        return {name: value for name, value in own if name in self.headline}
 
     def describe(self, panel: Panel) -> list[tuple[str, str]]:
         own = self.settings(panel) if self.settings else []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from panel_cli.config import Panel
-from panel_cli.errors import ConfigError, UserError
+from panel_cli.errors import ConfigError, OptionError, UserError
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Finding, rules_of
 from panel_cli.tools.checks import tool_findings
@@ -84,8 +84,18 @@ def refuse_negative_weights(panel: Panel, protocol: str) -> None:
 
 
 def locate(panel: Panel, loc: tuple[Any, ...], problem: str) -> str:
-    """`file, line N: field: problem.` for a panel from a file; `field: problem.` otherwise."""
+    """`--option: problem.` for a field an option set; `file, line N: field: problem.` for one
+    from a file; `field: problem.` otherwise."""
+    return located_error(panel, loc, problem).message
+
+
+def located_error(panel: Panel, loc: tuple[Any, ...], problem: str) -> UserError:
+    """A problem with a field, as an error blaming whoever gave the field: the option that set
+    it (an OptionError), else the line of the file that gives it (a ConfigError)."""
+    flag = panel.option_for(loc)
+    if flag is not None:
+        return OptionError(f"{flag}: {problem}.")
     field = field_name(loc)
-    if panel.source_file is None:
-        return f"{field}: {problem}."
-    return ConfigError(panel.source_file, panel.line_of(loc), field, problem).message
+    if panel.source_file is None or not panel.in_file(loc[:1]):
+        return UserError(f"{field}: {problem}.")  # a default: no line of the file gave it
+    return ConfigError(panel.source_file, panel.line_of(loc), field, problem)

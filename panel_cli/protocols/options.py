@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from panel_cli.protocols.registry import CommandOption, Ref
+from panel_cli.protocols.registry import CommandOption
 
 if TYPE_CHECKING:
     from panel_cli.config import Panel
@@ -37,19 +37,6 @@ def _with_timeout(stages: tuple[str, ...], panel: Panel, value: str) -> Panel:
     from panel_cli.config import parse_duration
 
     return panel.with_stage_limits(stages, parse_duration(value))
-
-
-def subset(flag: str) -> Ref:
-    """An option's change: only the members it names, in its order (confer's `--agents`)."""
-    from functools import partial
-
-    return partial(_subset, flag)
-
-
-def _subset(flag: str, panel: Panel, value: str) -> Panel:
-    from panel_cli.config import parse_names
-
-    return panel.with_members(parse_names(value, flag) or [], flag)
 
 
 def max_rounds(help: str) -> CommandOption:

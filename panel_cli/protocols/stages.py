@@ -167,10 +167,32 @@ async def out_of_budget(gateway: Gateway, emit: Emit, ending: str) -> bool:
 
 
 def failure_reason(kind: str | None, error: str | None) -> str:
-    """`timeout`, or the kind and the provider's words: what a person needs to know."""
+    """`timeout`, or the kind and the provider's words, in one level of parentheses: what a
+    person needs to know (`auth: the provider rejected the key (401): bad key`)."""
     if kind == "timeout":
         return "timeout"
-    return f"{kind or 'failed'} ({error})" if error else kind or "failed"
+    return f"{kind or 'failed'}: {one_level(error)}" if error else kind or "failed"
+
+
+def one_level(text: str) -> str:
+    """Parentheses inside parentheses read as a comma, so words quoted from a provider, with a
+    note of ours around them, read in one level: `a (b (c))` is `a (b, c)`."""
+    out: list[str] = []
+    depth = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+            if depth > 1:
+                while out and out[-1] == " ":
+                    out.pop()
+                out.append(", ")
+                continue
+        elif char == ")" and depth:
+            depth -= 1
+            if depth:
+                continue
+        out.append(char)
+    return "".join(out)
 
 
 SYNTHESIS_FAILED = "Synthesis failed"
@@ -192,6 +214,9 @@ class Synthesis(BaseModel):
     text: str
     success: bool
     failures: list[ChairFailure] = Field(default_factory=list)
+    stand_in: bool = Field(
+        default=False, description="the writer is no chairman but a member that answered, every chairman having failed"
+    )
 
 
 async def synthesis_stage(
@@ -202,28 +227,39 @@ async def synthesis_stage(
     *,
     limit: float | None,
     brief: RequestBrief | None = None,
+    stand_ins: Sequence[Member] = (),
 ) -> Synthesis:
     """The first chairman that answers writes the final answer; each failure hands over to
     the next (with the whole time limit: a backup after a timeout needs it), so one failing
-    chairman does not lose the whole run."""
+    chairman does not lose the whole run. `stand_ins`, members that answered, are tried after
+    every chairman, in order (a panel that named no chairman: its first member's failure
+    should not lose the answers the others gave); one that writes is `stand_in`."""
     stage = await open_stage(emit, "synthesis", members=[chairmen[0].name], limit=limit)
     prompt = [{"role": "user", "content": prompt_text}]
     failures: list[ChairFailure] = []
-    for index, chairman in enumerate(chairmen):
+    writers = [*chairmen, *(member for member in stand_ins if member not in chairmen)]
+    for index, chairman in enumerate(writers):
         deadline = stage.deadline if index == 0 else stage_deadline(limit)
         reply = await gateway.call(chairman, prompt, stage="synthesis", deadline=deadline, tools=True, brief=brief)
         if reply.ok:
             return Synthesis(
-                chairman=chairman.name, model=chairman.model, text=reply.text.strip(), success=True, failures=failures
+                chairman=chairman.name,
+                model=chairman.model,
+                text=reply.text.strip(),
+                success=True,
+                failures=failures,
+                stand_in=index >= len(chairmen),
             )
         failures.append(ChairFailure(chairman=chairman.name, reason=failure_reason(reply.error_kind, reply.error)))
-        if index + 1 < len(chairmen):
-            backup = chairmen[index + 1].name
+        if index + 1 < len(writers):
+            after = writers[index + 1].name
+            takes_over = (
+                f"backup chairman {after} takes over"
+                if index + 1 < len(chairmen)
+                else f"{after}, a member that answered, writes the final answer instead"
+            )
             await emit(
-                WarningRaised(
-                    message=f"chairman failed ({failures[-1].reason}); backup chairman {backup} takes over",
-                    member=chairman.name,
-                )
+                WarningRaised(message=f"chairman failed: {failures[-1].reason}; {takes_over}", member=chairman.name)
             )
     reasons = failures[0].reason if len(failures) == 1 else "; ".join(f"{f.chairman}: {f.reason}" for f in failures)
     return Synthesis(chairman=None, model=None, text=f"{SYNTHESIS_FAILED}: {reasons}", success=False, failures=failures)

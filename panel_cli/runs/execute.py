@@ -22,7 +22,7 @@ from panel_cli.events import (
     Subscriber,
     WarningRaised,
 )
-from panel_cli.protocols.base import Engine, drawn
+from panel_cli.protocols.base import Engine, drawn, rules_of
 from panel_cli.run_keys import FENCE_TAG_KEY, PARENT_ID_KEY, RESUMED_FROM_KEY, TAGS_KEY
 from panel_cli.runs.outcome import RunEnvelope, RunOutcome, ledger_fields
 from panel_cli.tasks import fence_tag, new_fence_tag
@@ -107,6 +107,7 @@ async def run_engine(
             question=question,
             members=[MemberInfo(name=m.name, model=m.model) for m in panel.members],
             config=run_config(panel, tag, continuing=continuing, follow_up=follow_up, tags=tags),
+            headline=rules_of(panel.protocol).headline_of(panel),
         )
     )
     for warning in warnings:

@@ -174,12 +174,16 @@ def _given(value: Any) -> bool:
 
 
 def _applied(option: CommandOption, panel: Panel, value: Any) -> Panel:
+    """The panel with the option's change, noting which fields the option set (the field it
+    names, else those its change touched), so a later check blames the option, not the file."""
     try:
         if option.change is not None:
             changed: Panel = resolve(option.change)(panel, value)
-            return changed
+            touched = [name for name in Panel.model_fields if getattr(changed, name) != getattr(panel, name)]
+            return changed.set_by_option(touched, option.flag)
         assert option.field is not None
-        return panel.with_value(option.field, option.flag_value if option.kind == "flag" else value)
+        changed = panel.with_value(option.field, option.flag_value if option.kind == "flag" else value)
+        return changed.set_by_option([option.field], option.flag)
     except ValidationError as exc:
         error = exc.errors()[0]
         raise OptionError(f"{option.flag}: {_option_problem(option, dict(error), value)}.") from None
@@ -226,12 +230,13 @@ def panel_for(
     declared = declared_protocol(panel)
     if names:
         kept = panel.chairmen() if panel.chairman is not None else []
-        panel = panel.with_members(names, "--members")
+        panel = panel.with_members(names, "--members").set_by_option(["members"], "--members", whole=False)
         if kept:
             entries = [chair.name if chair.name in names else chair for chair in kept]
             panel = panel.model_copy(update={"chairman": entries[0] if len(entries) == 1 else entries})
     if chairs:
         panel = panel.model_copy(update={"chairman": chairs[0] if len(chairs) == 1 else chairs})
+        panel = panel.set_by_option(["chairman"], "--chairman")
         panel.chairmen()  # every name must be a member: fail now, in one sentence
     return panel, declared
 

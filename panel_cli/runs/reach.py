@@ -28,16 +28,33 @@ def beyond_the_providers(panel: Panel) -> list[str]:
         if server.command is not None:
             folder = f" in {server.cwd}" if server.cwd else ""
             env = ", ".join(
-                f"{key}={REDACTED if named_like_a_secret(key) or value in hidden else value}"
+                f"{key}={_shown(panel, ('tools', name, 'env', key), value, hidden)}"
                 for key, value in server.env.items()
             )
             given = f" with {env}" if env else ""
             lines.append(f"starts {server.target}{folder}{given} ({where})")
         elif server.headers:
             host = split_url(server.target).hostname
-            lines.append(f"sends the headers {', '.join(server.headers)} to {host} ({where})")
+            carried = [_yours(panel.variables_of(("tools", name, "headers", header))) for header in server.headers]
+            carrying = " and ".join(source for source in carried if source)
+            carrying = f", carrying {carrying}" if carrying else ""
+            lines.append(f"sends the headers {', '.join(server.headers)} to {host}{carrying} ({where})")
     for sent, line in keys_sent_elsewhere(panel):
         host = f"{sent.host} (this machine)" if sent.loopback else sent.host
         at = f", line {line}" if line is not None else ""
         lines.append(f"sends {sent.variable} to {host}, not to {sent.provider}'s own API (member {sent.member}{at})")
     return lines
+
+
+def _shown(panel: Panel, loc: tuple[str, ...], value: str, hidden: set[str]) -> str:
+    """A value handed to a command as a person may read it: where a `${VAR}` came from (`your
+    ${OPENAI_API_KEY}`: the user's own environment), never what it holds; a value named like a
+    secret hidden; any other value as the file wrote it (`PYTHONSTARTUP=/tmp/x.py` matters)."""
+    yours = _yours(panel.variables_of(loc))
+    if yours:
+        return yours
+    return REDACTED if named_like_a_secret(loc[-1]) or value in hidden else value
+
+
+def _yours(variables: list[str]) -> str:
+    return "your " + " and ".join(f"${{{name}}}" for name in variables) if variables else ""

@@ -27,7 +27,7 @@ from panel_cli.redact import REDACTED
 from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS, TAGS_KEY
 from panel_cli.runs.followup import stored_parent
 from panel_cli.runs.reach import beyond_the_providers
-from panel_cli.store.claims import Claim, take_claims
+from panel_cli.store.claims import Claim, release_claims, take_claims
 from panel_cli.store.paths import resolve_db_path
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.records import CallRecord, RunRecord
@@ -54,7 +54,8 @@ class Continuation:
 class Resumption:
     """A stopped run, read back to be run again: its panel, question and `continuing`; the run
     it follows up (`parent_id`, None for none); its short id and what to tell the person; and
-    the `claim` on it this process holds until the resume is over (`release` it then)."""
+    the `claims` this process holds until the resume is over (`release` them then): on the run,
+    and, when `--force` resumes it again, on the resume it abandons."""
 
     panel: Panel
     question: str
@@ -62,12 +63,15 @@ class Resumption:
     parent_id: str | None
     short_id: str
     notices: list[str]
-    claim: Claim
+    claims: tuple[Claim, ...]
     imported_from: str | None = None
     """The file `panel history import` brought the run (or the run it resumes) from."""
     reach: tuple[str, ...] = ()
     """For an imported run, what its panel does besides calling the providers
     (`runs.reach`): what the person is shown, and asked about, before it starts."""
+
+    def release(self) -> None:
+        release_claims(self.claims)
 
 
 # A run resumed, whose resume was resumed, …: how far the chain is followed to its latest run.
@@ -86,21 +90,25 @@ def resumption(db: Path | str | None, run_id: str, *, force: bool = False) -> Re
     path = resolve_db_path(db)
     with TranscriptReader.open(path) as reader:
         found = reader.get_run(run_id).id
-    (claim,) = take_claims(path, [("run", found)], force=force)
+    claims = take_claims(path, [("run", found)], force=force)
     try:
-        return _read_back(path, found, force, claim)
+        return _read_back(path, found, force, claims)
     except BaseException:
-        claim.release()
+        release_claims(claims)
         raise
 
 
-def _read_back(path: Path, run_id: str, force: bool, claim: Claim) -> Resumption:
-    """Read once the claim is held: a resume that ended meanwhile has marked the run `resumed`."""
+def _read_back(path: Path, run_id: str, force: bool, claims: list[Claim]) -> Resumption:
+    """Read once the claim is held: a resume that ended meanwhile has marked the run `resumed`.
+    A resume `force` abandons is claimed too (added to `claims`), so it is not resumed
+    meanwhile; the new run's start takes it over (`panel_cli.store.writer`)."""
     with TranscriptReader.open(path) as reader:
         record = reader.get_run(run_id)
         short = reader.short_id(record.id)
         if record.status == "resumed":
-            refuse_taken_over(reader, record, short, force=force)
+            abandoned = refuse_taken_over(reader, record, short, force=force)
+            if abandoned is not None:
+                claims += take_claims(path, [("run", abandoned)], force=force)
         else:
             refuse_finished(record, short)
         parent_id = stored_parent(record, short)
@@ -124,7 +132,7 @@ def _read_back(path: Path, run_id: str, force: bool, claim: Claim) -> Resumption
         parent_id=parent_id,
         short_id=short,
         notices=notices,
-        claim=claim,
+        claims=tuple(claims),
         imported_from=imported_from,
         reach=reach,
     )
@@ -233,9 +241,10 @@ def changed_attachments(panel: Panel, fence: str | None, calls: Sequence[CallRec
     return changed or list(parts)
 
 
-def refuse_taken_over(reader: TranscriptReader, record: RunRecord, short: str, *, force: bool) -> None:
+def refuse_taken_over(reader: TranscriptReader, record: RunRecord, short: str, *, force: bool) -> str | None:
     """A run another run took over is resumed again only with `force`, and only when the latest
-    run of that chain failed, crashed or is gone: one sentence naming that run otherwise."""
+    run of that chain failed, crashed or is gone: one sentence naming that run otherwise. Returns
+    the run that `force` abandons (the latest, None when it is gone)."""
     successor = record.resumed_by
     latest = _stored(reader, successor) if successor is not None else None
     seen = {record.id}
@@ -247,7 +256,7 @@ def refuse_taken_over(reader: TranscriptReader, record: RunRecord, short: str, *
         latest = _stored(reader, successor)
     status = latest.status if latest is not None else None
     if force and status in FORCEABLE:
-        return
+        return latest.id if latest is not None else None
     named = reader.short_id(record.resumed_by or "")
     last = reader.short_id(latest.id if latest is not None else successor or "")
     taken = f"Run {short} was already resumed, by run {named}"

@@ -203,6 +203,17 @@ class RunWriter:
             self._db.execute("UPDATE runs SET parent_id = ? WHERE id = ?", (parent, run_id))
         source = resumed_source(payload["config"])
         if source is not None:
+            # A run resumed again (`--force`, once its resume failed or crashed) abandons that
+            # resume: the end of the chain of resumes that took it over is taken over too, so it
+            # can no longer be resumed and finished, and its calls paid, a second time.
+            self._db.execute(
+                "WITH RECURSIVE chain(id) AS (SELECT resumed_by FROM runs WHERE id = ?"
+                " UNION SELECT runs.resumed_by FROM runs JOIN chain ON runs.id = chain.id"
+                " WHERE runs.resumed_by IS NOT NULL)"
+                " UPDATE runs SET status = 'resumed', resumed_by = ?"
+                " WHERE id IN (SELECT id FROM chain) AND status IN ('running', 'interrupted', 'failed')",
+                (source, run_id),
+            )
             # In the transaction that starts the run, so its source is never left unmarked. Only a
             # run that stopped before its end can be taken over (a finished one keeps its answer).
             self._db.execute(

@@ -209,6 +209,13 @@ class LiveView:
             for m in event.members
         )
         self.console.print(members)
+        headline = getattr(event, "headline", None) or {}  # none in a run stored before it was kept
+        if headline:
+            self.console.print(
+                Text(" · ", style="dim").join(
+                    Text.assemble((f"{name} ", "dim"), value) for name, value in headline.items()
+                )
+            )
         self.console.print()
 
     def _on_call(self, event: CallStarted | CallFinished | CallFailed | MemberSkipped) -> None:

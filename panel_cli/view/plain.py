@@ -60,7 +60,8 @@ class PlainView:
 
     def _run_started(self, event: RunStarted) -> str:
         names = ", ".join(member.name for member in event.members)
-        started = f"run started  {event.protocol}  {event.panel}  members: {names}  run {event.run_id}"
+        setup = "".join(f"  {name} {value}" for name, value in event.headline.items())
+        started = f"run started  {event.protocol}  {event.panel}  members: {names}{setup}  run {event.run_id}"
         return f"{started}\nquestion: {fmt.one_line(event.question, QUESTION_LIMIT)}"
 
     def _stage_started(self, event: StageStarted) -> str:
@@ -81,8 +82,12 @@ class PlainView:
         return line + ("  truncated" if event.truncated else "")
 
     def _call_failed(self, event: CallFailed) -> str:
-        message = fmt.one_line(event.message, 200)
+        """Why a call failed; a call cancelled (a race won by another member, Ctrl-C) did not
+        fail, and has nothing more to say than that (it read `cancelled: cancelled`)."""
         who = fmt.who(event.member, event.about)
+        if event.kind == "cancelled":
+            return f"{_where(event.stage, event.round)}call cancelled  {who}"
+        message = fmt.one_line(event.message, 200)
         return f"{_where(event.stage, event.round)}call failed  {who}  {event.kind}: {message}"
 
     def _member_skipped(self, event: MemberSkipped) -> str:

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from panel_cli.thresholds import as_percent
 from panel_cli.view import fmt
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def draw_retally(
             "method",
             lambda o: (
                 str(o.get("method"))
-                + (f" (more than {o['threshold']:g})" if isinstance(o.get("threshold"), int | float) else "")
+                + (f" (more than {as_percent(o['threshold'])})" if o.get("threshold") is not None else "")
                 + (f", tie_break {o['tie_break']}" if o.get("tie_break") else "")
             ),
         ),

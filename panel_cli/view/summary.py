@@ -17,6 +17,12 @@ if TYPE_CHECKING:
 ViewTotals = RunTotals
 
 
+def _confer_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The rules a confer ran by, which decide its winner: how the votes counted, how the
+    members answered (a run stored before the result kept its answer order says only the first)."""
+    return [(name, str(result[name])) for name in ("tally", "answer_order") if name in result]
+
+
 def _council_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
     fields: list[tuple[str, str]] = []
     synthesis = result.get("stage3_synthesis")
@@ -147,6 +153,7 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
         fields.append(("converged", "yes" if result["converged"] else "no"))
     if isinstance(result.get("rounds"), list):
         fields.append(("rounds", str(len(result["rounds"]))))
+    fields += _confer_fields(result)
     fields += _council_fields(result) + _ensemble_fields(result)
     fields += _orchestrate_fields(result)
     fields += _delphi_fields(result) + _supervise_fields(result)

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from panel_cli.protocols.vote.methods import PLURALITY_METHODS, WEIGHTED_METHODS
+from panel_cli.thresholds import as_percent
 from panel_cli.view import fmt
 from panel_cli.view.stored import Stored
 from panel_cli.view.tables import BAR_WIDTH, WINNER, RunSoFar, StageState, StageTable, warning_line
@@ -131,7 +132,7 @@ class VoteBoard:
 def rules_line(opened: VoteOpened) -> Text:
     """`majority · quorum 2 · 4 voters, at most 10 at once · collection closes after 30s`."""
     method = opened.method.replace("_", " ") + (
-        f" (more than {opened.threshold:g})" if opened.method == "supermajority" else ""
+        f" (more than {as_percent(opened.threshold)})" if opened.method == "supermajority" else ""
     )
     if opened.method in PLURALITY_METHODS:
         method += f" (a tie: {opened.tie_break})"

@@ -373,6 +373,32 @@ def test_each_question_votes_on_its_own_options(tmp_path, fake_server):
     )
 
 
+def test_a_vote_says_which_questions_take_the_panels_own_options(tmp_path, fake_server):
+    """Not silently: a question without options is voted on the panel file's, said once at the start."""
+    fake_server.default(responder(lambda request: "Coffee"))
+    panel = batch_panel(
+        tmp_path / "vote.yaml", fake_server, members=3, protocol="vote", extra="options: [Coffee, Water]\n"
+    )
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"question": "Morning?", "options": ["Tea", "Coffee"]}\n{"question": "Evening?"}\n')
+    said = batch(str(panel), "--questions", str(mixed), "--output", str(tmp_path / "a.jsonl")).stderr
+    assert said.splitlines()[0] == (
+        f"panel: 1 of 2 questions give no options of their own: they are voted on {panel}'s options (Coffee, Water)."
+    )
+    bare = tmp_path / "bare.txt"
+    bare.write_text("Morning?\nEvening?\n")
+    said = batch(str(panel), "--questions", str(bare), "--output", str(tmp_path / "b.jsonl")).stderr
+    assert said.splitlines()[0] == (
+        f"panel: no question gives options of its own: each is voted on {panel}'s options (Coffee, Water)."
+    )
+    own = tmp_path / "own.jsonl"
+    own.write_text('{"question": "Morning?", "options": ["Tea", "Coffee"]}\n')
+    said = batch(str(panel), "--questions", str(own), "--output", str(tmp_path / "c.jsonl")).stderr
+    assert "options of its own" not in said and "options of their own" not in said
+    quiet = batch(str(panel), "--questions", str(bare), "--output", str(tmp_path / "d.jsonl"), "--quiet").stderr
+    assert "options" not in quiet
+
+
 @pytest.mark.parametrize(
     ("protocol", "extra", "text", "message"),
     [

@@ -1,15 +1,31 @@
-"""`panel confer` as a user runs it: a real subprocess, offline, against demo or the fake server."""
+"""`panel confer` as a user runs it: offline, against demo or the fake server; a real subprocess for
+stdin, signals and exit codes, in process for the rest."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import signal
 import sqlite3
+from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from panel_cli.events import MemberInfo, RunStarted
+from panel_cli.view.live import LiveView
 from tests.fakes.openai_server import hang, responder
-from tests.helpers import panel_process, run_python, start_panel, stored_count, wait_until, write_panel
+from tests.helpers import (
+    cli,
+    cli_json,
+    panel_process,
+    run_python,
+    start_panel,
+    stored_count,
+    wait_until,
+    write_panel,
+)
 
 pytestmark = pytest.mark.subprocess
 
@@ -170,3 +186,84 @@ def test_no_key_reaches_the_database(tmp_path, fake_server, monkeypatch):
     for path in tmp_path.glob("runs.db*"):
         assert secret.encode() not in path.read_bytes(), path.name
     assert secret not in result.stdout
+
+
+# members, as every protocol takes them ----------------------------------------------------------
+
+
+def test_confer_takes_members_as_every_other_protocol(tmp_path: Path) -> None:
+    """--members: models without a file, a subset of a file's (--agents is the same option), else
+    the default panel in the config directory, else --demo's five personas."""
+    models = cli_json("confer", "--members", "demo/sage,demo/skeptic", "--max-rounds", "1", "-q", "Tea or coffee?")
+    assert sorted(models["initial_answers"]) == ["demo/sage", "demo/skeptic"] and models["calls"] == 4
+    subset = cli_json("confer", "configs/demo.yaml", "--members", "skeptic,sage", "--max-rounds", "1")
+    assert list(subset["initial_answers"]) == ["skeptic", "sage"]
+    alias = cli_json("confer", "configs/demo.yaml", "--agents", "skeptic,sage", "--max-rounds", "1")
+    assert list(alias["initial_answers"]) == ["skeptic", "sage"]
+    demo = cli_json("confer", "--demo", "--max-rounds", "1", "-q", "Tea or coffee?")
+    assert list(demo["initial_answers"]) == ["sage", "skeptic", "pragmatist", "optimist", "engineer"]
+    (Path(os.environ["PANEL_CONFIG_DIR"]) / "defaults.yaml").write_text(
+        "members:\n  - {name: mine, model: demo/engineer}\n  - {name: yours, model: demo/historian}\n"
+    )
+    default = cli_json("confer", "--max-rounds", "1", "-q", "Tea or coffee?")
+    assert list(default["initial_answers"]) == ["mine", "yours"]
+
+
+def test_a_one_member_confer_holds_no_vote_and_says_so(tmp_path: Path) -> None:
+    """Its member would vote on its own answer round after round: it answers once, its answer stands."""
+    alone = cli_json("confer", "configs/demo.yaml", "--members", "sage")
+    assert (alone["calls"], alone["rounds"], alone["winner"], alone["final_answer_source"]) == (
+        1,
+        [],
+        "sage",
+        "first_answer",
+    )
+    assert alone["final_answer"] == alone["initial_answers"]["sage"]
+    assert alone["warnings"] == ["--members: one member: no vote round is held, and its answer is the final answer."]
+    file = tmp_path / "alone.yaml"
+    file.write_text("question: Tea?\nmembers:\n  - {name: a, model: demo/sage}\n")
+    validated = cli("validate", str(file))
+    assert validated.exit_code == 0
+    assert f"{file}, line 2: members: one member: no vote round is held" in validated.stderr
+    estimate = cli_json("estimate", str(file))
+    assert (estimate["calls_low"], estimate["calls_high"], [s["stage"] for s in estimate["stages"]]) == (
+        1,
+        1,
+        ["answer"],
+    )
+
+
+# the rules in force, named wherever the run is shown ---------------------------------------------
+
+
+def test_the_tally_and_answer_order_are_named_in_every_view_and_the_result() -> None:
+    args = ("confer", "configs/demo.yaml", "--tally", "log_odds", "--answer-order", "sequential", "--max-rounds", "1")
+    plain = cli(*args, columns=None)
+    assert plain.exit_code == 0, plain.output
+    start, *_, end = plain.stderr.splitlines()
+    assert start.startswith("run started  confer  demo  members: sage, skeptic, pragmatist, engineer")
+    assert start.endswith("  tally log_odds  answer_order sequential  run " + start.rsplit(" ", 1)[1])
+    assert "  tally log_odds  answer_order sequential  calls " in end
+    result = cli_json(*args)
+    assert (result["tally"], result["answer_order"]) == ("log_odds", "sequential")
+    shown = cli("history", "show", result["run_id"]).stdout
+    assert "tally log_odds · answer_order sequential" in shown
+    replayed = cli("history", "show", result["run_id"], "--plain").stdout
+    assert "  tally log_odds  answer_order sequential  run " in replayed
+    default = cli_json("confer", "configs/demo.yaml", "--max-rounds", "1")
+    assert (default["tally"], default["answer_order"]) == ("confidence", "parallel")
+
+
+def test_the_live_header_names_the_rules_and_roles() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=160, color_system=None)
+    view = LiveView(console, animate=False)
+    view.draw(
+        RunStarted(
+            protocol="confer",
+            panel="demo",
+            question="Q?",
+            members=[MemberInfo(name="a", model="demo/sage"), MemberInfo(name="b", model="demo/skeptic")],
+            headline={"tally": "log_odds", "answer_order": "sequential"},
+        )
+    )
+    assert "tally log_odds · answer_order sequential" in console.file.getvalue()

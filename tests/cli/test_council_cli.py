@@ -149,7 +149,7 @@ def test_ensemble_modes_on_the_demo_file(args: list[str], message: str, tmp_path
         (["council", "configs/council.yaml", "--timeout", "soon"], "--timeout: 'soon' is not a duration"),
         (["council", "configs/council.yaml", "--members", "sage,nobody"], "'nobody' is not a member"),
         (["council", "configs/council.yaml", "--members", "sage,sage"], "--members: 'sage' is given twice."),
-        (["confer", "configs/demo.yaml", "--agents", "sage,sage"], "--agents: 'sage' is given twice."),
+        (["confer", "configs/demo.yaml", "--agents", "sage,sage"], "--members: 'sage' is given twice."),
         (["council", "--members", "gpt-5-ultra,demo/sage", "-q", "Q?"], "write openai/gpt-5-ultra (panel models"),
         (["council", "--members", "sage,skeptic", "-q", "Q?"], "did you mean demo/sage?"),
         (["ensemble", "configs/ensemble.yaml", "--mode", "vote"], "--mode: 'vote' is not a mode; choose fanout, race"),

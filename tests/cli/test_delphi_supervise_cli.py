@@ -123,6 +123,63 @@ def test_run_dispatches_on_the_files_protocol(tmp_path, file, protocol):
     assert cli_json("run", file, "--db", str(tmp_path / "r.db"))["protocol"] == protocol
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--tally", "log_odds"],
+            "--tally is confer's option; {file} runs supervise (panel supervise -h lists its options).",
+        ),
+        (
+            ["--mode", "race"],
+            "--mode is ensemble's option; {file} runs supervise (panel supervise -h lists its options).",
+        ),
+        (["--chairman", "x"], "--chairman is an option of council, delphi and orchestrate; {file} runs supervise"),
+    ],
+)
+def test_run_says_whose_option_a_file_of_another_protocol_does_not_take(args, said, monkeypatch):
+    monkeypatch.chdir(ROOT)  # a short path: the sentence stays on one line of the error box
+    outcome = cli("run", "configs/supervise.yaml", *args)
+    assert outcome.exit_code == 2
+    assert outcome.output.startswith("Usage: panel run [OPTIONS]")
+    assert said.format(file="configs/supervise.yaml") in outcome.output
+    assert "No such option" not in outcome.output
+
+
+def test_run_refuses_an_option_no_protocol_takes_as_click_does():
+    outcome = cli("run", SUPERVISE, "--bogus")
+    assert outcome.exit_code == 2
+    assert outcome.output.startswith("Usage: panel run [OPTIONS]") and "No such option: --bogus" in outcome.output
+
+
+@pytest.mark.parametrize(
+    ("args", "setup"),
+    [
+        (
+            ["supervise", "configs/supervise.yaml"],
+            "members: planner, engineer, writer  critic reviewer (inline)  chairman planner",
+        ),
+        (
+            ["orchestrate", "configs/orchestrate.yaml"],
+            "members: research, analysis, writing  planner planner  chairman editor",
+        ),
+        (["delphi", "configs/delphi.yaml"], "members: sage, skeptic, engineer, historian  chairman sage"),
+        (
+            ["ensemble", "configs/ensemble.yaml", "--mode", "race"],
+            "members: sage, pragmatist, optimist, engineer  mode race",
+        ),
+    ],
+)
+def test_the_start_line_names_who_critiques_plans_and_writes(args, setup, monkeypatch):
+    """The roles beside the members: supervise's critic and chairman, orchestrate's planner and
+    chairman (neither is among the members those two list), delphi's chairman, ensemble's mode."""
+    monkeypatch.chdir(ROOT)
+    outcome = cli(*args, columns=None)
+    assert outcome.exit_code == 0, outcome.output
+    start = outcome.stderr.splitlines()[0]
+    assert f"  {setup}  run " in start
+
+
 def test_validate_accepts_both_demo_files_without_a_warning():
     outcome = cli("validate", DELPHI, SUPERVISE)
     assert outcome.exit_code == 0, outcome.output

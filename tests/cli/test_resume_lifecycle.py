@@ -142,6 +142,42 @@ def test_force_resumes_again_only_after_a_resume_that_failed_or_crashed(
     assert again["reached_answer"]
 
 
+@pytest.mark.subprocess  # dead_pid starts one (the marker main's suite requires)
+def test_force_takes_over_the_resume_it_abandons_so_the_run_is_not_finished_twice(
+    fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """The first resume crashed; `--force` resumes the run again. The crashed resume is taken
+    over too: resuming it afterwards would finish the same run a second time and pay its later
+    calls again."""
+    db, first = interrupted_vote(fake_server, tmp_path)
+    source = first["run_id"]
+    abandoned = cli_json("resume", source, "--db", str(db))["run_id"]
+    mark(db, abandoned, "running", pid=dead_pid(), host=this_host())
+
+    (held,) = take_claims(db, [("run", abandoned)])  # a resume of the crashed resume, under way
+    try:
+        refused = refusal("resume", source, "--force", "--db", str(db))
+    finally:
+        held.release()
+    assert refused.startswith(f"Run {abandoned} is already being resumed by panel process {held.pid}")
+    assert claims(db) == []
+
+    forced = cli_json("resume", source, "--force", "--db", str(db))["run_id"]
+    with TranscriptReader.open(db) as reader:
+        taken = reader.get_run(abandoned)
+        assert (taken.status, taken.resumed_by) == ("resumed", forced)
+        assert reader.get_run(source).resumed_by == forced
+        abandoned_short, forced_short = reader.short_id(abandoned), reader.short_id(forced)
+    before = len(fake_server.requests)
+    assert refusal("resume", abandoned, "--db", str(db)) == (
+        f"Run {abandoned_short} was already resumed, by run {forced_short}, which has finished;"
+        f" `panel history show {forced_short}` shows it."
+    )
+    assert refusal("resume", abandoned, "--force", "--db", str(db)).startswith(f"Run {abandoned_short} was already")
+    assert len(fake_server.requests) == before
+    assert claims(db) == []
+
+
 def test_a_chain_of_resumes_names_its_latest_run(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     db, first = interrupted_vote(fake_server, tmp_path)
     source = first["run_id"]

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+import panel_cli
 from panel_cli.cli.commands import spread_words
+from panel_cli.errors import OptionError
 from panel_cli.store.reader import TranscriptReader
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, responder
-from tests.helpers import ROOT, cli, panel_process, run_python
+from tests.helpers import ROOT, cli, cli_refused, panel_process, run_python
 
 VOTE = str(ROOT / "configs" / "vote.yaml")
 DECIDE = str(ROOT / "configs" / "decide.yaml")
@@ -160,11 +162,11 @@ def test_no_question_at_all_says_where_one_comes_from() -> None:
         ),
         (
             ["vote", "--options", "A", "B", "--method", "supermajority", "--threshold", "1.5", "--demo", "-q", "Q?"],
-            "--threshold: input should be less than or equal to 1.",
+            "--threshold: a share above 0 and below 1, such as 0.75 (more than 75% of the votes), not 1.5.",
         ),
         (
             ["vote", "--options", "A", "B", "--quorum", "10", "--demo", "-q", "Q?"],
-            "quorum: 10 is more than the 5 voters; no vote can reach it.",
+            "--quorum: 10 is more than the 5 voters; no vote can reach it.",
         ),
         (
             ["vote", "--options", "A", "B", "--no-match", "maybe", "--demo", "-q", "Q?"],
@@ -189,6 +191,58 @@ def test_options_given_without_words_is_a_usage_error(args: list[str]) -> None:
     outcome = cli("vote", *args)
     assert outcome.exit_code == 2
     assert "Invalid value for '--options': give the options after it, like --options PostgreSQL MySQL" in outcome.output
+
+
+# where a problem is said: the option that gave the value, or the line of the file -------------
+
+
+def test_a_value_given_on_the_command_line_is_blamed_on_its_option_not_a_line(tmp_path: Path) -> None:
+    """configs/vote.yaml says `quorum: 4` on line 14 and gives no tie_break; the options override them."""
+    assert cli_refused("vote", VOTE, "--quorum", "7") == "--quorum: 7 is more than the 6 voters; no vote can reach it."
+    ignored = invoke("vote", VOTE, "--tie-break", "leader")
+    assert ignored["warnings"] == [
+        "--tie-break: used only by methods plurality and weighted_plurality, not ranked_choice."
+    ]
+    in_file = tmp_path / "vote.yaml"
+    in_file.write_text(
+        Path(VOTE).read_text().replace("quorum: 4 ", "quorum: 7 ").replace("no_match:", "tie_break: leader\nno_match:")
+    )
+    assert (
+        cli_refused("vote", str(in_file))
+        == f"{in_file}, line 14: quorum: 7 is more than the 6 voters; no vote can reach it."
+    )
+    quorum_ok = invoke("vote", str(in_file), "--quorum", "4")
+    assert quorum_ok["warnings"] == [
+        f"{in_file}, line 15: tie_break: used only by methods plurality and weighted_plurality, not ranked_choice."
+    ]
+
+
+# a supermajority's threshold ----------------------------------------------------------------------
+
+NOT_A_SHARE = "a share above 0 and below 1, such as 0.75 (more than 75% of the votes), not 1; for every vote, use the method unanimous"
+
+
+def test_one_range_for_the_threshold_in_the_file_the_options_retally_and_python(tmp_path: Path) -> None:
+    """1 asked for more than every vote; a vote, a decision, a re-tally and the API refuse it alike."""
+    in_file = tmp_path / "vote.yaml"
+    in_file.write_text(Path(VOTE).read_text().replace("method: ranked_choice", "method: supermajority\nthreshold: 1"))
+    assert cli_refused("vote", str(in_file)) == f"{in_file}, line 14: threshold: {NOT_A_SHARE}."
+    for command, panel in (("vote", VOTE), ("decide", DECIDE)):
+        refused = cli_refused(command, panel, "--method", "supermajority", "--threshold", "1")
+        assert refused == f"--threshold: {NOT_A_SHARE}."
+    run = invoke("vote", VOTE, "--method", "supermajority", "--threshold", "0.5")
+    assert cli_refused("history", "retally", run["run_id"], "--threshold", "1") == f"--threshold: {NOT_A_SHARE}."
+    with pytest.raises(OptionError, match=r"^--threshold: a share above 0 and below 1, .* not 1; for every vote"):
+        panel_cli.run(VOTE, method="supermajority", threshold=1)
+
+
+def test_a_supermajority_says_its_threshold_as_a_percentage() -> None:
+    run = invoke("vote", VOTE, "--method", "supermajority", "--threshold", "0.8")
+    assert run["failure_reason"] == "no option has more than 80% of the 6 votes (MySQL 3, SQLite 2, PostgreSQL 1)"
+    shown = cli("history", "show", run["run_id"], "--plain").stdout
+    assert "vote opened  supermajority (more than 80%) · quorum 4" in shown
+    recount = cli("history", "retally", run["run_id"], "--threshold", "0.4").stdout
+    assert "supermajority (more than 80%)" in recount and "supermajority (more than 40%)" in recount
 
 
 # members --------------------------------------------------------------------------------------

@@ -230,7 +230,26 @@ def test_oracle_knobs_are_read(name, spec):
         ("demo/oracle@0.6?persuade=x", "demo/oracle@0.6?persuade=x: persuade is a probability from 0 to 1, not 'x'"),
         (
             "demo/oracle@0.6?hurd=0.2",
-            "demo/oracle@0.6?hurd=0.2: 'hurd' is not an oracle knob; the knobs are herd, persuade, confidence, noise",
+            "demo/oracle@0.6?hurd=0.2: 'hurd' is not an oracle knob (did you mean herd?); the knobs are herd, persuade, "
+            "confidence, noise",
+        ),
+        (
+            "demo/oracle@0.7?herd=2&persuad=0.2",
+            "demo/oracle@0.7?herd=2&persuad=0.2: herd is a probability from 0 to 1, not '2'; 'persuad' is not an "
+            "oracle knob (did you mean persuade?); the knobs are herd, persuade, confidence, noise",
+        ),
+        (
+            "demo/oracle@1.5?herd&noise=0.1&noise=3",
+            "demo/oracle@1.5?herd&noise=0.1&noise=3: an oracle's accuracy (oracle@p) is a probability from 0 to 1, "
+            "not '1.5'; the knob herd needs a value, like herd=0.3; the knob noise is given twice",
+        ),
+        (
+            "demo/oracle@0.6?" + "&".join(["herd=2"] * 8),
+            "demo/oracle@0.6?"
+            + "&".join(["herd=2"] * 8)
+            + ": herd is a probability from 0 to 1, not '2'; "
+            + "; ".join(["the knob herd is given twice"] * 4)
+            + "; and 3 more",
         ),
         ("demo/oracle@0.6?herd", "demo/oracle@0.6?herd: the knob herd needs a value, like herd=0.3"),
         ("demo/oracle@0.6?herd=0.1&herd=0.2", "demo/oracle@0.6?herd=0.1&herd=0.2: the knob herd is given twice"),

@@ -59,7 +59,9 @@ def test_validate_lists_the_commands_a_file_starts_and_the_keys_it_sends_elsewhe
         "name: a\n    model: openai/a\n", "name: a\n    model: openai/a\n    tools: [notes]\n"
     )
     path.write_text(
-        text + "tools:\n  notes:\n    command: python notes.py --fast\n  idle:\n    command: python idle.py\n"
+        text + "tools:\n  notes:\n    command: python notes.py --fast\n"
+        "    env:\n      NOTES_TOKEN: ${OPENAI_API_KEY}\n      MODE: quiet\n"
+        "  idle:\n    command: python idle.py\n    env: {IDLE_KEY: '${OPENAI_API_KEY}'}\n"
     )
     (tmp_path / "notes.py").write_text("")
     (tmp_path / "idle.py").write_text("")
@@ -69,18 +71,20 @@ def test_validate_lists_the_commands_a_file_starts_and_the_keys_it_sends_elsewhe
     assert outcome.exit_code == 0, outcome.output
     section = outcome.stdout.split("beyond calling the providers:\n", 1)[1].splitlines()
     assert section[:4] == [
-        f"  starts python notes.py --fast in {tmp_path} (tools.notes, line 18)",
+        f"  starts python notes.py --fast in {tmp_path} with NOTES_TOKEN=your ${{OPENAI_API_KEY}}, MODE=quiet"
+        " (tools.notes, line 18)",
         "  sends OPENAI_API_KEY to 127.0.0.1 (this machine), not to openai's own API (member a, line 8)",
         "  sends OPENAI_API_KEY to 127.0.0.1 (this machine), not to openai's own API (member b, line 11)",
         "  sends OPENAI_API_KEY to some-host.example, not to openai's own API (member backup, line 16)",
     ]
     assert KEY not in outcome.output
-    assert "idle.py" not in "\n".join(section), "a server no member names is never started"
+    assert "idle" not in "\n".join(section).lower(), "a server no member names is never started"
 
 
 def test_validate_shows_where_a_command_runs_and_what_environment_it_gets(tmp_path):
     """`cwd: evil` runs `evil/notes_server.py`, and `env` can carry `PYTHONSTARTUP`: both are
-    shown with the command; a value named like a secret, or expanded from `${VAR}`, is not."""
+    shown with the command; a value named like a secret is not, nor one expanded from `${VAR}`, whose
+    variable is named instead."""
     (tmp_path / "evil").mkdir()
     (tmp_path / "evil" / "notes_server.py").write_text("")
     path = tmp_path / "p.yaml"
@@ -94,7 +98,7 @@ def test_validate_shows_where_a_command_runs_and_what_environment_it_gets(tmp_pa
     section = outcome.stdout.split("beyond calling the providers:\n", 1)[1].splitlines()
     assert section == [
         f"  starts python notes_server.py in {tmp_path / 'evil'} with PYTHONSTARTUP=/tmp/x.py,"
-        " NOTES_TOKEN=[redacted], HOME_DIR=[redacted] (tools.notes, line 3)"
+        " NOTES_TOKEN=[redacted], HOME_DIR=your ${SOME_SETTING} (tools.notes, line 3)"
     ]
     assert "abc123456789" not in outcome.output and "expanded-from-the-environment" not in outcome.output
 
@@ -156,7 +160,9 @@ def test_validate_lists_the_headers_a_file_sends_to_a_tool_server(monkeypatch, t
     )
     outcome = cli("validate", str(path))
     assert outcome.exit_code == 0, outcome.output
-    assert "  sends the headers Authorization to mcp.example (tools.web, line 4)\n" in outcome.stdout
+    assert "  sends the headers Authorization to mcp.example, carrying your ${GH_TOKEN} (tools.web, line 4)\n" in (
+        outcome.stdout
+    )
     assert "ghp_" not in outcome.output
 
 

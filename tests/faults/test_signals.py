@@ -55,8 +55,12 @@ def test_sigterm_mid_round_keeps_the_run_as_interrupted_and_exits_143(fake_serve
     stderr = finish(process)
 
     assert process.returncode == 143, stderr
-    assert "Traceback" not in stderr and "interrupted by SIGTERM" in stderr
     con = sqlite3.connect(db)
+    (run_id,) = con.execute("select id from runs").fetchone()
+    assert "Traceback" not in stderr and stderr.endswith(
+        f"panel: interrupted by SIGTERM; run {run_id} is kept as interrupted: `panel resume {run_id} --db {db}`"
+        " continues it.\n"
+    )
     assert con.execute("select status from runs").fetchone() == ("interrupted",)
     calls = sorted(con.execute("select stage, error_kind from calls").fetchall(), key=str)
     assert calls == [("answer", None), ("answer", None), ("vote", "cancelled"), ("vote", "cancelled")]
@@ -227,3 +231,33 @@ def test_ctrl_c_in_the_instants_before_panels_handling_is_one_line_and_exit_130(
         "main()\n"
     )
     assert (result.returncode, result.stderr) == (130, "panel: interrupted by SIGINT.\n")
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_while_the_command_line_loads_is_one_line_not_the_default_action(tmp_path, signum, code):
+    """SIGTERM (`timeout`, a CI cancel) or SIGHUP in panel's first few hundred milliseconds, while
+    it imports Typer and Rich: the same line and exit code as later, not the signal's default
+    action (a bare -15). The child reports each import as it ends (`-X importtime`); the signal
+    goes as soon as it reports an import after panel's signal handling, so inside the import of
+    the command line, which takes it far longer than this test takes to send a signal."""
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "panel_cli", "confer", "configs/demo.yaml", "-q", "hi"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PANEL_DB": str(tmp_path / "runs.db")},
+    )
+    assert process.stderr is not None
+    reported = iter(process.stderr.readline, "")
+    next(line for line in reported if line.rstrip().endswith(" panel_cli.cli.signals"))
+    next(reported)  # the next import ends after the handlers are in
+    process.send_signal(signum)
+    rest = "".join(reported)
+    process.wait(timeout=HANG_GUARD)
+
+    assert process.returncode == code, rest[-2000:]
+    said = [line for line in rest.splitlines() if not line.startswith("import time:")]
+    assert said == [f"panel: interrupted by {signal.Signals(signum).name}."]
+    assert not (tmp_path / "runs.db").exists()

@@ -224,6 +224,33 @@ async def test_a_real_provider_never_receives_the_brief(fake_server: FakeOpenAIS
         assert request.messages[-1]["content"].startswith(QUESTION[0]["content"])
 
 
+async def test_a_simulated_voter_in_an_eval_does_not_think(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The think time makes a demo run watchable; an eval's simulated voters are not watched,
+    and 73 questions of 5 voters waited minutes for it. Measured by what the route asks to
+    sleep, never by a clock."""
+    from panel_cli.llm import demo_route
+
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(demo_route.asyncio, "sleep", sleep)
+    monkeypatch.setenv("PANEL_DEMO_DELAY", "5")
+    oracle = Member(name="v1", model="demo/oracle@0.7")
+    ask = RequestBrief(task=Task.ANSWER, question="Capital of Italy?", options=("Rome", "Paris"))
+    with simulated_voters({"v1": SimulatedVoter(voter="v1", key="7:q1", gold="Rome", options=("Rome", "Paris"))}):
+        for stream in (False, True):
+            gateway = Gateway(Recorder(), defaults=Defaults(retries=0), stream=stream)
+            assert (await gateway.call(oracle, QUESTION, stage="answer", brief=ask)).ok
+    assert slept and not any(slept), slept
+    sage = Member(name="sage", model="demo/sage")
+    assert (
+        await Gateway(Recorder(), defaults=Defaults(retries=0)).call(sage, QUESTION, stage="answer", brief=BRIEF)
+    ).ok
+    assert slept[-1] >= 2.5, "a persona a person watches still thinks (5 s, give or take half)"
+
+
 # -- a reworded prompt changes no demo run ----------------------------------------------------
 
 PROMPT_MODULES = (confer, council, ensemble, delphi, supervise, orchestrate, vote)

@@ -12,6 +12,7 @@ from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.protocols.council.engine import NO_RESPONSES, council
 from panel_cli.protocols.council.ranking import review_order
+from panel_cli.protocols.stages import failure_reason
 from tests.fakes.openai_server import RecordedRequest, error, hang, reply, responder
 from tests.protocols.conftest import fenced_texts, make_panel, prompt_of, task_of
 
@@ -130,20 +131,52 @@ async def test_a_review_timeout_is_recorded_under_the_reviewers_real_name(fake_s
     assert [(e.name, e.count) for e in result.aggregate_ranking] == [("ann", 1), ("bob", 1)]
 
 
-async def test_a_chairman_failure_gives_synthesis_failed(fake_server, run_protocol):
+async def test_a_named_chairman_failing_gives_synthesis_failed(fake_server, run_protocol):
     fake_server.script(
         "ann-model", reply("ann answer"), reply("FINAL RANKING: Model A, Model B"), error(401, "bad key")
     )
     fake_server.script("bob-model", member("bob answer"))
-    result, events = await run_protocol(council, make_panel(fake_server, ["ann", "bob"]))
+    result, events = await run_protocol(council, make_panel(fake_server, ["ann", "bob"], chairman="ann"))
 
     assert result.final_answer is None
-    assert result.failure_reason.startswith("Synthesis failed: auth")
-    assert "bad key" in result.failure_reason
+    assert result.failure_reason.startswith("Synthesis failed: auth: the provider rejected the key (401): bad key")
     assert result.outcome == "synthesis_failed" and result.reached_answer is False
     assert result.stage3_synthesis.success is False and result.stage3_synthesis.chairman is None
     assert result.top_ranked == "ann", "the rankings survive a failed synthesis"
+    assert len(requests_of(fake_server, "council.synthesis")) == 1, "no member stands in for a chairman the panel named"
     assert events.of("run_finished")[0].reached_answer is False
+
+
+async def test_a_default_chairman_failing_for_good_hands_over_to_a_member_that_answered(fake_server, run_protocol):
+    """No chairman named: the first member chairs. Its key rejected, it fails for good; the best
+    ranked member that answered writes instead, and the warning and the result say so, the
+    reason in one level of parentheses."""
+    fake_server.script(
+        "ann-model", reply("ann answer"), reply("FINAL RANKING: Model C, Model B, Model A"), error(401, "bad key")
+    )
+    fake_server.script("bob-model", member("bob answer", "FINAL RANKING: Model C, Model B, Model A"))
+    fake_server.script("cy-model", member("cy answer", "FINAL RANKING: Model C, Model B", synthesis="cy's synthesis"))
+    result, events = await run_protocol(council, make_panel(fake_server, ["ann", "bob", "cy"]))
+
+    assert result.top_ranked == "cy"
+    assert (result.outcome, result.final_answer) == ("answered", "cy's synthesis")
+    synthesis = result.stage3_synthesis
+    assert (synthesis.chairman, synthesis.stand_in) == ("cy", True)
+    (failure,) = synthesis.failures
+    assert failure.chairman == "ann" and failure.reason.startswith("auth: the provider rejected the key (401): bad key")
+    (handed,) = [w.message for w in events.of("warning") if w.member == "ann" and w.message.startswith("chairman")]
+    assert handed == f"chairman failed: {failure.reason}; cy, a member that answered, writes the final answer instead"
+    for said in (handed, failure.reason):
+        assert max_depth(said) == 1, said
+    assert [task_of(r) for r in fake_server.requests].count("council.synthesis") == 2
+
+
+def max_depth(text: str) -> int:
+    depth = deepest = 0
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        deepest = max(deepest, depth)
+    return deepest
 
 
 async def test_the_backup_chairman_takes_over(fake_server, run_protocol):
@@ -155,7 +188,7 @@ async def test_the_backup_chairman_takes_over(fake_server, run_protocol):
     assert result.final_answer == "bob's synthesis" and result.outcome == "answered"
     assert result.stage3_synthesis.chairman == "bob"
     (failure,) = result.stage3_synthesis.failures
-    assert failure.chairman == "ann" and failure.reason.startswith("server (") and "down" in failure.reason
+    assert failure.chairman == "ann" and failure.reason.startswith("server: ") and "down" in failure.reason
     warnings = [w.message for w in events.of("warning") if w.member == "ann"]
     assert warnings[0] == "its ranking lists 1 of the 2 answers it was shown; the others count as unranked"
     assert len(warnings) == 2 and "backup chairman bob" in warnings[1]
@@ -167,7 +200,7 @@ async def test_every_chairman_failing_names_each_reason(fake_server, run_protoco
     fake_server.script("bob-model", reply("bob answer"), reply("FINAL RANKING: Model A"), error(404, "gone"))
     panel = make_panel(fake_server, ["ann", "bob"], chairman=["ann", "bob"])
     result, _ = await run_protocol(council, panel)
-    assert re.fullmatch(r"Synthesis failed: ann: server \(.*down\); bob: not_found \(.*gone\)", result.failure_reason)
+    assert re.fullmatch(r"Synthesis failed: ann: server: .*down; bob: not_found: .*gone", result.failure_reason)
 
 
 async def test_anonymised_prompts_never_name_a_member_but_the_chairmans_does(fake_server, run_protocol):
@@ -305,3 +338,21 @@ async def test_an_inline_chairman_outside_the_members(fake_server, run_protocol)
 async def test_a_council_needs_two_members(fake_server, run_protocol):
     with pytest.raises(UserError, match="at least 2 members"):
         await run_protocol(council, make_panel(fake_server, ["ann"]))
+
+
+@pytest.mark.parametrize(
+    ("kind", "error", "reason"),
+    [
+        (
+            "auth",
+            "the provider rejected the key (401): bad key (ann called h:1 with no key (OPENAI_API_KEY unset))",
+            "auth: the provider rejected the key (401): bad key (ann called h:1 with no key, OPENAI_API_KEY unset)",
+        ),
+        ("server", "a (b (c (d))) e", "server: a (b, c, d) e"),
+        ("malformed", "unbalanced ) (here", "malformed: unbalanced ) (here"),
+        ("timeout", "anything", "timeout"),
+        (None, None, "failed"),
+    ],
+)
+def test_a_failure_reason_reads_in_one_level_of_parentheses(kind, error, reason):
+    assert failure_reason(kind, error) == reason

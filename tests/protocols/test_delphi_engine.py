@@ -18,6 +18,7 @@ from panel_cli.protocols.delphi.engine import (
     round_unchanged,
 )
 from tests.fakes.openai_server import RecordedRequest, error, hang, responder
+from tests.fakes.openai_server import reply as scripted
 from tests.protocols.conftest import fenced_texts, make_panel, prompt_of, task_of
 
 # Names no prompt text could contain by chance, so "no name in the prompt" means something.
@@ -149,6 +150,25 @@ async def test_the_synthesiser_sees_every_round_under_letters(fake_server, run_p
     assert "Points of consensus" in prompt and "Points of divergence" in prompt
     assert not any(name in prompt for name in NAMES)
     assert result.final_answer.startswith("## Points of consensus") and result.synthesis.chairman == "yusuf"
+
+
+async def test_a_default_chairman_failing_hands_over_to_an_expert_that_contributed(fake_server, run_protocol):
+    """No chairman named: the first expert chairs; when it fails, the next expert that
+    contributed writes the synthesis, and the result says it stood in."""
+    script_experts(fake_server, changes_until=1)
+    fake_server.script("ximena-model", scripted("alpha 1"), scripted(revision("alpha 1", False)), error(500, "down"))
+    result, events = await run_protocol(delphi, make_panel(fake_server, NAMES, max_rounds=2))
+
+    assert result.reached_answer and result.final_answer == "the synthesis"
+    assert (result.synthesis.chairman, result.synthesis.stand_in) == ("yusuf", True)
+    assert [f.chairman for f in result.synthesis.failures] == ["ximena"]
+    assert any(
+        w.member == "ximena" and w.message.endswith("; yusuf, a member that answered, writes the final answer instead")
+        for w in events.of("warning")
+    )
+    fake_server.script("ximena-model", scripted("alpha 1"), scripted(revision("alpha 1", False)), error(500, "down"))
+    failed, _ = await run_protocol(delphi, make_panel(fake_server, NAMES, max_rounds=2, chairman="ximena"))
+    assert failed.failure_reason == "Synthesis failed: server: the provider failed (500): down"
 
 
 async def test_a_reply_that_is_not_a_revision_still_counts_as_changed(fake_server, run_protocol):

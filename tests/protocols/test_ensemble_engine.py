@@ -139,6 +139,10 @@ async def test_majority_picks_the_response_most_others_resemble(fake_server, run
 
     assert result.scores == {"ann": 0.0, "bob": 2.0, "cy": 2.0, "dee": 2.0}
     assert result.chosen == "bob", "a tie goes to member order"
+    assert result.reason == (
+        "resembles 2 of the other 3 (over half their distinct words shared); tied with cy and dee, it comes first"
+        " in member order"
+    )
     assert result.final_answer == "use PostgreSQL with a read replica"
     (tally,) = events.of("round_tallied")
     assert tally.winner == "bob" and tally.scores == result.scores

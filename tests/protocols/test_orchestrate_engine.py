@@ -219,7 +219,7 @@ async def test_a_failed_subtask_skips_its_dependents_which_are_never_called(fake
     assert [subtask_of(r) for r in fake_server.requests_for("writing-model")] == ["t4"]
     (synthesis,) = calls_of(fake_server, "orchestrate.synthesis")
     assert fenced_texts(synthesis, "Output") == {"t4": "output of t4 by writing-model"}
-    assert "- t1 (research): do t1 [failed: server (the provider failed (500): research is down)]" in prompt_of(
+    assert "- t1 (research): do t1 [failed: server: the provider failed (500): research is down]" in prompt_of(
         synthesis
     )
     assert result.final_answer == "The final answer." and result.success is False
@@ -256,7 +256,7 @@ async def test_a_planner_that_fails_for_good_is_not_asked_again(fake_server, run
     fake_server.script("boss-model", error(401, "bad key"))
     result, events = await run_protocol(orchestrate, team_panel(fake_server, max_plan_attempts=3))
     assert len(fake_server.requests) == 1
-    assert result.failure_reason.startswith("No valid plan after 1 attempt: the planner's call failed (auth")
+    assert result.failure_reason.startswith("No valid plan after 1 attempt: the planner's call failed (auth:")
     assert events.of("plan_rejected")[-1].final is True
 
 

@@ -309,9 +309,9 @@ def test_warnings_for_what_the_method_ignores():
 
 
 def test_a_threshold_or_a_quorum_no_vote_can_meet_is_refused_before_any_call():
-    """A threshold outside (0, 1] is refused by the panel itself, a quorum above the voters by the check."""
+    """A threshold outside (0, 1) is refused by the panel itself, a quorum above the voters by the check."""
     members = [{"name": "a", "model": "demo/sage"}, {"name": "b", "model": "demo/skeptic"}]
-    with pytest.raises(ValidationError, match="less than or equal to 1"):
+    with pytest.raises(ValidationError, match="a share above 0 and below 1"):
         Panel.model_validate({"members": members, "options": DB, "method": "supermajority", "threshold": 1.5})
     with pytest.raises(UserError, match=r"^quorum: 3 is more than the 2 voters; no vote can reach it\.$"):
         check_panel(Panel.model_validate({"members": members, "options": DB, "quorum": 3}), "vote")

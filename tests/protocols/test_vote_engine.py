@@ -257,7 +257,7 @@ async def test_a_leader_that_fails_leaves_no_decision(fake_server, run_protocol)
     assert result.winner is None and not result.leader_override and not result.consensus_reached
     assert result.failure_reason == (
         "PostgreSQL, MySQL and SQLite tie with 1 vote each, so none has more than half;"
-        " the leader lead could not choose: server (the provider failed (500): down)"
+        " the leader lead could not choose: server: the provider failed (500): down"
     )
     assert events.of("leader_chose")[0].error is not None
     assert events.of("decision_recorded")[0].winner is None

@@ -30,6 +30,7 @@ from panel_cli.protocols.vote.tally import (
     ties,
 )
 from panel_cli.protocols.vote.tally import TieBreak as TallyTieBreak
+from panel_cli.thresholds import as_percent, threshold_problem
 
 ABC = ["A", "B", "C"]
 
@@ -134,7 +135,7 @@ def test_supermajority_needs_more_than_the_threshold():
     assert tally(votes("A", "A", "A", "B"), ABC, "supermajority", threshold=0.7).winner == "A"  # 0.75 > 0.7
     missed = tally(votes("A", "A", "A", "B"), ABC, "supermajority", threshold=0.75)  # 0.75 is not above 0.75
     assert missed.winner is None
-    assert missed.reason == "no option has more than 0.75 of the 4 votes (A 3, B 1)"
+    assert missed.reason == "no option has more than 75% of the 4 votes (A 3, B 1)"
 
 
 def test_two_thirds_is_not_above_the_default_threshold():
@@ -143,23 +144,50 @@ def test_two_thirds_is_not_above_the_default_threshold():
     assert tally(votes("A", "A", "A"), ABC, "supermajority").winner == "A"
 
 
-def test_a_threshold_outside_the_range_falls_back_with_a_warning():
-    for bad in (0.0, -0.5, 1.5, float("nan")):
+def test_a_stored_threshold_outside_the_range_falls_back_with_a_warning():
+    """Only a stored vote can hold one (a run kept when 1 was allowed): the file, the option,
+    retally and the API refuse it (tests/cli/test_vote_cli.py)."""
+    for bad in (0.0, -0.5, 1.0, 1.5, float("nan")):
         value, warning = effective_threshold(bad)
-        assert value == DEFAULT_THRESHOLD and warning is not None and "outside (0, 1]" in warning
+        assert value == DEFAULT_THRESHOLD and warning is not None and "is not a share above 0 and below 1" in warning
     assert effective_threshold(0.8) == (0.8, None)
     result = tally(votes("A", "A", "B"), ABC, "supermajority", threshold=1.5)
     assert result.threshold == DEFAULT_THRESHOLD and result.winner is None
 
 
-def test_a_threshold_of_one_asks_for_every_vote():
-    assert tally(votes("A", "A", "A"), ABC, "supermajority", threshold=1.0).winner == "A"
-    assert tally(votes("A", "A", "B"), ABC, "supermajority", threshold=1.0).winner is None
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (0.75, None),
+        (0.001, None),
+        (0.999, None),
+        (
+            1,
+            "a share above 0 and below 1, such as 0.75 (more than 75% of the votes), not 1; for every vote, use the method unanimous",
+        ),
+        (0, "a share above 0 and below 1, such as 0.75 (more than 75% of the votes), not 0"),
+        (1.5, "a share above 0 and below 1, such as 0.75 (more than 75% of the votes), not 1.5"),
+        (float("nan"), "a share above 0 and below 1, such as 0.75 (more than 75% of the votes), not nan"),
+        (True, "give a share above 0 and below 1, such as 0.75, not True"),
+    ],
+)
+def test_one_range_for_a_threshold(value, problem):
+    assert threshold_problem(value) == problem
+
+
+def test_a_threshold_reads_as_a_percentage():
+    assert [as_percent(share) for share in (0.667, 0.75, 0.6666, 0.5, 0.001)] == [
+        "66.7%",
+        "75%",
+        "66.66%",
+        "50%",
+        "0.1%",
+    ]
 
 
 def test_a_low_threshold_cleared_by_two_options_is_a_tie():
     result = tally(votes("A", "A", "B", "B", "C"), ABC, "supermajority", threshold=0.3)
-    assert result.winner is None and result.reason == "A and B tie with more than 0.3 of the 5 votes each"
+    assert result.winner is None and result.reason == "A and B tie with more than 30% of the 5 votes each"
 
 
 # unanimous ------------------------------------------------------------------------------------
@@ -429,7 +457,7 @@ def test_a_retally_recounts_by_other_rules_and_keeps_the_leaders_stored_choice()
     assert (retally(chosen).winner, retally(chosen).leader_override) == ("C", True)
     assert retally(chosen, quorum=4).tally.reason == "quorum not met: 3 ballots arrived, 4 needed"
     warned = retally(vote, method="supermajority", threshold=3)
-    assert warned.warnings == ["the threshold 3 is outside (0, 1]; the default 0.667 is used"]
+    assert warned.warnings == ["the threshold 3 is not a share above 0 and below 1; the default 0.667 is used"]
 
 
 def test_a_retally_by_plurality_and_its_tie_break():
@@ -525,7 +553,10 @@ def test_with_complete_rankings_a_majority_winner_also_wins_the_runoff(ballots):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    ballot_lists(), st.sampled_from(METHODS), st.randoms(use_true_random=False), st.floats(min_value=0.1, max_value=1.0)
+    ballot_lists(),
+    st.sampled_from(METHODS),
+    st.randoms(use_true_random=False),
+    st.floats(min_value=0.1, max_value=0.99),
 )
 def test_permuting_the_ballots_never_changes_a_result(ballots, method, random, threshold):
     shuffled = list(ballots)

@@ -72,11 +72,11 @@ def test_budget_bounds_and_default():
 
 def test_checks_warn_about_a_server_nobody_uses_and_refuse_a_missing_command(tmp_path):
     panel = parse_panel(
-        "question: q\nmembers:\n  - {name: a, model: demo/sage, tools: [used]}\n"
+        "question: q\nmembers:\n  - {name: a, model: demo/sage, tools: [used]}\n  - {name: b, model: demo/skeptic}\n"
         f"tools:\n  used: {{command: [{sys.executable}]}}\n  idle: {{command: [python]}}\n",
         "p.yaml",
     )
-    assert check_panel(panel, "confer") == ["p.yaml, line 6: tools.idle: no member names it, so it is not started."]
+    assert check_panel(panel, "confer") == ["p.yaml, line 7: tools.idle: no member names it, so it is not started."]
     missing = parse_panel(
         "question: q\nmembers:\n  - {name: a, model: demo/sage, tools: [x]}\ntools:\n  x: {command: [no-such-cmd-q]}\n",
         "p.yaml",

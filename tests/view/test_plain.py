@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from io import StringIO
 
-from panel_cli.events import CallFinished, MemberSkipped, RankingParsed, RunStarted
+from panel_cli.events import CallFailed, CallFinished, MemberSkipped, RankingParsed, RunStarted
 from panel_cli.view.plain import PlainView
 from tests.view.sample import (
     FINAL_ANSWER,
@@ -98,3 +98,13 @@ async def test_a_demo_run_costs_nothing_and_says_so() -> None:
     await play(PlainView(stream), demo_events())
     last = stream.getvalue().splitlines()[-1]
     assert "cost simulated, free" in last and "$" not in last
+
+
+def test_a_cancelled_call_is_said_once() -> None:
+    """A racer that lost, or a call Ctrl-C stopped, was cancelled, not failed: `cancelled: cancelled` said nothing."""
+    view = PlainView(StringIO())
+    common = {"call_id": "c1", "member": "sage", "model": "demo/sage", "stage": "answer", "latency": 0.1}
+    cancelled = CallFailed(**common, kind="cancelled", message="cancelled")
+    assert view.line(cancelled) == "[answer] call cancelled  sage"
+    failed = CallFailed(**common, kind="server", message="the provider failed (500)")
+    assert view.line(failed) == "[answer] call failed  sage  server: the provider failed (500)"

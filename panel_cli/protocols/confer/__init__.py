@@ -1,21 +1,17 @@
 """confer: every member answers, then votes anonymously with confidence until the winner is stable
 (docs/protocols.md#confer)."""
 
-from panel_cli.protocols.options import max_rounds, no_convergence, subset
-from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec
+from dataclasses import replace
+
+from panel_cli.protocols.options import MEMBERS, max_rounds, no_convergence
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
     name="confer",
     summary="Every member answers, then votes anonymously with confidence until the winner is stable.",
-    source=PanelSource.FILE,
     options=(
-        CommandOption(
-            name="agents",
-            flag="--agents",
-            help="Only these members, comma-separated (e.g. gpt,claude).",
-            change=subset("--agents"),
-            completion="member_names",
-        ),
+        # --agents, its name before confer took its members as every other protocol does, still works.
+        replace(MEMBERS, short="--agents"),
         max_rounds("At most this many vote rounds."),
         CommandOption(
             name="tally",

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from panel_cli.config import Member, Panel
+from panel_cli.config import AnswerOrder, Member, Panel
 from panel_cli.events import RoundTallied, VoteCast, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
@@ -21,6 +21,7 @@ from panel_cli.llm.structured import objects_in, unquoted
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
     Emit,
+    Finding,
     ProtocolResult,
     ProtocolRules,
     yes_no,
@@ -41,9 +42,21 @@ from panel_cli.protocols.stages import broadcast, gather_each, in_turn, open_sta
 from panel_cli.tasks import Task, mark
 from panel_cli.untrusted import load_json
 
+
+def check_confer(panel: Panel) -> list[Finding]:
+    """A lone member would vote on its own answer round after round, and pay for it: it votes
+    not at all, and this says so."""
+    return [(("members",), LONE_MEMBER)] if len(panel.members) < 2 else []
+
+
+LONE_MEMBER = "one member: no vote round is held, and its answer is the final answer"
+
+
 RULES = ProtocolRules(
     fields=frozenset({"max_rounds", "until_convergence", "tally", "answer_order", "options"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
+    check=check_confer,
+    headline=("tally", "answer_order"),
     settings=lambda panel: [
         ("max_rounds", str(panel.max_rounds)),
         ("until_convergence", yes_no(panel.until_convergence)),
@@ -126,16 +139,19 @@ class MemberFailure(BaseModel):
 
 # Where confer's final answer comes from: the winner's round-0 answer, or a revision it wrote
 # in the round before, each as the deciding round's block showed it and the panel voted for it;
-# or, when the budget allowed no vote round, the first answer in member order, unvoted.
+# or, when no vote round was held (the budget allowed none, or a lone member), the first answer
+# in member order, unvoted.
 FinalAnswerSource = Literal["answer", "revision", "first_answer"]
 
 
 class ConferResult(ProtocolResult):
     """`tally` is how the votes were counted: summed confidence, or summed log-odds (then
-    `scores` are log-odds, and may be negative). `final_answer_source` says which text the
-    final answer is (`FinalAnswerSource`); null without one."""
+    `scores` are log-odds, and may be negative); `answer_order`, how the members answered (at
+    once, or in turn). `final_answer_source` says which text the final answer is
+    (`FinalAnswerSource`); null without one."""
 
     tally: ConferTally
+    answer_order: AnswerOrder
     winner: str | None
     final_answer_source: FinalAnswerSource | None
     confidence_score: float
@@ -279,7 +295,8 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     rounds: list[ConferRound] = []
     winners: list[str | None] = []
     stopped = bool(answers) and await out_of_budget(gateway, emit, "no vote round is held and the first answer stands")
-    for index in range(1, 0 if stopped else panel.max_rounds + 1):
+    unvoted = stopped or len(members) < 2  # a lone member's answer stands (`check_confer`)
+    for index in range(1, 0 if unvoted else panel.max_rounds + 1):
         if not answers:
             break
         authors = assign_labels(order, answers)
@@ -334,9 +351,12 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
             break
 
     decided = next((r for r in reversed(rounds) if r.winner is not None), None)
-    first = next((name for name in order if name in initial), None) if stopped and decided is None else None
+    first = (
+        next((name for name in order if name in initial), None) if (stopped or unvoted) and decided is None else None
+    )
     return ConferResult(
         tally=panel.tally,
+        answer_order=panel.answer_order,
         final_answer=decided.winner_answer if decided else initial[first] if first else None,
         final_answer_source=final_answer_source(decided, initial) if decided else "first_answer" if first else None,
         failure_reason=None

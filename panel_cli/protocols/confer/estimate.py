@@ -21,6 +21,8 @@ def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
         )
         for m in members
     ]
+    if len(members) < 2:  # a lone member holds no vote (`check_confer`)
+        return RunPlan([answer])
     return RunPlan([answer, StagePlan("vote", rounds_label(1, high), votes)])
 
 

@@ -142,6 +142,7 @@ RULES = ProtocolRules(
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_council_findings,
     settings=_council_settings,
+    headline=("chairman",),
     draw=with_seed,
 )
 
@@ -343,6 +344,17 @@ def _listing(entries: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(entries) - limit} more" if len(entries) > limit else "")
 
 
+def stand_ins(panel: Panel, aggregate: list[RankedMember], answered: dict[str, str]) -> list[Member]:
+    """Who writes when the chairman fails, for a panel that named none (its first member stands
+    in by default): the members that answered, best ranked first. A chairman the panel named,
+    with its backups, is its choice, and no member stands in for it."""
+    if panel.chairman is not None:
+        return []
+    ranked = [entry.name for entry in aggregate if entry.name in answered]
+    order = ranked + [name for name in panel.member_names if name in answered and name not in ranked]
+    return [panel.member(name) for name in order]
+
+
 async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> CouncilResult:
     """When the run's budget refuses a call, council skips what is left of the reviews and
     goes to its chairman, who writes from the answers and whatever reviews came in, if the
@@ -391,7 +403,13 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
         if not skip:
             await out_of_budget(gateway, emit, "the chairman writes from the reviews that came in, if its call fits")
         synthesis = await synthesis_stage(
-            gateway, emit, chairmen, prompt, limit=RULES.limit(panel, "synthesis"), brief=brief
+            gateway,
+            emit,
+            chairmen,
+            prompt,
+            limit=RULES.limit(panel, "synthesis"),
+            brief=brief,
+            stand_ins=stand_ins(panel, aggregate, answered),
         )
     else:
         await emit(WarningRaised(message="no member answered; the review and synthesis stages are skipped"))

@@ -133,6 +133,7 @@ RULES = ProtocolRules(
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_delphi_findings,
     settings=_delphi_settings,
+    headline=("chairman",),
 )
 
 
@@ -309,6 +310,16 @@ def latest_analyses(rounds: list[DelphiRound]) -> str | None:
     return None
 
 
+def stand_ins(panel: Panel, last: DelphiRound) -> list[Member]:
+    """Who writes when the chairman fails, for a panel that named none (its first expert stands
+    in by default): the experts that contributed to the last round, in order. A chairman the
+    panel named, with its backups, is its choice, and no expert stands in for it."""
+    if panel.chairman is not None:
+        return []
+    wrote = {entry.expert for entry in last.contributions if entry.success}
+    return [member for member in panel.members if member.name in wrote]
+
+
 async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> DelphiResult:
     """When the run's budget refuses a call, the rounds stop after the one it cut short
     (whose contributions count), and the chairman writes from the rounds held if its call
@@ -377,6 +388,7 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
             synthesis_prompt(question, contributed, converged),
             limit=RULES.limit(panel, "synthesis"),
             brief=RequestBrief(task=Task.DELPHI_SYNTHESIS, question=question, quoted=transcript),
+            stand_ins=stand_ins(panel, contributed[-1]),
         )
     else:
         await emit(WarningRaised(message="no expert contributed; the synthesis is skipped"))

@@ -137,6 +137,7 @@ RULES = ProtocolRules(
     timeouts={"answer": DEFAULT_TIMEOUT, "review": DEFAULT_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=check_ensemble,
     settings=_ensemble_settings,
+    headline=("mode", "scorer", "aggregator"),
 )
 
 
@@ -337,9 +338,12 @@ async def _choose(
             await emit(WarningRaised(message=reason))
             return _Choice(next(iter(texts)), reason, scores, majority=False)
         others = len(texts) - 1
-        return _Choice(
-            chosen, f"resembles {counts[chosen]} of the other {others} (over half their distinct words shared)", scores
-        )
+        reason = f"resembles {counts[chosen]} of the other {others} (over half their distinct words shared)"
+        tied = [name for name in texts if name != chosen and counts[name] == counts[chosen]]
+        if tied:
+            names = tied[0] if len(tied) == 1 else f"{', '.join(tied[:-1])} and {tied[-1]}"
+            reason += f"; tied with {names}, it comes first in member order"
+        return _Choice(chosen, reason, scores)
     budget_ending = "the judge is not asked and the first successful response is the answer"
     if plan.mode == "consensus" and plan.judge is not None and await out_of_budget(gateway, emit, budget_ending):
         return _Choice(

@@ -182,6 +182,7 @@ RULES = ProtocolRules(
     timeouts={"plan": DEFAULT_STAGE_TIMEOUT, "task": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_check_orchestrate,
     settings=_orchestrate_settings,
+    headline=("planner", "chairman"),
 )
 
 

@@ -220,6 +220,7 @@ RULES = ProtocolRules(
     member_fields=frozenset({"task"}),
     check=_supervise_findings,
     settings=_supervise_settings,
+    headline=("critic", "chairman"),
 )
 
 

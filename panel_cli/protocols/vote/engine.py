@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from panel_cli.config import Member, Panel
-from panel_cli.errors import ConfigError, UserError
+from panel_cli.errors import UserError
 from panel_cli.events import (
     DecisionRecorded,
     LeaderChose,
@@ -34,8 +34,8 @@ from panel_cli.events import (
 )
 from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.gateway import Gateway
-from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
+from panel_cli.protocols.checks import located_error
 from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.protocols.vote.ballots import BallotReply, NoMatch, option_problems, options_block, read_ballot
 from panel_cli.protocols.vote.tally import (
@@ -52,6 +52,7 @@ from panel_cli.protocols.vote.tally import (
     tie_break_of,
 )
 from panel_cli.tasks import Task, mark
+from panel_cli.thresholds import as_percent
 
 DEFAULT_TIMEOUT = 30.0
 # A call cut at the deadline returns at the deadline, give or take the clock's resolution.
@@ -173,10 +174,7 @@ def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
     problems = option_problems(panel.options)
     if problems:
         index, problem = problems[0]
-        loc: tuple[str | int, ...] = ("options", index)
-        if panel.source_file is None:
-            raise UserError(f"{field_name(loc)}: {problem}.")
-        raise ConfigError(panel.source_file, panel.line_of(loc), field_name(loc), problem)
+        raise located_error(panel, ("options", index), problem)
     options = [option.strip() for option in panel.options]
     if len(options) < 2:
         given = f" ('{options[0]}' is the only one)" if options else ""
@@ -213,9 +211,7 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
         ]
     if panel.quorum > len(panel.members):
         problem = f"{panel.quorum} is more than the {len(panel.members)} voters; no vote can reach it"
-        if panel.source_file is not None and panel.in_file(("quorum",)):
-            raise ConfigError(panel.source_file, panel.line_of(("quorum",)), "quorum", problem)
-        raise UserError(f"quorum: {problem}.")
+        raise located_error(panel, ("quorum",), problem)
     return findings
 
 
@@ -233,7 +229,9 @@ def _tie_break_findings(panel: Panel, protocol: Literal["vote", "decide"]) -> li
 
 def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[str, str]]:
     plan = plan_vote(panel, protocol)
-    method = plan.method + (f", threshold {plan.threshold:g}" if plan.method == "supermajority" else "")
+    method = plan.method
+    if plan.method == "supermajority":
+        method += f", threshold {plan.threshold:g} (more than {as_percent(plan.threshold)} of the votes)"
     if plan.method in PLURALITY_METHODS:
         method += f", tie_break {plan.tie_break}"
     settings = [

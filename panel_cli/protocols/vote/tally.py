@@ -30,6 +30,8 @@ from pydantic import BaseModel, Field, ValidationError
 # The families of methods live apart, so a view reads them without these models; named here too.
 from panel_cli.protocols.vote.methods import PLURALITY_METHODS
 from panel_cli.protocols.vote.methods import WEIGHTED_METHODS as WEIGHTED_METHODS
+from panel_cli.thresholds import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
+from panel_cli.thresholds import THRESHOLD_RANGE, as_percent, threshold_problem
 
 if TYPE_CHECKING:
     from panel_cli.config import Panel
@@ -47,7 +49,6 @@ Name = TypeVar("Name", bound=str)
 # against the options, the first option for a ballot that named none (`no_match: first`),
 # or not at all (an abstention, or a late ballot).
 MatchedBy = Literal["structured", "text", "first", "none"]
-DEFAULT_THRESHOLD = 0.667
 # `weighted` asks for more than half of the total weight, which a negative weight makes no sense of.
 NEGATIVE_WEIGHTED = (
     "a vote of negative weight cannot count towards a share of the total weight (weighted_plurality counts it)"
@@ -143,9 +144,13 @@ def parse_method(value: str, option: str = "--method") -> Method:
 
 
 def effective_threshold(value: float) -> tuple[float, str | None]:
-    """A supermajority threshold in (0, 1], else the default and the warning that says so."""
-    if math.isnan(value) or not 0 < value <= 1:
-        return DEFAULT_THRESHOLD, f"the threshold {value:g} is outside (0, 1]; the default {DEFAULT_THRESHOLD} is used"
+    """A supermajority threshold (`panel_cli.thresholds`), else the default and the warning that
+    says so: only a stored vote can hold another (a run stored when 1 was allowed, a damaged one)."""
+    if threshold_problem(value) is not None:
+        return (
+            DEFAULT_THRESHOLD,
+            f"the threshold {value:g} is not {THRESHOLD_RANGE}; the default {DEFAULT_THRESHOLD} is used",
+        )
     return value, None
 
 
@@ -243,13 +248,12 @@ def _by_share(
             None,
             f"no option has more than half of the total weight {total_weight:g} ({shares or 'every vote weighs 0'})",
         )
-    # supermajority: a threshold of 1 asks for every vote (no share can exceed 1).
-    clears = top / total > threshold or (threshold == 1 and top == total)
+    clears = top / total > threshold
     if clears and len(leaders) == 1:
         return leaders[0], None
     if clears:
-        return None, f"{_and(leaders)} tie with more than {threshold:g} of the {_votes(total)} each"
-    return None, f"no option has more than {threshold:g} of the {_votes(total)} ({standing})"
+        return None, f"{_and(leaders)} tie with more than {as_percent(threshold)} of the {_votes(total)} each"
+    return None, f"no option has more than {as_percent(threshold)} of the {_votes(total)} ({standing})"
 
 
 def _by_most(
