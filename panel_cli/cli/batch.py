@@ -211,18 +211,21 @@ def _run_batch(
 
 def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], questions_file: Path) -> list[str]:
     """The panel's checks, as every run makes them, and the questions' options against its
-    protocol: only vote and decide take options, and a vote panel with none of its own needs
-    every question to bring them. Returns the warnings each run raises."""
-    from panel_cli.batch.runner import OPTION_PROTOCOLS, question_panel
+    protocol: only a protocol that votes on fixed options (its spec says so) takes them, and
+    such a panel with none of its own needs every question to bring them. Returns the
+    warnings each run raises."""
+    from panel_cli.batch.runner import question_panel
     from panel_cli.errors import ConfigError
+    from panel_cli.protocols import registry
     from panel_cli.protocols.checks import check_panel
     from panel_cli.runs.panels import declared_protocol
 
     protocol = panel.protocol
     with_options = [question for question in questions if question.options]
-    if protocol not in OPTION_PROTOCOLS:
+    if not registry.spec(protocol).votes_on_options:
         if with_options:
-            problem = f"only vote and decide panels take a question's options; {panel_file} runs {protocol}"
+            voting = " and ".join(spec.name for spec in registry.specs() if spec.votes_on_options)
+            problem = f"only {voting} panels take a question's options; {panel_file} runs {protocol}"
             raise ConfigError(str(questions_file), with_options[0].line, "options", problem)
         return check_panel(panel, protocol, declared_protocol(panel))
     if not panel.options:

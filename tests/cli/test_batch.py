@@ -380,7 +380,7 @@ def test_each_question_votes_on_its_own_options(tmp_path, fake_server):
             "ensemble",
             "",
             '{"question": "Why?"}\n{"question": "Which?", "options": ["A", "B"]}\n',
-            "q.jsonl, line 2: options: only vote and decide panels take a question's options; {panel} runs ensemble.",
+            "q.jsonl, line 2: options: only decide and vote panels take a question's options; {panel} runs ensemble.",
         ),
         (
             "vote",

@@ -2,7 +2,8 @@
 (docs/protocols.md#confer)."""
 
 from panel_cli.protocols.options import max_rounds, no_convergence, subset
-from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec
+from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec, RequestKind
+from panel_cli.tasks import Task
 
 PROTOCOL = ProtocolSpec(
     name="confer",
@@ -36,4 +37,14 @@ PROTOCOL = ProtocolSpec(
         no_convergence("Run every round even when the winner is stable."),
     ),
     stage_views={"vote": "panel_cli.view.tables:vote_round"},
+    requests=(
+        RequestKind(
+            Task.CONFER_VOTE,
+            demo="panel_cli.llm.demo_replies:confer_vote",
+            oracle="panel_cli.simulation.voters:oracle_vote",
+        ),
+    ),
+    given_options=True,
+    deliberates=True,
+    theory="panel_cli.eval.rules:confer_rule",
 )

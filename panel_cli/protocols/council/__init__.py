@@ -2,7 +2,8 @@
 writes the final answer (docs/protocols.md#council)."""
 
 from panel_cli.protocols.options import MEMBERS, chairman, timeout
-from panel_cli.protocols.registry import CommandOption, ProtocolSpec
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
+from panel_cli.tasks import Task
 
 PROTOCOL = ProtocolSpec(
     name="council",
@@ -21,4 +22,23 @@ PROTOCOL = ProtocolSpec(
         timeout(("answer", "review")),
     ),
     stage_views={"review": "panel_cli.view.tables:review_stage"},
+    requests=(
+        RequestKind(
+            Task.COUNCIL_REVIEW,
+            demo="panel_cli.llm.demo_replies:council_review",
+            oracle="panel_cli.simulation.voters:oracle_review",
+        ),
+        RequestKind(
+            Task.COUNCIL_REVIEW_NAMED,
+            demo="panel_cli.llm.demo_replies:council_review_named",
+            oracle="panel_cli.simulation.voters:oracle_review_named",
+        ),
+        RequestKind(
+            Task.COUNCIL_SYNTHESIS,
+            demo="panel_cli.llm.demo_replies:synthesis",
+            oracle="panel_cli.simulation.voters:oracle_synthesis",
+        ),
+    ),
+    deliberates=True,
+    theory="panel_cli.eval.rules:council_rule",
 )

@@ -34,4 +34,8 @@ PROTOCOL = ProtocolSpec(
         ),
         timeout(("answer",)),
     ),
+    theory="panel_cli.eval.rules:racing_alone",
+    no_theory="ensemble's answer is a merge or a pick of whole answers, not a count of the voters' beliefs",
+    unmeasurable="ensemble's answer is a merge or a pick of whole answers (fanout joins them all), not one answer "
+    "the simulated voters give",
 )
