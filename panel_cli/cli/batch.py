@@ -228,7 +228,7 @@ def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], que
             problem = f"only {voting} panels take a question's options; {panel_file} runs {protocol}"
             raise ConfigError(str(questions_file), with_options[0].line, "options", problem)
         return check_panel(panel, protocol, declared_protocol(panel))
-    if not panel.options:
+    if not panel.settings_given.get("options"):
         bare = next((question for question in questions if not question.options), None)
         if bare is not None:
             problem = f"this question has no options, and {panel_file} gives none for its {protocol}; give every question its options"

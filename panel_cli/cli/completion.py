@@ -81,7 +81,7 @@ def vote_options(ctx: typer.Context, incomplete: str) -> list[str]:
         from panel_cli.errors import PanelError
 
         try:
-            options = list(load_panel(panel_file).options)
+            options = list(load_panel(panel_file).settings_given.get("options", []))
         except PanelError:
             return []
     return [option for option in options if option.lower().startswith(incomplete.lower())]

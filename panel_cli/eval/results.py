@@ -13,7 +13,7 @@ from panel_cli.config import Panel
 from panel_cli.eval.calibration import Calibration
 from panel_cli.eval.datasets import EvalItem
 from panel_cli.eval.grading import Grade, JudgeRecord
-from panel_cli.eval.rules import RuleBuilder
+from panel_cli.eval.rules import RuleBuilder, answers_in_turn
 from panel_cli.eval.stats import (
     ALPHA,
     holm,
@@ -390,7 +390,7 @@ def _herding_in_turn(
 ) -> float | None:
     """For confer whose herding voters answer in turn (and none is persuaded, which would move
     the votes too): the exact accuracy with herding as simulated."""
-    if protocol != "confer" or panel.answer_order != "sequential" or not isinstance(rule, Confer):
+    if not isinstance(rule, Confer) or not answers_in_turn(protocol, panel):
         return None
     if not any(spec.herd for spec in voters) or any(spec.persuade for spec in voters):
         return None
@@ -551,4 +551,4 @@ def deliberation(panel: Panel, protocol: str) -> str | None:
     if not knobs:
         return None
     found = "; ".join(f"{shown} ({', '.join(names)})" for shown, names in knobs.items())
-    return f"{found}; {ANSWERING_IN_TURN}" if protocol == "confer" and panel.answer_order == "sequential" else found
+    return f"{found}; {ANSWERING_IN_TURN}" if answers_in_turn(protocol, panel) else found

@@ -49,7 +49,9 @@ from panel_cli.models.personas import oracle_accuracy
 from panel_cli.protocols import registry
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.checks import check_panel
+from panel_cli.protocols.confer.settings import ConferSettings
 from panel_cli.protocols.vote.ballots import options_block
+from panel_cli.protocols.vote.settings import VoteSettings
 from panel_cli.redact import redact, redact_obj
 from panel_cli.totals import RunTotals
 
@@ -479,12 +481,13 @@ def eval_settings(
 ) -> EvalSettings:
     """What a reader needs to repeat the eval, as the plan says it."""
     panel = plan.panel
+    vote, confer = VoteSettings.of(panel), ConferSettings.of(panel)
     return EvalSettings(
         protocols=list(plan.protocols),
-        method=panel.method,
-        tie_break=panel.tie_break,
-        tally=panel.tally,
-        answer_order=panel.answer_order,
+        method=vote.method,
+        tie_break=vote.tie_break,
+        tally=confer.tally,
+        answer_order=confer.answer_order,
         weights={member.name: member.weight for member in panel.members},
         weights_from=weights_file(panel.weights) if panel.weights else None,
         models={member.name: member.model for member in plan.called.callable_members()},

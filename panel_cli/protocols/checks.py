@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from panel_cli.config import Panel
+from panel_cli.config import Panel, settings_model
 from panel_cli.errors import ConfigError
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Finding, rules_of
 from panel_cli.tools.checks import tool_findings
 
-# Fields every protocol reads, and the member fields only some do.
+# The panel's own fields every protocol reads (the roles and the weights file are read by some,
+# as their rules say), and the member fields only some do.
 COMMON_FIELDS = frozenset(
     {
         "name",
@@ -37,8 +38,14 @@ def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> lis
     """Raise UserError if `protocol` cannot run `panel`; return the warnings a run would raise.
 
     `declared` is the protocol the panel file names, if it names one. A file written for
-    another protocol gets one warning saying so, rather than one per field it sets for it."""
+    another protocol gets one warning saying so, rather than one per field it sets for it.
+    The protocol's settings are read first, so a value only its own settings refuse stops
+    here, located, rather than at the start of the run."""
     rules = rules_of(protocol)
+    settings = settings_model(protocol)
+    if settings is not None:
+        panel.settings_as(settings)
+    own = set(settings.model_fields) if settings is not None else set()
     findings: list[Finding] = list(rules.check(panel)) if rules.check else []
     if declared is not None and declared != protocol:
         findings = [
@@ -50,7 +57,7 @@ def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> lis
     else:
         findings += [
             ((name,), f"not used by {protocol}")
-            for name in sorted(panel.model_fields_set - COMMON_FIELDS - rules.fields)
+            for name in sorted(panel.model_fields_set - COMMON_FIELDS - rules.fields - own)
         ]
         findings += [
             (("timeouts", stage), f"not used by {protocol}")

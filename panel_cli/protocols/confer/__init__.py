@@ -36,6 +36,7 @@ PROTOCOL = ProtocolSpec(
         ),
         no_convergence("Run every round even when the winner is stable."),
     ),
+    settings="panel_cli.protocols.confer.settings:ConferSettings",
     stage_views={"vote": "panel_cli.view.tables:vote_round"},
     requests=(
         RequestKind(

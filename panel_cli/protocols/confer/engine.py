@@ -24,6 +24,7 @@ from panel_cli.protocols.base import (
     yes_no,
 )
 from panel_cli.protocols.confer.log_odds import ConferTally
+from panel_cli.protocols.confer.settings import ConferSettings
 from panel_cli.protocols.confer.tally import (
     Vote,
     assign_labels,
@@ -38,16 +39,22 @@ from panel_cli.protocols.confer.tally import (
 from panel_cli.protocols.stages import broadcast, gather_each, in_turn, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark
 
+
+def _settings(panel: Panel) -> list[tuple[str, str]]:
+    settings = ConferSettings.of(panel)
+    return [
+        ("max_rounds", str(settings.max_rounds)),
+        ("until_convergence", yes_no(settings.until_convergence)),
+        ("tally", settings.tally),
+        ("answer_order", settings.answer_order),
+        *([("options", f"{len(settings.options)}, the K of log-odds")] if settings.options else []),
+    ]
+
+
 RULES = ProtocolRules(
-    fields=frozenset({"max_rounds", "until_convergence", "tally", "answer_order", "options"}),
+    fields=frozenset(),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
-    settings=lambda panel: [
-        ("max_rounds", str(panel.max_rounds)),
-        ("until_convergence", yes_no(panel.until_convergence)),
-        ("tally", panel.tally),
-        ("answer_order", panel.answer_order),
-        *([("options", f"{len(panel.options)}, the K of log-odds")] if panel.options else []),
-    ],
+    settings=_settings,
 )
 
 
@@ -199,12 +206,13 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     cut short is not tallied: a count of the votes that happened to fit would decide it),
     else, when no round did, the first answer in member order, which is also the label the
     tie rule favours."""
+    settings = ConferSettings.of(panel)
     members = panel.members
     order = [member.name for member in members]
     answer_timeout = RULES.limit(panel, "answer")
     vote_timeout = RULES.limit(panel, "vote")
 
-    if panel.answer_order == "sequential":
+    if settings.answer_order == "sequential":
 
         def request(before: Sequence[CallResult]) -> tuple[list[dict[str, Any]], RequestBrief]:
             block = earlier_answers(order, before)
@@ -231,7 +239,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     rounds: list[ConferRound] = []
     winners: list[str | None] = []
     stopped = bool(answers) and await out_of_budget(gateway, emit, "no vote round is held and the first answer stands")
-    for index in range(1, 0 if stopped else panel.max_rounds + 1):
+    for index in range(1, 0 if stopped else settings.max_rounds + 1):
         if not answers:
             break
         authors = assign_labels(order, answers)
@@ -254,7 +262,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         if stopped := await out_of_budget(gateway, emit, ending):
             break
         votes = [vote for vote, _ in outcomes if vote is not None]
-        scores, winner_label = tally(votes, list(block), panel.tally, choices_of(panel.options, block))
+        scores, winner_label = tally(votes, list(block), settings.tally, choices_of(settings.options, block))
         winner = authors[winner_label] if winner_label else None
         revised = {vote.voter: vote.revised_answer for vote in votes}
         winner_answer = block[winner_label] if winner_label else None
@@ -282,13 +290,13 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         )
         answers.update(revised)
         winners.append(winner if signal else None)
-        if panel.until_convergence and has_converged(winners):
+        if settings.until_convergence and has_converged(winners):
             break
 
     decided = next((r for r in reversed(rounds) if r.winner is not None), None)
     first = next((name for name in order if name in initial), None) if stopped and decided is None else None
     return ConferResult(
-        tally=panel.tally,
+        tally=settings.tally,
         final_answer=decided.winner_answer if decided else initial[first] if first else None,
         final_answer_source=final_answer_source(decided, initial) if decided else "first_answer" if first else None,
         failure_reason=None
@@ -299,7 +307,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         winner=decided.winner if decided else first,
         confidence_score=confidence_score(decided.votes, decided.winner_label) if decided else 0.0,
         scores=decided.scores if decided else {},
-        converged=panel.until_convergence and has_converged(winners),
+        converged=settings.until_convergence and has_converged(winners),
         initial_answers=initial,
         rounds=rounds,
         failures=failures,

@@ -21,6 +21,7 @@ PROTOCOL = ProtocolSpec(
         ),
         timeout(("answer", "review")),
     ),
+    settings="panel_cli.protocols.council.settings:CouncilSettings",
     stage_views={"review": "panel_cli.view.tables:review_stage"},
     requests=(
         RequestKind(

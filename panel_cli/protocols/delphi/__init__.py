@@ -9,6 +9,7 @@ PROTOCOL = ProtocolSpec(
     name="delphi",
     summary="Experts answer on their own, then revise round after round seeing each other's analyses anonymously; "
     "a chairman synthesises consensus and divergence.",
+    settings="panel_cli.protocols.delphi.settings:DelphiSettings",
     stage_views={"contribution": "panel_cli.view.delphi:contribution_stage"},
     options=(
         MEMBERS,

@@ -7,6 +7,7 @@ from panel_cli.protocols.registry import CommandOption, ProtocolSpec
 PROTOCOL = ProtocolSpec(
     name="ensemble",
     summary="One prompt to every member at once, no peer review; the mode decides what comes back.",
+    settings="panel_cli.protocols.ensemble.settings:EnsembleSettings",
     options=(
         MEMBERS,
         CommandOption(

@@ -11,6 +11,7 @@ PROTOCOL = ProtocolSpec(
     summary="A planner splits the question into subtasks for specialised workers; each runs as soon as its "
     "dependencies are done; a chairman writes the answer.",
     source="panel_cli.protocols.orchestrate.team:panel_for_command",
+    settings="panel_cli.protocols.orchestrate.settings:OrchestrateSettings",
     stage_views={"subtasks": "panel_cli.view.orchestrate:task_stage"},
     options=(
         CommandOption(

@@ -10,6 +10,7 @@ PROTOCOL = ProtocolSpec(
     summary="Workers deliver their own tasks; a critic approves or sends them back with feedback; "
     "a chairman consolidates.",
     description="Needs a panel file: each worker's task and the critic are declared there (no --members).",
+    settings="panel_cli.protocols.supervise.settings:SuperviseSettings",
     stage_views={"critique": "panel_cli.view.supervise:critique_stage"},
     source=PanelSource.FILE,
     options=(

@@ -88,6 +88,7 @@ PROTOCOL = ProtocolSpec(
     name="vote",
     summary="Every member votes on fixed options; the ballots are counted by the method, against the quorum.",
     options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, GATE),
+    settings="panel_cli.protocols.vote.settings:VoteSettings",
     stage_views={"vote": "panel_cli.view.vote:ballot_stage"},
     **BALLOT_TRAITS,
 )

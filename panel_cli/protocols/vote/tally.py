@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
 # The families of methods live apart, so a view reads them without these models; named here too.
 from panel_cli.protocols.vote.methods import PLURALITY_METHODS
 from panel_cli.protocols.vote.methods import WEIGHTED_METHODS as WEIGHTED_METHODS
-
-if TYPE_CHECKING:
-    from panel_cli.config import Panel
 
 Method = Literal[
     "majority", "supermajority", "unanimous", "ranked_choice", "weighted", "plurality", "weighted_plurality"
@@ -269,9 +266,10 @@ def ties(score: float, top: float) -> bool:
     return math.isclose(score, top, rel_tol=TIE_TOLERANCE, abs_tol=TIE_TOLERANCE)
 
 
-def tie_break_of(panel: Panel, protocol: str) -> TieBreak:
-    """The tie rule in force: the panel's, else the leader's when a decision has one, else none."""
-    return panel.tie_break or ("leader" if protocol == "decide" and panel.leader else "none")
+def tie_break_of(tie_break: TieBreak | None, leader: str | None) -> TieBreak:
+    """The tie rule in force: the panel's `tie_break`, else the leader's when a decision has
+    one (`leader`: None for a vote), else none."""
+    return tie_break or ("leader" if leader else "none")
 
 
 def settling_a_tie(counted: Tally) -> str | None:
