@@ -606,10 +606,13 @@ def settings_model(protocol: str) -> type[BaseModel] | None:
     return model
 
 
-def reader_of(field: str, protocol: Any) -> type[BaseModel] | None:
+def reader_of(
+    field: Any, protocol: Any, models: dict[str, type[BaseModel]] | None = None
+) -> type[BaseModel] | None:
     """The settings model that validates `field` of a panel for `protocol`: that protocol's own
-    when it reads the field, else the first protocol's that does; None when none does."""
-    models = settings_models()
+    when it reads the field, else the first protocol's that does (of `models`, every
+    protocol's by default); None when none does."""
+    models = settings_models() if models is None else models
     own = models.get(protocol) if isinstance(protocol, str) else None
     if own is not None and field in own.model_fields:
         return own
@@ -620,12 +623,13 @@ def checked_settings(given: dict[str, Any], protocol: Any) -> tuple[dict[str, An
     """The protocols' settings a panel gives, each validated by its reader (`reader_of`), as
     validated; and pydantic's errors for those refused, and for a field no protocol reads
     (with the closest field of any, when it looks like a slip)."""
+    models = settings_models() if given else {}
     groups: dict[type[BaseModel], dict[str, Any]] = {}
     problems: list[Any] = []
     for field, value in given.items():
-        model = reader_of(field, protocol)
+        model = reader_of(field, protocol, models)
         if model is None:
-            problems.append(_unknown(field, value))
+            problems.append(_unknown(field, value, models))
         else:
             groups.setdefault(model, {})[field] = value
     settings: dict[str, Any] = {}
@@ -639,8 +643,8 @@ def checked_settings(given: dict[str, Any], protocol: Any) -> tuple[dict[str, An
     return settings, problems
 
 
-def _unknown(field: Any, value: Any) -> dict[str, Any]:
-    known = [*Panel.model_fields, *(name for model in settings_models().values() for name in model.model_fields)]
+def _unknown(field: Any, value: Any, models: dict[str, type[BaseModel]]) -> dict[str, Any]:
+    known = [*Panel.model_fields, *(name for model in models.values() for name in model.model_fields)]
     close = difflib.get_close_matches(str(field), known, n=1, cutoff=0.7)
     problem = f"unknown field (did you mean '{close[0]}'?)" if close else "unknown field"
     loc = field if isinstance(field, str | int) else str(field)

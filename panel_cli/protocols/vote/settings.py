@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from panel_cli.config import Panel, ProtocolSettings, RuleName
-from panel_cli.protocols.vote.tally import Method, TieBreak
+from panel_cli.protocols.vote.methods import Method, TieBreak
 
 # A ballot that names no option: no vote, or a vote for the first option.
 NoMatch = Literal["abstain", "first"]

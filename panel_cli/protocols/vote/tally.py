@@ -23,20 +23,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-# The families of methods live apart, so a view reads them without these models; named here too.
+# The methods, the tie rules and their families live apart, so a view and the panel's settings
+# read them without these models; named here too.
+from panel_cli.protocols.vote.methods import METHODS as METHODS
 from panel_cli.protocols.vote.methods import PLURALITY_METHODS
+from panel_cli.protocols.vote.methods import TIE_BREAKS as TIE_BREAKS
 from panel_cli.protocols.vote.methods import WEIGHTED_METHODS as WEIGHTED_METHODS
+from panel_cli.protocols.vote.methods import Method as Method
+from panel_cli.protocols.vote.methods import TieBreak as TieBreak
 
-Method = Literal[
-    "majority", "supermajority", "unanimous", "ranked_choice", "weighted", "plurality", "weighted_plurality"
-]
-METHODS: tuple[Method, ...] = get_args(Method)
-TieBreak = Literal["none", "leader", "first"]
-TIE_BREAKS: tuple[TieBreak, ...] = get_args(TieBreak)
 Name = TypeVar("Name", bound=str)
 
 
