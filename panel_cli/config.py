@@ -410,8 +410,8 @@ class Panel(BaseModel):
         model = reader_of(field, self.protocol)
         if model is None:
             raise ValueError(f"'{field}' is not a field of a panel")
-        given = {name: given for name, given in self.settings_given.items() if name in model.model_fields}
-        validated = model.model_validate({**given, field: value})
+        kept = {name: held for name, held in self.settings_given.items() if name in model.model_fields}
+        validated = model.model_validate({**kept, field: value})
         return self.model_copy(update={field: getattr(validated, field)})
 
     @property
@@ -606,9 +606,7 @@ def settings_model(protocol: str) -> type[BaseModel] | None:
     return model
 
 
-def reader_of(
-    field: Any, protocol: Any, models: dict[str, type[BaseModel]] | None = None
-) -> type[BaseModel] | None:
+def reader_of(field: Any, protocol: Any, models: dict[str, type[BaseModel]] | None = None) -> type[BaseModel] | None:
     """The settings model that validates `field` of a panel for `protocol`: that protocol's own
     when it reads the field, else the first protocol's that does (of `models`, every
     protocol's by default); None when none does."""

@@ -3,7 +3,6 @@
 
 from panel_cli.protocols.options import max_rounds, no_convergence, subset
 from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec, RequestKind
-from panel_cli.tasks import Task
 
 PROTOCOL = ProtocolSpec(
     name="confer",
@@ -40,7 +39,7 @@ PROTOCOL = ProtocolSpec(
     stage_views={"vote": "panel_cli.view.tables:vote_round"},
     requests=(
         RequestKind(
-            Task.CONFER_VOTE,
+            "confer.vote",
             demo="panel_cli.llm.demo_replies:confer_vote",
             oracle="panel_cli.simulation.voters:oracle_vote",
         ),

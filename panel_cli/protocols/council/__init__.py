@@ -3,7 +3,6 @@ writes the final answer (docs/protocols.md#council)."""
 
 from panel_cli.protocols.options import MEMBERS, chairman, timeout
 from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
-from panel_cli.tasks import Task
 
 PROTOCOL = ProtocolSpec(
     name="council",
@@ -25,17 +24,17 @@ PROTOCOL = ProtocolSpec(
     stage_views={"review": "panel_cli.view.tables:review_stage"},
     requests=(
         RequestKind(
-            Task.COUNCIL_REVIEW,
+            "council.review",
             demo="panel_cli.llm.demo_replies:council_review",
             oracle="panel_cli.simulation.voters:oracle_review",
         ),
         RequestKind(
-            Task.COUNCIL_REVIEW_NAMED,
+            "council.review.named",
             demo="panel_cli.llm.demo_replies:council_review_named",
             oracle="panel_cli.simulation.voters:oracle_review_named",
         ),
         RequestKind(
-            Task.COUNCIL_SYNTHESIS,
+            "council.synthesis",
             demo="panel_cli.llm.demo_replies:synthesis",
             oracle="panel_cli.simulation.voters:oracle_synthesis",
         ),

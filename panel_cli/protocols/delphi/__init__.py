@@ -3,7 +3,6 @@ anonymously; a chairman synthesises consensus and divergence (docs/protocols.md#
 
 from panel_cli.protocols.options import MEMBERS, chairman, max_rounds, no_convergence, timeout
 from panel_cli.protocols.registry import ProtocolSpec, RequestKind
-from panel_cli.tasks import Task
 
 PROTOCOL = ProtocolSpec(
     name="delphi",
@@ -20,11 +19,11 @@ PROTOCOL = ProtocolSpec(
     ),
     requests=(
         RequestKind(
-            Task.DELPHI_CONTRIBUTION,
+            "delphi.contribution",
             demo="panel_cli.llm.demo_replies:delphi_contribution",
             oracle="panel_cli.simulation.voters:oracle_revision",
         ),
-        RequestKind(Task.DELPHI_SYNTHESIS, demo="panel_cli.llm.demo_replies:delphi_synthesis"),
+        RequestKind("delphi.synthesis", demo="panel_cli.llm.demo_replies:delphi_synthesis"),
     ),
     plain_lines="panel_cli.view.delphi:PLAIN_LINES",
     deliberates=True,

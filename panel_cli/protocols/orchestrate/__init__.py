@@ -4,7 +4,6 @@ workers; each runs as soon as its dependencies are done; a chairman writes the a
 
 from panel_cli.protocols.options import chairman, timeout
 from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
-from panel_cli.tasks import Task
 
 PROTOCOL = ProtocolSpec(
     name="orchestrate",
@@ -40,9 +39,9 @@ PROTOCOL = ProtocolSpec(
         timeout(("plan", "task"), "Time limit for each plan attempt and each subtask, like 90s, 3m or none."),
     ),
     requests=(
-        RequestKind(Task.PLAN, demo="panel_cli.llm.demo_replies:plan"),
-        RequestKind(Task.ORCHESTRATE_TASK, demo="panel_cli.llm.demo_replies:orchestrate_task"),
-        RequestKind(Task.ORCHESTRATE_SYNTHESIS, demo="panel_cli.llm.demo_replies:orchestrate_synthesis"),
+        RequestKind("plan", demo="panel_cli.llm.demo_replies:plan"),
+        RequestKind("orchestrate.task", demo="panel_cli.llm.demo_replies:orchestrate_task"),
+        RequestKind("orchestrate.synthesis", demo="panel_cli.llm.demo_replies:orchestrate_synthesis"),
     ),
     plain_lines="panel_cli.view.orchestrate:PLAIN_LINES",
     no_theory="orchestrate's answer is put together from sub-tasks, not a count of the voters' beliefs",

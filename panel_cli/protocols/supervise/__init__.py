@@ -3,7 +3,6 @@ a chairman consolidates (docs/protocols.md#supervise)."""
 
 from panel_cli.protocols.options import max_rounds, timeout
 from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec, RequestKind
-from panel_cli.tasks import Task
 
 PROTOCOL = ProtocolSpec(
     name="supervise",
@@ -27,10 +26,10 @@ PROTOCOL = ProtocolSpec(
         ),
     ),
     requests=(
-        RequestKind(Task.SUPERVISE_WORK, demo="panel_cli.llm.demo_replies:supervise_work"),
-        RequestKind(Task.SUPERVISE_CORRECTION, demo="panel_cli.llm.demo_replies:supervise_correction"),
-        RequestKind(Task.CRITIC, demo="panel_cli.llm.demo_replies:critic"),
-        RequestKind(Task.SUPERVISE_SYNTHESIS, demo="panel_cli.llm.demo_replies:supervise_synthesis"),
+        RequestKind("supervise.work", demo="panel_cli.llm.demo_replies:supervise_work"),
+        RequestKind("supervise.correction", demo="panel_cli.llm.demo_replies:supervise_correction"),
+        RequestKind("critic", demo="panel_cli.llm.demo_replies:critic"),
+        RequestKind("supervise.synthesis", demo="panel_cli.llm.demo_replies:supervise_synthesis"),
     ),
     plain_lines="panel_cli.view.supervise:PLAIN_LINES",
     no_theory="supervise's answer is a worker's draft revised under a critic, not a count of the voters' beliefs",

@@ -3,7 +3,6 @@ quorum (docs/protocols.md#vote-and-decide)."""
 
 from panel_cli.protocols.options import MEMBERS, timeout
 from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
-from panel_cli.tasks import Task
 
 OPTIONS = CommandOption(
     name="choices",
@@ -70,7 +69,7 @@ GATE = CommandOption(
 
 # A member's ballot on the options; decide's members cast the same.
 BALLOT = RequestKind(
-    Task.BALLOT, demo="panel_cli.llm.demo_replies:ballot", oracle="panel_cli.simulation.voters:oracle_ballot"
+    "ballot", demo="panel_cli.llm.demo_replies:ballot", oracle="panel_cli.simulation.voters:oracle_ballot"
 )
 # What vote and decide share beside their options: members vote on fixed options (which eval and
 # a batch's questions may give), their ballots can be counted again, and eval counts simulated
