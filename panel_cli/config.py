@@ -2,22 +2,33 @@
 
 `located_yaml` reads the file defensively into plain values with the line of each field;
 the models here validate them, and each validation error is mapped back to its line.
+
+A panel file is flat: the fields every protocol shares (`Panel`'s own: members, the roles a run
+may call, limits, defaults, tools, attachments, weights) sit beside each protocol's own settings
+(`method: majority`, `max_rounds: 3`). A protocol's settings are its spec's model
+(`ProtocolSettings`, in its package's `settings.py`); the panel validates each one the file
+gives by the model of the protocol the file names, else by the first protocol's that reads it,
+and keeps it as given. An engine reads its own, typed and with its own defaults
+(`VoteSettings.of(panel)`), so a protocol registered from Python adds settings a file may then
+give, and one of another protocol's fields is a warning ("not used by …"), never an error.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
     field_validator,
@@ -40,21 +51,10 @@ from panel_cli.located_yaml import (
 from panel_cli.models.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
 from panel_cli.models.catalog import UnknownModel, qualify_model
 from panel_cli.models.personas import PERSONAS, is_persona, oracle_problem
-from panel_cli.thresholds import DEFAULT_THRESHOLD, threshold_problem
 from panel_cli.weights_file import MAX_WEIGHT, read_weights
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
 ProtocolName = str
-# The same names as panel_cli.protocols.vote.tally's Method, TieBreak and confer's tally rules
-# (tests check they agree); config reads them without importing a protocol.
-VoteMethod = Literal[
-    "majority", "supermajority", "unanimous", "ranked_choice", "weighted", "plurality", "weighted_plurality"
-]
-TieBreak = Literal["none", "leader", "first"]
-ConferTally = Literal["confidence", "log_odds"]
-# confer's answer stage: every member at once, or one after another, each shown the answers before it.
-AnswerOrder = Literal["parallel", "sequential"]
-EnsembleMode = Literal["fanout", "race", "consensus", "majority", "synthesize"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -109,10 +109,26 @@ def _bounded_seconds(value: float) -> float:
 
 
 Duration = Annotated[float | None, BeforeValidator(parse_duration)]
+# Rounds of a protocol that goes round after round (confer, delphi, supervise's corrections).
+Rounds = Annotated[int, Field(ge=1, le=50)]
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class ProtocolSettings(Strict):
+    """What one protocol reads from a panel file beyond the fields every protocol shares: its
+    spec's `settings`. A file gives them flat, beside `members`; `of` reads them back typed,
+    with this protocol's own defaults for what the file leaves out."""
+
+    @classmethod
+    def of(cls, panel: Panel) -> Self:
+        """This protocol's settings of `panel`; ConfigError (located) for a value it refuses."""
+        return panel.settings_as(cls)
+
+
+SettingsModel = TypeVar("SettingsModel", bound=BaseModel)
 
 
 def _command_words(value: Any) -> Any:
@@ -271,7 +287,14 @@ class Timeouts(Strict):
         return getattr(self, stage) if stage in self.model_fields_set else default
 
 
-class Panel(Strict):
+class Panel(BaseModel):
+    """A panel: the fields every protocol shares, declared here, and each protocol's own
+    settings, which the file gives beside them and the panel keeps as given (`settings_as`).
+    The roles a run may call (`chairman`, `critic`, `planner`) are members, checked against
+    the members here, so every part of a run (keys, budget, the demo) sees who may be called."""
+
+    model_config = ConfigDict(extra="allow")
+
     name: str = "panel"
     protocol: ProtocolName = "confer"
     question: str | None = None
@@ -280,29 +303,7 @@ class Panel(Strict):
     chairman: str | Member | list[str | Member] | None = None
     critic: str | Member | None = None
     planner: str | Member | None = None
-    max_plan_attempts: int = Field(default=3, ge=1, le=10)
-    anonymize: bool = True
     timeouts: Timeouts = Field(default_factory=Timeouts)
-    max_rounds: int = Field(default=3, ge=1, le=50)
-    until_convergence: bool = True
-    method: Annotated[VoteMethod, RuleName] = "majority"
-    # None: a decision with a leader leaves a tie to it, any other vote leaves it undecided.
-    tie_break: Annotated[TieBreak | None, RuleName] = None
-    tally: Annotated[ConferTally, RuleName] = "confidence"
-    answer_order: Annotated[AnswerOrder, RuleName] = "parallel"
-    # supermajority: the share of the votes an option must exceed (`panel_cli.thresholds`).
-    threshold: float = DEFAULT_THRESHOLD
-    quorum: int = Field(default=1, ge=1)
-    options: list[str] = Field(default_factory=list)
-    no_match: Literal["abstain", "first"] = "abstain"
-    leader: str | None = None
-    max_voters: int = Field(default=10, ge=1, le=10_000)
-    mode: EnsembleMode = "fanout"
-    scorer: str = "length"
-    aggregator: str | None = None
-    shuffle: bool = False
-    self_review: bool = True
-    seed: int | None = Field(default=None, ge=-MAX_SEED - 1, le=MAX_SEED)
     concurrency: dict[str, Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
     # MCP servers by name, and files whose text every member gets with the question.
@@ -321,6 +322,27 @@ class Panel(Strict):
     # whether it set what is inside the field too (False: it chose among the file's entries).
     _options: dict[str, tuple[str, bool]] = PrivateAttr(default_factory=dict)
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _with_settings(cls, data: Any, handler: ModelWrapValidatorHandler[Panel]) -> Panel:
+        """The fields every protocol shares, validated here; each protocol's own, by its
+        settings (`checked_settings`); every problem of both reported at once."""
+        if not isinstance(data, dict):
+            return handler(data)
+        shared = {key: value for key, value in data.items() if key in cls.model_fields}
+        settings, problems = checked_settings(
+            {key: value for key, value in data.items() if key not in cls.model_fields}, data.get("protocol")
+        )
+        try:
+            panel = handler(shared)
+        except ValidationError as exc:
+            raise _joined(exc.title, [*exc.errors(), *problems]) from None
+        if problems:
+            raise _joined(cls.__name__, problems)
+        panel.__pydantic_extra__ = settings
+        panel.__pydantic_fields_set__.update(settings)
+        return panel
+
     @field_validator("protocol")
     @classmethod
     def _known_protocol(cls, name: str) -> str:
@@ -329,14 +351,6 @@ class Panel(Strict):
         if not is_protocol(name):
             raise ValueError(unknown_protocol(name))
         return name
-
-    @field_validator("threshold")
-    @classmethod
-    def _a_share(cls, value: float) -> float:
-        problem = threshold_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
 
     @field_validator("weights")
     @classmethod
@@ -395,10 +409,56 @@ class Panel(Strict):
 
     def with_value(self, field: str, value: Any) -> Panel:
         """The panel with one field set as a panel file would set it: validated by this model,
-        so the command line refuses what the file would (pydantic's ValidationError)."""
-        changed = self.model_copy()
-        type(self).__pydantic_validator__.validate_assignment(changed, field, value)
-        return changed
+        or a protocol's setting by its protocol's settings, so the command line refuses what
+        the file would (pydantic's ValidationError)."""
+        if field in type(self).model_fields:
+            changed = self.model_copy()
+            type(self).__pydantic_validator__.validate_assignment(changed, field, value)
+            return changed
+        model = reader_of(field, self.protocol)
+        if model is None:
+            raise ValueError(f"'{field}' is not a field of a panel")
+        kept = {name: held for name, held in self.settings_given.items() if name in model.model_fields}
+        validated = model.model_validate({**kept, field: value})
+        return self.model_copy(update={field: getattr(validated, field)})
+
+    @property
+    def settings_given(self) -> dict[str, Any]:
+        """The protocols' settings the file (or an option) gives, by field, as validated."""
+        return dict(self.__pydantic_extra__ or {})
+
+    def settings_as(self, model: type[SettingsModel]) -> SettingsModel:
+        """The settings `model` reads (a protocol's `ProtocolSettings`): what the panel gives of
+        its fields, its own defaults for the rest. A value it refuses is a ConfigError located
+        at the field, as the file's own errors are (UserError for a panel without a file)."""
+        given = {name: value for name, value in self.settings_given.items() if name in model.model_fields}
+        try:
+            return model.model_validate(given)
+        except ValidationError as exc:
+            problems = [
+                (clean_loc(tuple(error["loc"])), describe_error(dict(error))) for error in specific_errors(exc.errors())
+            ]
+            raise self.located(problems) from None
+
+    def setting(self, field: str) -> Any:
+        """A field's value as this panel's protocol reads it: a setting with its default, or a
+        field every protocol shares."""
+        model = settings_model(self.protocol)
+        if model is not None and field in model.model_fields:
+            return getattr(self.settings_as(model), field)
+        return getattr(self, field)
+
+    def located(self, problems: Sequence[tuple[tuple[Any, ...], str]]) -> UserError:
+        """Problems at fields of this panel as one error: located in its file (ConfigError), or
+        `field: problem.` for a panel without one."""
+        if self._source_file is None:
+            return UserError("\n".join(f"{field_name(loc) or 'panel'}: {problem}." for loc, problem in problems))
+        return ConfigError.listing(
+            [
+                ConfigProblem(self._source_file, self.line_of(loc), field_name(loc) or None, problem)
+                for loc, problem in problems
+            ]
+        )
 
     def with_stage_limits(self, stages: Sequence[str], seconds: float | None) -> Panel:
         """The same time limit (None: none) for each of `stages`, the file's other stage limits kept."""
@@ -548,6 +608,87 @@ class Panel(Strict):
             if isinstance(entry, Member):
                 update[role] = demo(entry, offset)
         return self.model_copy(update=update)
+
+
+# Each protocol's settings ------------------------------------------------------------------------
+
+
+def settings_models() -> dict[str, type[BaseModel]]:
+    """Each protocol's settings model (its spec's `settings`), by protocol, in the registry's
+    order: the built-in protocols, then those registered from Python."""
+    from panel_cli.protocols.registry import names
+
+    found = {name: settings_model(name) for name in names()}
+    return {name: model for name, model in found.items() if model is not None}
+
+
+def settings_model(protocol: str) -> type[BaseModel] | None:
+    """The settings model of the protocol called `protocol`; None for one with none (or no such protocol)."""
+    from panel_cli.protocols.registry import is_protocol, resolve, spec
+
+    if not is_protocol(protocol):
+        return None
+    ref = spec(protocol).settings
+    model: type[BaseModel] | None = None if ref is None else resolve(ref)
+    return model
+
+
+def reader_of(field: Any, protocol: Any, models: dict[str, type[BaseModel]] | None = None) -> type[BaseModel] | None:
+    """The settings model that validates `field` of a panel for `protocol`: that protocol's own
+    when it reads the field, else the first protocol's that does (of `models`, every
+    protocol's by default); None when none does."""
+    models = settings_models() if models is None else models
+    own = models.get(protocol) if isinstance(protocol, str) else None
+    if own is not None and field in own.model_fields:
+        return own
+    return next((model for model in models.values() if field in model.model_fields), None)
+
+
+def checked_settings(given: dict[str, Any], protocol: Any) -> tuple[dict[str, Any], list[Any]]:
+    """The protocols' settings a panel gives, each validated by its reader (`reader_of`), as
+    validated; and pydantic's errors for those refused, and for a field no protocol reads
+    (with the closest field of any, when it looks like a slip)."""
+    models = settings_models() if given else {}
+    groups: dict[type[BaseModel], dict[str, Any]] = {}
+    problems: list[Any] = []
+    for field, value in given.items():
+        model = reader_of(field, protocol, models)
+        if model is None:
+            problems.append(_unknown(field, value, models))
+        else:
+            groups.setdefault(model, {})[field] = value
+    settings: dict[str, Any] = {}
+    for model, fields in groups.items():
+        try:
+            validated = model.model_validate(fields)
+        except ValidationError as exc:
+            problems += exc.errors()
+            continue
+        settings.update((field, getattr(validated, field)) for field in fields)
+    return settings, problems
+
+
+def _unknown(field: Any, value: Any, models: dict[str, type[BaseModel]]) -> dict[str, Any]:
+    known = [*Panel.model_fields, *(name for model in models.values() for name in model.model_fields)]
+    close = difflib.get_close_matches(str(field), known, n=1, cutoff=0.7)
+    problem = f"unknown field (did you mean '{close[0]}'?)" if close else "unknown field"
+    loc = field if isinstance(field, str | int) else str(field)
+    return {"type": "value_error", "loc": (loc,), "input": value, "ctx": {"error": ValueError(problem)}}
+
+
+def _joined(title: str, errors: Sequence[Any]) -> ValidationError:
+    """One ValidationError of pydantic's errors from several validations, as if from one."""
+    return ValidationError.from_exception_data(
+        title,
+        [
+            {"type": error["type"], "loc": tuple(error["loc"]), "input": error["input"], **_context(error)}
+            for error in errors
+        ],
+    )
+
+
+def _context(error: Any) -> dict[str, Any]:
+    return {"ctx": error["ctx"]} if "ctx" in error else {}
 
 
 # Panel files -----------------------------------------------------------------------------------

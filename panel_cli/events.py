@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Self, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
+from panel_cli.protocols.registry import event_class
 from panel_cli.redact import redact, redact_obj
 
 
@@ -542,8 +543,9 @@ Subscriber = Callable[[BaseEvent], Awaitable[None]]
 def parse_event(payload: dict[str, Any]) -> BaseEvent:
     """Rebuild a stored event, so a replay feeds the view the same objects a live run did.
     Through its own class, so that only the event types a run holds are built (every model
-    defers its build: `history show` would otherwise build all of them to draw one run)."""
-    kind = EVENT_TYPES.get(payload.get("type", ""))
+    defers its build: `history show` would otherwise build all of them to draw one run); a
+    type of a protocol's own is its spec's (`panel_cli.protocols.registry.event_class`)."""
+    kind = EVENT_TYPES.get(payload.get("type", "")) or event_class(str(payload.get("type", "")))
     if kind is None:  # an unknown type: the union says why in a ValidationError
         return TypeAdapter(Event).validate_python(payload)
     return kind.model_validate(payload)

@@ -20,6 +20,10 @@ from functools import lru_cache
 
 
 class Task(StrEnum):
+    """The kinds of request the built-in protocols make, each declared by its protocol's spec
+    (`panel_cli.protocols.registry.RequestKind`) with its demo and simulated replies; a
+    protocol from outside panel names its own kinds as plain strings."""
+
     ANSWER = "answer"
     CONFER_VOTE = "confer.vote"
     COUNCIL_REVIEW = "council.review"
@@ -39,22 +43,19 @@ class Task(StrEnum):
     SUPERVISE_SYNTHESIS = "supervise.synthesis"
 
 
-_MARKER = re.compile(r"\[panel-task: ([a-z.]+)\]")
+# A kind of request as a marker names it: lowercase words joined by dots or underscores.
+_MARKER = re.compile(r"\[panel-task: ([a-z][a-z0-9_.]*)\]")
 
 
-def mark(prompt: str, task: Task) -> str:
-    return f"{prompt}\n\n[panel-task: {task.value}]"
+def mark(prompt: str, task: str) -> str:
+    return f"{prompt}\n\n[panel-task: {task}]"
 
 
-def find_task(text: str) -> Task | None:
-    """The last marker in the text wins, so quoted material cannot override the request."""
+def find_task(text: str) -> str | None:
+    """The kind of request the text's last marker names: the engine's marker ends its prompt,
+    so quoted material before it cannot stand in for the request."""
     found = _MARKER.findall(text)
-    for value in reversed(found):
-        try:
-            return Task(value)
-        except ValueError:
-            continue
-    return None
+    return found[-1] if found else None
 
 
 # Quoted texts (answers, reviews) are fenced by lines that carry a tag drawn at random for

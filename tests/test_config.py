@@ -21,6 +21,8 @@ from panel_cli.config import (
 from panel_cli.errors import ConfigError, UserError
 from panel_cli.located_yaml import MAX_FILE_BYTES, parse_yaml
 from panel_cli.models.aliases import load_aliases
+from panel_cli.protocols.confer.settings import ConferSettings
+from panel_cli.protocols.vote.settings import VoteSettings
 
 MEMBERS = "members:\n  - name: a\n    model: demo/sage\n  - name: b\n    model: demo/skeptic\n"
 
@@ -86,9 +88,11 @@ def test_error_messages_name_file_line_and_field(text, expected):
 
 def test_counting_rules_are_read_in_any_case():
     panel = parse_panel(MEMBERS + "method: Weighted-Plurality\ntie_break: FIRST\ntally: Log_Odds\n", "panel.yaml")
-    assert (panel.method, panel.tie_break, panel.tally) == ("weighted_plurality", "first", "log_odds")
+    vote, confer = VoteSettings.of(panel), ConferSettings.of(panel)
+    assert (vote.method, vote.tie_break, confer.tally) == ("weighted_plurality", "first", "log_odds")
     defaults = parse_panel(MEMBERS, "panel.yaml")
-    assert (defaults.method, defaults.tie_break, defaults.tally) == ("majority", None, "confidence")
+    vote, confer = VoteSettings.of(defaults), ConferSettings.of(defaults)
+    assert (vote.method, vote.tie_break, confer.tally) == ("majority", None, "confidence")
     assert error_of(MEMBERS + "tie_break: coin\n") == (
         "panel.yaml, line 6: tie_break: input should be 'none', 'leader' or 'first'."
     )

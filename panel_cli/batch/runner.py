@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 
 # The tag that names the question a run answered (`BatchQuestion.key`).
 QUESTION_TAG = "question"
-# The protocols whose panels vote on fixed options, which a question may give its own of.
-OPTION_PROTOCOLS = ("vote", "decide")
 
 
 class BatchSummary(BaseModel):

@@ -219,21 +219,24 @@ def _run_batch(
 
 def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], questions_file: Path) -> list[str]:
     """The panel's checks, as every run makes them, and the questions' options against its
-    protocol: only vote and decide take options, and a vote panel with none of its own needs
-    every question to bring them. Returns the warnings each run raises."""
-    from panel_cli.batch.runner import OPTION_PROTOCOLS, question_panel
+    protocol: only a protocol that votes on fixed options (its spec says so) takes them, and
+    such a panel with none of its own needs every question to bring them. Returns the
+    warnings each run raises."""
+    from panel_cli.batch.runner import question_panel
     from panel_cli.errors import ConfigError
+    from panel_cli.protocols import registry
     from panel_cli.protocols.checks import check_panel
     from panel_cli.runs.panels import declared_protocol
 
     protocol = panel.protocol
     with_options = [question for question in questions if question.options]
-    if protocol not in OPTION_PROTOCOLS:
+    if not registry.spec(protocol).votes_on_options:
         if with_options:
-            problem = f"only vote and decide panels take a question's options; {panel_file} runs {protocol}"
+            voting = " and ".join(spec.name for spec in registry.specs() if spec.votes_on_options)
+            problem = f"only {voting} panels take a question's options; {panel_file} runs {protocol}"
             raise ConfigError(str(questions_file), with_options[0].line, "options", problem)
         return check_panel(panel, protocol, declared_protocol(panel))
-    if not panel.options:
+    if not panel.settings_given.get("options"):
         bare = next((question for question in questions if not question.options), None)
         if bare is not None:
             problem = f"this question has no options, and {panel_file} gives none for its {protocol}; give every question its options"
@@ -245,12 +248,13 @@ def _checked(panel: Panel, panel_file: Path, questions: list[BatchQuestion], que
 def _options_note(panel: Panel, panel_file: Path, questions: list[BatchQuestion]) -> str | None:
     """A vote over a questions file: the questions that bring no options are voted on the
     panel's own, which a person may not expect, so it is said once at the start."""
-    from panel_cli.batch.runner import OPTION_PROTOCOLS
+    from panel_cli.protocols import registry
 
     bare = sum(not question.options for question in questions)
-    if panel.protocol not in OPTION_PROTOCOLS or not bare or not panel.options:
+    given = panel.setting("options") if registry.spec(panel.protocol).votes_on_options else None
+    if not bare or not given:
         return None
-    options = f"{panel_file}'s options ({', '.join(panel.options)})"
+    options = f"{panel_file}'s options ({', '.join(given)})"
     if bare == len(questions):
         return f"no question gives options of its own: each is voted on {options}."
     return f"{bare} of {len(questions)} questions give no options of their own: they are voted on {options}."

@@ -81,7 +81,7 @@ def vote_options(ctx: typer.Context, incomplete: str) -> list[str]:
         from panel_cli.errors import PanelError
 
         try:
-            options = list(load_panel(panel_file).options)
+            options = list(load_panel(panel_file).settings_given.get("options", []))
         except PanelError:
             return []
     return [option for option in options if option.lower().startswith(incomplete.lower())]
@@ -226,16 +226,18 @@ def retallyable_run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, 
 
 
 def field_values(field: str) -> Callable[[str], list[str]]:
-    """A completion of the values the panel model's `field` takes, read from its `Literal`
-    type (`tally`: confidence, log_odds), so the command line offers exactly what a panel file
-    may say. The panel model is imported only when the shell asks."""
+    """A completion of the values a panel's `field` takes, read from its `Literal` type in
+    the settings model of the protocol that reads it (`tally`: confidence, log_odds), so the
+    command line offers exactly what a panel file may say. The models are imported only when
+    the shell asks."""
 
     def values(incomplete: str) -> list[str]:
         from typing import Literal, get_args, get_origin
 
-        from panel_cli.config import Panel
+        from panel_cli.config import Panel, settings_models
 
-        found = Panel.model_fields.get(field)
+        models = [Panel, *settings_models().values()]
+        found = next((model.model_fields[field] for model in models if field in model.model_fields), None)
         choices: list[str] = []
         pending = [found.annotation] if found is not None else []
         while pending:  # through `X | None` and aliases of Literals

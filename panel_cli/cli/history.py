@@ -490,6 +490,7 @@ def retally_run(
 
     from rich.text import Text
 
+    from panel_cli.protocols import registry
     from panel_cli.protocols.vote.tally import TIE_BREAKS, parse_choice, parse_method, retally, stored_vote
     from panel_cli.store.maintenance import record_retally
     from panel_cli.store.reader import TranscriptReader
@@ -505,10 +506,12 @@ def retally_run(
         raise UserError(f"--tie-break: '{tie_break}' is not a tie break; choose none, leader or first.")
     with TranscriptReader.open(db) as reader:
         run = reader.get_run(run_id)
-        events = reader.run_events(run.id) if run.protocol in ("vote", "decide") else []
+        retallies = registry.is_protocol(run.protocol) and registry.spec(run.protocol).retallies
+        events = reader.run_events(run.id) if retallies else []
         path = reader.path
-    if run.protocol not in ("vote", "decide"):
-        raise UserError(f"Run {run.id} is a {run.protocol} run; only vote and decide runs have ballots to re-tally.")
+    if not retallies:
+        kinds = " and ".join(spec.name for spec in registry.specs() if spec.retallies)
+        raise UserError(f"Run {run.id} is a {run.protocol} run; only {kinds} runs have ballots to re-tally.")
     vote = stored_vote(events)
     if vote is None:
         raise UserError(f"Run {run.id} has no stored vote to re-tally: it ended before its vote opened.")

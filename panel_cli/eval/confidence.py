@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from panel_cli.config import Panel, weights_file
 from panel_cli.eval.grading import first_line, normalize, read_option
 from panel_cli.protocols.base import ProtocolResult
+from panel_cli.protocols.confer.settings import ConferSettings
 from panel_cli.protocols.posterior import (
     Confidence,
     Source,
@@ -76,9 +77,10 @@ def _confer(panel: Panel, result: ProtocolResult, source: Source) -> Confidence:
     decided = next((found for found in reversed(rounds) if found.winner_label is not None), None)
     if decided is None:
         return unknown(result.final_answer, "no vote round decided the answer")
-    named = {label: answer_name(text, panel.options) for label, text in decided.block.items()}
+    options = ConferSettings.of(panel).options
+    named = {label: answer_name(text, options) for label, text in decided.block.items()}
     votes = [(named.get(vote.chosen_label, vote.chosen_label), vote.confidence) for vote in decided.votes]
-    declared = len(panel.options) if panel.options else None
+    declared = len(options) if options else None
     return confer_confidence(votes, named[decided.winner_label], declared, source, shown=len(set(named.values())))
 
 

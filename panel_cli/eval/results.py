@@ -16,6 +16,7 @@ from panel_cli.eval.confidence import ConfidenceFrom
 from panel_cli.eval.datasets import EvalItem
 from panel_cli.eval.grading import Grade, JudgeRecord
 from panel_cli.eval.reliability import ConfidenceScore, confidence_score
+from panel_cli.eval.rules import RuleBuilder, answers_in_turn
 from panel_cli.eval.stats import (
     ALPHA,
     holm,
@@ -24,10 +25,12 @@ from panel_cli.eval.stats import (
     standard_errors_apart,
     wilson_interval,
 )
-from panel_cli.eval.theory import Alone, Confer, Council, Count, Place, Rule, Theory, herding_in_turn, theory
+from panel_cli.eval.theory import Confer, Count, Place, Rule, Theory, herding_in_turn, theory
 from panel_cli.models.personas import OracleSpec, oracle_spec
+from panel_cli.protocols import registry
 from panel_cli.protocols.vote.ballots import exact_option
-from panel_cli.protocols.vote.tally import WEIGHTED_METHODS, tie_break_of
+from panel_cli.protocols.vote.methods import WEIGHTED_METHODS
+from panel_cli.protocols.vote.settings import VoteSettings
 from panel_cli.totals import CostBasis, ledger_cost
 
 BASELINE = "baseline"
@@ -461,14 +464,6 @@ def gold_places(items: Sequence[EvalItem]) -> dict[Place, int] | None:
     return places or None
 
 
-NO_CLOSED_FORM = {
-    "delphi": "delphi's answer is a facilitator's summary of revised estimates, not a count of the voters' beliefs",
-    "ensemble": "ensemble's answer is a merge or a pick of whole answers, not a count of the voters' beliefs",
-    "supervise": "supervise's answer is a worker's draft revised under a critic, not a count of the voters' beliefs",
-    "orchestrate": "orchestrate's answer is put together from sub-tasks, not a count of the voters' beliefs",
-}
-
-
 def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) -> Theory | None:
     """The theory line of one system, when everyone it may call is a simulated voter (a real
     model has none); a line without a figure when its rule cannot be computed."""
@@ -478,7 +473,7 @@ def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) 
     voters = [spec for spec in specs[: len(panel.members)] if spec is not None]
     rule = _rule(protocol, panel, voters)
     if rule is None:
-        why = NO_CLOSED_FORM.get(protocol, f"{protocol}'s answer is not a count of the voters' beliefs")
+        why = registry.spec(protocol).no_theory or f"{protocol}'s answer is not a count of the voters' beliefs"
         return Theory(rule=protocol, accuracy=None, way="none", note=f"no closed form: {why}")
     if places is None:
         note = "no closed form: some questions have no options, so a wrong simulated answer is no option to count"
@@ -512,7 +507,7 @@ def optimum_line(protocol: str, panel: Panel, voters: Sequence[OracleSpec], plac
         if all(abs(said - p) <= MISCALIBRATED for said, p in zip(stated, accuracies, strict=True)):
             return {}
         said = f"these members stated {_listed([f'{value:g}' for value in stated])}"
-    elif protocol in ("vote", "decide") and panel.method in WEIGHTED_METHODS:
+    elif protocol in ("vote", "decide") and VoteSettings.of(panel).method in WEIGHTED_METHODS:
         weights = [member.weight for member in panel.members]
         if all(abs(weight - ideal) <= MISCALIBRATED for weight, ideal in zip(weights, best, strict=True)):
             return {}
@@ -540,7 +535,7 @@ def _herding_in_turn(
 ) -> float | None:
     """For confer whose herding voters answer in turn (and none is persuaded, which would move
     the votes too): the exact accuracy with herding as simulated."""
-    if protocol != "confer" or panel.answer_order != "sequential" or not isinstance(rule, Confer):
+    if not isinstance(rule, Confer) or not answers_in_turn(protocol, panel):
         return None
     if not any(spec.herd for spec in voters) or any(spec.persuade for spec in voters):
         return None
@@ -553,27 +548,13 @@ def simulated_spec(model: str) -> OracleSpec | None:
 
 
 def _rule(protocol: str, panel: Panel, voters: Sequence[OracleSpec]) -> Rule | None:
-    """The counting rule a protocol applies to simulated voters, as the panel configures it."""
-    names = panel.member_names
-    if protocol == "ensemble" and panel.mode == "race" and len(names) == 1:
-        return Alone(0, names[0])
-    if protocol == "confer":
-        noise = tuple(spec.noise for spec in voters)
-        return Confer(panel.tally, tuple(spec.reported() for spec in voters), noise if any(noise) else ())
-    if protocol == "council":
-        return Council(tuple(names), self_review=panel.self_review, shuffle=panel.shuffle, seed=panel.seed)
-    if protocol in ("vote", "decide"):
-        weighted = panel.method in WEIGHTED_METHODS
-        leader = names.index(panel.leader) if protocol == "decide" and panel.leader in names else None
-        return Count(
-            panel.method,
-            tuple(member.weight if weighted else 1.0 for member in panel.members),
-            threshold=panel.threshold,
-            tie_break=tie_break_of(panel, protocol),
-            leader=leader,
-            leader_name=panel.leader or "",
-        )
-    return None
+    """The counting rule a protocol applies to simulated voters, as the panel configures it:
+    by the builder its spec names (`theory`), with the panel as that protocol runs it."""
+    builder = registry.spec(protocol).theory
+    if builder is None:
+        return None
+    build: RuleBuilder = registry.resolve(builder)
+    return build(panel if panel.protocol == protocol else panel.model_copy(update={"protocol": protocol}), voters)
 
 
 # Every pair of systems ----------------------------------------------------------------------------
@@ -684,25 +665,18 @@ def departure(score: SystemScore, line: Theory, deliberation: str | None) -> Dep
 
 # What simulated voters cannot play ----------------------------------------------------------------
 
-NOT_MEASURABLE = {
-    "delphi": "delphi's answer is its facilitator's summary of the last round; a simulated facilitator could "
-    "only restate one voter's belief, so the figure would measure the simulation, not delphi",
-    "ensemble": "ensemble's answer is a merge or a pick of whole answers (fanout joins them all), not one answer "
-    "the simulated voters give",
-    "supervise": "supervise's answer is a worker's deliverable revised under a critic; simulated voters play "
-    "no worker or critic",
-    "orchestrate": "orchestrate's answer is put together from sub-tasks; simulated voters write no plan or sub-task",
-}
-
 
 def not_measurable(protocol: str, panel: Panel) -> str | None:
-    """Why this system's answer cannot come from its simulated voters (`demo/oracle@p`), or
-    None: it can (confer, council, vote, decide, one member alone), or no member is simulated."""
+    """Why this system's answer cannot come from its simulated voters (`demo/oracle@p`), as its
+    spec says (`unmeasurable`), or None: it can (its spec says nothing, or its theory has a
+    rule for this panel: one member racing alone), or no member is simulated."""
     if not any(simulated_spec(member.model) is not None for member in panel.callable_members()):
         return None
-    if protocol == "ensemble" and panel.mode == "race" and len(panel.members) == 1:
+    why = registry.spec(protocol).unmeasurable
+    if why is None:
         return None
-    return NOT_MEASURABLE.get(protocol)
+    voters = [spec for spec in map(simulated_spec, (member.model for member in panel.members)) if spec is not None]
+    return None if _rule(protocol, panel, voters) is not None else why
 
 
 # How a report names confer whose members answer in turn (where herding starts a cascade).
@@ -722,4 +696,4 @@ def deliberation(panel: Panel, protocol: str) -> str | None:
     if not knobs:
         return None
     found = "; ".join(f"{shown} ({', '.join(names)})" for shown, names in knobs.items())
-    return f"{found}; {ANSWERING_IN_TURN}" if protocol == "confer" and panel.answer_order == "sequential" else found
+    return f"{found}; {ANSWERING_IN_TURN}" if answers_in_turn(protocol, panel) else found

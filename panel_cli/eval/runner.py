@@ -52,7 +52,9 @@ from panel_cli.models.personas import oracle_accuracy
 from panel_cli.protocols import registry
 from panel_cli.protocols.base import Engine
 from panel_cli.protocols.checks import check_panel
+from panel_cli.protocols.confer.settings import ConferSettings
 from panel_cli.protocols.vote.ballots import options_block
+from panel_cli.protocols.vote.settings import VoteSettings
 from panel_cli.redact import redact, redact_obj
 from panel_cli.totals import RunTotals
 
@@ -62,13 +64,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 DEFAULT_PROTOCOLS: tuple[ProtocolName, ...] = ("confer", "council", "vote")
-# Protocols that vote on the question's options rather than answer it in words.
-VOTING = frozenset({"vote", "decide"})
-# Protocols told the question's options as the panel's `options`: the voting ones, and confer,
-# whose log-odds weigh a vote over K = the number of options.
-GIVEN_OPTIONS = VOTING | {"confer"}
-# Protocols whose rounds show members the others' answers: where simulated voters deliberate.
-DELIBERATING = frozenset({"confer", "council", "delphi"})
 # A member alone on the calibration questions is the system `alone:NAME`.
 ALONE = "alone:"
 DEFAULT_CONCURRENCY = 4
@@ -161,6 +156,10 @@ def resumption(stored: EvalResult) -> tuple[list[ItemResult], Resumed]:
     return done, Resumed(wall_times=dict(stored.wall_times), unkept=unkept, sessions=stored.sessions + 1)
 
 
+def votes_on_options(protocol: ProtocolName) -> bool:
+    return registry.spec(protocol).votes_on_options
+
+
 class EvalProgress(Protocol):
     """What the command draws while an eval runs."""
 
@@ -170,9 +169,10 @@ class EvalProgress(Protocol):
 
 
 def parse_protocols(value: str | None, dataset: Dataset) -> list[ProtocolName]:
-    """`confer,council,vote`; by default those three, without vote when some question has no options."""
+    """`confer,council,vote`; by default those three, without vote when some question has no
+    options (a protocol whose spec votes on options needs them)."""
     if value is None:
-        return [name for name in DEFAULT_PROTOCOLS if name not in VOTING or dataset.multiple_choice]
+        return [name for name in DEFAULT_PROTOCOLS if not votes_on_options(name) or dataset.multiple_choice]
     names = [name.strip() for name in value.split(",") if name.strip()]
     if not names:
         raise UserError("--protocols needs at least one protocol, separated by commas (e.g. confer,council,vote).")
@@ -185,7 +185,7 @@ def parse_protocols(value: str | None, dataset: Dataset) -> list[ProtocolName]:
             raise UserError(f"--protocols: '{name}' is given twice.")
         chosen.append(protocol)
     for protocol in chosen:
-        if protocol in VOTING and not dataset.multiple_choice:
+        if votes_on_options(protocol) and not dataset.multiple_choice:
             missing = [item for item in dataset.items if not item.multiple_choice]
             raise UserError(
                 f"--protocols: {protocol} votes on options, and {len(missing)} question{'s' if len(missing) != 1 else ''} of "
@@ -259,7 +259,7 @@ def plan_eval(
     systems = check_systems(panel, alone, chosen) if not calibrate or split is not None else []
     for system in systems:
         checked = system.panel
-        if system.protocol in VOTING:
+        if votes_on_options(system.protocol):
             checked = checked.model_copy(update={"options": dataset.items[0].options})
         check_panel(checked, system.protocol)
     calibration = None
@@ -284,9 +284,9 @@ def plan_eval(
 
 
 def question_text(item: EvalItem, protocol: ProtocolName) -> str:
-    """The question as a run gets it. A vote gets the options as its ballot; every other
-    protocol gets them listed in the question, and is asked to put the answer on the first line."""
-    if protocol in VOTING:
+    """The question as a run gets it. A protocol that votes on options gets them as its ballot;
+    every other gets them listed in the question, and is asked to put the answer on the first line."""
+    if votes_on_options(protocol):
         return item.question
     if item.options:
         return f"{item.question}\n\n{options_block(item.options)}\n\n{MULTIPLE_CHOICE}"
@@ -450,7 +450,7 @@ async def run_item(
 
     run_id = new_run_id()
     panel = system.panel
-    if system.protocol in GIVEN_OPTIONS:
+    if registry.spec(system.protocol).given_options:
         panel = panel.model_copy(update={"options": item.options or []})
     totals = RunTotals()
 
@@ -542,12 +542,13 @@ def eval_settings(
     from: when it began, panel's version and commit, Python's and litellm's versions (read
     from the installed metadata: litellm is not imported for it), the command line."""
     panel = plan.panel
+    vote, confer = VoteSettings.of(panel), ConferSettings.of(panel)
     return EvalSettings(
         protocols=list(plan.protocols),
-        method=panel.method,
-        tie_break=panel.tie_break,
-        tally=panel.tally,
-        answer_order=panel.answer_order,
+        method=vote.method,
+        tie_break=vote.tie_break,
+        tally=confer.tally,
+        answer_order=confer.answer_order,
         weights={member.name: member.weight for member in panel.members},
         weights_from=weights_file(panel.weights) if panel.weights else None,
         models={member.name: member.model for member in plan.called.callable_members()},
@@ -617,7 +618,9 @@ def system_plan(system: System) -> SystemPlan:
         models={member.name: member.model for member in members},
         simulated=all(member.model.startswith("demo/") for member in members),
         not_measurable=not_measurable(system.protocol, system.panel),
-        deliberation=deliberation(system.panel, system.protocol) if system.protocol in DELIBERATING else None,
+        deliberation=deliberation(system.panel, system.protocol)
+        if registry.spec(system.protocol).deliberates
+        else None,
         part=system.part,
     )
 

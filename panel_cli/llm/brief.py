@@ -50,7 +50,9 @@ class RequestBrief(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    task: Task = Task.ANSWER
+    task: str = Task.ANSWER
+    """The kind of request (`panel_cli.protocols.registry.RequestKind`): a built-in `Task`, or a
+    kind a protocol from outside panel declares."""
     question: str = ""
     quoted: tuple[Quoted, ...] = ()
     """The texts the prompt quotes, in the order it shows them."""

@@ -5,7 +5,8 @@ its brief (`panel_cli.llm.brief`): what the engine asks for (an answer, a vote, 
 plan…), the question, the texts it quotes by label. A persona answers from the brief alone,
 in the shape asked for and in its own voice, marked as simulated; it never reads the prompt,
 so a reworded prompt changes no demo answer. The same persona, brief and seed always give the
-same text. The personas' voices are `panel_cli.models.personas`'s; a simulated voter
+same text. Which writer answers a request is its kind's (the spec that declares the kind names
+it): those of the built-in protocols are here. The personas' voices are `panel_cli.models.personas`'s; a simulated voter
 (`demo/oracle@p`) answers as `panel_cli.simulation.voters` plays it.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.tool_calls import RequestedCall
 from panel_cli.models.personas import PERSONAS, oracle_spec
+from panel_cli.protocols.registry import request_kind, resolve
 from panel_cli.simulation.seeded import SIMULATED, digest, echoed_question
 from panel_cli.simulation.voters import oracle_reply
 from panel_cli.tasks import Task
@@ -62,7 +64,7 @@ def _quality(text: str, persona: str) -> float:
     return len(words) + 3 * nudge
 
 
-def _answer(persona: str, brief: RequestBrief, seed: int) -> str:
+def answer(persona: str, brief: RequestBrief, seed: int) -> str:
     """The persona's opening, then its school's two points for this question. The draw is the
     same for every persona, so personas of one school make the same points."""
     voice = PERSONAS[persona]
@@ -72,7 +74,7 @@ def _answer(persona: str, brief: RequestBrief, seed: int) -> str:
     return f"{SIMULATED} {voice['opening']} On “{question}”: {points[0]} {points[1]}"
 
 
-def _confer_vote(persona: str, brief: RequestBrief, seed: int) -> str:
+def confer_vote(persona: str, brief: RequestBrief, seed: int) -> str:
     """Vote for the answer this persona rates best, and keep its own answer as its revision:
     the block then stays stable, so a demo panel converges the way a real one tends to."""
     rng = _rng(persona, brief, seed)
@@ -81,7 +83,7 @@ def _confer_vote(persona: str, brief: RequestBrief, seed: int) -> str:
         return json.dumps(
             {
                 "chosen_label": "A",
-                "revised_answer": _answer(persona, brief, seed),
+                "revised_answer": answer(persona, brief, seed),
                 "confidence": 50,
                 "rationale": f"{SIMULATED} nothing to compare",
             }
@@ -112,17 +114,17 @@ def _review(persona: str, brief: RequestBrief, prefix: str) -> str:
     return "\n".join(lines)
 
 
-def _council_review(persona: str, brief: RequestBrief, seed: int) -> str:
+def council_review(persona: str, brief: RequestBrief, seed: int) -> str:
     return _review(persona, brief, "Model ")
 
 
-def _council_review_named(persona: str, brief: RequestBrief, seed: int) -> str:
+def council_review_named(persona: str, brief: RequestBrief, seed: int) -> str:
     return _review(persona, brief, "")
 
 
-def _synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
+def synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
     blocks = brief.texts()
-    best = max(blocks.values(), key=lambda text: _quality(text, persona)) if blocks else _answer(persona, brief, seed)
+    best = max(blocks.values(), key=lambda text: _quality(text, persona)) if blocks else answer(persona, brief, seed)
     core = best.replace(SIMULATED, "").strip()
     return f"{SIMULATED} Synthesis by the {persona}: the panel converges on one recommendation.\n\n{core}\n\nWhere members differed, the safer, reversible step comes first."
 
@@ -132,7 +134,7 @@ def _synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
 PROSE_VOTERS = frozenset({"skeptic", "historian"})
 
 
-def _ballot(persona: str, brief: RequestBrief, seed: int) -> str:
+def ballot(persona: str, brief: RequestBrief, seed: int) -> str:
     """A ballot on the brief's options. How much an option appeals is mostly shared by every
     persona, drawn from the question and the option, plus a persona's own nudge: demo panels
     mostly agree and sometimes split. Prose voters name their choice alone, so it reads
@@ -159,7 +161,7 @@ def _ballot(persona: str, brief: RequestBrief, seed: int) -> str:
 ADOPTED = "Having weighed the panel, I also agree:"
 
 
-def _critic(persona: str, brief: RequestBrief, seed: int) -> str:
+def critic(persona: str, brief: RequestBrief, seed: int) -> str:
     """Reject once, then approve: in review round 1 the worker whose deliverable this persona
     rates lowest is sent back with a concrete request; every later round approves."""
     deliverables = brief.texts()
@@ -174,14 +176,14 @@ def _school_points(text: str) -> list[str]:
     return [point for school in SCHOOLS for point in school if point in text]
 
 
-def _delphi_contribution(persona: str, brief: RequestBrief, seed: int) -> str:
+def delphi_contribution(persona: str, brief: RequestBrief, seed: int) -> str:
     """A Delphi revision: an expert takes up one point of another school the first time it
     sees one, and reports no change once it has (or when nobody says anything new), so a
     demo panel changes in round 2 and settles in round 3."""
     experts = brief.texts()
     own = experts.get(brief.own) if brief.own else None
     if own is None:
-        return json.dumps({"analysis": _answer(persona, brief, seed), "changed": True})
+        return json.dumps({"analysis": answer(persona, brief, seed), "changed": True})
     if ADOPTED not in own:
         others = sorted(
             (text for label, text in experts.items() if label != brief.own), key=lambda text: -_quality(text, persona)
@@ -192,7 +194,7 @@ def _delphi_contribution(persona: str, brief: RequestBrief, seed: int) -> str:
     return json.dumps({"analysis": own, "changed": False})
 
 
-def _delphi_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
+def delphi_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
     """Consensus: the points every expert's latest contribution makes; divergence: those only
     some make, with who makes them."""
     latest: dict[str, tuple[int, str]] = {}
@@ -227,23 +229,23 @@ def _delphi_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
     )
 
 
-def _supervise_work(persona: str, brief: RequestBrief, seed: int) -> str:
+def supervise_work(persona: str, brief: RequestBrief, seed: int) -> str:
     task = " ".join((brief.assignment or "").split()) or "the task"
     voice = PERSONAS[persona]
     point = _rng(persona, brief, seed).choice(voice["points"])
     return f"{SIMULATED} Deliverable for “{task}”, in the voice of the {persona}: {voice['opening']} {point}"
 
 
-def _supervise_correction(persona: str, brief: RequestBrief, seed: int) -> str:
+def supervise_correction(persona: str, brief: RequestBrief, seed: int) -> str:
     """The worker's first deliverable (the one its work brief gives it), corrected as the
     critic's feedback asks."""
     asked = " ".join((brief.feedback or "").split()) or "the critic's points"
     work = RequestBrief(task=Task.SUPERVISE_WORK, question=brief.question, assignment=brief.assignment)
-    core = _supervise_work(persona, work, seed).removeprefix(SIMULATED).strip()
+    core = supervise_work(persona, work, seed).removeprefix(SIMULATED).strip()
     return f"{SIMULATED} Corrected. {core} As the critic asked: {asked.rstrip('.')}; for example, 3 of 4 pilot users finished in under 5 minutes."
 
 
-def _supervise_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
+def supervise_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
     deliverables = brief.texts()
     sections = [f"### {name}\n\n{' '.join(text.replace(SIMULATED, '').split())}" for name, text in deliverables.items()]
     count = f"{len(deliverables)} deliverable{'s' if len(deliverables) != 1 else ''}"
@@ -267,7 +269,7 @@ def _plan_title(worker: str, branch: int) -> str:
     return titles[branch] if titles else f"{worker.title()} work" + (" on the risks" if branch else "")
 
 
-def _plan(persona: str, brief: RequestBrief, seed: int) -> str:
+def plan(persona: str, brief: RequestBrief, seed: int) -> str:
     """A valid plan with two parallel branches for the brief's workers: the main path through
     every worker but the last, a short risk check by the first, and the last worker joining
     both. A re-plan gets the same valid plan."""
@@ -300,7 +302,7 @@ def _plan(persona: str, brief: RequestBrief, seed: int) -> str:
     return json.dumps({"subtasks": tasks})
 
 
-def _orchestrate_task(persona: str, brief: RequestBrief, seed: int) -> str:
+def orchestrate_task(persona: str, brief: RequestBrief, seed: int) -> str:
     """A worker's output: its kind, its subtask, one of its persona's points, and the
     subtasks it built on."""
     worker, task_id = brief.worker or "team", brief.subtask or "?"
@@ -314,7 +316,7 @@ def _orchestrate_task(persona: str, brief: RequestBrief, seed: int) -> str:
     )
 
 
-def _orchestrate_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
+def orchestrate_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
     """The chairman's answer: one line per output it was given, then its own recommendation."""
     outputs = brief.texts()
     lines = [f"- {label}: {' '.join(text.replace(SIMULATED, '').split())}" for label, text in outputs.items()]
@@ -325,41 +327,28 @@ def _orchestrate_synthesis(persona: str, brief: RequestBrief, seed: int) -> str:
     )
 
 
-def _judge(persona: str, brief: RequestBrief, seed: int) -> str:
+def judge(persona: str, brief: RequestBrief, seed: int) -> str:
     score = _rng(persona, brief, seed).randint(50, 95)
     return json.dumps({"score": score, "reason": f"{SIMULATED} judged by the {persona}"})
 
 
+# The demo reply to one kind of request: a function of the persona, the brief and the seed. Each
+# kind's writer is named by the spec that declares the kind (`panel_cli.protocols.registry`).
 Writer = Callable[[str, RequestBrief, int], str]
-_WRITERS: dict[Task, Writer] = {
-    Task.ANSWER: _answer,
-    Task.CONFER_VOTE: _confer_vote,
-    Task.COUNCIL_REVIEW: _council_review,
-    Task.COUNCIL_REVIEW_NAMED: _council_review_named,
-    Task.COUNCIL_SYNTHESIS: _synthesis,
-    Task.SYNTHESIS: _synthesis,
-    Task.BALLOT: _ballot,
-    Task.CRITIC: _critic,
-    Task.PLAN: _plan,
-    Task.JUDGE: _judge,
-    Task.ORCHESTRATE_TASK: _orchestrate_task,
-    Task.ORCHESTRATE_SYNTHESIS: _orchestrate_synthesis,
-    Task.DELPHI_CONTRIBUTION: _delphi_contribution,
-    Task.DELPHI_SYNTHESIS: _delphi_synthesis,
-    Task.SUPERVISE_WORK: _supervise_work,
-    Task.SUPERVISE_CORRECTION: _supervise_correction,
-    Task.SUPERVISE_SYNTHESIS: _supervise_synthesis,
-}
 
 
 def demo_reply(persona: str, brief: RequestBrief, seed: int = 0) -> str:
-    """The deterministic reply of a persona to a request, from its brief."""
+    """The deterministic reply of a persona to a request, from its brief, by the writer its
+    kind names (`panel_cli.protocols.registry.request_kind`; a kind no protocol declares is
+    `UnknownRequestKind`, a mistake in the engine that asked)."""
+    kind = request_kind(brief.task)
     spec = oracle_spec(persona)
     if spec is not None:
-        return oracle_reply(spec, brief)
+        return oracle_reply(spec, brief, None if kind.oracle is None else resolve(kind.oracle))
     if persona not in PERSONAS:
         raise ValueError(f"unknown demo persona '{persona}'; choose one of {', '.join(PERSONAS)}")
-    return _WRITERS[brief.task](persona, brief, seed)
+    write: Writer = resolve(kind.demo)
+    return write(persona, brief, seed)
 
 
 def demo_delay() -> float:

@@ -157,7 +157,7 @@ def with_results(messages: list[dict[str, Any]], results: dict[str, str]) -> lis
     last = dict(messages[-1])
     content = str(last.get("content") or "")
     task = find_task(content)
-    marker = f"\n\n[panel-task: {task.value}]" if task is not None else ""
+    marker = mark("", task) if task is not None else ""
     body = content.removesuffix(marker) if marker and content.endswith(marker) else content
     note = (
         "You called tools for this; their results follow. Your tool budget for this stage is spent, so no "

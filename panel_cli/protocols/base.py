@@ -46,7 +46,8 @@ class ProtocolRules:
     """What a protocol reads from a panel: `panel validate` shows it, and a check warns about
     what a run would ignore.
 
-    `fields` are the panel fields it uses beyond those every protocol shares; `timeouts` its
+    `fields` are the panel's own fields it uses beyond those every protocol shares (a role:
+    `chairman`, `critic`, `planner`; the `weights` file), its settings being its spec's; `timeouts` its
     stages and each one's default limit (None: no limit); `member_fields` the member fields
     beyond the common ones (`weight`); `check` raises UserError for a panel it cannot run and
     returns the fields it will ignore all the same, each as (location, problem); `settings`

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from panel_cli.config import Panel
+from panel_cli.config import Panel, settings_model
 from panel_cli.errors import ConfigError, OptionError, UserError
 from panel_cli.located_yaml import field_name
 from panel_cli.protocols.base import Finding, rules_of
+from panel_cli.protocols.vote.settings import VoteSettings
 from panel_cli.tools.checks import tool_findings
 
-# Fields every protocol reads, and the member fields only some do.
+# The panel's own fields every protocol reads (the roles and the weights file are read by some,
+# as their rules say), and the member fields only some do.
 COMMON_FIELDS = frozenset(
     {
         "name",
@@ -37,9 +39,15 @@ def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> lis
     """Raise UserError if `protocol` cannot run `panel`; return the warnings a run would raise.
 
     `declared` is the protocol the panel file names, if it names one. A file written for
-    another protocol gets one warning saying so, rather than one per field it sets for it."""
+    another protocol gets one warning saying so, rather than one per field it sets for it.
+    The protocol's settings are read first, so a value only its own settings refuse stops
+    here, located, rather than at the start of the run."""
     rules = rules_of(protocol)
     refuse_negative_weights(panel, protocol)
+    settings = settings_model(protocol)
+    if settings is not None:
+        panel.settings_as(settings)
+    own = set(settings.model_fields) if settings is not None else set()
     findings: list[Finding] = list(rules.check(panel)) if rules.check else []
     if declared is not None and declared != protocol:
         findings = [
@@ -51,7 +59,7 @@ def check_panel(panel: Panel, protocol: str, declared: str | None = None) -> lis
     else:
         findings += [
             ((name,), f"not used by {protocol}")
-            for name in sorted(panel.model_fields_set - COMMON_FIELDS - rules.fields)
+            for name in sorted(panel.model_fields_set - COMMON_FIELDS - rules.fields - own)
         ]
         findings += [
             (("timeouts", stage), f"not used by {protocol}")
@@ -69,7 +77,7 @@ def refuse_negative_weights(panel: Panel, protocol: str) -> None:
     weighted_plurality can count it. weighted (more than half of the total weight) cannot, so a
     vote by weighted with one stops here; every other method and protocol ignores weights, and
     says so among the warnings."""
-    if protocol not in ("vote", "decide") or panel.method != "weighted":
+    if protocol not in ("vote", "decide") or VoteSettings.of(panel).method != "weighted":
         return
     for index, member in enumerate(panel.members):
         if member.weight < 0:

@@ -87,10 +87,10 @@ def chair_calls(
     ]
 
 
-def fewest_rounds(panel: Panel) -> int:
+def fewest_rounds(most: int, until_convergence: bool) -> int:
     """confer and delphi stop at the earliest after their second round (the same winner twice;
     every expert unchanged, which round 1 cannot be), unless told to run every round."""
-    return min(2, panel.max_rounds) if panel.until_convergence else panel.max_rounds
+    return min(2, most) if until_convergence else most
 
 
 def plan_run(panel: Panel, question: str, bound: Bound) -> RunPlan:

@@ -39,7 +39,9 @@ from pydantic import BaseModel, Field
 
 from panel_cli.config import Panel
 from panel_cli.protocols.confer.log_odds import HIGHEST, LOWEST, log_odds_weight
+from panel_cli.protocols.confer.settings import ConferSettings
 from panel_cli.protocols.vote.methods import WEIGHTED_METHODS
+from panel_cli.protocols.vote.settings import VoteSettings
 from panel_cli.protocols.vote.tally import Ballot
 
 # What a confidence rests on, as a result says it (`Confidence.confidence_basis`).
@@ -173,14 +175,15 @@ def confidence_source(panel: Panel, protocol: str, weights_from: str | None = No
     if protocol in ("vote", "decide"):
         if weights_given(panel):
             return Source(basis=CALIBRATED.format(file=weights_from) if weights_from else WEIGHTS)
-        if panel.method in WEIGHTED_METHODS:
+        method = VoteSettings.of(panel).method
+        if method in WEIGHTED_METHODS:
             return Source(reason="every member has the default weight 1, which says nothing of its accuracy")
         return Source(
-            reason=f"{panel.method} counts every member alike and no member's accuracy is known; "
+            reason=f"{method} counts every member alike and no member's accuracy is known; "
             "panel eval --calibrate measures them, and weights: from FILE gives them to a panel"
         )
     if protocol == "confer":
-        if panel.tally == "log_odds":
+        if ConferSettings.of(panel).tally == "log_odds":
             return Source(basis=STATED)
         return Source(
             reason="tally: confidence sums the confidences stated as scores; tally: log_odds reads them as "

@@ -6,12 +6,20 @@ engine, rules and estimate plan live. Everything else is derived from the spec: 
 panel file may give as `protocol:`, `panel validate`'s checks, the Typer command, `panel run`,
 `panel resume`, `panel estimate`, batch and eval.
 
+A spec also says what the rest of panel would otherwise ask of a protocol by its name: the
+settings it reads from a panel file (a model in its package), the kinds of request its
+engine makes and how the demo personas and the simulated voters answer each, the lines the
+plain view writes for its own events, and its traits (it votes on fixed options, is given a
+question's options, deliberates, can be re-tallied, has a closed-form theory and where).
+Eval, batch, history and the views read these; none of them names a protocol.
+
 This module and every spec stay light (no pydantic, no config, no litellm): `panel --help`
 lists every protocol's command from its spec alone. It imports nothing of panel's, so the
 panel model (`panel_cli.config`) checks a file's `protocol:` against it from below; the
 options several protocols share are `panel_cli.protocols.options`. The heavy parts are named by import path
 (`"panel_cli.protocols.confer.engine:confer"`) and imported only when a run needs them; a spec
-registered from Python (a test, a plugin) may give the objects themselves.
+registered from Python (a test, a plugin) may give the objects themselves, and is checked
+whole when it is registered (`problems_of`), so a part it lacks is an error then, not at run time.
 """
 
 from __future__ import annotations
@@ -75,6 +83,20 @@ class CommandOption:
 
 
 @dataclass(frozen=True)
+class RequestKind:
+    """A kind of request an engine makes: its `name` (the brief's `task`, the prompt's marker)
+    and who answers it offline. `demo`: a function of the persona, the brief and the seed
+    returning the demo persona's reply (`panel_cli.llm.demo_replies`). `oracle`: a function of
+    the simulated voter (`panel_cli.models.personas.OracleSpec`), what it believes (None: it
+    knows no answer) and the brief, returning its reply (`panel_cli.simulation.voters`); None:
+    a simulated voter answers with its belief alone, on the first line."""
+
+    name: str
+    demo: Ref
+    oracle: Ref | None = None
+
+
+@dataclass(frozen=True)
 class ProtocolSpec:
     """Everything panel needs to know about a protocol.
 
@@ -90,7 +112,26 @@ class ProtocolSpec:
     options, in the order they apply; `stage_views` the live view's table for each of its
     stages that is not a plain table of calls, by stage name: a reference to a function of
     the stage, its round and what the view has seen of the run (`panel_cli.view.tables.RunSoFar`),
-    returning the stage's state (its own module under `panel_cli/view/`)."""
+    returning the stage's state (its own module under `panel_cli/view/`).
+
+    `settings`: the model of what it reads from a panel file beyond the fields every protocol
+    shares (a `panel_cli.config.ProtocolSettings`, in its package's `settings.py`), which its
+    engine reads typed (`Settings.of(panel)`); None: nothing more. `requests`: the kinds of
+    request its engine makes beyond those every protocol may (`SHARED_REQUESTS`). `events`: its
+    own event types (`panel_cli.events.BaseEvent`, each with its `type`), for a protocol outside
+    panel (the built-in ones are `panel_cli.events`'); `plain_lines`: the plain view's line for
+    each of its events, by type (a function of the event returning its line).
+
+    Its traits, for eval, batch, history and the views: `votes_on_options`, members vote on
+    fixed options (eval asks a question's options as the ballot, and only multiple-choice
+    questions; a batch question may give its own); `given_options`, a run is told the
+    question's options as the panel's `options`; `deliberates`, its rounds show members each
+    other's answers (where simulated voters herd or are persuaded); `retallies`, its stored
+    ballots can be counted again (`panel history retally`). `theory`: a function of the panel and
+    its simulated voters returning the rule eval's closed-form theory counts them by
+    (`panel_cli.eval.rules`), None for a panel it has none for, `no_theory` saying why;
+    `unmeasurable`: why simulated voters cannot play it at all (its answer is not theirs), or
+    None."""
 
     name: str
     summary: str
@@ -101,9 +142,28 @@ class ProtocolSpec:
     source: PanelSource | Ref = PanelSource.FILE_OR_MEMBERS
     options: tuple[CommandOption, ...] = ()
     stage_views: Mapping[str, Ref] = field(default_factory=dict)
+    settings: Ref | None = None
+    requests: tuple[RequestKind, ...] = ()
+    events: tuple[Ref, ...] = ()
+    plain_lines: Ref | None = None
+    votes_on_options: bool = False
+    given_options: bool = False
+    deliberates: bool = False
+    retallies: bool = False
+    theory: Ref | None = None
+    no_theory: str | None = None
+    unmeasurable: str | None = None
 
     def option(self, name: str) -> CommandOption:
         return next(option for option in self.options if option.name == name)
+
+
+# The kinds of request any protocol may make (and eval's judge), declared once here.
+SHARED_REQUESTS = (
+    RequestKind("answer", demo="panel_cli.llm.demo_replies:answer", oracle="panel_cli.simulation.voters:oracle_answer"),
+    RequestKind("synthesis", demo="panel_cli.llm.demo_replies:synthesis"),
+    RequestKind("judge", demo="panel_cli.llm.demo_replies:judge", oracle="panel_cli.simulation.voters:oracle_judge"),
+)
 
 
 def resolve(ref: Ref) -> Any:
@@ -154,7 +214,11 @@ def specs() -> list[ProtocolSpec]:
 
 
 def register(protocol: ProtocolSpec) -> None:
-    """Add a protocol (a test's, a plugin's); a later one of the same name replaces it."""
+    """Add a protocol (a test's, a plugin's); a later one of the same name replaces it. It is
+    checked whole first: ValueError, naming everything it lacks (`problems_of`)."""
+    problems = problems_of(protocol)
+    if problems:
+        raise ValueError(f"protocol {protocol.name}: {'; '.join(problems)}")
     _REGISTERED[protocol.name] = protocol
 
 
@@ -189,3 +253,148 @@ GivenOptions = Mapping[str, Any]
 def empty_options(protocol: ProtocolSpec) -> dict[str, Any]:
     """Every option of a protocol, not given: what `panel run` and a resumed run start from."""
     return {option.name: None for option in protocol.options}
+
+
+# What a spec declares, looked up across every protocol -------------------------------------------
+
+
+class UnknownRequestKind(LookupError):
+    """An engine asked for a kind of request no protocol declares: a mistake in its code."""
+
+
+@cache
+def _builtin_kinds() -> dict[str, RequestKind]:
+    kinds = {kind.name: kind for kind in SHARED_REQUESTS}
+    for name in _builtin_names():
+        kinds.update((kind.name, kind) for kind in spec(name).requests)
+    return kinds
+
+
+def request_kinds() -> dict[str, RequestKind]:
+    """Every kind of request an engine may make, by name: the shared ones, the built-in
+    protocols', then those of the protocols registered from Python."""
+    kinds = dict(_builtin_kinds())
+    for protocol in _REGISTERED.values():
+        kinds.update((kind.name, kind) for kind in protocol.requests)
+    return kinds
+
+
+def request_kind(name: str) -> RequestKind:
+    """The kind of request called `name`; UnknownRequestKind when no protocol declares it."""
+    found = request_kinds().get(name)
+    if found is None:
+        raise UnknownRequestKind(
+            f"no protocol declares the request kind '{name}'; a protocol's spec lists the kinds its engine makes"
+        )
+    return found
+
+
+def event_class(kind: str) -> Any | None:
+    """The event class a protocol declares for the event type `kind` (its spec's `events`), or
+    None. The built-in event types are `panel_cli.events`' and are not looked up here."""
+    for protocol in specs():
+        for ref in protocol.events:
+            found = resolve(ref)
+            if _event_type(found) == kind:
+                return found
+    return None
+
+
+def plain_lines() -> dict[str, Any]:
+    """The plain view's line for each protocol's own events, by event type."""
+    lines: dict[str, Any] = {}
+    for protocol in specs():
+        if protocol.plain_lines is not None:
+            lines.update(resolve(protocol.plain_lines))
+    return lines
+
+
+def _event_type(event: Any) -> Any:
+    fields = getattr(event, "model_fields", {})
+    return fields["type"].default if "type" in fields else None
+
+
+def problems_of(protocol: ProtocolSpec) -> list[str]:
+    """What is wrong with a spec, each in a few words: a reference that does not resolve, a
+    protocol from outside panel without an engine or rules, a request kind another protocol
+    declares otherwise or without a callable reply, a setting that shadows a field every
+    protocol shares, an option that sets a field neither the panel nor its settings has, an
+    event type that is already taken, a plain line for an event type nobody declares. Every
+    reference is imported to check it: a test runs this on each built-in spec."""
+    problems: list[str] = []
+    parts: dict[str, Any] = {}
+    references = {
+        "engine": protocol.engine,
+        "rules": protocol.rules,
+        "plan": protocol.plan,
+        "settings": protocol.settings,
+        "plain_lines": protocol.plain_lines,
+        "theory": protocol.theory,
+    }
+    for part, ref in references.items():
+        if ref is None:
+            if part in ("engine", "rules") and not is_builtin(protocol.name):
+                problems.append(f"it gives no {part}")
+            continue
+        try:
+            parts[part] = resolve(ref)
+        except (ImportError, AttributeError) as exc:
+            problems.append(f"its {part} {ref!r} cannot be imported ({exc})")
+    problems += _request_problems(protocol)
+    common = resolve("panel_cli.config:Panel").model_fields
+    own = getattr(parts.get("settings"), "model_fields", {})
+    problems += [f"its setting '{name}' is a field every protocol shares" for name in own if name in common]
+    problems += [
+        f"{option.flag} sets '{option.field}', neither a panel field nor one of its settings"
+        for option in protocol.options
+        if option.field is not None and option.field not in common and option.field not in own
+    ]
+    problems += _event_problems(protocol, parts.get("plain_lines"))
+    return problems
+
+
+def _request_problems(protocol: ProtocolSpec) -> list[str]:
+    problems: list[str] = []
+    others = dict(_builtin_kinds())
+    for other in _REGISTERED.values():
+        if other.name != protocol.name:
+            others.update((kind.name, kind) for kind in other.requests)
+    for kind in protocol.requests:
+        if kind.name in others and others[kind.name] != kind:
+            problems.append(f"the request kind '{kind.name}' is declared otherwise elsewhere")
+        for role, ref in (("demo", kind.demo), ("oracle", kind.oracle)):
+            if ref is None and role == "oracle":
+                continue
+            try:
+                reply = resolve(ref)
+            except (ImportError, AttributeError) as exc:
+                problems.append(f"the {role} reply of '{kind.name}' cannot be imported ({exc})")
+                continue
+            if not callable(reply):
+                problems.append(f"the {role} reply of '{kind.name}' is not a function")
+    return problems
+
+
+def _event_problems(protocol: ProtocolSpec, lines: Any) -> list[str]:
+    builtin = resolve("panel_cli.events:EVENT_TYPES")
+    taken = {_event_type(resolve(ref)) for other in specs() if other.name != protocol.name for ref in other.events}
+    problems: list[str] = []
+    own: set[str] = set()
+    for ref in protocol.events:
+        try:
+            kind = _event_type(resolve(ref))
+        except (ImportError, AttributeError) as exc:
+            problems.append(f"its event {ref!r} cannot be imported ({exc})")
+            continue
+        if not isinstance(kind, str):
+            problems.append(f"its event {ref!r} has no `type`")
+        elif kind in builtin or kind in taken:
+            problems.append(f"the event type '{kind}' is taken")
+        else:
+            own.add(kind)
+    problems += [
+        f"it has a plain line for '{kind}', an event type it does not declare"
+        for kind in lines or {}
+        if kind not in own and kind not in builtin
+    ]
+    return problems

@@ -162,9 +162,9 @@ def apply_options(protocol: ProtocolSpec, panel: Panel, given: Mapping[str, Any]
         if option.requires is None or not _given(given.get(option.name)):
             continue
         field, wanted = option.requires
-        if getattr(panel, field) != wanted:
+        if panel.setting(field) != wanted:
             flag = next((other.flag for other in protocol.options if other.field == field), field)
-            raise OptionError(f"{option.flag} applies to {flag} {wanted}, not {getattr(panel, field)}.")
+            raise OptionError(f"{option.flag} applies to {flag} {wanted}, not {panel.setting(field)}.")
     return panel
 
 

@@ -34,12 +34,11 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from panel_cli.llm.brief import RequestBrief, SimulatedVoter
 from panel_cli.models.personas import OracleSpec
 from panel_cli.simulation.seeded import SIMULATED, digest, echoed_question
-from panel_cli.tasks import Task
 
 
 def _oracle_fold(text: str) -> str:
@@ -127,7 +126,7 @@ def _oracle_answer(p: float, belief: str | None) -> str:
     return f"{belief if belief is not None else 'I do not know.'}\n\n{SIMULATED} A simulated voter, right with probability {p:g}."
 
 
-def _oracle_vote(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
+def oracle_vote(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
     """confer: the first answer that gives its belief after deliberating (its own, failing
     that), that belief as its revision, at the confidence it reports."""
     blocks = brief.texts()
@@ -157,18 +156,28 @@ def _oracle_review(spec: OracleSpec, belief: str | None, brief: RequestBrief, pr
     return "\n".join(lines + [f"{place}. {prefix}{label}" for place, label in enumerate(order, start=1)])
 
 
-def _oracle_synthesis(p: float, belief: str | None, brief: RequestBrief) -> str:
+def oracle_review(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
+    """An anonymous council's review: answers named `Model A`, …"""
+    return _oracle_review(spec, belief, brief, "Model ")
+
+
+def oracle_review_named(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
+    """A council's review that names the authors."""
+    return _oracle_review(spec, belief, brief, "")
+
+
+def oracle_synthesis(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
     """council's chairman reports the answer the reviews ranked first (its own belief when no
     ranking can be read): the council's answer is its members' aggregate, not one voter's."""
     answers = brief.texts()
     top = brief.ranking[0] if brief.ranking else None
     if top is None or top not in answers:
-        return _oracle_answer(p, belief)
+        return _oracle_answer(spec.p, belief)
     head = next((line.strip() for line in answers[top].splitlines() if line.strip()), "")
     return f"{head}\n\n{SIMULATED} The chairman reports the answer the panel ranked first."
 
 
-def _oracle_ballot(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
+def oracle_ballot(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
     options = list(brief.voter.options) if brief.voter and brief.voter.options else list(brief.options)
     if belief is None:
         return f"{SIMULATED} I do not know."
@@ -178,7 +187,7 @@ def _oracle_ballot(spec: OracleSpec, belief: str | None, brief: RequestBrief) ->
     return json.dumps({"choice": belief, "ranking": ranking, "confidence": confidence, "reason": reason})
 
 
-def _oracle_revision(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
+def oracle_revision(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
     """Delphi, from round 2 on: its answer after deliberating, changed when it moved."""
     shown = brief.texts()
     own = shown.get(brief.own) if brief.own else None
@@ -187,7 +196,7 @@ def _oracle_revision(spec: OracleSpec, belief: str | None, brief: RequestBrief) 
     return json.dumps({"analysis": _oracle_answer(spec.p, held), "changed": changed})
 
 
-def _oracle_judge(brief: RequestBrief) -> str:
+def oracle_judge(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
     """An oracle judging an answer compares its first line with the brief's reference answer."""
     graded = brief.quoted[0].text if brief.quoted else ""
     correct = brief.reference is not None and _reads_as(graded, brief.reference.strip())
@@ -195,25 +204,20 @@ def _oracle_judge(brief: RequestBrief) -> str:
     return json.dumps({"verdict": "CORRECT" if correct else "INCORRECT", "reason": reason})
 
 
-def oracle_reply(spec: OracleSpec, brief: RequestBrief) -> str:
-    """The reply of `demo/oracle@p?knobs`, by the task its brief asks for."""
+def oracle_answer(spec: OracleSpec, belief: str | None, brief: RequestBrief) -> str:
+    """An answer: its belief, moved by the answers the request shows (confer's answers in turn)."""
+    return _oracle_answer(spec.p, _deliberated(spec, belief, brief))
+
+
+# A simulated voter's reply to one kind of request: a function of the voter, its belief and the
+# brief. Each kind names its own (`panel_cli.protocols.registry.RequestKind.oracle`).
+OracleWriter = Callable[[OracleSpec, str | None, RequestBrief], str]
+
+
+def oracle_reply(spec: OracleSpec, brief: RequestBrief, write: OracleWriter | None = None) -> str:
+    """The reply of `demo/oracle@p?knobs` to a request, by the writer of its kind (`write`);
+    a kind without one gets the voter's belief alone, on the first line."""
     belief = _oracle_belief(spec.p, brief.voter, brief)
-    match brief.task:
-        case Task.CONFER_VOTE:
-            return _oracle_vote(spec, belief, brief)
-        case Task.COUNCIL_REVIEW:
-            return _oracle_review(spec, belief, brief, "Model ")
-        case Task.COUNCIL_REVIEW_NAMED:
-            return _oracle_review(spec, belief, brief, "")
-        case Task.COUNCIL_SYNTHESIS:
-            return _oracle_synthesis(spec.p, belief, brief)
-        case Task.BALLOT:
-            return _oracle_ballot(spec, belief, brief)
-        case Task.JUDGE:
-            return _oracle_judge(brief)
-        case Task.DELPHI_CONTRIBUTION:
-            return _oracle_revision(spec, belief, brief)
-        case Task.ANSWER:
-            return _oracle_answer(spec.p, _deliberated(spec, belief, brief))
-        case _:
-            return _oracle_answer(spec.p, belief)
+    if write is None:
+        return _oracle_answer(spec.p, belief)
+    return write(spec, belief, brief)

@@ -19,6 +19,7 @@ from panel_cli.eval.results import ANSWERING_IN_TURN, BASELINE, Departure, EvalR
 from panel_cli.eval.theory import VOTER_MODEL, Theory
 from panel_cli.models.personas import PERSONAS
 from panel_cli.models.routes import is_demo
+from panel_cli.protocols import registry
 from panel_cli.view import fmt
 from panel_cli.view.eval_confidence import (
     calibration_fact,
@@ -123,7 +124,9 @@ def facts(result: EvalResult) -> list[tuple[str, str]]:
     if settings is not None:
         if settings.limit is not None:
             found.append(("questions", f"the first {settings.limit} of the dataset (--limit)"))
-        voting = [name for name in settings.protocols if name in ("vote", "decide")]
+        voting = [
+            name for name in settings.protocols if registry.is_protocol(name) and registry.spec(name).votes_on_options
+        ]
         if voting:
             tie = f", tie_break {settings.tie_break}" if settings.tie_break else ""
             found.append(("method", f"{settings.method}{tie} ({', '.join(voting)})"))

@@ -26,7 +26,8 @@ from panel_cli.events import (
     VoteCast,
     WarningRaised,
 )
-from panel_cli.view import delphi, fmt, orchestrate, supervise, tools, vote
+from panel_cli.protocols import registry
+from panel_cli.view import fmt, tools
 from panel_cli.view.confer import voted_labels
 from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
 
@@ -54,9 +55,13 @@ class PlainView:
 
     def line(self, event: BaseEvent) -> str | None:
         """The line for one event (two for the run's start, which gives the question), or None
-        for an event type this view leaves out (`IGNORED`) or does not know."""
+        for an event type this view leaves out (`IGNORED`) or does not know. An event a
+        protocol registered after this module was loaded declares gets its spec's line."""
         line_of = LINES.get(type(event))
-        return None if line_of is None else line_of(self, event)
+        if line_of is not None:
+            return line_of(self, event)
+        own = registry.plain_lines().get(getattr(event, "type", ""))
+        return None if own is None else own(event)
 
     def _run_started(self, event: RunStarted) -> str:
         names = ", ".join(member.name for member in event.members)
@@ -149,12 +154,12 @@ class PlainView:
         return PROTOCOL_LINES[type(event)](event)
 
 
-# Each protocol's own events, in the lines its view module writes (by `type` there, so that
-# a module drawing a stored payload need not import the event models).
+# Each protocol's own events, in the lines its spec's `plain_lines` writes, and the tool events'
+# (by `type` there, so that a module drawing a stored payload need not import the event models).
 PROTOCOL_LINES = {
     EVENT_TYPES[name]: line
-    for module in (orchestrate, vote, delphi, supervise, tools)
-    for name, line in module.PLAIN_LINES.items()
+    for name, line in {**registry.plain_lines(), **tools.PLAIN_LINES}.items()
+    if name in EVENT_TYPES
 }
 
 # The line (or lines) the plain view writes for each event type. Every type is either here or

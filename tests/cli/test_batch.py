@@ -406,7 +406,7 @@ def test_a_vote_says_which_questions_take_the_panels_own_options(tmp_path, fake_
             "ensemble",
             "",
             '{"question": "Why?"}\n{"question": "Which?", "options": ["A", "B"]}\n',
-            "q.jsonl, line 2: options: only vote and decide panels take a question's options; {panel} runs ensemble.",
+            "q.jsonl, line 2: options: only decide and vote panels take a question's options; {panel} runs ensemble.",
         ),
         (
             "vote",

@@ -13,8 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from panel_cli.cli.app import app
-from panel_cli.config import AnswerOrder, ConferTally, EnsembleMode, TieBreak, VoteMethod
 from panel_cli.events import RunFinished, VoteOpened
+from panel_cli.protocols.confer.log_odds import ConferTally
+from panel_cli.protocols.confer.settings import AnswerOrder
+from panel_cli.protocols.ensemble.settings import EnsembleMode
+from panel_cli.protocols.vote.methods import Method as VoteMethod
+from panel_cli.protocols.vote.methods import TieBreak
 from tests.helpers import ROOT
 from tests.store.sample_runs import confer_run, record, run_started
 

@@ -32,6 +32,7 @@ from panel_cli.llm.brief import RequestBrief, plain
 from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import engine_of
+from panel_cli.protocols.council.settings import CouncilSettings
 from panel_cli.protocols.registry import names
 from panel_cli.protocols.supervise.engine import correction_rounds
 from panel_cli.runs.execute import run_engine
@@ -222,7 +223,8 @@ def test_council_with_a_drawn_shuffle_seed_resumes_in_the_same_orders(
     """The seed is drawn at the start and kept in the run's config, so the resumed reviewers
     see the answers in the same orders and their reviews hash alike."""
     panel_file = on_fake_server("council", fake_server, tmp_path)
-    assert load_panel(panel_file).shuffle and load_panel(panel_file).seed is None
+    drawn = CouncilSettings.of(load_panel(panel_file))
+    assert drawn.shuffle and drawn.seed is None
     fake_server.script("historian", PERSONA, hang())  # answers, then hangs on its review
     db = tmp_path / "runs.db"
     old_id = asyncio.run(interrupted_run(panel_file, db, lambda done: done == 7 and len(fake_server.requests) == 8))

@@ -408,7 +408,7 @@ def test_retally_refusals(tmp_path: Path) -> None:
     cases = [
         (
             ["retally", confer_run["run_id"]],
-            f"Run {confer_run['run_id']} is a confer run; only vote and decide runs have ballots to re-tally.",
+            f"Run {confer_run['run_id']} is a confer run; only decide and vote runs have ballots to re-tally.",
         ),
         (
             ["retally", vote_run["run_id"], "--threshold", "0.9"],

@@ -3,14 +3,10 @@ invariants by property."""
 
 from __future__ import annotations
 
-from typing import get_args
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from panel_cli.config import ConferTally, TieBreak, VoteMethod
-from panel_cli.protocols.confer.log_odds import ConferTally as ConferTallyRule
 from panel_cli.protocols.vote.tally import (
     DEFAULT_THRESHOLD,
     METHODS,
@@ -29,7 +25,6 @@ from panel_cli.protocols.vote.tally import (
     tally,
     ties,
 )
-from panel_cli.protocols.vote.tally import TieBreak as TallyTieBreak
 from panel_cli.thresholds import as_percent, threshold_problem
 
 ABC = ["A", "B", "C"]
@@ -329,12 +324,6 @@ def test_method_names_are_read_in_any_case():
     assert parse_choice("weighted plurality", METHODS) == "weighted_plurality"
     assert parse_choice("First", TIE_BREAKS) == "first"
     assert parse_choice("borda", METHODS) is None
-
-
-def test_config_and_the_counting_rules_name_the_same_choices():
-    assert get_args(VoteMethod) == get_args(Method)
-    assert get_args(TieBreak) == get_args(TallyTieBreak)
-    assert get_args(ConferTally) == get_args(ConferTallyRule)
 
 
 # ranked choice --------------------------------------------------------------------------------

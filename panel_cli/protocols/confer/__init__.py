@@ -4,7 +4,7 @@
 from dataclasses import replace
 
 from panel_cli.protocols.options import MEMBERS, max_rounds, no_convergence
-from panel_cli.protocols.registry import CommandOption, ProtocolSpec
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
 
 PROTOCOL = ProtocolSpec(
     name="confer",
@@ -31,5 +31,16 @@ PROTOCOL = ProtocolSpec(
         ),
         no_convergence("Run every round even when the winner is stable."),
     ),
+    settings="panel_cli.protocols.confer.settings:ConferSettings",
     stage_views={"vote": "panel_cli.view.confer:vote_round"},
+    requests=(
+        RequestKind(
+            "confer.vote",
+            demo="panel_cli.llm.demo_replies:confer_vote",
+            oracle="panel_cli.simulation.voters:oracle_vote",
+        ),
+    ),
+    given_options=True,
+    deliberates=True,
+    theory="panel_cli.eval.rules:confer_rule",
 )

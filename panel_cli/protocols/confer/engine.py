@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from panel_cli.config import AnswerOrder, Member, Panel
+from panel_cli.config import Member, Panel
 from panel_cli.events import RoundTallied, VoteCast, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
@@ -27,6 +27,7 @@ from panel_cli.protocols.base import (
     yes_no,
 )
 from panel_cli.protocols.confer.log_odds import ConferTally
+from panel_cli.protocols.confer.settings import AnswerOrder, ConferSettings
 from panel_cli.protocols.confer.tally import (
     Vote,
     assign_labels,
@@ -52,18 +53,23 @@ def check_confer(panel: Panel) -> list[Finding]:
 LONE_MEMBER = "one member: no vote round is held, and its answer is the final answer"
 
 
+def _settings(panel: Panel) -> list[tuple[str, str]]:
+    settings = ConferSettings.of(panel)
+    return [
+        ("max_rounds", str(settings.max_rounds)),
+        ("until_convergence", yes_no(settings.until_convergence)),
+        ("tally", settings.tally),
+        ("answer_order", settings.answer_order),
+        *([("options", f"{len(settings.options)}, the K of log-odds")] if settings.options else []),
+    ]
+
+
 RULES = ProtocolRules(
-    fields=frozenset({"max_rounds", "until_convergence", "tally", "answer_order", "options"}),
+    fields=frozenset(),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
     check=check_confer,
     headline=("tally", "answer_order"),
-    settings=lambda panel: [
-        ("max_rounds", str(panel.max_rounds)),
-        ("until_convergence", yes_no(panel.until_convergence)),
-        ("tally", panel.tally),
-        ("answer_order", panel.answer_order),
-        *([("options", f"{len(panel.options)}, the K of log-odds")] if panel.options else []),
-    ],
+    settings=_settings,
 )
 
 
@@ -263,12 +269,13 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     cut short is not tallied: a count of the votes that happened to fit would decide it),
     else, when no round did, the first answer in member order, which is also the label the
     tie rule favours."""
+    settings = ConferSettings.of(panel)
     members = panel.members
     order = [member.name for member in members]
     answer_timeout = RULES.limit(panel, "answer")
     vote_timeout = RULES.limit(panel, "vote")
 
-    if panel.answer_order == "sequential":
+    if settings.answer_order == "sequential":
 
         def request(before: Sequence[CallResult]) -> tuple[list[dict[str, Any]], RequestBrief]:
             block = earlier_answers(order, before)
@@ -296,7 +303,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     winners: list[str | None] = []
     stopped = bool(answers) and await out_of_budget(gateway, emit, "no vote round is held and the first answer stands")
     unvoted = stopped or len(members) < 2  # a lone member's answer stands (`check_confer`)
-    for index in range(1, 0 if unvoted else panel.max_rounds + 1):
+    for index in range(1, 0 if unvoted else settings.max_rounds + 1):
         if not answers:
             break
         authors = assign_labels(order, answers)
@@ -319,7 +326,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         if stopped := await out_of_budget(gateway, emit, ending):
             break
         votes = [vote for vote, _ in outcomes if vote is not None]
-        scores, winner_label = tally(votes, list(block), panel.tally, choices_of(panel.options, block))
+        scores, winner_label = tally(votes, list(block), settings.tally, choices_of(settings.options, block))
         winner = authors[winner_label] if winner_label else None
         revised = {vote.voter: vote.revised_answer for vote in votes}
         winner_answer = block[winner_label] if winner_label else None
@@ -347,7 +354,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         )
         answers.update(revised)
         winners.append(winner if signal else None)
-        if panel.until_convergence and has_converged(winners):
+        if settings.until_convergence and has_converged(winners):
             break
 
     decided = next((r for r in reversed(rounds) if r.winner is not None), None)
@@ -355,8 +362,8 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         next((name for name in order if name in initial), None) if (stopped or unvoted) and decided is None else None
     )
     return ConferResult(
-        tally=panel.tally,
-        answer_order=panel.answer_order,
+        tally=settings.tally,
+        answer_order=settings.answer_order,
         final_answer=decided.winner_answer if decided else initial[first] if first else None,
         final_answer_source=final_answer_source(decided, initial) if decided else "first_answer" if first else None,
         failure_reason=None
@@ -367,7 +374,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         winner=decided.winner if decided else first,
         confidence_score=confidence_score(decided.votes, decided.winner_label) if decided else 0.0,
         scores=decided.scores if decided else {},
-        converged=panel.until_convergence and has_converged(winners),
+        converged=settings.until_convergence and has_converged(winners),
         initial_answers=initial,
         rounds=rounds,
         failures=failures,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from panel_cli.config import Panel
 from panel_cli.protocols.confer import engine as confer
+from panel_cli.protocols.confer.settings import ConferSettings
 from panel_cli.protocols.plans import Bound, Calls, RunPlan, StagePlan, fewest_rounds, rounds_label, user
 
 
@@ -14,7 +15,8 @@ def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
     block = dict.fromkeys(authors, "")
     own = {name: label for label, name in authors.items()}
     quoted = sum(bound(m) for m in members)
-    low, high = fewest_rounds(panel), panel.max_rounds
+    settings = ConferSettings.of(panel)
+    low, high = fewest_rounds(settings.max_rounds, settings.until_convergence), settings.max_rounds
     votes = [
         Calls(
             m, low, high, user(confer.vote_prompt(question, block, own[m.name])), quoted=quoted, schema=confer.PeerVote
@@ -30,7 +32,7 @@ def answer_calls(panel: Panel, question: str, bound: Bound, index: int) -> Calls
     """The same one answer per member in either order; answering in turn, member `index` is
     shown (at the most) every answer before its own."""
     member = panel.members[index]
-    if panel.answer_order == "parallel" or index == 0:
+    if ConferSettings.of(panel).answer_order == "parallel" or index == 0:
         return Calls(member, 1, 1, user(confer.answer_prompt(question)), tools=True)
     earlier = panel.members[:index]
     block = dict.fromkeys(confer.assign_labels(panel.member_names, {m.name: "" for m in earlier}), "")

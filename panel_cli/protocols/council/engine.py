@@ -39,6 +39,7 @@ from panel_cli.protocols.council.ranking import (
     parse_ranking,
     review_order,
 )
+from panel_cli.protocols.council.settings import CouncilSettings
 from panel_cli.protocols.stages import (
     Synthesis,
     broadcast,
@@ -117,14 +118,16 @@ def _council_findings(panel: Panel) -> list[Finding]:
 
 
 def _council_settings(panel: Panel) -> list[tuple[str, str]]:
+    settings = CouncilSettings.of(panel)
     return [
         chairman_setting(panel, panel.chairmen()),
-        ("anonymize", yes_no(panel.anonymize)),
+        ("anonymize", yes_no(settings.anonymize)),
         (
             "shuffle",
-            yes_no(panel.shuffle) + (f", seed {panel.seed}" if panel.shuffle and panel.seed is not None else ""),
+            yes_no(settings.shuffle)
+            + (f", seed {settings.seed}" if settings.shuffle and settings.seed is not None else ""),
         ),
-        ("self_review", yes_no(panel.self_review)),
+        ("self_review", yes_no(settings.self_review)),
     ]
 
 
@@ -132,13 +135,14 @@ def with_seed(panel: Panel) -> Panel:
     """A shuffling panel without a seed gets one drawn now: the run records it (in its config
     from the start, in its result at the end), so the orders can be replayed and a resumed
     run shows each reviewer the same order as before."""
-    if not panel.shuffle or panel.seed is not None:
+    settings = CouncilSettings.of(panel)
+    if not settings.shuffle or settings.seed is not None:
         return panel
     return panel.model_copy(update={"seed": random.SystemRandom().randrange(2**31)})
 
 
 RULES = ProtocolRules(
-    fields=frozenset({"chairman", "anonymize", "shuffle", "self_review", "seed"}),
+    fields=frozenset({"chairman"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_council_findings,
     settings=_council_settings,
@@ -267,6 +271,7 @@ async def _review_stage(
     panel: Panel, question: str, labels: _Labels, seed: int | None, gateway: Gateway, emit: Emit
 ) -> list[CouncilReview]:
     """Every member reviews, including one that failed stage 1; only its own reply is parsed."""
+    settings = CouncilSettings.of(panel)
     stage = await open_stage(
         emit, "review", members=panel.member_names, limit=RULES.limit(panel, "review"), block=labels.answers
     )
@@ -277,9 +282,9 @@ async def _review_stage(
             list(labels.authors),
             member.name,
             labels.of_member.get(member.name),
-            shuffle=panel.shuffle,
+            shuffle=settings.shuffle,
             seed=seed,
-            self_review=panel.self_review,
+            self_review=settings.self_review,
         )
         shown = [labels.canonical[label] for label in order]
         if not order:
@@ -288,8 +293,8 @@ async def _review_stage(
             )
             return CouncilReview(reviewer=member.name, evaluation="Review unavailable: no other answers", success=False)
         shown_texts = {labels.key[label]: labels.answers[label] for label in order}
-        prompt = review_prompt(question, shown_texts, panel.anonymize)
-        task = Task.COUNCIL_REVIEW if panel.anonymize else Task.COUNCIL_REVIEW_NAMED
+        prompt = review_prompt(question, shown_texts, settings.anonymize)
+        task = Task.COUNCIL_REVIEW if settings.anonymize else Task.COUNCIL_REVIEW_NAMED
         reply = await gateway.call(
             member,
             [{"role": "user", "content": prompt}],
@@ -362,11 +367,12 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
     answer (`outcome: top_ranked`), or, when no review ranked any, the first answer in member
     order."""
     chairmen = check_council(panel)
-    seed = with_seed(panel).seed
+    settings = CouncilSettings.of(with_seed(panel))
+    seed = settings.seed
 
     replies = await _answer_stage(panel, question, gateway, emit)
     answered = {reply.member: reply.text.strip() for reply in replies if reply.ok}
-    labels = _Labels(panel.member_names, answered, panel.anonymize)
+    labels = _Labels(panel.member_names, answered, settings.anonymize)
     responses = [
         CouncilResponse(
             name=member.name,
@@ -437,9 +443,9 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
         labels=labels.authors,
         successful_responses=len(answered),
         member_count=len(panel.members),
-        anonymize=panel.anonymize,
-        shuffle=panel.shuffle,
-        self_review=panel.self_review,
+        anonymize=settings.anonymize,
+        shuffle=settings.shuffle,
+        self_review=settings.self_review,
         seed=seed,
         bias=bias,
     )

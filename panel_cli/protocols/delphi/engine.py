@@ -33,6 +33,7 @@ from panel_cli.protocols.base import (
     labels_for,
     yes_no,
 )
+from panel_cli.protocols.delphi.settings import DelphiSettings
 from panel_cli.protocols.stages import (
     Synthesis,
     failure_reason,
@@ -120,15 +121,16 @@ def _delphi_findings(panel: Panel) -> list[Finding]:
 
 
 def _delphi_settings(panel: Panel) -> list[tuple[str, str]]:
+    settings = DelphiSettings.of(panel)
     return [
         chairman_setting(panel, panel.chairmen()),
-        ("max_rounds", str(panel.max_rounds)),
-        ("until_convergence", yes_no(panel.until_convergence) + " (stop when every expert reports no change)"),
+        ("max_rounds", str(settings.max_rounds)),
+        ("until_convergence", yes_no(settings.until_convergence) + " (stop when every expert reports no change)"),
     ]
 
 
 RULES = ProtocolRules(
-    fields=frozenset({"chairman", "max_rounds", "until_convergence"}),
+    fields=frozenset({"chairman"}),
     # `answer` limits each round's contributions, `synthesis` the chairman.
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_delphi_findings,
@@ -326,13 +328,14 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
     (or a backup's) still fits; else the final answer is the latest round's analyses, each
     under its expert's name."""
     chairmen = check_delphi(panel)
+    settings = DelphiSettings.of(panel)
     experts = panel.members
     labels = expert_labels(panel.member_names)
     limit = RULES.limit(panel, "answer")
     rounds: list[DelphiRound] = []
     previous: dict[str, str] = {}  # expert -> its contribution of the round before
 
-    for index in range(1, panel.max_rounds + 1):
+    for index in range(1, settings.max_rounds + 1):
         block = {labels[name]: text for name, text in previous.items()}
         stage = await open_stage(emit, STAGE, members=panel.member_names, limit=limit, round=index, block=block)
         contribute = functools.partial(
@@ -341,7 +344,7 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
             emit,
             question=question,
             round_index=index,
-            max_rounds=panel.max_rounds,
+            max_rounds=settings.max_rounds,
             labels=labels,
             block=block,
             contributed_before=set(previous),
@@ -351,9 +354,9 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
         given = [entry for entry in contributions if entry.success]
         unchanged = round_unchanged(contributions, set(gateway.excluded))
         rounds.append(DelphiRound(index=index, contributions=contributions, unchanged=unchanged))
-        last = index == panel.max_rounds
+        last = index == settings.max_rounds
         cut = gateway.budget_exhausted
-        early = not last and (not given or (panel.until_convergence and unchanged) or cut)
+        early = not last and (not given or (settings.until_convergence and unchanged) or cut)
         await emit(
             DelphiRoundEnded(
                 round=index, experts=len(experts), contributed=len(given), unchanged=unchanged, early_stop=early
@@ -404,8 +407,8 @@ async def delphi(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
         experts=panel.member_names,
         labels={label: name for name, label in labels.items()},
         rounds=rounds,
-        max_rounds=panel.max_rounds,
+        max_rounds=settings.max_rounds,
         converged=converged,
-        stopped_early=converged and panel.until_convergence and len(rounds) < panel.max_rounds,
+        stopped_early=converged and settings.until_convergence and len(rounds) < settings.max_rounds,
         synthesis=synthesis,
     )

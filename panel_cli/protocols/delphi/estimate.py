@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from panel_cli.config import Panel
 from panel_cli.protocols.delphi import engine as delphi
+from panel_cli.protocols.delphi.settings import DelphiSettings
 from panel_cli.protocols.plans import (
     Bound,
     Calls,
@@ -23,7 +24,8 @@ def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
     labels = delphi.expert_labels(panel.member_names)
     first = user(delphi.first_prompt(question, len(members)))
     stages = [StagePlan(delphi.STAGE, "1", [Calls(m, 1, 1, first, tools=True) for m in members])]
-    fewest, most = fewest_rounds(panel), panel.max_rounds
+    settings = DelphiSettings.of(panel)
+    fewest, most = fewest_rounds(settings.max_rounds, settings.until_convergence), settings.max_rounds
     if most > 1:
         block = dict.fromkeys(labels.values(), "")
         quoted = sum(bound(m) for m in members)

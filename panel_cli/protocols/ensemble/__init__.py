@@ -7,6 +7,7 @@ from panel_cli.protocols.registry import CommandOption, ProtocolSpec
 PROTOCOL = ProtocolSpec(
     name="ensemble",
     summary="One prompt to every member at once, no peer review; the mode decides what comes back.",
+    settings="panel_cli.protocols.ensemble.settings:EnsembleSettings",
     options=(
         MEMBERS,
         CommandOption(
@@ -34,4 +35,8 @@ PROTOCOL = ProtocolSpec(
         ),
         timeout(("answer",)),
     ),
+    theory="panel_cli.eval.rules:racing_alone",
+    no_theory="ensemble's answer is a merge or a pick of whole answers, not a count of the voters' beliefs",
+    unmeasurable="ensemble's answer is a merge or a pick of whole answers (fanout joins them all), not one answer "
+    "the simulated voters give",
 )

@@ -19,13 +19,14 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from panel_cli.config import EnsembleMode, Member, Panel
+from panel_cli.config import Member, Panel
 from panel_cli.errors import UserError
 from panel_cli.events import RoundTallied, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.protocols.base import DEFAULT_SYNTHESIS_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules, labels_for
 from panel_cli.protocols.council.engine import answer_prompt
+from panel_cli.protocols.ensemble.settings import EnsembleMode, EnsembleSettings
 from panel_cli.protocols.stages import broadcast, failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark, render_labelled
 from panel_cli.wording import plural
@@ -100,13 +101,15 @@ def parse_scorer(value: str) -> tuple[ScorerKind, str | None]:
 def plan_ensemble(panel: Panel) -> EnsemblePlan:
     """The judge and aggregator the mode will call. The aggregator is `aggregator`, else the
     panel's chairman, else its first member."""
-    if panel.mode == "consensus":
-        kind, judge = parse_scorer(panel.scorer)
+    settings = EnsembleSettings.of(panel)
+    if settings.mode == "consensus":
+        kind, judge = parse_scorer(settings.scorer)
         return EnsemblePlan(mode="consensus", scorer=kind, judge=panel.member(judge, role="judge") if judge else None)
-    if panel.mode == "synthesize":
-        aggregator = panel.member(panel.aggregator, role="aggregator") if panel.aggregator else panel.chairmen()[0]
+    if settings.mode == "synthesize":
+        named = settings.aggregator
+        aggregator = panel.member(named, role="aggregator") if named else panel.chairmen()[0]
         return EnsemblePlan(mode="synthesize", aggregator=aggregator)
-    return EnsemblePlan(mode=panel.mode)
+    return EnsemblePlan(mode=settings.mode)
 
 
 # Which panel field each mode reads beyond the members: a field set for another mode is ignored.
@@ -115,24 +118,24 @@ MODE_FIELDS: dict[str, set[str]] = {"consensus": {"scorer"}, "synthesize": {"agg
 
 def check_ensemble(panel: Panel) -> list[Finding]:
     """The mode's judge and aggregator must exist; a field only another mode reads is named."""
-    plan_ensemble(panel)
-    used = MODE_FIELDS.get(panel.mode, set())
+    mode = plan_ensemble(panel).mode
+    used = MODE_FIELDS.get(mode, set())
     ignored = sorted(field for field in set().union(*MODE_FIELDS.values()) - used if field in panel.model_fields_set)
-    return [((field,), f"not used by mode {panel.mode}") for field in ignored]
+    return [((field,), f"not used by mode {mode}") for field in ignored]
 
 
 def _ensemble_settings(panel: Panel) -> list[tuple[str, str]]:
     plan = plan_ensemble(panel)
-    settings = [("mode", panel.mode)]
+    shown = [("mode", plan.mode)]
     if plan.mode == "consensus":
-        settings.append(("scorer", panel.scorer))
+        shown.append(("scorer", EnsembleSettings.of(panel).scorer))
     if plan.aggregator is not None:
-        settings.append(("aggregator", plan.aggregator.name))
-    return settings
+        shown.append(("aggregator", plan.aggregator.name))
+    return shown
 
 
 RULES = ProtocolRules(
-    fields=frozenset({"mode", "scorer", "aggregator", "chairman"}),
+    fields=frozenset({"chairman"}),
     # `review` limits a judge's scoring, `synthesis` the aggregator.
     timeouts={"answer": DEFAULT_TIMEOUT, "review": DEFAULT_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=check_ensemble,
@@ -399,7 +402,7 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
         chosen=choice.chosen,
         reason=choice.reason,
         scores=choice.scores,
-        scorer=panel.scorer if plan.mode == "consensus" else None,
+        scorer=EnsembleSettings.of(panel).scorer if plan.mode == "consensus" else None,
         aggregator=plan.aggregator.name if plan.aggregator else None,
         majority=(choice.chosen if choice.majority else None) if plan.mode == "majority" else None,
         successful_responses=len(answered),

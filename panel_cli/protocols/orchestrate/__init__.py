@@ -3,13 +3,14 @@ workers; each runs as soon as its dependencies are done; a chairman writes the a
 (docs/protocols.md#orchestrate)."""
 
 from panel_cli.protocols.options import chairman, timeout
-from panel_cli.protocols.registry import CommandOption, ProtocolSpec
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
 
 PROTOCOL = ProtocolSpec(
     name="orchestrate",
     summary="A planner splits the question into subtasks for specialised workers; each runs as soon as its "
     "dependencies are done; a chairman writes the answer.",
     source="panel_cli.protocols.orchestrate.team:panel_for_command",
+    settings="panel_cli.protocols.orchestrate.settings:OrchestrateSettings",
     stage_views={"subtasks": "panel_cli.view.orchestrate:task_stage"},
     options=(
         CommandOption(
@@ -37,4 +38,12 @@ PROTOCOL = ProtocolSpec(
         ),
         timeout(("plan", "task"), "Time limit for each plan attempt and each subtask, like 90s, 3m or none."),
     ),
+    requests=(
+        RequestKind("plan", demo="panel_cli.llm.demo_replies:plan"),
+        RequestKind("orchestrate.task", demo="panel_cli.llm.demo_replies:orchestrate_task"),
+        RequestKind("orchestrate.synthesis", demo="panel_cli.llm.demo_replies:orchestrate_synthesis"),
+    ),
+    plain_lines="panel_cli.view.orchestrate:PLAIN_LINES",
+    no_theory="orchestrate's answer is put together from sub-tasks, not a count of the voters' beliefs",
+    unmeasurable="orchestrate's answer is put together from sub-tasks; simulated voters write no plan or sub-task",
 )

@@ -49,6 +49,7 @@ from panel_cli.protocols.base import (
     chairman_setting,
 )
 from panel_cli.protocols.orchestrate.plan import MAX_TASKS, PLAN_DECISIVE, PlanError, read_plan
+from panel_cli.protocols.orchestrate.settings import OrchestrateSettings
 from panel_cli.protocols.stages import (
     ChairFailure,
     failure_reason,
@@ -172,12 +173,12 @@ def _orchestrate_settings(panel: Panel) -> list[tuple[str, str]]:
         ("planner", planner),
         chairman_setting(panel, team.chairmen),
         ("workers", workers),
-        ("max_plan_attempts", str(panel.max_plan_attempts)),
+        ("max_plan_attempts", str(OrchestrateSettings.of(panel).max_plan_attempts)),
     ]
 
 
 RULES = ProtocolRules(
-    fields=frozenset({"planner", "chairman", "max_plan_attempts"}),
+    fields=frozenset({"planner", "chairman"}),
     # `plan` limits each plan attempt, `task` each subtask from its start, `synthesis` the chairman.
     timeouts={"plan": DEFAULT_STAGE_TIMEOUT, "task": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=_check_orchestrate,
@@ -348,7 +349,8 @@ async def _plan(
     messages = [opening]
     attempts: list[PlanAttempt] = []
     planner = team.planner
-    for attempt in range(1, panel.max_plan_attempts + 1):
+    most = OrchestrateSettings.of(panel).max_plan_attempts
+    for attempt in range(1, most + 1):
         stage = await open_stage(emit, "plan", members=[planner.name], limit=RULES.limit(panel, "plan"), round=attempt)
         reply = await gateway.call(
             planner, messages, stage="plan", round=attempt, deadline=stage.deadline, schema=PlanShape, brief=brief
@@ -375,7 +377,7 @@ async def _plan(
                 await emit(PlanAccepted(attempt=attempt, planner=planner.name, tasks=tasks))
                 return attempts, tasks
         # A planner that failed for good is not called again: its remaining attempts cannot help.
-        final = attempt == panel.max_plan_attempts or planner.name in gateway.excluded or gateway.budget_exhausted
+        final = attempt == most or planner.name in gateway.excluded or gateway.budget_exhausted
         attempts.append(PlanAttempt(attempt=attempt, accepted=False, error=error))
         await emit(PlanRejected(attempt=attempt, planner=planner.name, error=error, final=final))
         if final:

@@ -6,11 +6,13 @@ from panel_cli.config import Panel
 from panel_cli.events import PlannedTask
 from panel_cli.protocols.orchestrate import engine as orchestrate
 from panel_cli.protocols.orchestrate.plan import MAX_TASKS
+from panel_cli.protocols.orchestrate.settings import OrchestrateSettings
 from panel_cli.protocols.plans import Bound, Calls, Messages, RunPlan, StagePlan, chair_calls, rounds_label, user
 
 
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
     team = orchestrate.team_of(panel)
+    attempts = OrchestrateSettings.of(panel).max_plan_attempts
     planner, workers = team.planner, team.workers
     opening = user(orchestrate.plan_prompt(question, workers))
     replan = [
@@ -21,13 +23,13 @@ def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
     planned = Calls(
         planner,
         1,
-        panel.max_plan_attempts,
+        attempts,
         opening,
         quoted=bound(planner),
         longest=replan,
         schema=orchestrate.PlanShape,
     )
-    stages = [StagePlan("plan", rounds_label(1, panel.max_plan_attempts), [planned])]
+    stages = [StagePlan("plan", rounds_label(1, attempts), [planned])]
     # At most, a subtask builds on every other one, and its title and description take up the
     # whole plan: a loose bound, which the model's context window caps.
     others = [f"t{index}" for index in range(2, MAX_TASKS + 1)]

@@ -47,11 +47,9 @@ from panel_cli.protocols.stages import (
     out_of_budget,
     synthesis_stage,
 )
+from panel_cli.protocols.supervise.settings import SuperviseSettings
 from panel_cli.tasks import Task, mark, render_labelled
 
-# Correction rounds when the panel does not set `max_rounds` (docs/protocols.md#supervise): the
-# field's own default, 3, is confer's and delphi's.
-DEFAULT_CORRECTION_ROUNDS = 2
 DELIVERABLE = "Deliverable"
 FEEDBACK = "Feedback for"
 NO_DELIVERABLES = "Supervision failed: no worker delivered anything"
@@ -152,9 +150,8 @@ class Supervision:
 
 
 def correction_rounds(panel: Panel) -> int:
-    """`max_rounds` when the panel sets it, else supervise's own default: the panel field's
-    default (3) is confer's and delphi's."""
-    return panel.max_rounds if "max_rounds" in panel.model_fields_set else DEFAULT_CORRECTION_ROUNDS
+    """`max_rounds`: supervise's own, whose default (2) is not confer's and delphi's (3)."""
+    return SuperviseSettings.of(panel).max_rounds
 
 
 def _located(panel: Panel, problems: list[Finding]) -> UserError:
@@ -214,7 +211,7 @@ def _supervise_settings(panel: Panel) -> list[tuple[str, str]]:
 
 
 RULES = ProtocolRules(
-    fields=frozenset({"critic", "chairman", "max_rounds"}),
+    fields=frozenset({"critic", "chairman"}),
     # `task` limits each worker's delivery or correction, `review` the critic, `synthesis` the chairman.
     timeouts={"task": DEFAULT_STAGE_TIMEOUT, "review": DEFAULT_STAGE_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     member_fields=frozenset({"task"}),

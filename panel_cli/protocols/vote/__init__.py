@@ -2,7 +2,7 @@
 quorum (docs/protocols.md#vote-and-decide)."""
 
 from panel_cli.protocols.options import MEMBERS, timeout
-from panel_cli.protocols.registry import CommandOption, ProtocolSpec
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
 
 OPTIONS = CommandOption(
     name="choices",
@@ -67,9 +67,27 @@ GATE = CommandOption(
     completion="vote_options",
 )
 
+# A member's ballot on the options; decide's members cast the same.
+BALLOT = RequestKind(
+    "ballot", demo="panel_cli.llm.demo_replies:ballot", oracle="panel_cli.simulation.voters:oracle_ballot"
+)
+# What vote and decide share beside their options: members vote on fixed options (which eval and
+# a batch's questions may give), their ballots can be counted again, and eval counts simulated
+# voters by the method.
+BALLOT_TRAITS = {
+    "requests": (BALLOT,),
+    "plain_lines": "panel_cli.view.vote:PLAIN_LINES",
+    "votes_on_options": True,
+    "given_options": True,
+    "retallies": True,
+    "theory": "panel_cli.eval.rules:count_rule",
+}
+
 PROTOCOL = ProtocolSpec(
     name="vote",
     summary="Every member votes on fixed options; the ballots are counted by the method, against the quorum.",
     options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, GATE),
+    settings="panel_cli.protocols.vote.settings:VoteSettings",
     stage_views={"vote": "panel_cli.view.vote:ballot_stage"},
+    **BALLOT_TRAITS,
 )

@@ -14,14 +14,14 @@ import functools
 import math
 import re
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
 from panel_cli.llm.structured import NoObject, TwoObjects, reply_object
+from panel_cli.protocols.vote.settings import NoMatch
 from panel_cli.protocols.vote.tally import Ballot, MatchedBy
 
-NoMatch = Literal["abstain", "first"]
 # A reason is one line of a table and of every stored event: a runaway reply must not fill them.
 REASON_LIMIT = 300
 OPTION_LIMIT = 200

@@ -38,6 +38,7 @@ from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRule
 from panel_cli.protocols.checks import located_error
 from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.protocols.vote.ballots import BallotReply, NoMatch, option_problems, options_block, read_ballot
+from panel_cli.protocols.vote.settings import VoteSettings, leader_of, settings_of
 from panel_cli.protocols.vote.tally import (
     PLURALITY_METHODS,
     WEIGHTED_METHODS,
@@ -171,37 +172,39 @@ def with_options(panel: Panel, options: Sequence[str]) -> Panel:
 
 
 def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
-    problems = option_problems(panel.options)
+    settings = settings_of(panel, protocol)
+    problems = option_problems(settings.options)
     if problems:
         index, problem = problems[0]
         raise located_error(panel, ("options", index), problem)
-    options = [option.strip() for option in panel.options]
+    options = [option.strip() for option in settings.options]
     if len(options) < 2:
         given = f" ('{options[0]}' is the only one)" if options else ""
         raise UserError(
             f"A {protocol} needs at least two options to choose between{given}: give them with --options A B, or as options: in the panel file."
         )
-    leader = panel.member(panel.leader, role="leader") if protocol == "decide" and panel.leader else None
+    named = leader_of(settings)
     return VotePlan(
         options=options,
-        method=panel.method,
-        threshold=panel.threshold,
-        quorum=panel.quorum,
-        tie_break=tie_break_of(panel, protocol),
-        no_match=panel.no_match,
-        max_voters=panel.max_voters,
-        leader=leader,
+        method=settings.method,
+        threshold=settings.threshold,
+        quorum=settings.quorum,
+        tie_break=tie_break_of(settings.tie_break, named),
+        no_match=settings.no_match,
+        max_voters=settings.max_voters,
+        leader=panel.member(named, role="leader") if named else None,
     )
 
 
 def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding]:
     plan_vote(panel, protocol)
+    settings = settings_of(panel, protocol)
     findings: list[Finding] = []
-    if panel.method != "supermajority" and "threshold" in panel.model_fields_set:
-        findings.append((("threshold",), f"used only by method supermajority, not {panel.method}"))
-    findings += _tie_break_findings(panel, protocol)
-    if panel.method not in WEIGHTED_METHODS:
-        unused = f"used only by methods weighted and weighted_plurality, not {panel.method}"
+    if settings.method != "supermajority" and "threshold" in panel.model_fields_set:
+        findings.append((("threshold",), f"used only by method supermajority, not {settings.method}"))
+    findings += _tie_break_findings(settings, protocol)
+    if settings.method not in WEIGHTED_METHODS:
+        unused = f"used only by methods weighted and weighted_plurality, not {settings.method}"
         # Weights from a file (`weights: from FILE`) are said once, at the field that names it.
         findings += [(("weights",), unused)] if panel.weights is not None else []
         findings += [
@@ -209,19 +212,19 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
             for index, member in enumerate(panel.members)
             if "weight" in member.model_fields_set
         ]
-    if panel.quorum > len(panel.members):
-        problem = f"{panel.quorum} is more than the {len(panel.members)} voters; no vote can reach it"
+    if settings.quorum > len(panel.members):
+        problem = f"{settings.quorum} is more than the {len(panel.members)} voters; no vote can reach it"
         raise located_error(panel, ("quorum",), problem)
     return findings
 
 
-def _tie_break_findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding]:
+def _tie_break_findings(settings: VoteSettings, protocol: Literal["vote", "decide"]) -> list[Finding]:
     """A tie_break that a run would ignore, or a leader it asks of a vote that has none."""
-    if panel.tie_break is None:
+    if settings.tie_break is None:
         return []
-    if panel.method not in PLURALITY_METHODS:
-        return [(("tie_break",), f"used only by methods plurality and weighted_plurality, not {panel.method}")]
-    if panel.tie_break == "leader" and (protocol == "vote" or not panel.leader):
+    if settings.method not in PLURALITY_METHODS:
+        return [(("tie_break",), f"used only by methods plurality and weighted_plurality, not {settings.method}")]
+    if settings.tie_break == "leader" and not leader_of(settings):
         whose = "a vote has no leader" if protocol == "vote" else "this decision names no leader"
         return [(("tie_break",), f"{whose}, so a tie is no winner; use first to settle it by the options' order")]
     return []
@@ -246,16 +249,15 @@ def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[s
     return settings
 
 
-VOTE_FIELDS = frozenset({"method", "tie_break", "threshold", "quorum", "options", "no_match", "max_voters", "weights"})
 RULES = ProtocolRules(
-    fields=VOTE_FIELDS,
+    fields=frozenset({"weights"}),
     timeouts={"vote": DEFAULT_TIMEOUT},
     member_fields=frozenset({"weight"}),
     check=lambda panel: _findings(panel, "vote"),
     settings=lambda panel: _settings(panel, "vote"),
 )
 DECIDE_RULES = ProtocolRules(
-    fields=VOTE_FIELDS | {"leader"},
+    fields=frozenset({"weights"}),
     timeouts={"vote": DEFAULT_TIMEOUT},
     member_fields=frozenset({"weight"}),
     check=lambda panel: _findings(panel, "decide"),

@@ -9,11 +9,12 @@ from panel_cli.exit_status import ExitStatus
 from panel_cli.protocols.gates import GateRule, GateVerdict, verdict
 from panel_cli.protocols.vote.ballots import exact_option
 from panel_cli.protocols.vote.engine import DecideResult, VoteResult
+from panel_cli.protocols.vote.settings import VoteSettings
 
 
 def expect_option(panel: Panel, value: str) -> str:
     """The option `value` names (any case, as ballots are read), as the result will spell it."""
-    options = [option.strip() for option in panel.options]
+    options = [option.strip() for option in VoteSettings.of(panel).options]
     found = exact_option(value, options)
     if found is None:
         listed = ", ".join(options) if options else "none are given"

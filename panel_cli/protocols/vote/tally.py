@@ -23,25 +23,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-# The families of methods live apart, so a view reads them without these models; named here too.
+# The methods, the tie rules and their families live apart, so a view and the panel's settings
+# read them without these models; named here too.
+from panel_cli.protocols.vote.methods import METHODS as METHODS
 from panel_cli.protocols.vote.methods import PLURALITY_METHODS
+from panel_cli.protocols.vote.methods import TIE_BREAKS as TIE_BREAKS
 from panel_cli.protocols.vote.methods import WEIGHTED_METHODS as WEIGHTED_METHODS
+from panel_cli.protocols.vote.methods import Method as Method
+from panel_cli.protocols.vote.methods import TieBreak as TieBreak
 from panel_cli.thresholds import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
 from panel_cli.thresholds import THRESHOLD_RANGE, as_percent, threshold_problem
 
-if TYPE_CHECKING:
-    from panel_cli.config import Panel
-
-Method = Literal[
-    "majority", "supermajority", "unanimous", "ranked_choice", "weighted", "plurality", "weighted_plurality"
-]
-METHODS: tuple[Method, ...] = get_args(Method)
-TieBreak = Literal["none", "leader", "first"]
-TIE_BREAKS: tuple[TieBreak, ...] = get_args(TieBreak)
 Name = TypeVar("Name", bound=str)
 
 
@@ -287,9 +283,10 @@ def ties(score: float, top: float) -> bool:
     return math.isclose(score, top, rel_tol=TIE_TOLERANCE, abs_tol=TIE_TOLERANCE)
 
 
-def tie_break_of(panel: Panel, protocol: str) -> TieBreak:
-    """The tie rule in force: the panel's, else the leader's when a decision has one, else none."""
-    return panel.tie_break or ("leader" if protocol == "decide" and panel.leader else "none")
+def tie_break_of(tie_break: TieBreak | None, leader: str | None) -> TieBreak:
+    """The tie rule in force: the panel's `tie_break`, else the leader's when a decision has
+    one (`leader`: None for a vote), else none."""
+    return tie_break or ("leader" if leader else "none")
 
 
 def settling_a_tie(counted: Tally) -> str | None:
