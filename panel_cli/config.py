@@ -644,6 +644,27 @@ def reader_of(field: Any, protocol: Any, models: dict[str, type[BaseModel]] | No
     return next((model for model in models.values() if field in model.model_fields), None)
 
 
+def field_choices(field: str, protocol: str | None = None) -> list[str]:
+    """The values a panel's `field` may take when it is a choice (`method`: majority,
+    supermajority, …), read from its `Literal` type in the model that reads it (`reader_of`, else
+    the fields every protocol shares); [] for a field that is no choice. The command line's
+    completion and the MCP tools' schemas offer exactly what a panel file may say."""
+    from typing import get_args, get_origin
+
+    model = reader_of(field, protocol) or (Panel if field in Panel.model_fields else None)
+    if model is None:
+        return []
+    choices: list[str] = []
+    pending = [model.model_fields[field].annotation]
+    while pending:  # through `X | None`, `Annotated` and aliases of Literals
+        kind = pending.pop()
+        if get_origin(kind) is Literal:
+            choices += [value for value in get_args(kind) if isinstance(value, str)]
+        else:
+            pending += list(get_args(kind))
+    return choices
+
+
 def checked_settings(given: dict[str, Any], protocol: Any) -> tuple[dict[str, Any], list[Any]]:
     """The protocols' settings a panel gives, each validated by its reader (`reader_of`), as
     validated; and pydantic's errors for those refused, and for a field no protocol reads

@@ -226,27 +226,13 @@ def retallyable_run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, 
 
 
 def field_values(field: str) -> Callable[[str], list[str]]:
-    """A completion of the values a panel's `field` takes, read from its `Literal` type in
-    the settings model of the protocol that reads it (`tally`: confidence, log_odds), so the
-    command line offers exactly what a panel file may say. The models are imported only when
-    the shell asks."""
+    """A completion of the values a panel's `field` takes (`panel_cli.config.field_choices`).
+    The panel models are imported only when the shell asks."""
 
     def values(incomplete: str) -> list[str]:
-        from typing import Literal, get_args, get_origin
+        from panel_cli.config import field_choices
 
-        from panel_cli.config import Panel, settings_models
-
-        models = [Panel, *settings_models().values()]
-        found = next((model.model_fields[field] for model in models if field in model.model_fields), None)
-        choices: list[str] = []
-        pending = [found.annotation] if found is not None else []
-        while pending:  # through `X | None` and aliases of Literals
-            kind = pending.pop()
-            if get_origin(kind) is Literal:
-                choices += [value for value in get_args(kind) if isinstance(value, str)]
-            else:
-                pending += list(get_args(kind))
-        return [choice for choice in choices if choice.lower().startswith(incomplete.lower())]
+        return [choice for choice in field_choices(field) if choice.lower().startswith(incomplete.lower())]
 
     return values
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any
 
 from panel_cli.batch.questions import QUESTION_LIMIT
-from panel_cli.config import Panel
+from panel_cli.config import field_choices
 from panel_cli.errors import UserError
 from panel_cli.mcp_server.folders import quoted
 from panel_cli.protocols.registry import CommandOption, ProtocolSpec
@@ -48,7 +47,7 @@ def argument_name(option: CommandOption) -> str:
     return option.flag.lstrip("-").replace("-", "_")
 
 
-def option_schema(option: CommandOption) -> dict[str, Any]:
+def option_schema(option: CommandOption, protocol: str) -> dict[str, Any]:
     """An option's JSON Schema, typed from its kind and bounded by its minimum and maximum."""
     if option.kind == "words":
         word = {"type": "string", "minLength": 1, "maxLength": TEXT_LIMIT}
@@ -58,23 +57,12 @@ def option_schema(option: CommandOption) -> dict[str, Any]:
         schema["description"] += " Here the panel is always a file: only names of its members."
     if option.kind == "text":
         schema["maxLength"] = TEXT_LIMIT
-        if choices := field_choices(option):
+        if option.field is not None and option.change is None and (choices := field_choices(option.field, protocol)):
             schema["enum"] = choices
     if option.kind in ("int", "float"):
         schema["minimum"] = option.minimum if option.minimum is not None else -INTEGER_LIMIT
         schema["maximum"] = option.maximum if option.maximum is not None else INTEGER_LIMIT
     return schema
-
-
-def field_choices(option: CommandOption) -> list[str] | None:
-    """The values the panel field an option sets can take, when the field is a choice
-    (`--method`: majority, supermajority, …): the schema lists them, so an agent need not guess."""
-    if option.field is None or option.change is not None:
-        return None
-    annotation = Panel.model_fields[option.field].annotation
-    kinds = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
-    choices = [value for kind in kinds if get_origin(kind) is Literal for value in get_args(kind)]
-    return choices or None
 
 
 @dataclass(frozen=True)
@@ -104,7 +92,7 @@ def tool_schema(protocol: ProtocolSpec, panels: PanelChoice, *, cap: float, atta
             "description": "The question the panel deliberates on.",
         },
         "panel": panel,
-        **{name: option_schema(option) for name, option in options.items()},
+        **{name: option_schema(option, protocol.name) for name, option in options.items()},
         "max_cost": {
             "type": "number",
             "minimum": 0,

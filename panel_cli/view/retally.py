@@ -44,7 +44,7 @@ def draw_retally(
             "method",
             lambda o: (
                 str(o.get("method"))
-                + (f" (more than {as_percent(o['threshold'])})" if o.get("threshold") is not None else "")
+                + (f" (more than {as_percent(o['threshold'])})" if isinstance(o.get("threshold"), int | float) else "")
                 + (f", tie_break {o['tie_break']}" if o.get("tie_break") else "")
             ),
         ),

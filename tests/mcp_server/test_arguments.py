@@ -83,7 +83,7 @@ def test_arguments_are_named_after_their_flags() -> None:
     ],
 )
 def test_each_kind_of_option_has_its_json_type_and_bounds(option: CommandOption, schema: dict[str, Any]) -> None:
-    assert option_schema(option) == schema
+    assert option_schema(option, "vote") == schema
 
 
 def test_an_option_setting_a_choice_field_lists_the_choices() -> None:

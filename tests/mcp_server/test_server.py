@@ -107,7 +107,7 @@ ECHO = dataclasses.replace(
             flag="--times",
             help="How many times each member answers.",
             kind="int",
-            field="max_rounds",
+            field="times",
             minimum=1,
             maximum=4,
         ),
@@ -141,7 +141,7 @@ async def test_a_registered_protocol_gets_its_tool_and_runs(echo_protocol, panel
     }
     assert schema["properties"]["panel"]["enum"] == ["echoes"]
     assert "Panels: echoes (echo: sage, skeptic)." in tools["echo"].description
-    assert result.structured_content["final_answer"] == "6 echoes"
+    assert result.structured_content["final_answer"] == "sage echoes: Again?"
     assert result.structured_content["calls"] == 6
     assert (refused.is_error, text_of(refused)) == (True, "times: must be at most 4.")
 
@@ -233,7 +233,7 @@ async def test_progress_is_sent_as_calls_end(panels: Path, tmp_path: Path, monke
         ({"question": "Q" * 100_001, "panel": "demo"}, "question: must be at most 100,000 characters long."),
         ({"question": " \n", "panel": "demo"}, "question: it is blank."),
         (
-            {"question": "Q", "panel": "demo", "agents": "sage,nobody"},
+            {"question": "Q", "panel": "demo", "members": "sage,nobody"},
             "'nobody' is not a member of panel 'demo' (members: sage, skeptic, pragmatist, engineer).",
         ),
     ],
@@ -275,14 +275,14 @@ async def test_a_run_over_the_cap_is_refused_with_its_estimate(
     fake_server: FakeOpenAIServer, panels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-for-the-fake")
-    write_panel(panels / "priced.yaml", fake_server, ["gpt"], "protocol: confer", model="openai/gpt-4o")
+    write_panel(panels / "priced.yaml", fake_server, ["gpt", "claude"], "protocol: confer", model="openai/gpt-4o")
     settings = settings_for(panels, tmp_path, max_cost=0.0001)
     async with connected(settings) as client:
         result = await client.call_tool("confer", {"question": "How should we architect auth?", "panel": "priced"})
 
     assert result.is_error is True
     assert re.fullmatch(
-        r"This run would cost \$0\.\d{4} to \$\d\.\d{4} \(3 to 4 calls, by panel estimate\), "
+        r"This run would cost \$0\.\d{4} to \$\d\.\d{4} \(6 to 8 calls, by panel estimate\), "
         r"more than the cap of \$0\.0001 a run; nothing was started\.",
         text_of(result),
     )
