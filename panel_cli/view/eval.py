@@ -23,6 +23,7 @@ from panel_cli.view.eval_confidence import (
     provenance_facts,
     unkept_sentence,
 )
+from panel_cli.view.eval_stopping import stopping_lines
 
 BAR_WIDTH = 20
 SIMULATED_COST = "simulated"
@@ -259,6 +260,7 @@ def render(result: EvalResult) -> RenderableType:
             )
         )
     lines += confidence_lines(result)
+    lines += stopping_lines(result)
     lines += [Text(note, style="yellow") for score in result.systems for note in [unkept_sentence(score)] if note]
     if result.calibration is not None:
         lines.append(

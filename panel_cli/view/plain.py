@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from panel_cli.events import (
     EVENT_TYPES,
+    AskingStopped,
     BaseEvent,
     CallFailed,
     CallFinished,
@@ -27,7 +28,7 @@ from panel_cli.events import (
     WarningRaised,
 )
 from panel_cli.view import delphi, fmt, orchestrate, supervise, tools, vote
-from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
+from panel_cli.view.summary import ViewTotals, bias_note, stop_note, summary_fields
 
 QUESTION_LIMIT = 200
 
@@ -85,6 +86,9 @@ class PlainView:
     def _member_skipped(self, event: MemberSkipped) -> str:
         reason = fmt.one_line(event.reason, 200)
         return f"{_where(event.stage, event.round)}skipped  {fmt.who(event.member, event.about)}  {reason}"
+
+    def _asking_stopped(self, event: AskingStopped) -> str:
+        return f"{_where(event.stage, event.round)}{stop_note(event)}"
 
     def _vote_cast(self, event: VoteCast) -> str:
         detail = "" if event.confidence is None else fmt.number(event.confidence)
@@ -154,6 +158,7 @@ LINES: dict[type[BaseEvent], Callable[[PlainView, Any], str | None]] = {
     CallFinished: PlainView._call_finished,
     CallFailed: PlainView._call_failed,
     MemberSkipped: PlainView._member_skipped,
+    AskingStopped: PlainView._asking_stopped,
     VoteCast: PlainView._vote_cast,
     RoundTallied: PlainView._round_tallied,
     RankingParsed: PlainView._ranking_parsed,

@@ -1,7 +1,7 @@
 """confer: every member answers, then votes anonymously with confidence until the winner is stable
 (docs/protocols.md#confer)."""
 
-from panel_cli.protocols.options import max_rounds, no_convergence, subset
+from panel_cli.protocols.options import max_rounds, no_convergence, stop, subset
 from panel_cli.protocols.registry import CommandOption, PanelSource, ProtocolSpec
 
 PROTOCOL = ProtocolSpec(
@@ -34,6 +34,10 @@ PROTOCOL = ProtocolSpec(
             noun="known answer order",
         ),
         no_convergence("Run every round even when the winner is stable."),
+        stop(
+            "decided: ask for answers a few at a time until the rest cannot change which answer leads, and hold "
+            "the vote among those who answered, in waves too; all asks everyone."
+        ),
     ),
     stage_views={"vote": "panel_cli.view.tables:vote_round"},
 )

@@ -3,7 +3,7 @@
 
 from panel_cli.protocols.options import MEMBERS, timeout
 from panel_cli.protocols.registry import ProtocolSpec
-from panel_cli.protocols.vote import GATE, LEADER, METHOD, NO_MATCH, OPTIONS, QUORUM, THRESHOLD, TIE_BREAK
+from panel_cli.protocols.vote import GATE, LEADER, METHOD, NO_MATCH, OPTIONS, QUORUM, STOP, THRESHOLD, TIE_BREAK
 
 PROTOCOL = ProtocolSpec(
     name="decide",
@@ -11,6 +11,18 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.vote.engine:decide",
     rules="panel_cli.protocols.vote.engine:DECIDE_RULES",
     plan="panel_cli.protocols.vote.estimate:plan_calls",
-    options=(OPTIONS, MEMBERS, LEADER, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, GATE),
+    options=(
+        OPTIONS,
+        MEMBERS,
+        LEADER,
+        METHOD,
+        TIE_BREAK,
+        THRESHOLD,
+        QUORUM,
+        timeout(("vote",)),
+        NO_MATCH,
+        STOP,
+        GATE,
+    ),
     stage_views={"vote": "panel_cli.view.vote:ballot_stage", "leader": "panel_cli.view.vote:leader_stage"},
 )

@@ -33,5 +33,15 @@ PROTOCOL = ProtocolSpec(
             completion="member_names",
         ),
         timeout(("answer",)),
+        CommandOption(
+            name="stop",
+            flag="--stop",
+            help="For majority: decided asks every member but the last, and the last only if its response could "
+            "change the pick; all asks everyone.",
+            field="stop",
+            requires=("mode", "majority"),
+            metavar="RULE",
+            noun="stopping rule",
+        ),
     ),
 )
