@@ -364,3 +364,14 @@ def test_a_confidence_the_run_reports_is_read_as_it_is():
 
     found = item_confidence("vote", oracle_panel(), Reported(final_answer="red", confidence=0.42, confidence_basis="b"))
     assert (found.confidence, found.basis, found.worked_out_by) == (0.42, "b", "run")
+
+
+def test_a_run_that_reports_no_confidence_is_taken_at_its_word_and_one_silent_is_worked_out():
+    class NoFigure(ProtocolResult):
+        confidence: float | None
+        confidence_basis: str | None
+
+    found = item_confidence("vote", oracle_panel(), NoFigure(final_answer="red", confidence=None, confidence_basis="w"))
+    assert (found.confidence, found.basis, found.worked_out_by) == (None, "w", "run")
+    silent = item_confidence("council", oracle_panel(), ProtocolResult(final_answer="red"))
+    assert (silent.confidence, silent.worked_out_by) == (None, "eval")

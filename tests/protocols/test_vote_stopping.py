@@ -13,7 +13,7 @@ from panel_cli.llm.budget import Budget
 from panel_cli.protocols.posterior import WEIGHTS
 from panel_cli.protocols.vote.engine import decide, vote
 from tests.fakes.openai_server import reply
-from tests.helpers import cli_json, cli_refused, write_panel
+from tests.helpers import cli_json, cli_ok, cli_refused, write_panel
 from tests.protocols.test_vote_engine import ballot, vote_panel
 
 NAMES = ["ann", "bob", "cy", "dee", "eve"]
@@ -183,3 +183,7 @@ def test_the_result_and_the_store_agree_on_the_calls_never_made(fake_server, tmp
     assert len(shown["call_records"]) == shown["calls"] == shown["result"]["calls"] == 3
     assert sorted(record["member"] for record in shown["call_records"]) == ["ann", "bob", "cy"]
     assert "asking_stopped" in [event["type"] for event in shown["events"]]
+    drawn = cli_ok("history", "show", result["run_id"], "--db", db)
+    assert "not asked" in drawn and "stop decided: 2 calls saved" in " ".join(drawn.split())
+    exported = cli_ok("history", "export", result["run_id"], "--format", "md", "--db", db)
+    assert "asking stopped (decided): dee, eve not asked; B wins whatever the 2 members still to ask vote" in exported

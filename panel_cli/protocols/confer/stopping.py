@@ -34,13 +34,19 @@ def answer_key(text: str, options: Sequence[str]) -> str:
     return " ".join(text.split()).casefold()
 
 
+# Two answers nobody gave yet: when a wave is supposed to agree on one of them (`next_wave`),
+# the members after it could still give the other.
+FRESH = (ANOTHER_ANSWER, "\x00yet another answer")
+
+
 def answers_count(keys: Sequence[str | None], options: Sequence[str]) -> tuple[list[Ballot], list[str]]:
     """The answers given (each an answer's key, None for a member whose call failed) as
     ballots, and the options they are counted over: the answers in the order first given,
-    then the declared options nobody gave, then one stand-in for an answer nobody gave yet."""
+    then the declared options nobody gave, then stand-ins for answers nobody gave yet (an
+    answer may name no declared option)."""
     ballots = [Ballot(voter=f"{place}", choice=key, ranking=[key]) for place, key in enumerate(keys) if key is not None]
-    order = first_given_order(keys, options)
-    return ballots, order if ANOTHER_ANSWER in order else [*order, ANOTHER_ANSWER]
+    order = [option for option in first_given_order(keys, options) if option not in FRESH]
+    return ballots, [*order, *FRESH]
 
 
 def next_answerers(keys: Sequence[str | None], left: int, options: Sequence[str]) -> Wave:
@@ -55,7 +61,7 @@ def next_answerers(keys: Sequence[str | None], left: int, options: Sequence[str]
 
 def _shown(key: str | None) -> str:
     """An answer's key as a reason names it: an option as it is, a text by its first words."""
-    if key is None or key == ANOTHER_ANSWER:
+    if key is None or key in FRESH:
         return "the answer given first"
     return key if len(key) <= 40 else f"'{key[:39]}…'"
 
