@@ -161,3 +161,11 @@ def test_confer_and_ensemble_under_decided():
     assert counts(confer) == [("answer", "0", 3, 5), ("vote", "1–2", 0, 10)]
     majority = plan(panel(FIVE, protocol="ensemble", mode="majority", stop="decided"))
     assert counts(majority) == [("answer", None, 4, 5)]
+
+
+def test_a_decision_whose_leader_would_choose_stops_early_only_on_a_winner():
+    """Unanimous with a leader: only five agreeing ballots stop before the leader; majority: three."""
+    unanimous = plan(panel(FIVE, protocol="decide", options=["A", "B"], method="unanimous", leader="a", stop="decided"))
+    assert counts(unanimous)[0] == ("vote", None, 5, 5)
+    majority = plan(panel(FIVE, protocol="decide", options=["A", "B"], method="majority", leader="a", stop="decided"))
+    assert counts(majority)[0] == ("vote", None, 3, 5)

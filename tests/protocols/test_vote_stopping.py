@@ -187,3 +187,16 @@ def test_the_result_and_the_store_agree_on_the_calls_never_made(fake_server, tmp
     assert "not asked" in drawn and "stop decided: 2 calls saved" in " ".join(drawn.split())
     exported = cli_ok("history", "export", result["run_id"], "--format", "md", "--db", db)
     assert "asking stopped (decided): dee, eve not asked; B wins whatever the 2 members still to ask vote" in exported
+
+
+async def test_a_decision_whose_leader_will_choose_still_hears_everyone(fake_server, run_protocol):
+    """Unanimous: two who disagree settle that nothing wins, but the leader chooses from the
+    counts, so the rest are asked as without a rule and the leader sees all five."""
+    scripted(fake_server, {"bob": "MySQL", "cy": "SQLite", "dee": "PostgreSQL", "eve": "MySQL"})
+    fake_server.script("ann-model", reply(ballot("PostgreSQL")), reply(ballot("SQLite")))
+    panel = vote_panel(fake_server, NAMES, method="unanimous", stop="decided", leader="ann", protocol="decide")
+    result, _ = await run_protocol(decide, panel)
+
+    assert len(fake_server.requests) == 6 and result.total_votes == 5
+    assert result.leader_override and result.stopping.saved_calls == 0
+    assert "PostgreSQL 2, MySQL 2, SQLite 1" in fake_server.requests[-1].messages[-1]["content"]

@@ -441,6 +441,9 @@ def next_voters(plan: VotePlan, weights: Sequence[float], outcomes: Sequence[Bal
     remaining = weights[len(weights) - left :]
     rules = {"threshold": plan.threshold, "tie_break": plan.tie_break, "quorum": plan.quorum}
     found = settled(ballots, remaining, plan.options, plan.method, **rules)
+    if found.decided and found.winner is None and plan.leader is not None and left:
+        # The leader chooses from the counts and the reason nothing won: everyone's, as without a rule.
+        return Wave(left, f"{found.reason}, and the leader {plan.leader.name} will choose from everyone's counts")
     if found.decided:
         return Wave(0, found.reason)
     return Wave(next_wave(ballots, remaining, plan.options, plan.method, **rules), found.reason)

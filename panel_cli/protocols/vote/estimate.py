@@ -5,10 +5,10 @@ from __future__ import annotations
 from panel_cli.config import Panel
 from panel_cli.protocols.plans import Bound, Calls, RunPlan, StagePlan, user
 from panel_cli.protocols.posterior import Evidence
-from panel_cli.protocols.stopping import ask_order, confident, next_wave
+from panel_cli.protocols.stopping import ask_order, confident, next_wave, settled
 from panel_cli.protocols.vote import engine as vote
 from panel_cli.protocols.vote.ballots import BallotReply
-from panel_cli.protocols.vote.tally import tally
+from panel_cli.protocols.vote.tally import Ballot, tally
 
 
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
@@ -36,10 +36,21 @@ def first_wave(panel: Panel, chosen: vote.VotePlan) -> set[str]:
     if chosen.stop is None:
         return {member.name for member in order}
     weights = [member.weight for member in order]
-    if chosen.stop.kind == "decided":
+    if chosen.stop.kind == "decided" and chosen.leader is None:
         rules = {"threshold": chosen.threshold, "tie_break": chosen.tie_break, "quorum": chosen.quorum}
         size = next_wave([], weights, chosen.options, chosen.method, **rules)
         return {member.name for member in order[: max(size, 1)]}
+    if chosen.stop.kind == "decided":
+        # A decision whose leader would choose asks everyone: only a winner stops it early.
+        rules = {"threshold": chosen.threshold, "tie_break": chosen.tie_break, "quorum": chosen.quorum}
+        for size in range(1, len(order)):
+            cast = [
+                Ballot(voter=f"{place}", choice=chosen.options[0], weight=w) for place, w in enumerate(weights[:size])
+            ]
+            found = settled(cast, weights[size:], chosen.options, chosen.method, **rules)
+            if found.decided and found.winner is not None:
+                return {member.name for member in order[:size]}
+        return {member.name for member in order}
     for size in range(1, len(order)):
         agreeing = [Evidence(chosen.options[0], weight) for weight in weights[:size]]
         if confident(agreeing, len(chosen.options), chosen.stop.at_least or 1.0).decided:
