@@ -188,6 +188,7 @@ EVALS = (
     "stop-weighted",
     "stop-confer",
     "stop-confident",
+    "stop-persuade",
 )
 
 
@@ -525,11 +526,19 @@ async def stop_confident(n: int, seed: int, evals: dict[str, EvalResult]) -> Non
     evals["stop-confident"] = await evaluate(built, dataset(n, offset=70_000), "vote", seed)
 
 
+async def stop_persuade(n: int, seed: int, evals: dict[str, EvalResult]) -> None:
+    """Persuaded voters under `stop: decided`: what the vote can no longer buy when the members
+    whose right answer would have persuaded the rest are never asked."""
+    built = panel("stop-persuade", JURY, "persuade=0.3", stop="decided")
+    evals["stop-persuade"] = await evaluate(built, dataset(n, offset=30_000), "confer", seed)
+
+
 STOPS: dict[str, Callable[[int, int, dict[str, EvalResult]], Any]] = {
     "stop-plurality": stop_plurality,
     "stop-weighted": stop_weighted,
     "stop-confer": stop_confer,
     "stop-confident": stop_confident,
+    "stop-persuade": stop_persuade,
 }
 StopRow = tuple[str, str, str, bool]
 
@@ -575,10 +584,12 @@ def stop_rows(evals: dict[str, EvalResult]) -> list[StopRow]:
         calls, all_calls = per_question(stopped, "confer"), per_question(everyone, "confer")
         se = standard_error(theirs.accuracy, theirs.questions)
         same = identical(stopped, everyone, "confer")
+        line = stopped.stopping["confer"]
         found.append(
             (
                 "5×0.7 confer, stop: decided",
-                f"{calls:.3f} calls (everyone, converging on what matters: {all_calls:.2f}; 15 before), accuracy "
+                f"{calls:.3f} calls (exact {line.calls:.3f}, the answers and the vote among those who answered; "
+                f"everyone, converging on what matters: {all_calls:.2f}; 15 before), accuracy "
                 f"{mine.accuracy:.3f} against {theirs.accuracy:.3f}, {same}/{mine.questions} answers identical",
                 f"calls ≤ {CONFER_CALLS:g}, |accuracy − everyone's| ≤ 2 SE",
                 calls <= CONFER_CALLS and abs(mine.accuracy - theirs.accuracy) <= 2 * se,
@@ -609,6 +620,7 @@ def vote_rounds_rows(evals: dict[str, EvalResult]) -> list[tuple[str, float, flo
         "independent": "independent voters (the votes repeat the answers)",
         "persuade": "persuade=0.3 (a right answer shown can move a vote)",
         "stop-confer": "independent, stop: decided",
+        "stop-persuade": "persuade=0.3, stop: decided",
     }
     return [
         (label, score(evals[name], "confer").accuracy, per_question(evals[name], "confer"))

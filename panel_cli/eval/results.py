@@ -523,18 +523,21 @@ def system_stopping(protocol: str, panel: Panel, places: dict[Place, int] | None
         return None
     # vote asks the heaviest weights first, whatever its method counts; confer in member order.
     order = ask_order([member.weight if isinstance(counted, Count) else 1.0 for member in panel.members])
-    return stopping_theory(counted, [spec.p for spec in voters], places, theory_stop(rule, protocol), order=order)
+    return stopping_theory(
+        counted, [spec.p for spec in voters], places, theory_stop(rule, protocol, panel), order=order
+    )
 
 
 def under_stopping(line: Theory, stopped: StoppingTheory | None) -> Theory:
-    """A system's theory line under its stopping rule: `decided` keeps everyone's answer, so
-    its accuracy; `confident(x)` answers on fewer ballots, so the rule's own accuracy is the
-    line. Either way the posterior's Brier of everyone's ballots is no floor for a confidence
-    worked out from fewer, and is left out."""
+    """A system's theory line under its stopping rule, whose accuracy is the rule's own:
+    `decided` keeps everyone's answer in vote (the same figure), and in confer when the voters
+    state one confidence (unequal ones can outweigh the answers' count it stopped on);
+    `confident(x)` answers on fewer ballots. Either way the posterior's Brier of everyone's
+    ballots is no floor for a confidence worked out from fewer, and is left out."""
     if stopped is None:
         return line
     update: dict[str, Any] = {"posterior_brier": None, "rule": f"{line.rule}; {stopped.stop}"}
-    if stopped.accuracy is not None and stopped.stop.startswith("stop: confident"):
+    if stopped.accuracy is not None:
         update |= {"accuracy": stopped.accuracy, "way": stopped.way, "standard_error": stopped.standard_error}
         update |= {"samples": stopped.samples}
     return line.model_copy(update=update)

@@ -39,11 +39,15 @@ def stop_for(protocol: str, panel: Panel) -> str | None:
     return str(rule) if protocol in readers else None
 
 
-def theory_stop(rule: StopRule, protocol: str) -> Stop:
+def theory_stop(rule: StopRule, protocol: str, panel: Panel) -> Stop:
     """The rule as the theory models the engine: vote in waves (`next_wave`), one at a time
-    under `confident` (what the engine does); confer's answers in waves (one at a time in turn)."""
+    under `confident` (what the engine does); confer's answers in waves, then its vote rounds:
+    one, which moves no simulated voter's answer and so ends the rounds, or every round without
+    `until_convergence`."""
     if rule.kind == "confident":
         return Stop("confident", "one at a time", rule.at_least or 0.95)
+    if protocol == "confer":
+        return Stop("decided", "waves", vote_rounds=1 if panel.until_convergence else panel.max_rounds)
     return Stop("decided", "waves")
 
 
@@ -59,7 +63,6 @@ class StopScore(BaseModel):
     calls_per_question: float
     expected_calls: float | None = Field(default=None, description="the exact theory's expected calls per question")
     expected_accuracy: float | None = Field(default=None, description="the theory's accuracy under the rule")
-    calls_counted: str = Field(default="calls", description="what the theory's calls count")
     stopped: int | None = Field(description="questions stopped on before asking everyone; None when calls do not tell")
     stopped_correct: int | None
     stopped_accuracy: float | None
@@ -87,7 +90,6 @@ def stop_score(
         calls_per_question=sum(item.calls for item in items) / len(items) if items else 0.0,
         expected_calls=line.calls if line is not None else None,
         expected_accuracy=line.accuracy if line is not None else None,
-        calls_counted="answers; the votes come on top" if protocol == "confer" else "calls",
         stopped=len(stopped) if counted else None,
         stopped_correct=right if counted else None,
         stopped_accuracy=right / len(stopped) if stopped else None,

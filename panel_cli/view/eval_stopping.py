@@ -23,8 +23,7 @@ def stopping_sentence(score: SystemScore) -> str:
     assert found is not None
     calls = f"{found.calls_per_question:.2f} calls per question"
     if found.expected_calls is not None:
-        counted = "" if found.calls_counted == "calls" else f" {found.calls_counted}"
-        calls += f" (the exact theory: {found.expected_calls:.2f}{counted})"
+        calls += f" (the exact theory: {found.expected_calls:.2f})"
     sentence = f"{score.system}, stop: {found.rule}: {calls}"
     if found.stopped is None:
         return sentence + "."

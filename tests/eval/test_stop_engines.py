@@ -99,6 +99,19 @@ async def test_decided_asks_the_strongest_first_and_saves_what_the_theory_says()
     assert "stop" not in (next(plan for plan in stopped.plan if plan.name == "baseline").stop or "")
 
 
+async def test_confer_is_measured_against_its_answers_and_its_vote():
+    """5 × 0.7 confer: the exact theory counts the answers and the vote among those who answered
+    (6.13 calls a question), and the calls measured come within a few standard errors of it."""
+    stopped = await evaluate(oracles((0.7,) * 5, stop="decided"), "confer", 300)
+
+    line = stopped.stopping["confer"]
+    assert line.way == "exact" and line.calls == pytest.approx(6.1265, abs=1e-4)
+    measured = next(score for score in stopped.systems if score.system == "confer").stopping
+    assert measured is not None and measured.expected_calls == line.calls
+    assert abs(measured.calls_per_question - line.calls) < 0.3
+    assert "confer, stop: decided: " in markdown(stopped) and "(the exact theory: 6.13)" in markdown(stopped)
+
+
 async def test_confident_answers_are_right_at_least_as_often_as_the_target():
     """confident(0.9): the answers it stopped on before asking everyone are right at least 90%
     of the time, within their interval, and the whole accuracy is the rule's exact theory's."""
