@@ -1,7 +1,7 @@
 """The figures of issues 20 and 30, measured through `panel eval`'s own runner: optimal and
 calibrated weights (an always-wrong member among them), confer by log-odds, simulated voters
-that herd or are persuaded; whether each answer's confidence is a probability; and what
-stopping early would save.
+that herd or are persuaded; whether each answer's confidence is a probability (as the engines
+report it); what stopping early would save in theory, and what the engines save under `stop:`.
 
 Run by hand (never part of the tests), with the demo personas in-process and no delay:
 
@@ -19,7 +19,10 @@ Then each system's confidence (the probability its answer is right, worked out f
 against its answers: the expected calibration error and the Brier score over the exact
 posterior's, for the members whose accuracy is known (optimal and calibrated weights, confer by
 log-odds with confidences stated at p). Then the theory of stopping early (`stop: decided`), the
-issue's figures: expected members asked, one at a time, in waves, in two waves.
+issue's figures: expected members asked, one at a time, in waves, in two waves. Then the
+engines under `stop:`, each beside the same panel asking everyone on the same questions and seed:
+calls per question, and how many answers came out identical (`--only stop-confer`, …); and what
+confer's vote rounds buy (persuasion) and cost.
 
 The four 5 × 0.7 confer evals share their questions and seed, so each voter holds the same
 first belief in all four: they differ only in whether the voters herd or can be persuaded, and
@@ -172,7 +175,21 @@ def row(label: str, theory: float | None, measured: SystemScore, check: str, hol
 
 
 # The evals, by the name `--only` takes.
-EVALS = ("optimal", "calibrated", "always-wrong", "log-odds", "independent", "herd", "persuade", "persuade-sequential")
+EVALS = (
+    "optimal",
+    "calibrated",
+    "always-wrong",
+    "log-odds",
+    "independent",
+    "herd",
+    "persuade",
+    "persuade-sequential",
+    "stop-plurality",
+    "stop-weighted",
+    "stop-confer",
+    "stop-confident",
+    "stop-persuade",
+)
 
 
 async def figures(
@@ -191,6 +208,9 @@ async def figures(
     for name, knobs, order, check in JURY_EVALS:
         if only in (None, name):
             await jury(name, knobs, order, check, n, seed, rows, evals)
+    for name, measure in STOPS.items():
+        if only in (None, name):
+            await measure(n, seed, evals)
     return rows, enumerated(evals), evals
 
 
@@ -370,6 +390,18 @@ def confidence_rows(evals: dict[str, EvalResult]) -> list[ConfidenceRow]:
     return found
 
 
+def engines_confidence(evals: dict[str, EvalResult]) -> bool:
+    """Whether every confidence of the systems whose members' accuracy is known came from the
+    engine's own result (`confidence_from: run`), not worked out by the eval."""
+    return all(
+        item.confidence_from == "run"
+        for _, name, system in KNOWN
+        if name in evals
+        for item in evals[name].items
+        if item.system == system and item.confidence is not None
+    )
+
+
 def without_confidence(evals: dict[str, EvalResult]) -> list[tuple[str, str]]:
     """The systems whose members' accuracy is not known to the panel, and why they have none."""
     return [
@@ -431,6 +463,172 @@ def stopping_rows() -> list[tuple[str, float, float, float, float, float | None,
     return found
 
 
+# Stopping early, measured: the engines asking in waves, each beside the same panel asking everyone.
+
+# The issue's goals for the engines under a stopping rule.
+PLURALITY_CALLS = 4.05
+WEIGHTED_CALLS = 2.85
+TWO_WAVES_CALLS = 3.4
+CONFER_CALLS = 6.0
+CONFIDENT = 0.95
+
+
+def identical(first: EvalResult, second: EvalResult, system: str) -> int:
+    """How many questions two evals answered alike (the same final answer, question by question)."""
+    theirs = {item.question_id: item.final_answer for item in second.items if item.system == system}
+    return sum(1 for item in first.items if item.system == system and theirs.get(item.question_id) == item.final_answer)
+
+
+def per_question(result: EvalResult, system: str) -> float:
+    found = score(result, system)
+    return found.calls / found.questions
+
+
+def optimal_panel(name: str, **fields: Any) -> Panel:
+    mixed = panel(name, MIXED, protocol="vote", method="weighted_plurality", **fields)
+    members = [m.model_copy(update={"weight": w}) for m, w in zip(mixed.members, optimal_weights(MIXED), strict=True)]
+    return mixed.model_copy(update={"members": members})
+
+
+async def stopped_and_everyone(
+    name: str, build: Callable[..., Panel], protocols: str, n: int, seed: int, offset: int, evals: dict[str, EvalResult]
+) -> tuple[EvalResult, EvalResult]:
+    """The same panel on the same questions and seed, once under `stop: decided`, once asking everyone."""
+    evals[f"{name}: everyone"] = everyone = await evaluate(build(f"{name}-all"), dataset(n, offset), protocols, seed)
+    evals[name] = stopped = await evaluate(build(name, stop="decided"), dataset(n, offset), protocols, seed)
+    return stopped, everyone
+
+
+async def stop_plurality(n: int, seed: int, evals: dict[str, EvalResult]) -> None:
+    await stopped_and_everyone(
+        "stop-plurality",
+        lambda name, **fields: panel(name, JURY, protocol="vote", method="plurality", **fields),
+        "vote",
+        n,
+        seed,
+        50_000,
+        evals,
+    )
+
+
+async def stop_weighted(n: int, seed: int, evals: dict[str, EvalResult]) -> None:
+    await stopped_and_everyone("stop-weighted", optimal_panel, "vote", n, seed, 60_000, evals)
+
+
+async def stop_confer(n: int, seed: int, evals: dict[str, EvalResult]) -> None:
+    await stopped_and_everyone(
+        "stop-confer", lambda name, **fields: panel(name, JURY, **fields), "confer", n, seed, 30_000, evals
+    )
+
+
+async def stop_confident(n: int, seed: int, evals: dict[str, EvalResult]) -> None:
+    built = optimal_panel("stop-confident", stop=f"confident({CONFIDENT})")
+    evals["stop-confident"] = await evaluate(built, dataset(n, offset=70_000), "vote", seed)
+
+
+async def stop_persuade(n: int, seed: int, evals: dict[str, EvalResult]) -> None:
+    """Persuaded voters under `stop: decided`: what the vote can no longer buy when the members
+    whose right answer would have persuaded the rest are never asked."""
+    built = panel("stop-persuade", JURY, "persuade=0.3", stop="decided")
+    evals["stop-persuade"] = await evaluate(built, dataset(n, offset=30_000), "confer", seed)
+
+
+STOPS: dict[str, Callable[[int, int, dict[str, EvalResult]], Any]] = {
+    "stop-plurality": stop_plurality,
+    "stop-weighted": stop_weighted,
+    "stop-confer": stop_confer,
+    "stop-confident": stop_confident,
+    "stop-persuade": stop_persuade,
+}
+StopRow = tuple[str, str, str, bool]
+
+
+def stop_rows(evals: dict[str, EvalResult]) -> list[StopRow]:
+    """(label, what was measured, the check, holds) for each stopping eval that ran."""
+    found: list[StopRow] = []
+    if "stop-plurality" in evals:
+        stopped, everyone = evals["stop-plurality"], evals["stop-plurality: everyone"]
+        calls, same, line = (
+            per_question(stopped, "vote"),
+            identical(stopped, everyone, "vote"),
+            stopped.stopping["vote"],
+        )
+        found.append(
+            (
+                "5×0.7 vote plurality, stop: decided",
+                f"{calls:.3f} calls (exact {line.calls:.3f}; everyone 5), {same}/{score(stopped, 'vote').questions} "
+                "answers identical",
+                f"calls ≤ {PLURALITY_CALLS}, every answer identical",
+                calls <= PLURALITY_CALLS and same == score(stopped, "vote").questions,
+            )
+        )
+    if "stop-weighted" in evals:
+        stopped, everyone = evals["stop-weighted"], evals["stop-weighted: everyone"]
+        calls, same = per_question(stopped, "vote"), identical(stopped, everyone, "vote")
+        rule = Count("weighted_plurality", OPTIMAL_MIXED)
+        waves = stopping_theory(rule, MIXED, FOUR, Stop(asking="waves"), order=ask_order(OPTIMAL_MIXED))
+        two = stopping_theory(rule, MIXED, FOUR, Stop(asking="two waves"), order=ask_order(OPTIMAL_MIXED))
+        assert waves.calls is not None and waves.rounds is not None and two.calls is not None and two.rounds is not None
+        found.append(
+            (
+                "0.9+4×0.6 weighted_plurality, strongest first, stop: decided",
+                f"{calls:.3f} calls in waves (exact {waves.calls:.3f} in {waves.rounds:.2f} rounds; two waves "
+                f"{two.calls:.3f} in {two.rounds:.2f}), {same}/{score(stopped, 'vote').questions} answers identical",
+                f"calls ≤ {WEIGHTED_CALLS}, two waves ≤ {TWO_WAVES_CALLS}, every answer identical",
+                calls <= WEIGHTED_CALLS and two.calls <= TWO_WAVES_CALLS and same == score(stopped, "vote").questions,
+            )
+        )
+    if "stop-confer" in evals:
+        stopped, everyone = evals["stop-confer"], evals["stop-confer: everyone"]
+        mine, theirs = score(stopped, "confer"), score(everyone, "confer")
+        calls, all_calls = per_question(stopped, "confer"), per_question(everyone, "confer")
+        se = standard_error(theirs.accuracy, theirs.questions)
+        same = identical(stopped, everyone, "confer")
+        line = stopped.stopping["confer"]
+        found.append(
+            (
+                "5×0.7 confer, stop: decided",
+                f"{calls:.3f} calls (exact {line.calls:.3f}, the answers and the vote among those who answered; "
+                f"everyone, converging on what matters: {all_calls:.2f}; 15 before), accuracy "
+                f"{mine.accuracy:.3f} against {theirs.accuracy:.3f}, {same}/{mine.questions} answers identical",
+                f"calls ≤ {CONFER_CALLS:g}, |accuracy − everyone's| ≤ 2 SE",
+                calls <= CONFER_CALLS and abs(mine.accuracy - theirs.accuracy) <= 2 * se,
+            )
+        )
+    if "stop-confident" in evals:
+        result = evals["stop-confident"]
+        measured = score(result, "vote").stopping
+        line = result.stopping["vote"]
+        assert measured is not None and measured.stopped and measured.stopped_accuracy is not None
+        se = standard_error(measured.stopped_accuracy, measured.stopped)
+        found.append(
+            (
+                f"0.9+4×0.6 weighted_plurality, optimal weights, stop: confident({CONFIDENT:g})",
+                f"stopped early on {measured.stopped}/{measured.questions}, right on {measured.stopped_accuracy:.3f} "
+                f"(SE {se:.3f}); all answers {score(result, 'vote').accuracy:.3f} (exact {line.accuracy:.3f}); "
+                f"{measured.calls_per_question:.3f} calls (exact {line.calls:.3f})",
+                f"stopped answers ≥ {CONFIDENT:g} − 2 SE",
+                measured.stopped_accuracy >= CONFIDENT - 2 * se,
+            )
+        )
+    return found
+
+
+def vote_rounds_rows(evals: dict[str, EvalResult]) -> list[tuple[str, float, float]]:
+    """What confer's vote rounds buy and cost, 5 × 0.7: (label, accuracy, calls per question)."""
+    labels = {
+        "independent": "independent voters (the votes repeat the answers)",
+        "persuade": "persuade=0.3 (a right answer shown can move a vote)",
+        "stop-confer": "independent, stop: decided",
+        "stop-persuade": "persuade=0.3, stop: decided",
+    }
+    return [
+        (label, score(evals[name], "confer").accuracy, per_question(evals[name], "confer"))
+        for name, label in labels.items()
+        if name in evals
+    ]
+
+
 def exact_lines(evals: dict[str, EvalResult]) -> tuple[int, list[str], float]:
     """Every theory line the evals reported, and those not exact; and how long ranked choice
     with random rankings (the line that was simulated) takes to enumerate."""
@@ -476,6 +674,18 @@ def main() -> None:
     print(f"checks: ECE ≤ {ECE_GOAL}, Brier ≤ {BRIER_GOAL} × the exact posterior's")
     for label, reason in without_confidence(evals):
         print(f"  no confidence, {label}: {reason}")
+    print(f"confidences from the engines themselves: {'yes' if engines_confidence(evals) else 'NO'}")
+
+    rows_ = stop_rows(evals)
+    if rows_:
+        print(f"\n{'stop: the engines, measured':<64} holds  measured; check")
+        for label, measured, check, holds in rows_:
+            print(f"{label:<64} {'yes' if holds else 'NO':<5}  {measured}; {check}")
+    rounds = vote_rounds_rows(evals)
+    if rounds:
+        print(f"\n{'confer 5×0.7: what the vote rounds buy':<64} {'acc':>6} {'calls':>6}")
+        for label, accuracy, calls in rounds:
+            print(f"{label:<64} {accuracy:>6.3f} {calls:>6.2f}")
 
     print(
         f"\n{'stop: decided (theory, exact)':<64} {'acc':>6} {'all':>6} {'calls':>6} {'rounds':>6} {'issue':>6}  holds"

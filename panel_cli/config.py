@@ -16,10 +16,12 @@ give, and one of another protocol's fields is a warning ("not used by …"), nev
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import shlex
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
 
@@ -55,6 +57,9 @@ from panel_cli.weights_file import MAX_WEIGHT, read_weights
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
 ProtocolName = str
+# When a protocol stops asking its members (docs/protocols.md#stopping-early): once the rest cannot
+# change the outcome, or once the leading answer is right with at least a given probability.
+StopKind = Literal["decided", "confident"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -111,6 +116,55 @@ def _bounded_seconds(value: float) -> float:
 Duration = Annotated[float | None, BeforeValidator(parse_duration)]
 # Rounds of a protocol that goes round after round (confer, delphi, supervise's corrections).
 Rounds = Annotated[int, Field(ge=1, le=50)]
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """`stop: decided`, or `stop: confident(x)` with its target x: what `Panel.stop` says."""
+
+    kind: StopKind
+    at_least: float | None = None
+
+    def __str__(self) -> str:
+        return f"confident({self.at_least:g})" if self.kind == "confident" else "decided"
+
+
+_CONFIDENT = re.compile(r"^confident\s*\(\s*([^()]*?)\s*\)$")
+STOP_CHOICES = "decided, confident(0.95) (any probability between 0 and 1), or all"
+
+
+def read_stop(value: Any) -> StopRule | None:
+    """`decided`, `confident(0.95)` (`confident(95%)` too), or `all` (ask everyone: no rule),
+    in any case; anything else is a ValueError that lists what is accepted."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"write stop as {STOP_CHOICES}")
+    text = value.strip().casefold()
+    if text in {"all", "everyone", "none"}:
+        return None
+    if text == "decided":
+        return StopRule("decided")
+    found = _CONFIDENT.match(text)
+    if found is None:
+        raise ValueError(f"'{value}' is not a stopping rule; write {STOP_CHOICES}")
+    figure = found.group(1)
+    try:
+        at_least = float(figure[:-1]) / 100 if figure.endswith("%") else float(figure)
+    except ValueError:
+        at_least = math.nan
+    if not 0.0 < at_least < 1.0:  # NaN fails this too
+        raise ValueError(f"confident takes a probability between 0 and 1, like confident(0.95), not '{figure}'")
+    return StopRule("confident", at_least)
+
+
+def _stop_text(value: Any) -> str | None:
+    """A stopping rule as the panel keeps it: `decided`, `confident(0.95)`, or None for everyone."""
+    rule = read_stop(value)
+    return None if rule is None else str(rule)
+
+
+StopText = Annotated[str | None, BeforeValidator(_stop_text)]
 
 
 class Strict(BaseModel):
@@ -304,6 +358,10 @@ class Panel(BaseModel):
     critic: str | Member | None = None
     planner: str | Member | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    # vote, decide, ensemble's majority and confer: ask members a few at a time and stop early
+    # (`StopRule`); None asks everyone. A field beside the shared ones, as `weights` is: four
+    # protocols read it, each as its rules say (`ProtocolRules.fields`).
+    stop: StopText = None
     concurrency: dict[str, Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
     # MCP servers by name, and files whose text every member gets with the question.
@@ -474,6 +532,11 @@ class Panel(BaseModel):
             return self
         added = [os.path.abspath(path) for path in paths]
         return self.model_copy(update={"attach": [*self.attach, *added]})
+
+    @property
+    def stop_rule(self) -> StopRule | None:
+        """The stopping rule `stop` names; None asks every member."""
+        return read_stop(self.stop)
 
     @property
     def source_file(self) -> str | None:

@@ -189,6 +189,22 @@ class MemberSkipped(BaseEvent):
     reason: str
 
 
+class AskingStopped(BaseEvent):
+    """A stage that asks its members a few at a time (`stop:`, docs/protocols.md#stopping-early)
+    stopped before asking `not_asked`: they were never called, so they have no call and no row
+    in `calls`. `rule` is the stopping rule (`decided`, `confident(0.95)`), `reason` why it
+    stopped, `waves` how many rounds of asking it took."""
+
+    type: Literal["asking_stopped"] = "asking_stopped"
+    stage: str
+    round: int | None = None
+    rule: str
+    asked: list[str] = Field(default_factory=list)
+    not_asked: list[str] = Field(default_factory=list)
+    waves: int = 0
+    reason: str
+
+
 class VoteCast(BaseEvent):
     type: Literal["vote_cast"] = "vote_cast"
     round: int | None = None
@@ -504,6 +520,7 @@ Event = Annotated[
     | CallTextGrew
     | CallFailed
     | MemberSkipped
+    | AskingStopped
     | VoteCast
     | RoundTallied
     | RankingParsed

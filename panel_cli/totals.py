@@ -208,6 +208,7 @@ IGNORED: frozenset[str] = frozenset(
         "stage_started",
         "call_started",
         "call_text_grew",
+        "asking_stopped",
         "vote_cast",
         "round_tallied",
         "ranking_parsed",

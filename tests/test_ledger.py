@@ -177,14 +177,16 @@ QUESTION = "Which database should a five-person startup build on?"
 EVAL_PROTOCOLS = ("confer", "council", "vote")
 
 
-def priced_panel(protocol: str, server: FakeOpenAIServer, folder: Path) -> Path:
+def priced_panel(protocol: str, server: FakeOpenAIServer, folder: Path, stop: str | None = None) -> Path:
     """The protocol's starter demo panel with its first member moved onto the fake server as a
     model litellm has a price for, so the run spends real tokens at a known price beside the
     simulated personas (the server's plain `ok` is a poor ballot, which is fine: the ledger
-    counts calls however they end)."""
+    counts calls however they end); with `stop`, under that stopping rule."""
     data = yaml.safe_load(files("panel_cli").joinpath(f"starters/{protocol}.demo.yaml").read_text(encoding="utf-8"))
     data["members"][0] = {**data["members"][0], "model": "openai/gpt-4o-mini", "api_base": server.url}
     data.pop("question", None)
+    if stop is not None:
+        data |= {"stop": stop, "method": "plurality"} if protocol == "vote" else {"stop": stop}
     path = folder / f"{protocol}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -200,12 +202,17 @@ def cost_text(envelope: dict) -> str:
     return fmt.basis_cost(envelope["cost"], envelope["cost_basis"], envelope["unpriced_models"])
 
 
-@pytest.mark.parametrize("protocol", list(names()))
-def test_every_surface_tells_one_ledger(protocol: str, fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "stop"), [*((protocol, None) for protocol in names()), ("vote", "decided"), ("confer", "decided")]
+)
+def test_every_surface_tells_one_ledger(
+    protocol: str, stop: str | None, fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
     """One run, told by the summary line, its envelope (what `--json` prints, as stored), the
     store's row (`history show --json`), `history show`, `history list` and `history stats`;
-    then a batch's JSONL line and an eval's items, each against the run it names."""
-    panel = priced_panel(protocol, fake_server, tmp_path)
+    then a batch's JSONL line and an eval's items, each against the run it names. A run that
+    stopped asking early (`stop:`) counts only the calls it made, everywhere."""
+    panel = priced_panel(protocol, fake_server, tmp_path, stop)
     db = tmp_path / "runs.db"
     outcome = cli(protocol, str(panel), "-q", QUESTION, "--db", str(db))
     assert outcome.exit_code in (0, 1), outcome.output
@@ -221,6 +228,11 @@ def test_every_surface_tells_one_ledger(protocol: str, fake_server: FakeOpenAISe
     assert ledger_of(stored) == ledger_of(envelope)
     assert stored["calls_by_status"] == by_status
     assert len(stored["call_records"]) == envelope["calls"] + by_status["refused"]
+    if stop is not None:
+        members = len(yaml.safe_load(panel.read_text())["members"])
+        asked = {record["member"] for record in stored["call_records"]}
+        saved = {name for stage in envelope["stopping"]["stages"] for name in stage["not_asked"]}
+        assert protocol == "confer" or (asked.isdisjoint(saved) and len(asked) + len(saved) == members)
 
     assert f"  calls {envelope['calls']}" in summary
     assert f"  tokens {fmt.tokens(envelope['tokens'])}  cost {cost_text(envelope)}  " in summary

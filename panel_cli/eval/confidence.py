@@ -1,6 +1,7 @@
-"""Each graded answer's confidence: the probability that it is right, as its run reports it, or
-(until the engines report one) computed here from the run's own ballots with the pure
-posterior (`panel_cli.protocols.posterior`), on what the panel says of its members' accuracy.
+"""Each graded answer's confidence: the probability that it is right, as its run reports it
+(every engine that picks among answers does: a figure, or none and why), or, for a result that
+reports none (a protocol registered from Python), computed here from the run's own ballots with
+the pure posterior (`panel_cli.protocols.posterior`), on what the panel says of its members' accuracy.
 
 vote and decide read their ballots at the members' weights (given or calibrated, read as
 log-odds); confer reads its deciding round's votes at the confidences stated, under
@@ -43,14 +44,16 @@ class ItemConfidence(BaseModel):
 
 
 def item_confidence(protocol: str, panel: Panel, result: ProtocolResult) -> ItemConfidence:
-    """The confidence of a run's answer: the one its result reports, else the posterior of its
-    ballots (vote, decide, confer), else none and why."""
+    """The confidence of a run's answer: the one its result reports (a figure, or none and
+    why), else the posterior of its ballots (vote, decide, confer), else none and why."""
     reported = getattr(result, "confidence", None)
+    basis = getattr(result, "confidence_basis", None)
     if isinstance(reported, float | int) and not isinstance(reported, bool) and 0 <= reported <= 1:
-        basis = getattr(result, "confidence_basis", None)
         return ItemConfidence(
             confidence=float(reported), basis=basis if isinstance(basis, str) else None, worked_out_by="run"
         )
+    if reported is None and isinstance(basis, str):
+        return ItemConfidence(confidence=None, basis=basis, worked_out_by="run")
     found = computed_confidence(protocol, panel, result)
     return ItemConfidence(
         confidence=found.confidence,

@@ -25,9 +25,12 @@ from panel_cli.eval.stats import (
     standard_errors_apart,
     wilson_interval,
 )
+from panel_cli.eval.stopped import StopScore, stop_score, theory_stop
+from panel_cli.eval.stopping import StoppingTheory, stopping_theory
 from panel_cli.eval.theory import Confer, Count, Place, Rule, Theory, herding_in_turn, theory
 from panel_cli.models.personas import OracleSpec, oracle_spec
 from panel_cli.protocols import registry
+from panel_cli.protocols.stopping import ask_order
 from panel_cli.protocols.vote.ballots import exact_option
 from panel_cli.protocols.vote.methods import WEIGHTED_METHODS
 from panel_cli.protocols.vote.settings import VoteSettings
@@ -109,6 +112,10 @@ class SystemScore(BaseModel):
     confidence: ConfidenceScore | None = Field(
         default=None, description="how its answers' confidence did: ECE, Brier, the reliability table"
     )
+    stopping: StopScore | None = Field(
+        default=None,
+        description="under a stopping rule: calls per question beside the theory's, stopped answers' accuracy",
+    )
 
 
 class Spent(BaseModel):
@@ -143,6 +150,7 @@ class SystemPlan(BaseModel):
     not_measurable: str | None = None
     deliberation: str | None = None
     part: Literal["check", "calibration"] = "check"
+    stop: str | None = Field(default=None, description="the stopping rule it asked under (`stop:`); None: everyone")
 
 
 class Comparison(BaseModel):
@@ -239,6 +247,10 @@ class EvalResult(BaseModel):
     theory: dict[str, Theory] = Field(
         default_factory=dict, description="system -> its theory line, for the systems whose voters are all simulated"
     )
+    stopping: dict[str, StoppingTheory] = Field(
+        default_factory=dict,
+        description="system -> the exact theory of its stopping rule (expected calls, accuracy), simulated voters only",
+    )
     departures: list[Departure] = Field(default_factory=list)
     calibration: Calibration | None = None
     plan: list[SystemPlan] = Field(default_factory=list, description="every system as planned, in order")
@@ -283,7 +295,14 @@ def summarize(result: EvalResult) -> EvalResult:
             unkept=result.unkept.get(plan.name),
             posterior_brier=line.posterior_brier if line is not None else None,
         )
-        scores.append(score.model_copy(update={"not_measurable": plan.not_measurable}))
+        stopped = (
+            stop_score(
+                plan.stop, plan.protocol, len(plan.members), by_system[plan.name], result.stopping.get(plan.name)
+            )
+            if plan.stop is not None
+            else None
+        )
+        scores.append(score.model_copy(update={"not_measurable": plan.not_measurable, "stopping": stopped}))
     measured = {plan.name for plan in result.plan if plan.not_measurable is None}
     checked = [plan.name for plan in result.plan if plan.part == "check" and plan.name in measured]
     paired = checked or [plan.name for plan in result.plan if plan.name in measured]
@@ -483,6 +502,40 @@ def system_theory(protocol: str, panel: Panel, places: dict[Place, int] | None) 
     if herding is not None:
         line = line.model_copy(update={"herding": herding})
     return line.model_copy(update=optimum_line(protocol, panel, voters, places))
+
+
+def system_stopping(protocol: str, panel: Panel, places: dict[Place, int] | None) -> StoppingTheory | None:
+    """The exact theory of a system's stopping rule on simulated voters (expected calls and
+    accuracy), asking them as the engine does: heaviest weight first; None without a rule,
+    without options to count, or when a member is no simulated voter."""
+    rule = panel.stop_rule
+    specs = [simulated_spec(member.model) for member in panel.callable_members()]
+    if rule is None or places is None or not all(spec is not None for spec in specs):
+        return None
+    voters = [spec for spec in specs[: len(panel.members)] if spec is not None]
+    counted = _rule(protocol, panel, voters)
+    if counted is None:
+        return None
+    # vote asks the heaviest weights first, whatever its method counts; confer in member order.
+    order = ask_order([member.weight if isinstance(counted, Count) else 1.0 for member in panel.members])
+    return stopping_theory(
+        counted, [spec.p for spec in voters], places, theory_stop(rule, protocol, panel), order=order
+    )
+
+
+def under_stopping(line: Theory, stopped: StoppingTheory | None) -> Theory:
+    """A system's theory line under its stopping rule, whose accuracy is the rule's own:
+    `decided` keeps everyone's answer in vote (the same figure), and in confer when the voters
+    state one confidence (unequal ones can outweigh the answers' count it stopped on);
+    `confident(x)` answers on fewer ballots. Either way the posterior's Brier of everyone's
+    ballots is no floor for a confidence worked out from fewer, and is left out."""
+    if stopped is None:
+        return line
+    update: dict[str, Any] = {"posterior_brier": None, "rule": f"{line.rule}; {stopped.stop}"}
+    if stopped.accuracy is not None:
+        update |= {"accuracy": stopped.accuracy, "way": stopped.way, "standard_error": stopped.standard_error}
+        update |= {"samples": stopped.samples}
+    return line.model_copy(update=update)
 
 
 # Stated confidences (or weights) this far from what the accuracy says are miscalibrated.

@@ -42,8 +42,12 @@ from panel_cli.eval.results import (
     gold_places,
     not_measurable,
     summarize,
+    system_stopping,
     system_theory,
+    under_stopping,
 )
+from panel_cli.eval.stopped import stop_for
+from panel_cli.eval.stopping import StoppingTheory
 from panel_cli.eval.theory import Theory
 from panel_cli.events import BaseEvent, Subscriber
 from panel_cli.llm.brief import SimulatedVoter, simulated_voters
@@ -224,12 +228,17 @@ def baseline_panel(panel: Panel, member: Member) -> Panel:
     """One member answering alone: ensemble's race with that member, one call with the answer
     prompt every protocol's members get first."""
     roles: dict[str, Any] = {"chairman": None, "critic": None, "planner": None, "leader": None, "aggregator": None}
-    return panel.model_copy(update={"members": [member], "protocol": "ensemble", "mode": "race", **roles})
+    return panel.model_copy(update={"members": [member], "protocol": "ensemble", "mode": "race", "stop": None, **roles})
 
 
 def check_systems(panel: Panel, alone: Member, protocols: Sequence[ProtocolName]) -> list[System]:
+    """The baseline, then each protocol on the panel, under the panel's stopping rule when the
+    protocol reads it (`stop_for`): a `confident` rule leaves confer and council asking everyone."""
     systems = [System(BASELINE, "ensemble", baseline_panel(panel, alone))]
-    systems += [System(protocol, protocol, panel.model_copy(update={"protocol": protocol})) for protocol in protocols]
+    systems += [
+        System(protocol, protocol, panel.model_copy(update={"protocol": protocol, "stop": stop_for(protocol, panel)}))
+        for protocol in protocols
+    ]
     return systems
 
 
@@ -587,6 +596,7 @@ def skeleton(
     systems = [*(plan.calibration.systems if plan.calibration is not None else []), *plan.systems]
     if settings is not None and calibration is not None:
         settings = settings.model_copy(update={"weights": calibration.weights()})
+    stopping = eval_stopping(plan)
     return EvalResult(
         eval_id=eval_id,
         status="running",
@@ -601,7 +611,8 @@ def skeleton(
         settings=settings,
         systems=[],
         comparisons=[],
-        theory=eval_theory(plan),
+        theory=eval_theory(plan, stopping),
+        stopping=stopping,
         calibration=calibration,
         plan=[system_plan(system) for system in systems],
         asked=list(plan.dataset.items),
@@ -622,13 +633,22 @@ def system_plan(system: System) -> SystemPlan:
         if registry.spec(system.protocol).deliberates
         else None,
         part=system.part,
+        stop=system.panel.stop,
     )
 
 
-def eval_theory(plan: EvalPlan) -> dict[str, Theory]:
+def eval_stopping(plan: EvalPlan) -> dict[str, StoppingTheory]:
+    """The exact theory of each checked system's stopping rule, on the questions it answers."""
+    places = gold_places(plan.checked)
+    found = {system.name: system_stopping(system.protocol, system.panel, places) for system in plan.systems}
+    return {name: line for name, line in found.items() if line is not None}
+
+
+def eval_theory(plan: EvalPlan, stopping: dict[str, StoppingTheory] | None = None) -> dict[str, Theory]:
     """Each system's theory line, for the systems whose voters are all simulated, on the
-    questions it answers."""
+    questions it answers; a system under a stopping rule (its `stopping` line) has the rule's."""
     lines: dict[str, Theory] = {}
+    stopping = stopping or {}
     parts = [(plan.systems, plan.checked)]
     if plan.calibration is not None:
         parts.insert(0, (plan.calibration.systems, plan.calibration.items))
@@ -639,7 +659,7 @@ def eval_theory(plan: EvalPlan) -> dict[str, Theory]:
                 continue
             line = system_theory(system.protocol, system.panel, places)
             if line is not None:
-                lines[system.name] = line
+                lines[system.name] = under_stopping(line, stopping.get(system.name))
     return lines
 
 

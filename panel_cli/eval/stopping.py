@@ -10,6 +10,15 @@ stopped on is the gold option is the accuracy. Under `decided` that accuracy is 
 panel's, by construction; the figure is computed anyway, so a stopping rule that changed an
 answer would show.
 
+confer as its engine holds it (`Stop.vote_rounds`): the answers are counted as a plurality, a
+tie to the answer given first (the confidences come only with the votes, so the answers' count
+cannot weigh them), and once the answers settle which leads, the members asked vote, unless
+they all gave one answer: in waves, those whose answer leads first, each for the first answer
+that gives its belief at its confidence, until the votes in hand settle the round. The voters
+keep their answers, so the round moves nothing and is the last (`until_convergence`), or every
+round repeats it. Its accuracy is the vote's, which with unequal confidences can differ from
+everyone's: a stopping rule that changed an answer shows.
+
 Under `confident(x)` the known accuracies are the voters' own p (what calibration measures),
 weighed as an engine weighs them (`posterior.accuracy_weight`); a question on which the
 leading answer never reaches x is answered by the rule's count of everyone.
@@ -25,7 +34,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,7 +55,9 @@ from panel_cli.eval.theory import (
     _spread,
     option_names,
 )
-from panel_cli.protocols.confer.log_odds import vote_weight
+from panel_cli.protocols.confer.log_odds import ConferTally, vote_weight
+from panel_cli.protocols.confer.stopping import leading_key, next_answerers, next_votes, round_winner
+from panel_cli.protocols.confer.tally import labels_for
 from panel_cli.protocols.posterior import Evidence, accuracy_weight
 from panel_cli.protocols.stopping import confident, first_given_order, next_wave, settled
 from panel_cli.protocols.vote.tally import Ballot, Method, TieBreak
@@ -71,10 +82,17 @@ class Stop:
     kind: Literal["decided", "confident"] = "decided"
     asking: Asking = "one at a time"
     at_least: float = 0.95
+    # confer's vote rounds after the answers, as its engine holds them (the module's docstring);
+    # 0 counts confer's answers alone, as its count settles them.
+    vote_rounds: int = 0
 
     def describe(self) -> str:
         what = f"confident({self.at_least:g})" if self.kind == "confident" else "decided"
-        return f"stop: {what}, {ASKING[self.asking]}"
+        votes = ""
+        if self.vote_rounds:
+            rounds = "a vote" if self.vote_rounds == 1 else f"{self.vote_rounds} vote rounds"
+            votes = f", then {rounds} among those asked, in waves"
+        return f"stop: {what}, {ASKING[self.asking]}{votes}"
 
 
 class StoppingTheory(BaseModel):
@@ -145,6 +163,8 @@ def stopping_theory(
         problem = "the order must name every voter once"
     if problem is None and stop.kind == "confident" and stop.asking != "one at a time":
         problem = "confident asks one member at a time"
+    if problem is None and stop.vote_rounds and (stop.kind != "decided" or not isinstance(rule, Confer)):
+        problem = "only confer under stop: decided holds vote rounds"
     kinds = {options for options, _ in places}
     rules = {k: counting(rule, k) for k in kinds} if problem is None else {}
     problem = problem or next((found for found in rules.values() if isinstance(found, str)), None)
@@ -176,7 +196,13 @@ class _Asker:
     """The stopping rule at one state: the ballots in hand, the voters still to ask."""
 
     def __init__(
-        self, counting_: Counting, accuracies: Sequence[float], options: int, stop: Stop, order: Sequence[int]
+        self,
+        counting_: Counting,
+        accuracies: Sequence[float],
+        options: int,
+        stop: Stop,
+        order: Sequence[int],
+        tally: ConferTally = "confidence",
     ) -> None:
         self.counting = counting_
         self.accuracies = accuracies
@@ -184,7 +210,8 @@ class _Asker:
         self.k = options
         self.stop = stop
         self.order = order
-        self.known: dict[tuple[Hashable, ...], tuple[bool, int | None, int]] = {}
+        self.tally = tally
+        self.known: dict[Hashable, Look] = {}
 
     def ballots(self, held: Sequence[tuple[int, Hashable]]) -> list[Ballot]:
         """The voters' ballots as `Count` casts them: a belief alone ranks the other options
@@ -200,13 +227,12 @@ class _Asker:
             cast.append(Ballot(voter=f"v{voter}", choice=names[0], ranking=names, weight=self.counting.weights[voter]))
         return cast
 
-    def look(self, key: Hashable, asked: int, held: Sequence[tuple[int, Hashable]]) -> tuple[bool, int | None, int]:
-        """(stop, the answer stopped on as an option's place, the next wave's size)."""
+    def look(self, key: Hashable, asked: int, held: Sequence[tuple[int, Hashable]]) -> Look:
         if key not in self.known:
-            self.known[key] = self._look(asked, held)
+            self.known[key] = self._confer_look(asked, held) if self.stop.vote_rounds else self._look(asked, held)
         return self.known[key]
 
-    def _look(self, asked: int, held: Sequence[tuple[int, Hashable]]) -> tuple[bool, int | None, int]:
+    def _look(self, asked: int, held: Sequence[tuple[int, Hashable]]) -> Look:
         ballots = self.ballots(held)
         counting_ = self.counting
         options = counting_.options(self.names, ballots)
@@ -215,23 +241,78 @@ class _Asker:
         found = settled(ballots, remaining, options, counting_.method, **rules)
         place = None if found.winner is None else self.names.index(found.winner)
         if not remaining:
-            return True, place, 0
+            return Look(True, place)
         if self.stop.kind == "decided":
             if found.decided:
-                return True, place, 0
-            if self.stop.asking == "one at a time":
-                return False, None, 1
-            if self.stop.asking == "two waves" and asked > 0:
-                return False, None, len(remaining)
-            return False, None, next_wave(ballots, remaining, options, counting_.method, **rules)
+                return Look(True, place)
+            return Look(
+                False,
+                wave=self._wave(
+                    asked, len(remaining), lambda: next_wave(ballots, remaining, options, counting_.method, **rules)
+                ),
+            )
         evidence = [
             Evidence(ballot.choice, accuracy_weight(self.accuracies[voter], self.k))
             for ballot, (voter, _) in zip(ballots, held, strict=True)
         ]
         sure = confident(evidence, self.k, self.stop.at_least, order=options)
         if sure.decided and sure.winner is not None:
-            return True, self.names.index(sure.winner), 0
-        return False, None, 1
+            return Look(True, self.names.index(sure.winner))
+        return Look(False, wave=1)
+
+    def _wave(self, asked: int, left: int, fewest: Callable[[], int]) -> int:
+        """How many to ask next under `decided`, as `stop.asking` says."""
+        if self.stop.asking == "one at a time":
+            return 1
+        if self.stop.asking == "two waves" and asked > 0:
+            return left
+        return fewest()
+
+    def _confer_look(self, asked: int, held: Sequence[tuple[int, Hashable]]) -> Look:
+        """confer's engine: its answers' count (`next_answerers`), then its vote rounds."""
+        keys: list[str | None] = [self.names[outcome] for _, outcome in held]  # type: ignore[index]
+        left = len(self.order) - asked
+        if left:
+            wave = next_answerers(keys, left, self.names).size
+            if wave:
+                return Look(False, wave=self._wave(asked, left, lambda: wave))
+        answer, votes, waves = self._vote(held)
+        return Look(True, answer, calls=votes * self.stop.vote_rounds, rounds=waves * self.stop.vote_rounds)
+
+    def _vote(self, held: Sequence[tuple[int, Hashable]]) -> tuple[int, int, int]:
+        """(the winner as an option's place, votes cast, waves) of one vote round among the
+        members asked, as confer's engine holds it (`_votes_in_waves`); none on one answer."""
+        keys = [self.names[outcome] for _, outcome in held]  # type: ignore[index]
+        if len(set(keys)) == 1:
+            return self.names.index(keys[0]), 0, 0
+        labels = labels_for(len(keys))
+        first = {key: labels[keys.index(key)] for key in keys}
+        leading = leading_key(keys)
+        voters = sorted(range(len(keys)), key=lambda place: keys[place] != leading)
+        cast: dict[str, list[float]] = {label: [] for label in labels}
+        scores = dict.fromkeys(labels, 0.0)
+        votes = waves = 0
+        while wave := next_votes(scores, labels, votes > 0, len(voters) - votes, self.tally, self.k).size:
+            for place in voters[votes : votes + wave]:
+                cast[first[keys[place]]].append(self.counting.weights[held[place][0]])
+            scores = {label: math.fsum(found) for label, found in cast.items()}
+            votes, waves = votes + wave, waves + 1
+        winner = round_winner(scores, labels)
+        assert winner is not None
+        return self.names.index(keys[labels.index(winner)]), votes, waves
+
+
+@dataclass(frozen=True)
+class Look:
+    """What the stopping rule says at a state: whether asking stops, the answer stopped on (an
+    option's place), the next wave's size; and the calls and rounds of asking confer's vote
+    adds once its answers stop."""
+
+    done: bool
+    answer: int | None = None
+    wave: int = 0
+    calls: int = 0
+    rounds: int = 0
 
 
 def _key(asker: _Asker, asked: int, pending: int, rounds: int, held: Sequence[tuple[int, Hashable]]) -> Hashable:
@@ -239,6 +320,9 @@ def _key(asker: _Asker, asked: int, pending: int, rounds: int, held: Sequence[tu
     (voter's weight, accuracy, ballot), and for confer the answers in the order first given, which
     its tie rule reads."""
     weights, accuracies = asker.counting.weights, asker.accuracies
+    if asker.stop.vote_rounds and len(set(weights)) > 1:
+        # confer's vote asks members of unequal confidence in an order that weighs on it.
+        return asked, pending, rounds, tuple(held)
     cast = tuple(sorted((weights[voter], accuracies[voter], outcome) for voter, outcome in held))  # type: ignore[type-var]
     firsts: tuple[Hashable, ...] = ()
     if asker.counting.first_given:
@@ -267,7 +351,7 @@ def _exact(
         by_options.setdefault(options, []).append((gold, count))
     parts: list[list[float]] = [[], [], [], []]
     for options, golds in by_options.items():
-        asker = _Asker(counted[options], accuracies, options, stop, order)
+        asker = _Asker(counted[options], accuracies, options, stop, order, _tally(rule))
         found = _enumerate(rule, asker, accuracies, options, [gold for gold, _ in golds], clock)
         if found is None:
             return None
@@ -295,15 +379,15 @@ def _enumerate(
             if clock.out(len(following)):
                 return None
             if pending == 0:
-                done, answer, wave = asker.look(_key(asker, asked, 0, 0, held), asked, held)
-                if done:
+                found = asker.look(_key(asker, asked, 0, 0, held), asked, held)
+                if found.done:
                     for gold, weight, (right, calls, waves, early) in zip(golds, weights, sums, strict=True):
-                        right.append(weight if answer == gold else 0.0)
-                        calls.append(weight * asked)
-                        waves.append(weight * rounds)
+                        right.append(weight if found.answer == gold else 0.0)
+                        calls.append(weight * (asked + found.calls))
+                        waves.append(weight * (rounds + found.rounds))
                         early.append(weight if asked < members else 0.0)
                     continue
-                pending, rounds = wave, rounds + 1
+                pending, rounds = found.wave, rounds + 1
             voter = asker.order[asked]
             for outcome, chances in spreads[voter]:
                 now = (*held, (voter, outcome))
@@ -332,7 +416,7 @@ def _simulate(
     rng = random.Random(seed)
     kinds = list(places)
     counts = [places[kind] for kind in kinds]
-    askers = {k: _Asker(found, accuracies, k, stop, order) for k, found in counted.items()}
+    askers = {k: _Asker(found, accuracies, k, stop, order, _tally(rule)) for k, found in counted.items()}
     right = calls = rounds = early = 0
     for _ in range(samples):
         options, gold = rng.choices(kinds, counts)[0]
@@ -341,16 +425,21 @@ def _simulate(
         asked = pending = waves = 0
         while True:
             if pending == 0:
-                done, answer, wave = asker.look(_key(asker, asked, 0, 0, held), asked, held)
-                if done:
+                found = asker.look(_key(asker, asked, 0, 0, held), asked, held)
+                if found.done:
                     break
-                pending, waves = wave, waves + 1
+                pending, waves = found.wave, waves + 1
             voter = order[asked]
             pairs = rule.outcomes(accuracies[voter], options, gold)
             held.append((voter, rng.choices([o for o, _ in pairs], [c for _, c in pairs])[0]))
             asked, pending = asked + 1, pending - 1
-        right += answer == gold
-        calls += asked
-        rounds += waves
+        right += found.answer == gold
+        calls += asked + found.calls
+        rounds += waves + found.rounds
         early += asked < len(order)
     return right / samples, calls / samples, rounds / samples, early / samples
+
+
+def _tally(rule: Rule) -> ConferTally:
+    """How confer's votes count (the vote's most weight), for a rule that holds a vote."""
+    return rule.tally if isinstance(rule, Confer) else "confidence"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from panel_cli.eval.results import EvalResult, SystemScore
 from panel_cli.eval.theory import VOTER_MODEL
-from panel_cli.export.eval_confidence import confidence_markdown
+from panel_cli.export.eval_confidence import confidence_markdown, stopping_markdown
 from panel_cli.export.markdown import cell, table
 from panel_cli.view import fmt
 from panel_cli.view.eval import (
@@ -118,7 +118,7 @@ def markdown(result: EvalResult) -> str:
                 mark = "**departs**: " if found.departs else ""
                 lines.append(f"  - {mark}{cell(found.verdict, 600)}")
         parts.append("\n".join(lines))
-    parts += [part for part in [confidence_markdown(result)] if part]
+    parts += [part for part in [confidence_markdown(result), stopping_markdown(result)] if part]
     parts += [f"- {cell(note, 400)}" for score in result.systems for note in [unkept_sentence(score)] if note]
     parts += ["## Per question", per_question(result, systems)]
     judged = [item for item in result.items if item.grade.method == "judge"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from panel_cli.eval.results import EvalResult, SystemScore
 from panel_cli.eval.theory import VOTER_MODEL
-from panel_cli.export.eval_confidence import confidence_html
+from panel_cli.export.eval_confidence import confidence_html, stopping_html
 from panel_cli.export.page import POLICY, badge, bar_svg, esc, panel_version, stylesheet, table
 from panel_cli.view import fmt
 from panel_cli.view.eval import (
@@ -39,6 +39,7 @@ def render_eval_html(result: EvalResult) -> str:
             _scores(result),
             _theory(result),
             confidence_html(result),
+            stopping_html(result),
             _pairs(result),
             _questions(result),
             _footer(result),

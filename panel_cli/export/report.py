@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from panel_cli.events import (
+    AskingStopped,
     BaseEvent,
     CallFailed,
     CallFinished,
@@ -63,7 +64,7 @@ from panel_cli.untrusted import load_json
 from panel_cli.view import fmt
 from panel_cli.view.delphi import round_note
 from panel_cli.view.orchestrate import rejection_note
-from panel_cli.view.summary import ViewTotals, summary_fields
+from panel_cli.view.summary import ViewTotals, stop_note, summary_fields
 from panel_cli.view.tools import activity, server_text
 from panel_cli.view.vote import VoteBoard, VoteEvent, choice_text, leader_line, outcome_line, round_text, rules_line
 from panel_cli.wording import plural
@@ -377,6 +378,9 @@ class _Builder:
     def _on_delphi_round_ended(self, event: DelphiRoundEnded) -> None:
         self._current().notes.append(round_note(event).plain)
 
+    def _on_asking_stopped(self, event: AskingStopped) -> None:
+        self._current().notes.append(stop_note(event))
+
     def _on_plan_proposed(self, event: PlanProposed) -> None:
         self._current().notes.append(f"plan proposed by {event.planner}")
 
@@ -655,6 +659,7 @@ READERS: dict[type[BaseEvent], Callable[[_Builder, Any], None]] = {
     CallFinished: _Builder._on_call,
     CallFailed: _Builder._on_call,
     MemberSkipped: _Builder._on_call,
+    AskingStopped: _Builder._on_asking_stopped,
     VoteCast: _Builder._on_vote,
     RoundTallied: _Builder._on_tally,
     RankingParsed: _Builder._on_ranking,

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from panel_cli.events import (
+    AskingStopped,
     BaseEvent,
     CallFailed,
     CallFinished,
@@ -85,6 +86,11 @@ class RunProgress:
         self.stage, self.round = event.stage, event.round
         self.expected, self.started, self.ended = len(event.members), 0, 0
 
+    def _asking_stopped(self, event: AskingStopped) -> None:
+        """Members a stopping rule never asked are no calls the stage waits for."""
+        if event.stage == self.stage:
+            self.expected = max(self.expected - len(event.not_asked), self.ended)
+
     def _call_started(self, event: CallStarted) -> None:
         self.started += 1
 
@@ -136,6 +142,7 @@ HANDLERS: dict[type[BaseEvent], Callable[[RunProgress, Any], None]] = {
     CallFinished: RunProgress._call_ended,
     CallFailed: RunProgress._call_ended,
     MemberSkipped: RunProgress._call_ended,
+    AskingStopped: RunProgress._asking_stopped,
 }
 IGNORED: frozenset[type[BaseEvent]] = frozenset(
     {

@@ -39,6 +39,12 @@ def _with_timeout(stages: tuple[str, ...], panel: Panel, value: str) -> Panel:
     return panel.with_stage_limits(stages, parse_duration(value))
 
 
+def stop(help: str) -> CommandOption:
+    """`--stop decided` or `--stop 'confident(0.95)'`: ask members a few at a time and stop early
+    (docs/protocols.md#stopping-early); `all` asks everyone, whatever the file says."""
+    return CommandOption(name="stop", flag="--stop", help=help, field="stop", metavar="RULE", noun="stopping rule")
+
+
 def max_rounds(help: str) -> CommandOption:
     return CommandOption(
         name="max_rounds", flag="--max-rounds", help=help, kind="int", field="max_rounds", minimum=1, maximum=50

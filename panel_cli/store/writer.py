@@ -410,6 +410,7 @@ IGNORED = frozenset(
         "stage_started",
         "call_text_grew",
         "member_skipped",
+        "asking_stopped",
         "vote_cast",
         "round_tallied",
         "ranking_parsed",

@@ -28,6 +28,7 @@ from panel_cli.view.eval_confidence import (
     provenance_facts,
     unkept_sentence,
 )
+from panel_cli.view.eval_stopping import stopping_lines
 
 BAR_WIDTH = 20
 LEGEND = "bar: █ up to the 95% interval, ▓ the interval below the accuracy, ░ above it"
@@ -282,6 +283,7 @@ def render(result: EvalResult) -> RenderableType:
         spent = fmt.run_cost(sum(known) if known else None, judges)
         lines.append(Text(f"Grading by {result.grader}: {tokens:,} tokens, {spent} (not counted above)."))
     lines += confidence_lines(result)
+    lines += stopping_lines(result)
     lines += [Text(note, style="yellow") for score in result.systems for note in [unkept_sentence(score)] if note]
     if result.calibration is not None:
         lines.append(

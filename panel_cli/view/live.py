@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rich.spinner import Spinner
 
     from panel_cli.events import (
+        AskingStopped,
         BaseEvent,
         CallFailed,
         CallFinished,
@@ -139,6 +140,16 @@ class LiveView:
         if self._stage and self._stage.round == event.round:
             self._stage.votes = True
             self._stage.member_row(event.voter, self._labels.get(event.voter)).vote = event
+
+    def _on_asking_stopped(self, event: AskingStopped) -> None:
+        """The members a stopping rule never asked: their rows in the stage say so; a stage never
+        held (confer's vote, when every answer agreed) is said in a line."""
+        if self._stage is not None and self._stage.key == (event.stage, event.round):
+            self._stage.not_asked(event.not_asked, event.reason)
+        else:
+            from panel_cli.view.summary import stop_note
+
+            self.console.print(Text(stop_note(event), style="dim"))
 
     def _on_tally(self, event: RoundTallied) -> None:
         if self._stage and self._stage.round == event.round:
@@ -368,6 +379,7 @@ HANDLERS: dict[str, Callable[[LiveView, Any], None]] = {
     "call_finished": LiveView._on_call,
     "call_failed": LiveView._on_call,
     "member_skipped": LiveView._on_call,
+    "asking_stopped": LiveView._on_asking_stopped,
     "call_text_grew": LiveView._on_text,
     "vote_cast": LiveView._on_vote,
     "round_tallied": LiveView._on_tally,

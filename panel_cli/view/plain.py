@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from panel_cli.events import (
     EVENT_TYPES,
+    AskingStopped,
     BaseEvent,
     CallFailed,
     CallFinished,
@@ -29,7 +30,7 @@ from panel_cli.events import (
 from panel_cli.protocols import registry
 from panel_cli.view import fmt, tools
 from panel_cli.view.confer import voted_labels
-from panel_cli.view.summary import ViewTotals, bias_note, summary_fields
+from panel_cli.view.summary import ViewTotals, bias_note, stop_note, summary_fields
 
 QUESTION_LIMIT = 200
 
@@ -98,6 +99,9 @@ class PlainView:
     def _member_skipped(self, event: MemberSkipped) -> str:
         reason = fmt.one_line(event.reason, 200)
         return f"{_where(event.stage, event.round)}skipped  {fmt.who(event.member, event.about)}  {reason}"
+
+    def _asking_stopped(self, event: AskingStopped) -> str:
+        return f"{_where(event.stage, event.round)}{stop_note(event)}"
 
     def _vote_cast(self, event: VoteCast) -> str:
         self._voted.setdefault(event.round, set()).add(event.choice)
@@ -171,6 +175,7 @@ LINES: dict[type[BaseEvent], Callable[[PlainView, Any], str | None]] = {
     CallFinished: PlainView._call_finished,
     CallFailed: PlainView._call_failed,
     MemberSkipped: PlainView._member_skipped,
+    AskingStopped: PlainView._asking_stopped,
     VoteCast: PlainView._vote_cast,
     RoundTallied: PlainView._round_tallied,
     RankingParsed: PlainView._ranking_parsed,

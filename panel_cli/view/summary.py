@@ -138,6 +138,38 @@ def _vote_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
     return fields
 
 
+def confidence_fields(result: dict[str, Any], answer: str | None) -> list[tuple[str, str]]:
+    """The answer's confidence, the probability it is right, with what it rests on (`0.962
+    (the members' weights, …)`); a result whose protocol reports none says so, and why, when
+    it has an answer. (confer's `confidence_score` is another figure, shown under its name.)"""
+    fields: list[tuple[str, str]] = []
+    if "confidence_basis" in result and answer is not None:
+        figure = result.get("confidence")
+        basis = str(result.get("confidence_basis") or "")
+        if isinstance(figure, int | float) and not isinstance(figure, bool):
+            fields.append(("confidence", f"{float(figure):.3f} ({basis})" if basis else f"{float(figure):.3f}"))
+        else:
+            fields.append(("confidence", f"none ({basis})" if basis else "none"))
+    return fields
+
+
+def stop_fields(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a stopping rule saved: `decided: 2 calls saved (delta wins whatever …)`."""
+    stopping = result.get("stopping")
+    if not isinstance(stopping, dict):
+        return []
+    saved = _count(stopping.get("saved_calls"))
+    stages = [stage for stage in stopping.get("stages") or [] if isinstance(stage, dict)]
+    why = str(stages[-1].get("reason") or "") if stages else "every member was asked"
+    return [("stop", f"{stopping.get('rule')}: {plural(saved, 'call')} saved ({why})")]
+
+
+def stop_note(event: Any) -> str:
+    """An `AskingStopped` in words: `asking stopped (decided): v4, v5 not asked; delta wins …`."""
+    names = ", ".join(event.not_asked)
+    return f"asking stopped ({event.rule}): {names} not asked; {event.reason}"
+
+
 def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[str, str]]:
     """The summary of a finished run as (name, value) pairs, for the live and the plain view.
 
@@ -148,7 +180,7 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
     if result.get("winner") is not None:
         fields.append(("winner", str(result["winner"])))
     if result.get("confidence_score") is not None:
-        fields.append(("confidence", fmt.percent(float(result["confidence_score"]))))
+        fields.append(("confidence score", fmt.percent(float(result["confidence_score"]))))
     if result.get("converged") is not None:
         fields.append(("converged", "yes" if result["converged"] else "no"))
     if isinstance(result.get("rounds"), list):
@@ -158,6 +190,7 @@ def summary_fields(event: RunFinished, totals: ViewTotals | None) -> list[tuple[
     fields += _orchestrate_fields(result)
     fields += _delphi_fields(result) + _supervise_fields(result)
     fields += _vote_fields(result)
+    fields += confidence_fields(result, event.final_answer) + stop_fields(result)
     if totals is not None:
         fields.append(("calls", fmt.calls_count(totals.calls, totals.by_status())))
         if totals.skipped:

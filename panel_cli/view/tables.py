@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     )
     from panel_cli.view.tools import ToolActivity
 
-Status = Literal["waiting", "writing", "answered", "failed", "timed out", "cancelled", "skipped", "no reply"]
+Status = Literal[
+    "waiting", "writing", "answered", "failed", "timed out", "cancelled", "skipped", "no reply", "not asked"
+]
 
 STATUS_STYLES: dict[Status, str] = {
     "waiting": "dim",
@@ -49,6 +51,7 @@ STATUS_STYLES: dict[Status, str] = {
     "cancelled": "dim",
     "skipped": "dim",
     "no reply": "yellow",
+    "not asked": "dim",
 }
 FAILURE_STATUS: dict[str, Status] = {"timeout": "timed out", "cancelled": "cancelled"}
 BAR_WIDTH = 24
@@ -237,6 +240,12 @@ class StageState:
         row = self._free_row(name, label)
         row.call_id, row.about = call_id, about
         return row
+
+    def not_asked(self, names: list[str], reason: str) -> None:
+        """Members a stopping rule (`stop:`) never asked: their rows say so, and why."""
+        for name in names:
+            row = self._free_row(name, None)
+            row.status, row.preview = "not asked", fmt.one_line(reason)
 
     def skip(self, event: MemberSkipped, label: str | None) -> None:
         row = self._free_row(event.member, label)

@@ -173,7 +173,7 @@ def bad_file(tmp_path: Path) -> str:
         (
             lambda tmp: panel_cli.run(DEMO, rounds=2),
             panel_cli.UnknownOptionError,
-            "confer takes no option 'rounds'; its options are members, max_rounds, tally, answer_order, no_convergence.",
+            "confer takes no option 'rounds'; its options are members, max_rounds, tally, answer_order, no_convergence, stop.",
         ),
         (
             lambda tmp: panel_cli.run(DEMO, protocol="conferr"),

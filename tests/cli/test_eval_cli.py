@@ -11,6 +11,7 @@ import pytest
 
 from panel_cli.cli.app import main
 from panel_cli.eval.datasets import load_dataset
+from panel_cli.protocols.ensemble.engine import NO_CONFIDENCE
 from panel_cli.store.reader import TranscriptReader
 
 JURY = "name: jury\nmembers:\n" + "".join(f"  - {{name: v{i}, model: demo/oracle@0.7}}\n" for i in range(1, 6))
@@ -453,7 +454,7 @@ def test_every_report_draws_how_the_confidence_did_and_says_where_it_came_from(t
     assert "Confidence (the probability each answer is right)" in out
     assert "confer: ECE " in out and "× the exact posterior's" in out
     assert "█ the share right, │ the mean confidence stated" in out
-    assert "Without a confidence: baseline — ensemble reports no probability that its answer is right." in out
+    assert f"Without a confidence: baseline — {NO_CONFIDENCE['race']}." in " ".join(out.split())
     text = (tmp_path / "r.md").read_text(encoding="utf-8")
     assert "## Confidence" in text and "| confidence | answers | mean stated | share right | right − stated |" in text
     assert "```text\nconfidence  answers  stated  right" in text

@@ -442,4 +442,4 @@ def test_show_says_a_run_of_demo_personas_is_simulated_and_free(tmp_path: Path) 
     assert ran.exit_code == 0, ran.output
     run_id = json.loads(ran.stdout)["run_id"]
     output = invoke("show", run_id, "--db", str(path))
-    assert "12 calls · " in output and " tokens · simulated, free" in output
+    assert "8 calls · " in output and " tokens · simulated, free" in output

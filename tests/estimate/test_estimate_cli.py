@@ -29,7 +29,7 @@ def test_estimate_json_calls_nothing_and_says_the_price_is_unknown(fake_server, 
     )
     assert fake_server.requests == []
     assert not Path(tmp_path / "panel.db").exists()
-    assert (data["protocol"], data["calls_low"], data["calls_high"]) == ("confer", 6, 6)
+    assert (data["protocol"], data["calls_low"], data["calls_high"]) == ("confer", 4, 6)
     assert [stage["stage"] for stage in data["stages"]] == ["answer", "vote"]
     assert data["unpriced"] == ["openai/ann", "openai/bob"]
     assert (data["cost_low"], data["cost_high"], data["complete"]) == (None, None, False)

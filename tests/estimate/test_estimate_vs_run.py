@@ -86,7 +86,8 @@ async def test_confer(fake_server):
     panel = fake_panel(fake_server, ["ann", "bob", "cy"], protocol="confer", max_rounds=3)
     estimate = estimate_run(panel, QUESTION)
     envelope = await run(confer, panel)
-    assert (estimate.calls_low, envelope.calls, estimate.calls_high) == (9, 9, 12)  # converged after two vote rounds
+    # converged after two vote rounds (the first moved an answer); the fewest is one round
+    assert (estimate.calls_low, envelope.calls, estimate.calls_high) == (6, 9, 12)
     assert_matches(estimate, envelope, fake_server, "answer")
 
 

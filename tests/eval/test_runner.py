@@ -18,6 +18,7 @@ from panel_cli.eval.datasets import Dataset, EvalItem, load_dataset
 from panel_cli.eval.runner import MULTIPLE_CHOICE, SHORT_ANSWER, plan_eval, question_text, run_eval, voters_for
 from panel_cli.llm.brief import SimulatedVoter
 from panel_cli.protocols.base import ProtocolResult
+from panel_cli.protocols.ensemble.engine import NO_CONFIDENCE
 from panel_cli.protocols.posterior import STATED, WEIGHTS
 from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
@@ -322,9 +323,9 @@ def test_a_judge_member_is_taken_from_the_panel():
 
 
 async def test_each_answer_carries_its_confidence_worked_out_from_its_ballots():
-    """Certain oracles, so every ballot is the gold option: vote's confidence is the posterior of
-    weights 2, 1, 1 read as log-odds over the 3 options; confer's, of three stated 100s held at
-    0.99; the baseline, one member alone, states none and says why."""
+    """Certain oracles, so every ballot is the gold option: vote's confidence, as its run reports
+    it, is the posterior of weights 2, 1, 1 read as log-odds over the 3 options; confer's, of
+    three stated 100s held at 0.99; the baseline, one member alone (a race), states none and says why."""
     panel = Panel.model_validate(
         {
             "name": "sure",
@@ -345,14 +346,14 @@ async def test_each_answer_carries_its_confidence_worked_out_from_its_ballots():
     confer = 198**3 / (198**3 + 2)
     assert [item.confidence for item in by_system["vote"]] == pytest.approx([vote] * 4)
     assert [item.confidence for item in by_system["confer"]] == pytest.approx([confer] * 4)
-    assert {item.confidence_from for item in result.items} == {"eval"}
+    assert {item.confidence_from for item in result.items} == {"run"}
     assert by_system["vote"][0].confidence_basis == WEIGHTS
     assert by_system["confer"][0].confidence_basis == STATED
     assert by_system["baseline"][0].confidence is None
-    assert by_system["baseline"][0].confidence_basis == "ensemble reports no probability that its answer is right"
+    assert by_system["baseline"][0].confidence_basis == NO_CONFIDENCE["race"]
     scores = {score.system: score for score in result.systems}
     assert scores["vote"].confidence.ece == pytest.approx(1 - vote)
-    assert scores["vote"].confidence.basis == f"{WEIGHTS} (worked out by the eval from each run's ballots)"
+    assert scores["vote"].confidence.basis == WEIGHTS
     assert scores["baseline"].confidence.items == 0
 
 
@@ -363,3 +364,14 @@ def test_a_confidence_the_run_reports_is_read_as_it_is():
 
     found = item_confidence("vote", oracle_panel(), Reported(final_answer="red", confidence=0.42, confidence_basis="b"))
     assert (found.confidence, found.basis, found.worked_out_by) == (0.42, "b", "run")
+
+
+def test_a_run_that_reports_no_confidence_is_taken_at_its_word_and_one_silent_is_worked_out():
+    class NoFigure(ProtocolResult):
+        confidence: float | None
+        confidence_basis: str | None
+
+    found = item_confidence("vote", oracle_panel(), NoFigure(final_answer="red", confidence=None, confidence_basis="w"))
+    assert (found.confidence, found.basis, found.worked_out_by) == (None, "w", "run")
+    silent = item_confidence("council", oracle_panel(), ProtocolResult(final_answer="red"))
+    assert (silent.confidence, silent.worked_out_by) == (None, "eval")

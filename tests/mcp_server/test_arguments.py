@@ -43,6 +43,7 @@ def test_arguments_are_named_after_their_flags() -> None:
         "quorum",
         "timeout",
         "no_match",
+        "stop",
         "gate",
     ]
     assert list(schema_of("vote")["properties"]) == [

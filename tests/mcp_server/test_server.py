@@ -162,12 +162,12 @@ async def test_confer_on_a_demo_panel_returns_its_json_result_and_its_answer(pan
         True,
     )
     assert envelope["cost_basis"] == "simulated" and envelope["cost"] == 0.0
-    assert envelope["calls"] == envelope["calls_by_status"]["answered"] == 12  # 4 members x (answer + 2 votes)
+    assert envelope["calls"] == envelope["calls_by_status"]["answered"] == 8  # 4 members x (answer + 1 vote)
     assert envelope["converged"] is True and envelope["winner"] in ("sage", "skeptic", "pragmatist", "engineer")
     answer, footer = text_of(result).rsplit("\n\n", 1)
     assert answer == envelope["final_answer"]
     assert footer == (
-        f"— panel demo (confer: sage, skeptic, pragmatist, engineer) · 12 calls · simulated, free · run {envelope['run_id']}"
+        f"— panel demo (confer: sage, skeptic, pragmatist, engineer) · 8 calls · simulated, free · run {envelope['run_id']}"
     )
     assert stored_runs(settings.db) == [(envelope["run_id"], "finished")]
 
@@ -282,7 +282,7 @@ async def test_a_run_over_the_cap_is_refused_with_its_estimate(
 
     assert result.is_error is True
     assert re.fullmatch(
-        r"This run would cost \$0\.\d{4} to \$\d\.\d{4} \(6 to 8 calls, by panel estimate\), "
+        r"This run would cost \$0\.\d{4} to \$\d\.\d{4} \(4 to 8 calls, by panel estimate\), "
         r"more than the cap of \$0\.0001 a run; nothing was started\.",
         text_of(result),
     )
@@ -412,10 +412,10 @@ async def test_list_panels_gives_members_protocol_and_estimate(panels: Path, tmp
         "pragmatist",
         "engineer",
     ]
-    assert demo["estimate"]["calls_low"] == 12 and demo["estimate"]["calls_high"] == 16  # converged at 2, else 3 rounds
+    assert demo["estimate"]["calls_low"] == 8 and demo["estimate"]["calls_high"] == 16  # 1 round moving nothing, else 3
     assert demo["estimate"]["cost"] == "simulated, free" and demo["uri"] == "panel://panels/demo"
     assert entries["broken"]["problem"].startswith(f"{panels / 'broken.yaml'}")
-    assert "demo (confer: sage, skeptic, pragmatist, engineer): 12 to 16 calls, simulated, free" in text_of(result)
+    assert "demo (confer: sage, skeptic, pragmatist, engineer): 8 to 16 calls, simulated, free" in text_of(result)
 
 
 async def test_history_finds_runs_as_history_list_does(panels: Path, tmp_path: Path) -> None:

@@ -34,8 +34,9 @@ def counts(run: RunPlan) -> list[tuple[str, str | None, int, int]]:
     return out
 
 
-@pytest.mark.parametrize(("until", "rounds", "low"), [(True, 3, 2), (True, 1, 1), (False, 3, 3)])
-def test_confer_converges_after_two_vote_rounds_at_the_earliest(until, rounds, low):
+@pytest.mark.parametrize(("until", "rounds", "low"), [(True, 3, 1), (True, 1, 1), (False, 3, 3)])
+def test_confer_may_converge_after_its_first_vote_round(until, rounds, low):
+    """A round whose revisions move no answer ends the rounds, so the fewest is one round."""
     run = plan(panel(["a", "b", "c"], protocol="confer", max_rounds=rounds, until_convergence=until))
     assert counts(run) == [("answer", "0", 3, 3), ("vote", "1" if rounds == 1 else f"1–{rounds}", 3 * low, 3 * rounds)]
     vote = run.stages[1].calls[0]
@@ -120,3 +121,51 @@ def test_orchestrate_subtasks_are_pooled():
     assert counts(run) == [("plan", "1–2", 1, 2), ("subtasks", None, 1, MAX_TASKS), ("synthesis", None, 1, 1)]
     assert [c.member.name for c in run.stages[1].calls] == ["research", "writing"]
     assert run.notes and "planner decides" in run.notes[0]
+
+
+FIVE = ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "low"),
+    [
+        ({"method": "plurality"}, 5),
+        ({"method": "plurality", "stop": "decided"}, 3),
+        ({"method": "majority", "stop": "decided"}, 3),
+        ({"method": "unanimous", "stop": "decided"}, 2),
+    ],
+)
+def test_a_stopping_rule_makes_the_first_wave_the_fewest_calls(fields, low):
+    """Under `stop: decided` a vote makes at least the calls its first wave asks (the fewest
+    whose ballots could settle it: two who disagree settle that nothing is unanimous) and at
+    most everyone's."""
+    run = plan(panel(FIVE, protocol="vote", options=["A", "B", "C"], **fields))
+    assert counts(run) == [("vote", None, low, 5)]
+
+
+def test_confident_asks_at_least_the_heaviest_whose_agreement_reaches_the_target():
+    """Weights log(2 · 0.9/0.1) over three options: one ballot gives 0.9, two 0.994: two at least
+    for 0.95, the heaviest first (e weighs more)."""
+    weights = [2.89, 2.89, 2.89, 2.89, 5.0]
+    members = [{"name": name, "model": "demo/sage", "weight": w} for name, w in zip(FIVE, weights, strict=True)]
+    confident = Panel.model_validate(
+        {"name": "t", "protocol": "vote", "options": ["A", "B", "C"], "members": members, "stop": "confident(0.95)"}
+    )
+    run = plan(confident)
+    assert counts(run) == [("vote", None, 1, 5)]
+    assert [call.member.name for call in run.stages[0].calls if call.low] == ["e"]
+
+
+def test_confer_and_ensemble_under_decided():
+    confer = plan(panel(FIVE, protocol="confer", stop="decided", max_rounds=2))
+    assert counts(confer) == [("answer", "0", 3, 5), ("vote", "1–2", 0, 10)]
+    majority = plan(panel(FIVE, protocol="ensemble", mode="majority", stop="decided"))
+    assert counts(majority) == [("answer", None, 4, 5)]
+
+
+def test_a_decision_whose_leader_would_choose_stops_early_only_on_a_winner():
+    """Unanimous with a leader: only five agreeing ballots stop before the leader; majority: three."""
+    unanimous = plan(panel(FIVE, protocol="decide", options=["A", "B"], method="unanimous", leader="a", stop="decided"))
+    assert counts(unanimous)[0] == ("vote", None, 5, 5)
+    majority = plan(panel(FIVE, protocol="decide", options=["A", "B"], method="majority", leader="a", stop="decided"))
+    assert counts(majority)[0] == ("vote", None, 3, 5)

@@ -48,7 +48,7 @@ async def test_final_panel_and_summary(console: Console) -> None:
     assert "Use PostgreSQL with row-level security." in final
     assert "• sessions in Redis" in final  # rendered as Markdown, not printed raw
     assert "winner alice" in final
-    assert "confidence 57%" in final
+    assert "confidence score 57%" in final
     assert "converged no" in final
     assert "rounds 1" in final
     assert "calls 6 (1 failed)" in final

@@ -32,7 +32,7 @@ async def test_one_plain_line_per_event() -> None:
     assert "round 1 tallied: A=170 B=50 -> A (alice)" in lines
     assert "warning: bob: no structured vote; kept its own answer at 50" in lines
     assert lines[-1].startswith(
-        "run finished  winner alice  confidence 57%  converged no  rounds 1  calls 6 (1 failed)"
+        "run finished  winner alice  confidence score 57%  converged no  rounds 1  calls 6 (1 failed)"
     )
     assert "cost —" in lines[-1] and lines[-1].endswith(f"run {RUN_ID}")
 

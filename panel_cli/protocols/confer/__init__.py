@@ -3,7 +3,7 @@
 
 from dataclasses import replace
 
-from panel_cli.protocols.options import MEMBERS, max_rounds, no_convergence
+from panel_cli.protocols.options import MEMBERS, max_rounds, no_convergence, stop
 from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
 
 PROTOCOL = ProtocolSpec(
@@ -30,6 +30,10 @@ PROTOCOL = ProtocolSpec(
             noun="known answer order",
         ),
         no_convergence("Run every round even when the winner is stable."),
+        stop(
+            "decided: ask for answers a few at a time until the rest cannot change which answer leads, and hold "
+            "the vote among those who answered, in waves too; all asks everyone."
+        ),
     ),
     settings="panel_cli.protocols.confer.settings:ConferSettings",
     stage_views={"vote": "panel_cli.view.confer:vote_round"},

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from panel_cli.config import Member, Panel
+from panel_cli.config import Member, Panel, StopRule
 from panel_cli.events import RoundTallied, VoteCast, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
 from panel_cli.llm.structured import objects_in, unquoted
+from panel_cli.protocols.asking import StageStop, Stopping, Wave, announce, closing, in_waves, stopping
 from panel_cli.protocols.base import (
     DEFAULT_STAGE_TIMEOUT,
     Emit,
@@ -26,8 +27,16 @@ from panel_cli.protocols.base import (
     ProtocolRules,
     yes_no,
 )
+from panel_cli.protocols.checks import located_error
 from panel_cli.protocols.confer.log_odds import ConferTally
 from panel_cli.protocols.confer.settings import AnswerOrder, ConferSettings
+from panel_cli.protocols.confer.stopping import (
+    ONE_ANSWER,
+    answer_key,
+    leading_key,
+    next_answerers,
+    next_votes,
+)
 from panel_cli.protocols.confer.tally import (
     Vote,
     assign_labels,
@@ -39,14 +48,34 @@ from panel_cli.protocols.confer.tally import (
     render_block,
     tally,
 )
-from panel_cli.protocols.stages import broadcast, gather_each, in_turn, open_stage, out_of_budget
+from panel_cli.protocols.posterior import Confidence, confer_confidence, confidence_source, unknown
+from panel_cli.protocols.stages import (
+    Stage,
+    ask,
+    broadcast,
+    gather_each,
+    in_turn,
+    open_stage,
+    out_of_budget,
+    stage_deadline,
+)
 from panel_cli.tasks import Task, mark
 from panel_cli.untrusted import load_json
 
 
 def check_confer(panel: Panel) -> list[Finding]:
     """A lone member would vote on its own answer round after round, and pay for it: it votes
-    not at all, and this says so."""
+    not at all, and this says so. confer stops only when decided: its members state their
+    confidences in the vote, after they have answered, so no accuracy is known of a member
+    before it is asked."""
+    rule = panel.stop_rule
+    if rule is not None and rule.kind == "confident":
+        problem = (
+            f"confer cannot stop at {rule}: its members state how sure they are only when they vote, after "
+            "answering, so no member's accuracy is known before it is asked; use stop: decided, or panel vote with "
+            "weights"
+        )
+        raise located_error(panel, ("stop",), problem)
     return [(("members",), LONE_MEMBER)] if len(panel.members) < 2 else []
 
 
@@ -55,17 +84,23 @@ LONE_MEMBER = "one member: no vote round is held, and its answer is the final an
 
 def _settings(panel: Panel) -> list[tuple[str, str]]:
     settings = ConferSettings.of(panel)
+    stop = (
+        [("stop", "decided: answers in waves until the leading answer is settled, then votes among those who answered")]
+        if panel.stop_rule is not None
+        else []
+    )
     return [
         ("max_rounds", str(settings.max_rounds)),
         ("until_convergence", yes_no(settings.until_convergence)),
         ("tally", settings.tally),
         ("answer_order", settings.answer_order),
         *([("options", f"{len(settings.options)}, the K of log-odds")] if settings.options else []),
+        *stop,
     ]
 
 
 RULES = ProtocolRules(
-    fields=frozenset(),
+    fields=frozenset({"stop"}),
     timeouts={"answer": DEFAULT_STAGE_TIMEOUT, "vote": DEFAULT_STAGE_TIMEOUT},
     check=check_confer,
     headline=("tally", "answer_order"),
@@ -161,11 +196,17 @@ class ConferResult(ProtocolResult):
     winner: str | None
     final_answer_source: FinalAnswerSource | None
     confidence_score: float
+    confidence: float | None = Field(
+        description="the probability that the answer is right (docs/protocols.md#confidence), from the deciding round's "
+        "votes under tally: log_odds; None otherwise"
+    )
+    confidence_basis: str | None = Field(description="what the confidence rests on, or why there is none")
     scores: dict[str, float]
     converged: bool
     initial_answers: dict[str, str]
     rounds: list[ConferRound]
     failures: list[MemberFailure]
+    stopping: Stopping | None = Field(description="with `stop: decided`: the calls never made, and why asking stopped")
 
 
 def final_answer_source(decided: ConferRound, initial: dict[str, str]) -> FinalAnswerSource:
@@ -268,29 +309,16 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     candidate: the winning answer of the last vote round that ran whole (the round the cap
     cut short is not tallied: a count of the votes that happened to fit would decide it),
     else, when no round did, the first answer in member order, which is also the label the
-    tie rule favours."""
+    tie rule favours.
+
+    Under `stop: decided` the members answer in waves until the rest could not change which
+    answer leads; when every answer given is the same answer no vote is held, else the rounds
+    are held among the members asked, each round in waves until its winner is settled."""
     settings = ConferSettings.of(panel)
     members = panel.members
     order = [member.name for member in members]
-    answer_timeout = RULES.limit(panel, "answer")
-    vote_timeout = RULES.limit(panel, "vote")
-
-    if settings.answer_order == "sequential":
-
-        def request(before: Sequence[CallResult]) -> tuple[list[dict[str, Any]], RequestBrief]:
-            block = earlier_answers(order, before)
-            brief = RequestBrief(task=Task.ANSWER, question=question, quoted=quote(block))
-            return [{"role": "user", "content": answer_prompt(question, block)}], brief
-
-        replies = await in_turn(
-            gateway, emit, members, request, stage="answer", round=0, limit=answer_timeout, tools=True
-        )
-    else:
-        prompt = [{"role": "user", "content": answer_prompt(question)}]
-        brief = RequestBrief(task=Task.ANSWER, question=question)
-        replies = await broadcast(
-            gateway, emit, members, prompt, stage="answer", round=0, limit=answer_timeout, tools=True, brief=brief
-        )
+    rule = panel.stop_rule
+    replies, answered = await _answer_stage(panel, question, gateway, emit, rule)
     answers = {reply.member: reply.text.strip() for reply in replies if reply.ok}
     initial = dict(answers)
     failures = [
@@ -298,17 +326,27 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         for r in replies
         if not r.ok
     ]
+    stops: list[StageStop | None] = [answered]
+    voters = [member for member in members if member.name in {reply.member for reply in replies}]
 
     rounds: list[ConferRound] = []
     winners: list[str | None] = []
     stopped = bool(answers) and await out_of_budget(gateway, emit, "no vote round is held and the first answer stands")
-    unvoted = stopped or len(members) < 2  # a lone member's answer stands (`check_confer`)
+    one_answer = (
+        not stopped and rule is not None and len({answer_key(text, settings.options) for text in answers.values()}) == 1
+    )
+    if one_answer:
+        stops.append(await announce(emit, rule, "vote", 1, [], [voter.name for voter in voters], 0, ONE_ANSWER))
+    converged = one_answer
+    unvoted = stopped or one_answer or len(members) < 2  # a lone member's answer stands (`check_confer`)
     for index in range(1, 0 if unvoted else settings.max_rounds + 1):
         if not answers:
             break
         authors = assign_labels(order, answers)
         block = {label: answers[author] for label, author in authors.items()}
-        stage = await open_stage(emit, "vote", members=order, limit=vote_timeout, round=index, block=block)
+        stage = await open_stage(
+            emit, "vote", members=[voter.name for voter in voters], limit=vote_timeout(panel), round=index, block=block
+        )
         vote = functools.partial(
             _vote,
             gateway,
@@ -320,7 +358,11 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
             answers=answers,
             deadline=stage.deadline,
         )
-        outcomes = await gather_each(members, vote)
+        if rule is None:
+            outcomes = await gather_each(voters, vote)
+        else:
+            outcomes, waved = await _votes_in_waves(panel, rule, voters, vote, block, answers, stage, gateway, emit)
+            stops.append(waved)
         failures += [failure for _, failure in outcomes if failure is not None]
         ending = f"vote round {index} is not counted and the current candidate stands"
         if stopped := await out_of_budget(gateway, emit, ending):
@@ -352,15 +394,34 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
                 signal=signal,
             )
         )
+        unmoved = signal and moved_none(revised, answers, settings.options)
         answers.update(revised)
         winners.append(winner if signal else None)
-        if settings.until_convergence and has_converged(winners):
+        if settings.until_convergence and (has_converged(winners) or unmoved):
+            converged = True
             break
 
+    if one_answer:
+        first = next(name for name in order if name in initial)
+        return ConferResult(
+            tally=settings.tally,
+            answer_order=settings.answer_order,
+            final_answer=initial[first],
+            final_answer_source="answer",
+            winner=first,
+            confidence_score=0.0,
+            **_unvoted_confidence(panel),
+            scores={},
+            converged=True,
+            initial_answers=initial,
+            rounds=[],
+            failures=failures,
+            stopping=stopping(rule, stops),
+        )
     decided = next((r for r in reversed(rounds) if r.winner is not None), None)
-    first = (
-        next((name for name in order if name in initial), None) if (stopped or unvoted) and decided is None else None
-    )
+    lone = stopped or len(members) < 2
+    first = next((name for name in order if name in initial), None) if lone and decided is None else None
+    found = _confidence(panel, decided)
     return ConferResult(
         tally=settings.tally,
         answer_order=settings.answer_order,
@@ -373,9 +434,137 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
         else "no member answered the question",
         winner=decided.winner if decided else first,
         confidence_score=confidence_score(decided.votes, decided.winner_label) if decided else 0.0,
+        confidence=found.confidence,
+        confidence_basis=found.confidence_basis if found.confidence is not None else found.reason,
         scores=decided.scores if decided else {},
-        converged=settings.until_convergence and has_converged(winners),
+        converged=converged,
         initial_answers=initial,
         rounds=rounds,
         failures=failures,
+        stopping=stopping(rule, stops),
     )
+
+
+def vote_timeout(panel: Panel) -> float | None:
+    return RULES.limit(panel, "vote")
+
+
+def moved_none(revised: dict[str, str], answers: dict[str, str], options: Sequence[str]) -> bool:
+    """Whether a round's revisions leave every voter's answer the same answer it was (its
+    option, or its text whitespace and case aside): the next round would show the voters the
+    same answers, so its votes could only repeat this round's."""
+    return all(
+        voter in answers and answer_key(text, options) == answer_key(answers[voter], options)
+        for voter, text in revised.items()
+    )
+
+
+async def _answer_stage(
+    panel: Panel, question: str, gateway: Gateway, emit: Emit, rule: StopRule | None
+) -> tuple[list[CallResult], StageStop | None]:
+    """Round 0: every member's answer, at once or in turn; under `stop: decided`, in waves (one
+    at a time in turn) until the answers given settle which answer leads. The replies come in
+    member order, only those of the members asked."""
+    members = panel.members
+    order = [member.name for member in members]
+    limit = RULES.limit(panel, "answer")
+    settings = ConferSettings.of(panel)
+    sequential = settings.answer_order == "sequential"
+
+    def request(before: Sequence[CallResult]) -> tuple[list[dict[str, Any]], RequestBrief]:
+        if not sequential:
+            return [{"role": "user", "content": answer_prompt(question)}], RequestBrief(
+                task=Task.ANSWER, question=question
+            )
+        block = earlier_answers(order, before)
+        brief = RequestBrief(task=Task.ANSWER, question=question, quoted=quote(block))
+        return [{"role": "user", "content": answer_prompt(question, block)}], brief
+
+    if rule is None and sequential:
+        replies = await in_turn(gateway, emit, members, request, stage="answer", round=0, limit=limit, tools=True)
+        return replies, None
+    if rule is None:
+        prompt, brief = request([])
+        replies = await broadcast(
+            gateway, emit, members, prompt, stage="answer", round=0, limit=limit, tools=True, brief=brief
+        )
+        return replies, None
+    stage = await open_stage(emit, "answer", members=order, limit=limit, round=0)
+    given: list[CallResult] = []
+
+    async def answer(member: Member) -> CallResult:
+        messages, brief = request(given)
+        deadline = stage_deadline(limit) if sequential else stage.deadline
+        reply = await ask(gateway, stage, member, messages, deadline=deadline, tools=True, brief=brief)
+        given.append(reply)
+        return reply
+
+    def plan(replies: Sequence[CallResult], left: int) -> Wave:
+        keys = [answer_key(reply.text.strip(), settings.options) if reply.ok else None for reply in replies]
+        wave = next_answerers(keys, left, settings.options)
+        return Wave(min(wave.size, 1), wave.reason) if sequential else wave
+
+    asked = await in_waves(
+        members,
+        answer,
+        plan,
+        closed=closing(None if sequential else stage.deadline, lambda: gateway.budget_exhausted),
+    )
+    names = [member.name for member in asked.asked], [member.name for member in asked.not_asked]
+    return asked.outcomes, await announce(emit, rule, "answer", 0, *names, asked.waves, asked.reason)
+
+
+async def _votes_in_waves(
+    panel: Panel,
+    rule: StopRule,
+    voters: Sequence[Member],
+    vote: Callable[[Member], Awaitable[tuple[Vote | None, MemberFailure | None]]],
+    block: dict[str, str],
+    answers: dict[str, str],
+    stage: Stage,
+    gateway: Gateway,
+    emit: Emit,
+) -> tuple[list[tuple[Vote | None, MemberFailure | None]], StageStop | None]:
+    """A vote round under `stop: decided`: the voters whose answer leads first (they settle it
+    soonest), in waves until the votes in hand settle the round's winner. The outcomes come
+    back in member order."""
+    settings = ConferSettings.of(panel)
+    keys = {name: answer_key(text, settings.options) for name, text in answers.items()}
+    leading = leading_key([keys.get(voter.name) for voter in voters])
+    ordered = sorted(voters, key=lambda voter: (voter.name not in keys, keys.get(voter.name) != leading))
+    labels = list(block)
+    choices = choices_of(settings.options, block)
+
+    def plan(outcomes: Sequence[tuple[Vote | None, MemberFailure | None]], left: int) -> Wave:
+        votes = [found for found, _ in outcomes if found is not None]
+        scores, _ = tally(votes, labels, settings.tally, choices)
+        return next_votes(scores, labels, bool(votes), left, settings.tally, choices)
+
+    asked = await in_waves(ordered, vote, plan, closed=closing(stage.deadline, lambda: gateway.budget_exhausted))
+    names = [voter.name for voter in asked.asked], [voter.name for voter in asked.not_asked]
+    waved = await announce(emit, rule, "vote", stage.round, *names, asked.waves, asked.reason)
+    places = {voter.name: place for place, voter in enumerate(voters)}
+    in_order = sorted(zip(asked.asked, asked.outcomes, strict=True), key=lambda pair: places[pair[0].name])
+    return [outcome for _, outcome in in_order], waved
+
+
+def _confidence(panel: Panel, decided: ConferRound | None) -> Confidence:
+    """The deciding round's votes as evidence of the answer they chose, each named by the
+    answer it gives (two labels giving one answer are one answer), at the confidence stated."""
+    source = confidence_source(panel, "confer")
+    if decided is None or decided.winner_label is None:
+        return unknown(None, "there is no answer to be confident of")
+    options = ConferSettings.of(panel).options
+    named = {label: answer_key(text, options) for label, text in decided.block.items()}
+    votes = [(named[vote.chosen_label], vote.confidence) for vote in decided.votes]
+    declared = len(options) if options else None
+    answer = named[decided.winner_label]
+    return confer_confidence(votes, answer, declared, source, shown=len(set(named.values())))
+
+
+def _unvoted_confidence(panel: Panel) -> dict[str, Any]:
+    """The confidence of an answer no vote was held on: none, since the confidences confer
+    reads are stated in the vote."""
+    source = confidence_source(panel, "confer")
+    reason = source.reason or f"no vote was held ({ONE_ANSWER}), so no member stated a confidence"
+    return {"confidence": None, "confidence_basis": reason}

@@ -103,6 +103,17 @@ class CouncilResult(ProtocolResult):
     self_review: bool
     seed: int | None
     bias: BiasReport
+    confidence: float | None = Field(
+        default=None, description="always None: council's answer has no probability of being right (`confidence_basis`)"
+    )
+    confidence_basis: str | None = Field(default=None, description="why there is no confidence")
+
+
+# Why a council's answer has no confidence (docs/protocols.md#confidence).
+NO_CONFIDENCE = (
+    "council's answer is its chairman's synthesis, which no member voted for, and its ranking averages the places "
+    "reviewers gave: which answer they preferred, not how likely it is right, since no reviewer's accuracy is known"
+)
 
 
 def check_council(panel: Panel) -> list[Member]:
@@ -448,4 +459,6 @@ async def council(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> 
         self_review=settings.self_review,
         seed=seed,
         bias=bias,
+        confidence=None,
+        confidence_basis=NO_CONFIDENCE if answered_text else "there is no answer to be confident of",
     )

@@ -11,6 +11,7 @@ from panel_cli.protocols.vote import (
     NO_MATCH,
     OPTIONS,
     QUORUM,
+    STOP,
     THRESHOLD,
     TIE_BREAK,
 )
@@ -21,7 +22,7 @@ PROTOCOL = ProtocolSpec(
     engine="panel_cli.protocols.vote.engine:decide",
     rules="panel_cli.protocols.vote.engine:DECIDE_RULES",
     plan="panel_cli.protocols.vote.estimate:plan_calls",
-    options=(OPTIONS, MEMBERS, LEADER, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, GATE),
+    options=(OPTIONS, MEMBERS, LEADER, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, STOP, GATE),
     settings="panel_cli.protocols.vote.settings:DecideSettings",
     stage_views={"vote": "panel_cli.view.vote:ballot_stage", "leader": "panel_cli.view.vote:leader_stage"},
     **BALLOT_TRAITS,

@@ -34,6 +34,16 @@ PROTOCOL = ProtocolSpec(
             completion="member_names",
         ),
         timeout(("answer",)),
+        CommandOption(
+            name="stop",
+            flag="--stop",
+            help="For majority: decided asks every member but the last, and the last only if its response could "
+            "change the pick; all asks everyone.",
+            field="stop",
+            requires=("mode", "majority"),
+            metavar="RULE",
+            noun="stopping rule",
+        ),
     ),
     theory="panel_cli.eval.rules:racing_alone",
     no_theory="ensemble's answer is a merge or a pick of whole answers, not a count of the voters' beliefs",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -24,10 +24,12 @@ from panel_cli.errors import UserError
 from panel_cli.events import RoundTallied, WarningRaised
 from panel_cli.llm.brief import RequestBrief, quote
 from panel_cli.llm.gateway import CallResult, Gateway
+from panel_cli.protocols.asking import Stopping, Wave, announce, closing, in_waves, stopping
 from panel_cli.protocols.base import DEFAULT_SYNTHESIS_TIMEOUT, Emit, Finding, ProtocolResult, ProtocolRules, labels_for
+from panel_cli.protocols.checks import located_error
 from panel_cli.protocols.council.engine import answer_prompt
 from panel_cli.protocols.ensemble.settings import EnsembleMode, EnsembleSettings
-from panel_cli.protocols.stages import broadcast, failure_reason, gather_each, open_stage, out_of_budget
+from panel_cli.protocols.stages import ask, broadcast, failure_reason, gather_each, open_stage, out_of_budget
 from panel_cli.tasks import Task, mark, render_labelled
 from panel_cli.wording import plural
 
@@ -76,6 +78,14 @@ class EnsembleResult(ProtocolResult):
     )
     successful_responses: int
     member_count: int
+    confidence: float | None = Field(
+        default=None,
+        description="always None: no mode's pick is a vote of known accuracy (`confidence_basis` says why)",
+    )
+    confidence_basis: str | None = Field(default=None, description="why there is no confidence")
+    stopping: Stopping | None = Field(
+        default=None, description="majority with `stop: decided`: the call never made, and why asking stopped"
+    )
 
 
 @dataclass(frozen=True)
@@ -113,12 +123,34 @@ def plan_ensemble(panel: Panel) -> EnsemblePlan:
 
 
 # Which panel field each mode reads beyond the members: a field set for another mode is ignored.
-MODE_FIELDS: dict[str, set[str]] = {"consensus": {"scorer"}, "synthesize": {"aggregator", "chairman"}}
+MODE_FIELDS: dict[str, set[str]] = {
+    "consensus": {"scorer"},
+    "synthesize": {"aggregator", "chairman"},
+    "majority": {"stop"},
+}
+
+# Why no mode's answer has a confidence (docs/protocols.md#confidence), by mode.
+NO_CONFIDENCE: dict[str, str] = {
+    "fanout": "fanout keeps every response and picks none",
+    "race": "race takes the first response to arrive, and speed says nothing of being right",
+    "consensus": "consensus takes the best-scored response, and a score (its length, or a judge's 0 to 100) is no "
+    "probability of being right",
+    "majority": "majority takes the response most others resemble, and resembling in words is no vote of known "
+    "accuracy: members giving one answer in different words resemble nothing, members copying a wrong answer "
+    "resemble each other",
+    "synthesize": "the aggregator writes an answer of its own from the responses, which no member voted for",
+}
 
 
 def check_ensemble(panel: Panel) -> list[Finding]:
-    """The mode's judge and aggregator must exist; a field only another mode reads is named."""
+    """The mode's judge and aggregator must exist; a field only another mode reads is named;
+    `stop` is majority's, and only `decided` (no response has a known accuracy)."""
     mode = plan_ensemble(panel).mode
+    rule = panel.stop_rule
+    if mode == "majority" and rule is not None and rule.kind == "confident":
+        raise located_error(
+            panel, ("stop",), f"ensemble cannot stop at {rule}: {NO_CONFIDENCE['majority']}; use stop: decided"
+        )
     used = MODE_FIELDS.get(mode, set())
     ignored = sorted(field for field in set().union(*MODE_FIELDS.values()) - used if field in panel.model_fields_set)
     return [((field,), f"not used by mode {mode}") for field in ignored]
@@ -131,11 +163,13 @@ def _ensemble_settings(panel: Panel) -> list[tuple[str, str]]:
         shown.append(("scorer", EnsembleSettings.of(panel).scorer))
     if plan.aggregator is not None:
         shown.append(("aggregator", plan.aggregator.name))
+    if plan.mode == "majority" and panel.stop_rule is not None:
+        shown.append(("stop", "decided: every member but the last, then the last if it could change the pick"))
     return shown
 
 
 RULES = ProtocolRules(
-    fields=frozenset({"chairman"}),
+    fields=frozenset({"chairman", "stop"}),
     # `review` limits a judge's scoring, `synthesis` the aggregator.
     timeouts={"answer": DEFAULT_TIMEOUT, "review": DEFAULT_TIMEOUT, "synthesis": DEFAULT_SYNTHESIS_TIMEOUT},
     check=check_ensemble,
@@ -161,6 +195,38 @@ def resemblance_counts(texts: Mapping[str, str]) -> dict[str, int]:
         name: sum(1 for other in words if other != name and jaccard(words[name], words[other]) > RESEMBLANCE)
         for name in words
     }
+
+
+def majority_settled(counts: Mapping[str, int], order: list[str], left: int) -> bool:
+    """Whether majority's pick among the responses in hand (`counts`: how many others each
+    resembles; in member order, before every member still to ask) stands whatever the `left`
+    members still to ask answer, or if they fail. A response not yet given may resemble any
+    of the others, so two left can always outvote the pick (they resemble each other and all
+    but it); one left cannot when the pick resembles every other response in hand and each
+    other one would still trail it, or tie it from later in member order, with one more."""
+    if left == 0:
+        return True
+    if left > 1 or not counts:
+        return False
+    pick = highest({name: float(count) for name, count in counts.items()}, order)
+    if counts[pick] != len(counts) - 1:
+        return False
+    return all(
+        counts[name] + 1 < counts[pick] or (counts[name] + 1 == counts[pick] and order.index(pick) < order.index(name))
+        for name in counts
+        if name != pick
+    )
+
+
+def next_majority(texts: Mapping[str, str], order: list[str], left: int) -> Wave:
+    """How many of the `left` members still to answer to ask next under majority's `stop:
+    decided`: all but the last at first (while two are left, nothing is settled), then the
+    last only if its response could change the pick."""
+    if majority_settled(resemblance_counts(texts), order, left):
+        return Wave(0, "the last response could not change which response most others resemble")
+    if left > 1:
+        return Wave(left - 1, "a response not yet given may resemble any others, so only the last member can be spared")
+    return Wave(1, "the last response could still change which response most others resemble")
 
 
 def highest(scores: Mapping[str, float], order: list[str]) -> str:
@@ -365,6 +431,7 @@ async def _choose(
 async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> EnsembleResult:
     plan = plan_ensemble(panel)
     started = time.perf_counter()  # a cancelled racer's duration is the time until the race ended
+    asking: Stopping | None = None
 
     prompt = [{"role": "user", "content": answer_prompt(question)}]
     brief = RequestBrief(task=Task.ANSWER, question=question)
@@ -372,13 +439,16 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
     if plan.mode == "race":
         stage = await open_stage(emit, "answer", members=panel.member_names, limit=limit)
         replies = await _race(panel.members, prompt, brief, gateway, stage.deadline)
+    elif plan.mode == "majority" and panel.stop_rule is not None:
+        replies, asking = await _answers_in_waves(panel, prompt, brief, gateway, emit)
     else:
         gathered = await broadcast(
             gateway, emit, panel.members, prompt, stage="answer", limit=limit, tools=True, brief=brief
         )
         replies = {reply.member: reply for reply in gathered}
     elapsed = time.perf_counter() - started
-    responses = [_response(member, replies.get(member.name), elapsed) for member in panel.members]
+    asked = [member for member in panel.members if member.name in replies or plan.mode == "race"]
+    responses = [_response(member, replies.get(member.name), elapsed) for member in asked]
     answered = [r for r in responses if r.success]
 
     choice = (
@@ -407,7 +477,35 @@ async def ensemble(panel: Panel, question: str, gateway: Gateway, emit: Emit) ->
         majority=(choice.chosen if choice.majority else None) if plan.mode == "majority" else None,
         successful_responses=len(answered),
         member_count=len(panel.members),
+        confidence=None,
+        confidence_basis=NO_CONFIDENCE[plan.mode] if final is not None else "there is no answer to be confident of",
+        stopping=asking,
     )
+
+
+async def _answers_in_waves(
+    panel: Panel, prompt: list[dict[str, str]], brief: RequestBrief, gateway: Gateway, emit: Emit
+) -> tuple[dict[str, CallResult], Stopping | None]:
+    """majority's answers under `stop: decided`, in member order (`next_majority`), within the
+    stage's one deadline: the replies of the members asked, and what the stop saved."""
+    rule = panel.stop_rule
+    assert rule is not None
+    order = panel.member_names
+    stage = await open_stage(emit, "answer", members=order, limit=RULES.limit(panel, "answer"))
+
+    async def answer(member: Member) -> CallResult:
+        return await ask(gateway, stage, member, prompt, deadline=stage.deadline, tools=True, brief=brief)
+
+    def plan(replies: Sequence[CallResult], left: int) -> Wave:
+        texts = {reply.member: reply.text.strip() for reply in replies if reply.ok}
+        return next_majority(texts, order, left)
+
+    asked = await in_waves(
+        panel.members, answer, plan, closed=closing(stage.deadline, lambda: gateway.budget_exhausted)
+    )
+    names = [member.name for member in asked.asked], [member.name for member in asked.not_asked]
+    stopped = await announce(emit, rule, "answer", None, *names, asked.waves, asked.reason)
+    return {reply.member: reply for reply in asked.outcomes}, stopping(rule, [stopped])
 
 
 def _response(member: Member, reply: CallResult | None, elapsed: float) -> EnsembleResponse:

@@ -11,8 +11,18 @@ from panel_cli.protocols.plans import Bound, Calls, RunPlan, StagePlan, user
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
     members = panel.members
     chosen = ensemble.plan_ensemble(panel)
+    # majority under `stop: decided` asks every member but the last for sure, the last only if it matters.
+    sure = len(members) - 1 if chosen.mode == "majority" and panel.stop_rule is not None and len(members) > 1 else None
+    prompt = user(council.answer_prompt(question))
     stages = [
-        StagePlan("answer", None, [Calls(m, 1, 1, user(council.answer_prompt(question)), tools=True) for m in members])
+        StagePlan(
+            "answer",
+            None,
+            [
+                Calls(m, 0 if sure is not None and i >= sure else 1, 1, prompt, tools=True)
+                for i, m in enumerate(members)
+            ],
+        )
     ]
     notes = []
     if chosen.mode == "race":

@@ -1,7 +1,7 @@
 """vote: every member votes on fixed options; the ballots are counted by the method, against the
 quorum (docs/protocols.md#vote-and-decide)."""
 
-from panel_cli.protocols.options import MEMBERS, timeout
+from panel_cli.protocols.options import MEMBERS, stop, timeout
 from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
 
 OPTIONS = CommandOption(
@@ -58,6 +58,10 @@ LEADER = CommandOption(
     field="leader",
     completion="member_names",
 )
+STOP = stop(
+    "Ask the voters a few at a time: decided (stop once the rest cannot change the outcome) or "
+    "'confident(0.95)' (once the leading option is right with that probability; needs weights); all asks everyone."
+)
 GATE = CommandOption(
     name="gate",
     flag="--gate",
@@ -86,7 +90,7 @@ BALLOT_TRAITS = {
 PROTOCOL = ProtocolSpec(
     name="vote",
     summary="Every member votes on fixed options; the ballots are counted by the method, against the quorum.",
-    options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, GATE),
+    options=(OPTIONS, MEMBERS, METHOD, TIE_BREAK, THRESHOLD, QUORUM, timeout(("vote",)), NO_MATCH, STOP, GATE),
     settings="panel_cli.protocols.vote.settings:VoteSettings",
     stage_views={"vote": "panel_cli.view.vote:ballot_stage"},
     **BALLOT_TRAITS,

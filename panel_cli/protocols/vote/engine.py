@@ -15,13 +15,14 @@ call fails, casts no ballot at all and is listed under `failed`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from panel_cli.config import Member, Panel
+from panel_cli.config import Member, Panel, StopRule, weights_file
 from panel_cli.errors import UserError
 from panel_cli.events import (
     DecisionRecorded,
@@ -34,9 +35,12 @@ from panel_cli.events import (
 )
 from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.gateway import Gateway
+from panel_cli.protocols.asking import StageStop, Stopping, Wave, announce, closing, in_waves, stopping
 from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRules, describe_duration
 from panel_cli.protocols.checks import located_error
-from panel_cli.protocols.stages import failure_reason, gather_each, open_stage, out_of_budget
+from panel_cli.protocols.posterior import confidence_source, vote_confidence, vote_evidence, weights_given
+from panel_cli.protocols.stages import Stage, failure_reason, gather_each, open_stage, out_of_budget
+from panel_cli.protocols.stopping import ask_order, confident, next_wave, settled
 from panel_cli.protocols.vote.ballots import BallotReply, NoMatch, option_problems, options_block, read_ballot
 from panel_cli.protocols.vote.settings import VoteSettings, leader_of, settings_of
 from panel_cli.protocols.vote.tally import (
@@ -93,6 +97,12 @@ class VoteResult(ProtocolResult):
     failed: list[VoterFailure]
     ballots: list[Ballot]
     rounds: list[RunoffRound] | None
+    confidence: float | None = Field(
+        description="the probability that the answer is right (docs/protocols.md#confidence); None when no member's "
+        "accuracy is known, or there is no answer"
+    )
+    confidence_basis: str | None = Field(description="what the confidence rests on, or why there is none")
+    stopping: Stopping | None = Field(description="with `stop:`: the calls never made, and why asking stopped")
 
 
 class DecideResult(VoteResult):
@@ -160,6 +170,7 @@ class VotePlan:
     no_match: NoMatch
     max_voters: int
     leader: Member | None
+    stop: StopRule | None
 
 
 def with_options(panel: Panel, options: Sequence[str]) -> Panel:
@@ -193,11 +204,13 @@ def plan_vote(panel: Panel, protocol: Literal["vote", "decide"]) -> VotePlan:
         no_match=settings.no_match,
         max_voters=settings.max_voters,
         leader=panel.member(named, role="leader") if named else None,
+        stop=panel.stop_rule,
     )
 
 
 def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding]:
     plan_vote(panel, protocol)
+    refuse_confident_unweighted(panel)
     settings = settings_of(panel, protocol)
     findings: list[Finding] = []
     if settings.method != "supermajority" and "threshold" in panel.model_fields_set:
@@ -216,6 +229,19 @@ def _findings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[Finding
         problem = f"{settings.quorum} is more than the {len(panel.members)} voters; no vote can reach it"
         raise located_error(panel, ("quorum",), problem)
     return findings
+
+
+def refuse_confident_unweighted(panel: Panel) -> None:
+    """`stop: confident(x)` reads each member's weight as its accuracy: with no weight given,
+    there is none to read, and the run is refused before any call."""
+    rule = panel.stop_rule
+    if rule is None or rule.kind != "confident" or weights_given(panel):
+        return
+    problem = (
+        f"{rule} needs each member's accuracy, read from its weight, and no member has one; give weights "
+        "(weights: from FILE, which panel eval --calibrate writes) or use stop: decided"
+    )
+    raise located_error(panel, ("stop",), problem)
 
 
 def _tie_break_findings(settings: VoteSettings, protocol: Literal["vote", "decide"]) -> list[Finding]:
@@ -244,20 +270,29 @@ def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[s
         ("no_match", plan.no_match),
         ("max_voters", f"{plan.max_voters} asked at once"),
     ]
+    if plan.stop is not None:
+        settings.append(("stop", stop_setting(plan.stop)))
     if protocol == "decide":
         settings.append(("leader", plan.leader.name if plan.leader else "none: without a winner nothing is decided"))
     return settings
 
 
+def stop_setting(rule: StopRule) -> str:
+    """How `panel validate` says a vote's stopping rule."""
+    if rule.kind == "confident":
+        return f"{rule}: one at a time, heaviest weight first, until the leading option is right with {rule.at_least:g}"
+    return f"{rule}: in waves, heaviest weight first, until the rest cannot change the outcome"
+
+
 RULES = ProtocolRules(
-    fields=frozenset({"weights"}),
+    fields=frozenset({"weights", "stop"}),
     timeouts={"vote": DEFAULT_TIMEOUT},
     member_fields=frozenset({"weight"}),
     check=lambda panel: _findings(panel, "vote"),
     settings=lambda panel: _settings(panel, "vote"),
 )
 DECIDE_RULES = ProtocolRules(
-    fields=frozenset({"weights"}),
+    fields=frozenset({"weights", "stop"}),
     timeouts={"vote": DEFAULT_TIMEOUT},
     member_fields=frozenset({"weight"}),
     check=lambda panel: _findings(panel, "decide"),
@@ -275,6 +310,9 @@ class Poll:
     ballots: list[Ballot]
     failures: list[VoterFailure]
     tally: Tally
+    stopped: StageStop | None = None
+    # Under `stop: confident(x)`: the option whose probability reached x, and that probability.
+    sure: str | None = None
 
 
 async def _warn(emit: Emit, member: str, warnings: list[str]) -> None:
@@ -332,7 +370,12 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
         await emit(VoteReceived(**ballot.model_dump()))
         return ballot
 
-    outcomes = await gather_each(panel.members, ballot_of, at_once=plan.max_voters)
+    stopped: StageStop | None = None
+    sure: str | None = None
+    if plan.stop is None:
+        outcomes = await gather_each(panel.members, ballot_of, at_once=plan.max_voters)
+    else:
+        outcomes, stopped, sure = await _ask_in_waves(panel, plan, ballot_of, stage, gateway, emit)
     ballots = [outcome for outcome in outcomes if isinstance(outcome, Ballot)]
     failures = [outcome for outcome in outcomes if isinstance(outcome, VoterFailure)]
     cast = len(ballots)
@@ -345,12 +388,69 @@ async def _poll(panel: Panel, plan: VotePlan, question: str, gateway: Gateway, e
     if counted.quorum_met:
         await emit(QuorumReached(current=counted.ballots_cast, required=plan.quorum))
     await emit(VoteTallied(tally=counted.model_dump(mode="json")))
-    return Poll(ballots=ballots, failures=failures, tally=counted)
+    return Poll(ballots=ballots, failures=failures, tally=counted, stopped=stopped, sure=sure)
 
 
-def _fields(plan: VotePlan, poll: Poll, winner: str | None, reason: str | None) -> dict[str, Any]:
-    """What a vote's and a decision's results share."""
+async def _ask_in_waves(
+    panel: Panel,
+    plan: VotePlan,
+    ballot_of: Callable[[Member], Awaitable[Ballot | VoterFailure]],
+    stage: Stage,
+    gateway: Gateway,
+    emit: Emit,
+) -> tuple[list[Ballot | VoterFailure], StageStop | None, str | None]:
+    """The voters asked under `stop:`, heaviest weight first (member order when the weights
+    are all alike), in waves as `next_voters` says, within the stage's one deadline. Returns
+    the outcomes in member order, what the stop saved, and under `confident(x)` the option
+    whose probability reached x (None when it never did: everyone was asked and counted)."""
+    assert plan.stop is not None
+    order = [panel.members[place] for place in ask_order([member.weight for member in panel.members])]
+    asked = await in_waves(
+        order,
+        ballot_of,
+        functools.partial(next_voters, plan, [member.weight for member in order]),
+        at_once=plan.max_voters,
+        closed=closing(stage.deadline, lambda: gateway.budget_exhausted),
+    )
+    ballots = [outcome for outcome in asked.outcomes if isinstance(outcome, Ballot)]
+    sure = None
+    if asked.not_asked and plan.stop.kind == "confident":
+        evidence = vote_evidence(ballots, plan.options)
+        sure = confident(evidence, len(plan.options), plan.stop.at_least or 1.0, order=plan.options).winner
+    names = [member.name for member in asked.asked], [member.name for member in asked.not_asked]
+    stopped = await announce(emit, plan.stop, "vote", None, *names, asked.waves, asked.reason)
+    places = {name: place for place, name in enumerate(panel.member_names)}
+    return sorted(asked.outcomes, key=lambda outcome: places[outcome.voter]), stopped, sure
+
+
+def next_voters(plan: VotePlan, weights: Sequence[float], outcomes: Sequence[Ballot | VoterFailure], left: int) -> Wave:
+    """How many of the voters still to ask (their `weights` in the order asked) to ask next:
+    under `decided`, none once the rest cannot change the count's outcome, else the fewest
+    whose ballots could settle it (`next_wave`); under `confident(x)`, one at a time until the
+    leading option is right with probability x (`confident`)."""
+    assert plan.stop is not None
+    ballots = [outcome for outcome in outcomes if isinstance(outcome, Ballot)]
+    if plan.stop.kind == "confident":
+        evidence = vote_evidence(ballots, plan.options)
+        sure = confident(evidence, len(plan.options), plan.stop.at_least or 1.0, order=plan.options)
+        return Wave(0 if sure.decided else 1, sure.reason)
+    remaining = weights[len(weights) - left :]
+    rules = {"threshold": plan.threshold, "tie_break": plan.tie_break, "quorum": plan.quorum}
+    found = settled(ballots, remaining, plan.options, plan.method, **rules)
+    if found.decided and found.winner is None and plan.leader is not None and left:
+        # The leader chooses from the counts and the reason nothing won: everyone's, as without a rule.
+        return Wave(left, f"{found.reason}, and the leader {plan.leader.name} will choose from everyone's counts")
+    if found.decided:
+        return Wave(0, found.reason)
+    return Wave(next_wave(ballots, remaining, plan.options, plan.method, **rules), found.reason)
+
+
+def _fields(panel: Panel, plan: VotePlan, poll: Poll, winner: str | None, reason: str | None) -> dict[str, Any]:
+    """What a vote's and a decision's results share: the count, its confidence and what a
+    stopping rule saved."""
     counted = poll.tally
+    source = confidence_source(panel, panel.protocol, weights_file(panel.weights) if panel.weights else None)
+    found = vote_confidence(poll.ballots, winner, plan.options, source)
     return {
         "final_answer": winner,
         "failure_reason": None if winner else reason,
@@ -373,13 +473,18 @@ def _fields(plan: VotePlan, poll: Poll, winner: str | None, reason: str | None) 
         "failed": poll.failures,
         "ballots": poll.ballots,
         "rounds": counted.rounds,
+        "confidence": found.confidence,
+        "confidence_basis": found.confidence_basis if found.confidence is not None else found.reason,
+        "stopping": stopping(plan.stop, [poll.stopped]),
     }
 
 
 async def vote(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> VoteResult:
     plan = plan_vote(panel, "vote")
     poll = await _poll(panel, plan, question, gateway, emit)
-    return VoteResult(**_fields(plan, poll, poll.tally.winner, _with_advice(poll.tally.reason, poll.tally)))
+    if poll.sure is not None:
+        return VoteResult(**_fields(panel, plan, poll, poll.sure, None))
+    return VoteResult(**_fields(panel, plan, poll, poll.tally.winner, _with_advice(poll.tally.reason, poll.tally)))
 
 
 def _with_advice(reason: str | None, counted: Tally) -> str | None:
@@ -423,9 +528,11 @@ async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
     plan = plan_vote(panel, "decide")
     poll = await _poll(panel, plan, question, gateway, emit)
     counted = poll.tally
-    winner, reason = counted.winner, counted.reason
+    winner, reason = poll.sure or counted.winner, counted.reason
     leader_ballot: Ballot | None = None
-    if plan.leader is not None and leader_settles(counted):
+    if poll.sure is not None:
+        reason = None
+    elif plan.leader is not None and leader_settles(counted):
         leader_ballot, problem = await _ask_leader(panel, plan, plan.leader, question, counted, gateway, emit)
         if leader_ballot is not None and leader_ballot.choice is not None:
             winner = leader_ballot.choice
@@ -435,7 +542,7 @@ async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
         reason = f"{reason}; tie_break none leaves a tie undecided, so the leader {plan.leader.name} was not asked"
     elif winner is None:
         reason = _with_advice(reason, counted)
-    override = counted.winner is None and winner is not None
+    override = leader_ballot is not None and winner is not None
     await emit(
         DecisionRecorded(
             topic=question,
@@ -446,13 +553,13 @@ async def decide(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> D
             ballots_cast=counted.ballots_cast,
             leader=plan.leader.name if plan.leader else None,
             leader_override=override,
-            consensus_reached=counted.winner is not None,
+            consensus_reached=not override and winner is not None,
         )
     )
     return DecideResult(
-        **_fields(plan, poll, winner, reason),
+        **_fields(panel, plan, poll, winner, reason),
         leader=plan.leader.name if plan.leader else None,
         leader_ballot=leader_ballot,
         leader_override=override,
-        consensus_reached=counted.winner is not None,
+        consensus_reached=not override and winner is not None,
     )
