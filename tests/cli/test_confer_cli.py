@@ -243,7 +243,7 @@ def test_the_tally_and_answer_order_are_named_in_every_view_and_the_result() -> 
     start, *_, end = plain.stderr.splitlines()
     assert start.startswith("run started  confer  demo  members: sage, skeptic, pragmatist, engineer")
     assert start.endswith("  tally log_odds  answer_order sequential  run " + start.rsplit(" ", 1)[1])
-    assert "  tally log_odds  answer_order sequential  calls " in end
+    assert "  tally log_odds  answer_order sequential  confidence " in end
     result = cli_json(*args)
     assert (result["tally"], result["answer_order"]) == ("log_odds", "sequential")
     shown = cli("history", "show", result["run_id"]).stdout

@@ -197,7 +197,7 @@ def test_options_given_without_words_is_a_usage_error(args: list[str]) -> None:
 
 
 def test_a_value_given_on_the_command_line_is_blamed_on_its_option_not_a_line(tmp_path: Path) -> None:
-    """configs/vote.yaml says `quorum: 4` on line 14 and gives no tie_break; the options override them."""
+    """configs/vote.yaml says `quorum: 4` on line 15 and gives no tie_break; the options override them."""
     assert cli_refused("vote", VOTE, "--quorum", "7") == "--quorum: 7 is more than the 6 voters; no vote can reach it."
     ignored = invoke("vote", VOTE, "--tie-break", "leader")
     assert ignored["warnings"] == [
@@ -209,11 +209,11 @@ def test_a_value_given_on_the_command_line_is_blamed_on_its_option_not_a_line(tm
     )
     assert (
         cli_refused("vote", str(in_file))
-        == f"{in_file}, line 14: quorum: 7 is more than the 6 voters; no vote can reach it."
+        == f"{in_file}, line 15: quorum: 7 is more than the 6 voters; no vote can reach it."
     )
     quorum_ok = invoke("vote", str(in_file), "--quorum", "4")
     assert quorum_ok["warnings"] == [
-        f"{in_file}, line 15: tie_break: used only by methods plurality and weighted_plurality, not ranked_choice."
+        f"{in_file}, line 16: tie_break: used only by methods plurality and weighted_plurality, not ranked_choice."
     ]
 
 
@@ -226,7 +226,7 @@ def test_one_range_for_the_threshold_in_the_file_the_options_retally_and_python(
     """1 asked for more than every vote; a vote, a decision, a re-tally and the API refuse it alike."""
     in_file = tmp_path / "vote.yaml"
     in_file.write_text(Path(VOTE).read_text().replace("method: ranked_choice", "method: supermajority\nthreshold: 1"))
-    assert cli_refused("vote", str(in_file)) == f"{in_file}, line 14: threshold: {NOT_A_SHARE}."
+    assert cli_refused("vote", str(in_file)) == f"{in_file}, line 15: threshold: {NOT_A_SHARE}."
     for command, panel in (("vote", VOTE), ("decide", DECIDE)):
         refused = cli_refused(command, panel, "--method", "supermajority", "--threshold", "1")
         assert refused == f"--threshold: {NOT_A_SHARE}."

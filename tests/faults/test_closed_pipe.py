@@ -132,13 +132,13 @@ def test_a_run_with_stderr_closed_finishes_and_keeps_its_database_whole(tmp_path
     done, db = demo_run(tmp_path, stdout=subprocess.PIPE, preexec_fn=closed(2))
     assert done.returncode == 0
     assert done.stdout.strip(), "the answer is printed"
-    assert run_statuses(db) == [("finished", 12)]
+    assert run_statuses(db) == [("finished", 8)]
     assert b"[round 1]" not in db.read_bytes()
 
 
 def test_a_run_with_stdout_closed_finishes_and_exits_0(tmp_path):
     done, db = demo_run(tmp_path, stderr=subprocess.PIPE, preexec_fn=closed(1))
-    assert (done.returncode, run_statuses(db)) == (0, [("finished", 12)])
+    assert (done.returncode, run_statuses(db)) == (0, [("finished", 8)])
     assert "unexpected error" not in done.stderr
 
 
@@ -148,4 +148,4 @@ def test_output_to_a_full_disk_is_one_sentence_and_exit_1_and_the_run_is_kept(tm
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == "panel: the output could not be written (No space left on device)."
     assert "unexpected error" not in done.stderr
-    assert run_statuses(db) == [("finished", 12)]
+    assert run_statuses(db) == [("finished", 8)]
