@@ -15,4 +15,6 @@ PARENT_ID_KEY = "parent_id"
 # `runs.batch_id` column.
 TAGS_KEY = "tags"
 BATCH_TAG = "batch"
-RUN_KEYS = frozenset({FENCE_TAG_KEY, RESUMED_FROM_KEY, PARENT_ID_KEY, TAGS_KEY})
+# The outcome a gated run (`--gate`) waits for: a resumed run judges its result against it too.
+GATE_KEY = "gate"
+RUN_KEYS = frozenset({FENCE_TAG_KEY, RESUMED_FROM_KEY, PARENT_ID_KEY, TAGS_KEY, GATE_KEY})

@@ -27,7 +27,9 @@ from panel_cli.events import BaseEvent, EventBus
 from panel_cli.exit_status import ExitStatus
 from panel_cli.llm.gateway import Gateway
 from panel_cli.protocols.base import engine_of
+from panel_cli.protocols.registry import spec
 from panel_cli.runs.execute import run_engine
+from panel_cli.runs.panels import armed_gate
 from panel_cli.store.subscriber import TranscriptStore
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.warm_panel import WARM_PANEL_WORKS, WarmPanel, WarmProcess
@@ -266,18 +268,24 @@ class FinishedCalls:
 
 
 async def interrupted_run(
-    panel_file: Path, db: Path, ready: Callable[[int], bool], *, question: str | None = None
+    panel_file: Path,
+    db: Path,
+    ready: Callable[[int], bool],
+    *,
+    question: str | None = None,
+    gate: dict[str, str] | None = None,
 ) -> str:
     """Run the panel in-process until `ready(calls finished and stored)` holds, then cancel it,
     as Ctrl-C does; its run id. A run that ends before it gets there fails the test.
-    `question`: the panel file's own by default."""
+    `question`: the panel file's own by default; `gate`: the gate option given (`{"gate": "merge"}`)."""
     panel = load_panel(panel_file)
     store = await TranscriptStore.open(db)
     counter = FinishedCalls()
     bus = EventBus("interrupted01", [store, counter])
     gateway = Gateway(bus.emit, defaults=panel.defaults, concurrency=panel.concurrency)
     asked = question if question is not None else panel.question or ""
-    task = asyncio.create_task(run_engine(engine_of(panel.protocol), panel, asked, gateway, bus))
+    armed = armed_gate(spec(panel.protocol), panel, gate) if gate else None
+    task = asyncio.create_task(run_engine(engine_of(panel.protocol), panel, asked, gateway, bus, gate=armed))
     try:
         await eventually(lambda: ready(counter.count) or task.done(), "the run to get where the test stops it")
         if not ready(counter.count):

@@ -72,6 +72,7 @@ def resume(
             # A follow-up gets its earlier turns again, read from the store as they were, so its requests hash alike.
             controls=RunControls(follow_up=resumed.parent_id),
             continuing=resumed.continuing,
+            gate=resumed.gate,
         )
     finally:
         resumed.release()

@@ -23,7 +23,7 @@ from panel_cli.events import (
     WarningRaised,
 )
 from panel_cli.protocols.base import Engine, drawn, rules_of
-from panel_cli.run_keys import FENCE_TAG_KEY, PARENT_ID_KEY, RESUMED_FROM_KEY, TAGS_KEY
+from panel_cli.run_keys import FENCE_TAG_KEY, GATE_KEY, PARENT_ID_KEY, RESUMED_FROM_KEY, TAGS_KEY
 from panel_cli.runs.outcome import RunEnvelope, RunOutcome, ledger_fields
 from panel_cli.tasks import fence_tag, new_fence_tag
 from panel_cli.tools.equip import equipped
@@ -50,11 +50,12 @@ def run_config(
     continuing: Continuation | None = None,
     follow_up: FollowUp | None = None,
     tags: Mapping[str, str] | None = None,
+    gate: Gate | None = None,
 ) -> dict[str, Any]:
     """The run's config as RunStarted records it, assembled here once: the fields the panel's
     file and command line set (no default), then what the run core adds (`panel_cli.run_keys`):
-    its fence tag, the run it resumes, the run it follows up and its tags (given, else those of
-    the run it resumes). Rebuilt from the
+    its fence tag, the run it resumes, the run it follows up, its tags (given, else those of
+    the run it resumes) and the outcome its gate waits for. Rebuilt from the
     panel's part, a resumed run's panel is the same panel, down to which fields were set: a
     protocol that tells a set field from a default (supervise's `max_rounds`, a stage limit set
     to `none`) behaves as it did."""
@@ -68,6 +69,8 @@ def run_config(
         tags = continuing.tags  # a resumed run of a batch stays the batch's
     if tags:
         config[TAGS_KEY] = dict(tags)
+    if gate is not None:
+        config[GATE_KEY] = gate.outcome
     return config
 
 
@@ -106,7 +109,7 @@ async def run_engine(
             panel=panel.name,
             question=question,
             members=[MemberInfo(name=m.name, model=m.model) for m in panel.members],
-            config=run_config(panel, tag, continuing=continuing, follow_up=follow_up, tags=tags),
+            config=run_config(panel, tag, continuing=continuing, follow_up=follow_up, tags=tags, gate=gate),
             headline=rules_of(panel.protocol).headline_of(panel),
         )
     )

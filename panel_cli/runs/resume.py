@@ -23,9 +23,12 @@ from pydantic import ValidationError
 from panel_cli.config import Panel
 from panel_cli.errors import UserError
 from panel_cli.llm.reuse import AnsweredCall
+from panel_cli.protocols.gates import Gate
+from panel_cli.protocols.registry import is_protocol, spec
 from panel_cli.redact import REDACTED
-from panel_cli.run_keys import FENCE_TAG_KEY, RUN_KEYS, TAGS_KEY
+from panel_cli.run_keys import FENCE_TAG_KEY, GATE_KEY, RUN_KEYS, TAGS_KEY
 from panel_cli.runs.followup import stored_parent
+from panel_cli.runs.panels import armed_gate
 from panel_cli.runs.reach import beyond_the_providers
 from panel_cli.store.claims import Claim, release_claims, take_claims
 from panel_cli.store.paths import resolve_db_path
@@ -69,6 +72,9 @@ class Resumption:
     reach: tuple[str, ...] = ()
     """For an imported run, what its panel does besides calling the providers
     (`runs.reach`): what the person is shown, and asked about, before it starts."""
+    gate: Gate | None = None
+    """The gate the run was started with (`--gate`), armed again: the resumed run's exit code
+    is its verdict, as the first run's would have been."""
 
     def release(self) -> None:
         release_claims(self.claims)
@@ -135,7 +141,22 @@ def _read_back(path: Path, run_id: str, force: bool, claims: list[Claim]) -> Res
         claims=tuple(claims),
         imported_from=imported_from,
         reach=reach,
+        gate=stored_gate(record, panel),
     )
+
+
+def stored_gate(record: RunRecord, panel: Panel) -> Gate | None:
+    """The gate a run was started with, armed again on its panel; None for a run without one
+    (or one whose stored outcome no longer names an outcome of its panel: it resumes ungated)."""
+    outcome = record.config.get(GATE_KEY)
+    if not isinstance(outcome, str) or not is_protocol(record.protocol):
+        return None
+    try:
+        return armed_gate(
+            spec(record.protocol), panel, {option.name: outcome for option in spec(record.protocol).options}
+        )
+    except UserError:
+        return None
 
 
 def imported_origin(reader: TranscriptReader, record: RunRecord) -> str | None:

@@ -7,14 +7,15 @@ path. In process, except the one run whose exit code is read from a real process
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAIServer, error, reply, reply_json
-from tests.helpers import cli, cli_refused, panel_process, write_panel
+from tests.fakes.openai_server import FakeOpenAIServer, error, hang, reply, reply_json
+from tests.helpers import cli, cli_refused, interrupted_run, panel_process, write_panel
 
 VOTERS = ("a", "b", "c")
 
@@ -167,3 +168,22 @@ def test_without_a_gate_the_result_says_none_and_no_answer_is_still_1(fake_serve
     exit_code, result, stderr = gated(voting(fake_server, tmp_path))
     assert (exit_code, result["gate"]) == (1, None)
     assert stderr.splitlines()[-1] == f"panel: {result['failure_reason']} (run {result['run_id']})."
+
+
+def test_a_gated_run_resumed_is_judged_by_its_gate(fake_server, tmp_path) -> None:
+    """The gate is part of the run: interrupted and resumed, the run's exit code is still its
+    verdict (1: it came to merge, not block), not the ungated 0."""
+    panel = voting(fake_server, tmp_path)
+    db = tmp_path / "runs.db"
+    fake_server.script("a", ballot("merge"))
+    fake_server.script("b", ballot("merge"))
+    fake_server.script("c", hang())
+    old_id = asyncio.run(interrupted_run(panel, db, lambda done: done == 2, gate={"gate": "block"}))
+    fake_server.script("c", ballot("block"))
+
+    outcome = cli("resume", old_id, "--db", str(db), "--json")
+
+    assert outcome.exit_code == 1, outcome.output
+    result = json.loads(outcome.stdout)
+    assert (result["winner"], result["gate"]["option"], result["gate"]["passed"]) == ("merge", "block", False)
+    assert "gate failed: merge won, not block" in outcome.stderr
