@@ -232,7 +232,7 @@ def _tie_break_findings(settings: VoteSettings, protocol: Literal["vote", "decid
 
 def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[str, str]]:
     plan = plan_vote(panel, protocol)
-    method = plan.method
+    method: str = plan.method
     if plan.method == "supermajority":
         method += f", threshold {plan.threshold:g} (more than {as_percent(plan.threshold)} of the votes)"
     if plan.method in PLURALITY_METHODS:

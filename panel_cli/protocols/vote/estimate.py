@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from panel_cli.config import Panel
 from panel_cli.protocols.plans import Bound, Calls, RunPlan, StagePlan, user
 from panel_cli.protocols.vote import engine as vote
@@ -10,7 +12,7 @@ from panel_cli.protocols.vote.tally import tally
 
 
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
-    protocol = "decide" if panel.protocol == "decide" else "vote"
+    protocol: Literal["vote", "decide"] = "decide" if panel.protocol == "decide" else "vote"
     chosen = vote.plan_vote(panel, protocol)
     prompt = user(vote.ballot_prompt(question, chosen.options))
     stages = [StagePlan("vote", None, [Calls(m, 1, 1, prompt, schema=BallotReply) for m in panel.members])]
