@@ -27,7 +27,7 @@ import math
 import random
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -38,6 +38,7 @@ from panel_cli.eval.theory import (
     Clock,
     Confer,
     Count,
+    Outcome,
     Place,
     Rule,
     Way,
@@ -48,7 +49,7 @@ from panel_cli.eval.theory import (
 )
 from panel_cli.protocols.confer.log_odds import vote_weight
 from panel_cli.protocols.posterior import Evidence, accuracy_weight
-from panel_cli.protocols.stopping import confident, first_given_order, next_wave, settled
+from panel_cli.protocols.stopping import CountRules, confident, first_given_order, next_wave, settled
 from panel_cli.protocols.vote.tally import Ballot, Method, TieBreak
 
 # How members are asked: one at a time; in waves, each the fewest that could settle the outcome
@@ -96,6 +97,15 @@ class StoppingTheory(BaseModel):
     note: str = ""
 
 
+class _Described(TypedDict):
+    """What a `StoppingTheory` says whatever its figures: the rule, the stop, who is asked."""
+
+    rule: str
+    stop: str
+    members: int
+    order: list[int]
+
+
 @dataclass(frozen=True)
 class Counting:
     """A rule as the stopping rule counts it: vote's method over the options as listed, or
@@ -139,7 +149,7 @@ def stopping_theory(
     """`rule` asking its voters in `order` (member order by default) under `stop`, over
     questions whose gold option sits at `places`."""
     asked = list(order) if order is not None else list(range(len(accuracies)))
-    base = {"rule": rule.describe(), "stop": stop.describe(), "members": len(accuracies), "order": asked}
+    base: _Described = {"rule": rule.describe(), "stop": stop.describe(), "members": len(accuracies), "order": asked}
     problem = _problem(rule, accuracies, places)
     if problem is None and sorted(asked) != list(range(len(accuracies))):
         problem = "the order must name every voter once"
@@ -184,9 +194,9 @@ class _Asker:
         self.k = options
         self.stop = stop
         self.order = order
-        self.known: dict[tuple[Hashable, ...], tuple[bool, int | None, int]] = {}
+        self.known: dict[Hashable, tuple[bool, int | None, int]] = {}
 
-    def ballots(self, held: Sequence[tuple[int, Hashable]]) -> list[Ballot]:
+    def ballots(self, held: Sequence[tuple[int, Outcome]]) -> list[Ballot]:
         """The voters' ballots as `Count` casts them: a belief alone ranks the other options
         after it in the order listed (what the demo oracle casts)."""
         cast = []
@@ -200,18 +210,18 @@ class _Asker:
             cast.append(Ballot(voter=f"v{voter}", choice=names[0], ranking=names, weight=self.counting.weights[voter]))
         return cast
 
-    def look(self, key: Hashable, asked: int, held: Sequence[tuple[int, Hashable]]) -> tuple[bool, int | None, int]:
+    def look(self, key: Hashable, asked: int, held: Sequence[tuple[int, Outcome]]) -> tuple[bool, int | None, int]:
         """(stop, the answer stopped on as an option's place, the next wave's size)."""
         if key not in self.known:
             self.known[key] = self._look(asked, held)
         return self.known[key]
 
-    def _look(self, asked: int, held: Sequence[tuple[int, Hashable]]) -> tuple[bool, int | None, int]:
+    def _look(self, asked: int, held: Sequence[tuple[int, Outcome]]) -> tuple[bool, int | None, int]:
         ballots = self.ballots(held)
         counting_ = self.counting
         options = counting_.options(self.names, ballots)
         remaining = [counting_.weights[voter] for voter in self.order[asked:]]
-        rules = {"threshold": counting_.threshold, "tie_break": counting_.tie_break}
+        rules: CountRules = {"threshold": counting_.threshold, "tie_break": counting_.tie_break}
         found = settled(ballots, remaining, options, counting_.method, **rules)
         place = None if found.winner is None else self.names.index(found.winner)
         if not remaining:
@@ -234,12 +244,12 @@ class _Asker:
         return False, None, 1
 
 
-def _key(asker: _Asker, asked: int, pending: int, rounds: int, held: Sequence[tuple[int, Hashable]]) -> Hashable:
+def _key(asker: _Asker, asked: int, pending: int, rounds: int, held: Sequence[tuple[int, Outcome]]) -> Hashable:
     """A state: voters of equal weight and accuracy are alike, so the ballots are a multiset of
     (voter's weight, accuracy, ballot), and for confer the answers in the order first given, which
     its tie rule reads."""
     weights, accuracies = asker.counting.weights, asker.accuracies
-    cast = tuple(sorted((weights[voter], accuracies[voter], outcome) for voter, outcome in held))  # type: ignore[type-var]
+    cast = tuple(sorted((weights[voter], accuracies[voter], outcome) for voter, outcome in held))
     firsts: tuple[Hashable, ...] = ()
     if asker.counting.first_given:
         seen: list[Hashable] = []
@@ -284,13 +294,13 @@ def _enumerate(
     """Every state the asking can be in, with its probability for each gold place; each state
     that stops adds its members asked, rounds and whether its answer is right."""
     spreads = {voter: _spread(rule, accuracies[voter], options, golds) for voter in asker.order}
-    states: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Hashable], ...], list[float]]] = {
+    states: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Outcome], ...], list[float]]] = {
         _key(asker, 0, 0, 0, ()): (0, 0, 0, (), [1.0] * len(golds))
     }
     sums = [([], [], [], []) for _ in golds]  # type: list[tuple[list[float], list[float], list[float], list[float]]]
     members = len(asker.order)
     while states:
-        following: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Hashable], ...], list[float]]] = {}
+        following: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Outcome], ...], list[float]]] = {}
         for asked, pending, rounds, held, weights in states.values():
             if clock.out(len(following)):
                 return None
@@ -316,7 +326,9 @@ def _enumerate(
                     for place, (weight, chance) in enumerate(zip(weights, chances, strict=True)):
                         before[4][place] += weight * chance
         states = following
-    return [tuple(math.fsum(part) for part in parts) for parts in sums]  # type: ignore[misc]
+    return [
+        (math.fsum(right), math.fsum(calls), math.fsum(waves), math.fsum(early)) for right, calls, waves, early in sums
+    ]
 
 
 def _simulate(
@@ -337,7 +349,7 @@ def _simulate(
     for _ in range(samples):
         options, gold = rng.choices(kinds, counts)[0]
         asker = askers[options]
-        held: list[tuple[int, Hashable]] = []
+        held: list[tuple[int, Outcome]] = []
         asked = pending = waves = 0
         while True:
             if pending == 0:
