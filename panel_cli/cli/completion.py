@@ -18,6 +18,8 @@ import typer
 if TYPE_CHECKING:
     import sqlite3
 
+    from pydantic import BaseModel
+
 T = TypeVar("T")
 
 PANEL_SUFFIXES = (".yaml", ".yml")
@@ -236,7 +238,7 @@ def field_values(field: str) -> Callable[[str], list[str]]:
 
         from panel_cli.config import Panel, settings_models
 
-        models = [Panel, *settings_models().values()]
+        models: list[type[BaseModel]] = [Panel, *settings_models().values()]
         found = next((model.model_fields[field] for model in models if field in model.model_fields), None)
         choices: list[str] = []
         pending = [found.annotation] if found is not None else []

@@ -91,7 +91,7 @@ def _skip_litellm_bookkeeping() -> None:
         return original(self, *args, **kwargs)
 
     setattr(response_cost_calculator, _WRAPPED, True)
-    Logging.response_cost_calculator = response_cost_calculator  # type: ignore[method-assign]  # the patch itself, of litellm's class
+    Logging.response_cost_calculator = response_cost_calculator  # type: ignore[method-assign]  # the patch itself: litellm's method, replaced on purpose
 
 
 @cache
