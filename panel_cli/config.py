@@ -36,6 +36,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
 from panel_cli.local_files import FileRefused, TextFileRules, read_text_file
@@ -764,15 +765,16 @@ def _joined(title: str, errors: Sequence[Any]) -> ValidationError:
     """One ValidationError of pydantic's errors from several validations, as if from one."""
     return ValidationError.from_exception_data(
         title,
-        [
-            {"type": error["type"], "loc": tuple(error["loc"]), "input": error["input"], **_context(error)}
-            for error in errors
-        ],
+        [_detail(error) for error in errors],
     )
 
 
-def _context(error: Any) -> dict[str, Any]:
-    return {"ctx": error["ctx"]} if "ctx" in error else {}
+def _detail(error: Any) -> InitErrorDetails:
+    """One of pydantic's errors as it is handed back, with its context when it has one."""
+    detail: InitErrorDetails = {"type": error["type"], "loc": tuple(error["loc"]), "input": error["input"]}
+    if "ctx" in error:
+        detail["ctx"] = error["ctx"]
+    return detail
 
 
 # Panel files -----------------------------------------------------------------------------------

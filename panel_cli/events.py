@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Self, TypedDict, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
@@ -35,6 +35,9 @@ class BaseEvent(BaseModel):
     run_id: str = ""
     seq: int = 0
     ts: float = 0.0
+    if TYPE_CHECKING:
+        # Every event type declares its own: its name, a Literal, as the default.
+        type: str
     # Made by the bus, once for every subscriber (`json_payload`); a copy makes its own.
     _dumped: Dumped | None = PrivateAttr(default=None)
 

@@ -126,12 +126,12 @@ class _GuardedComposer(yaml.SafeLoader):
         self.repeated = 0
         self.measures: dict[int, tuple[int, int]] = {}
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
         line = event.start_mark.line + 1
         if isinstance(event, yaml.AliasEvent):
             target = self.anchors.get(event.anchor)
-            if target is not None:
+            if target is not None and event.anchor is not None:
                 self._count_alias(event.anchor, target, line)
             return super().compose_node(parent, index)
         self.values += 1
@@ -150,7 +150,8 @@ class _GuardedComposer(yaml.SafeLoader):
             self.depth -= 1
         else:
             node = super().compose_node(parent, index)
-        self.measures[id(node)] = self._measure(node)
+        if node is not None:
+            self.measures[id(node)] = self._measure(node)
         return node
 
     def _measure(self, node: yaml.Node) -> tuple[int, int]:
@@ -368,6 +369,7 @@ class YamlTree:
             self._refuse_tag(node, path)
         if isinstance(node, yaml.SequenceNode):
             return [self._value_or_none(item, path + (index,)) for index, item in enumerate(node.value)]
+        assert isinstance(node, yaml.MappingNode)  # the one kind of node left
         return self._mapping(node, path)
 
     def _value_or_none(self, node: yaml.Node, path: tuple[Any, ...]) -> Any:

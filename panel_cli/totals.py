@@ -84,7 +84,7 @@ class RunTotals:
     ended_at: float | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def update(self, event: BaseEvent) -> None:
+    def update(self, event: object) -> None:
         count = COUNTS.get(getattr(event, "type", ""))
         if count is not None:
             count(self, event)

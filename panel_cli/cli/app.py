@@ -19,10 +19,10 @@ import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeGuard
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import MarkupMode, TyperCommand, TyperGroup
 from typer.models import DefaultPlaceholder
 
 from panel_cli.cli.closed_pipes import flush_quietly, keep_going_when_readers_leave
@@ -30,6 +30,9 @@ from panel_cli.cli.commands import PanelCommand, PanelGroup
 from panel_cli.cli.signals import Interrupted, ctrl_c_as_interrupted, owning_the_process
 from panel_cli.errors import PanelError
 from panel_cli.exit_status import ExitStatus
+
+if TYPE_CHECKING:
+    from typer import _click as click
 
 # history_app's and eval_app's own help, repeated here so that `panel --help` need not import
 # them; tests/cli/test_app.py checks that the two agree.
@@ -47,7 +50,14 @@ def adopt(sub_app: typer.Typer) -> None:
             command.cls = PanelCommand
 
 
-class CommandsOnDemand(MutableMapping[str, TyperCommand]):
+class CommandSettings(TypedDict):
+    """The app's settings Typer builds each of its commands with."""
+
+    pretty_exceptions_short: bool
+    rich_markup_mode: MarkupMode
+
+
+class CommandsOnDemand(MutableMapping[str, "click.Command"]):
     """A group's commands by name, each built the first time it is looked up: those a Typer
     app registers, and each protocol's, built from its spec. Click looks up only the command a
     line names; listing the names builds nothing; help, which shows every command's one-line
@@ -56,26 +66,27 @@ class CommandsOnDemand(MutableMapping[str, TyperCommand]):
     def __init__(
         self, typer_app: typer.Typer, protocols: Iterable[str] = (), modules: Mapping[str, str] | None = None
     ) -> None:
-        settings = {
+        settings: CommandSettings = {
             "pretty_exceptions_short": typer_app.pretty_exceptions_short,
             "rich_markup_mode": typer_app.rich_markup_mode,
         }
-        self._builders: dict[str, Callable[[], TyperCommand]] = {
+        self._builders: dict[str, Callable[[], click.Command]] = {
             name: functools.partial(build_protocol_command, name, settings) for name in protocols
         }
         for name, path in (modules or {}).items():
             self._builders[name] = functools.partial(build_module_command, name, path, settings)
         for info in typer_app.registered_commands:
-            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+            assert info.callback is not None, "a registered command has its function"  # as Typer asserts
+            name = info.name or typer.main.get_command_name(info.callback.__name__)
             self._builders[name] = functools.partial(typer.main.get_command_from_info, info, **settings)
-        self._built: dict[str, TyperCommand] = {}
+        self._built: dict[str, click.Command] = {}
 
-    def __getitem__(self, name: str) -> TyperCommand:
+    def __getitem__(self, name: str) -> click.Command:
         if name not in self._built:
             self._built[name] = self._builders[name]()
         return self._built[name]
 
-    def __setitem__(self, name: str, command: TyperCommand) -> None:
+    def __setitem__(self, name: str, command: click.Command) -> None:
         self._builders.pop(name, None)
         self._built[name] = command
 
@@ -95,7 +106,7 @@ class CommandsOnDemand(MutableMapping[str, TyperCommand]):
         return len({**self._builders, **self._built})
 
 
-def build_protocol_command(name: str, settings: dict[str, Any]) -> TyperCommand:
+def build_protocol_command(name: str, settings: CommandSettings) -> TyperCommand:
     """A protocol's command, from its spec: imported only when a command line names it (or help lists it)."""
     from panel_cli.cli.protocol_commands import protocol_command
     from panel_cli.protocols.registry import spec
@@ -103,7 +114,7 @@ def build_protocol_command(name: str, settings: dict[str, Any]) -> TyperCommand:
     return protocol_command(spec(name), **settings)
 
 
-def build_module_command(name: str, path: str, settings: dict[str, Any]) -> TyperCommand:
+def build_module_command(name: str, path: str, settings: CommandSettings) -> click.Command:
     """A top-level command whose function is `path` ("module:function"), its module imported
     only when a command line names it (or help lists it). A module's `CONTEXT_SETTINGS`, if
     it has them, are the command's."""
@@ -142,8 +153,8 @@ class LazyGroup(TyperGroup):
         return group
 
     def make_context(
-        self, info_name: str | None, args: list[str], parent: typer.Context | None = None, **extra: Any
-    ) -> typer.Context:
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
         return self.group.make_context(info_name, args, parent=parent, **extra)
 
 
@@ -162,12 +173,12 @@ class RootGroup(PanelGroup):
         self.add_command(LazyGroup("eval", "panel_cli.cli.eval:eval_app", help=EVAL_HELP))
 
     def make_context(
-        self, info_name: str | None, args: list[str], parent: typer.Context | None = None, **extra: Any
-    ) -> typer.Context:
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
         with ctrl_c_as_interrupted():
             return super().make_context(info_name, args, parent=parent, **extra)
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> Any:
         with ctrl_c_as_interrupted():
             return super().invoke(ctx)
 
@@ -235,7 +246,15 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
-def _is_usage_error(exc: Exception) -> bool:
+class _ClickError(Protocol):
+    """What a Click exception offers, from whichever click raised it."""
+
+    exit_code: int
+
+    def show(self) -> None: ...
+
+
+def _is_usage_error(exc: Exception) -> TypeGuard[_ClickError]:
     """Click's usage errors (Typer vendors its own click in recent versions, so match by shape)."""
     return any(cls.__name__ == "ClickException" for cls in type(exc).__mro__)
 
@@ -259,8 +278,8 @@ def main() -> None:
         code = exc.exit_code
     except Exception as exc:
         if _is_usage_error(exc):
-            exc.show()  # type: ignore[attr-defined]
-            code = exc.exit_code  # type: ignore[attr-defined]
+            exc.show()
+            code = exc.exit_code
         elif os.environ.get("PANEL_TRACEBACK"):
             raise
         else:

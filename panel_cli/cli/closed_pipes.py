@@ -81,9 +81,9 @@ def keep_going_when_readers_leave() -> None:
                 os.close(null)
             setattr(sys, name, open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False))  # noqa: SIM115 - the process's own stream
     if not isinstance(sys.stdout, QuietWhenClosed) and sys.stdout is not None:
-        sys.stdout = QuietWhenClosed(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = QuietWhenClosed(sys.stdout)
     if not isinstance(sys.stderr, QuietWhenClosed) and sys.stderr is not None:
-        sys.stderr = QuietWhenClosed(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = QuietWhenClosed(sys.stderr)
 
 
 def flush_quietly() -> str | None:

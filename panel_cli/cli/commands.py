@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
@@ -10,17 +10,22 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from panel_cli.cli.signals import KeepsSignalHandlers
 
 if TYPE_CHECKING:
-    import click
+    from typer import _click as click
+
+    # To the checker, the Click command a mixin goes before (Typer's own click, which it vendors).
+    _Command = click.Command
+else:
+    _Command = object
 
 
-class PlainFlags:
+class PlainFlags(_Command):
     """Typer's Rich help prints a value type after every option, flags included
     (`--json <bool>`), though a flag takes no value. A blank metavar prints nothing.
     Done on the command rather than on each option, so that Typer's own flags (`--help`,
     `--install-completion`) and every command module's flags read alike."""
 
-    def get_params(self, ctx: typer.Context) -> list[Any]:
-        params: list[Any] = super().get_params(ctx)  # type: ignore[misc]
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
         for param in params:
             if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
                 param.metavar = ""

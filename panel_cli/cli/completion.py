@@ -18,6 +18,7 @@ import typer
 if TYPE_CHECKING:
     import sqlite3
 
+
 T = TypeVar("T")
 
 PANEL_SUFFIXES = (".yaml", ".yml")

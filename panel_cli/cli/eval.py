@@ -21,9 +21,10 @@ from panel_cli.cli import completion, options
 from panel_cli.cli.commands import PanelGroup
 
 if TYPE_CHECKING:
-    import click
-    from click.shell_completion import CompletionItem
     from rich.console import Console
+    from rich.progress import TaskID
+    from typer import _click as click
+    from typer._click.shell_completion import CompletionItem
 
     from panel_cli.eval.results import EvalResult, ItemResult
     from panel_cli.eval.runner import EvalPlan, Resumed
@@ -51,7 +52,7 @@ class EvalGroup(PanelGroup):
 
     def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
         """The first word after `eval`: a command of the group, or a panel file (`run`'s)."""
-        from click.shell_completion import CompletionItem
+        from typer._click.shell_completion import CompletionItem
 
         return [*super().shell_complete(ctx, incomplete), *map(CompletionItem, completion.panel_files(incomplete))]
 
@@ -532,7 +533,7 @@ class EvalBar:
             console=console,
             transient=False,
         )
-        self._tasks: dict[str, int] = {}
+        self._tasks: dict[str, TaskID] = {}
         self._right: dict[str, int] = {}
         self._progress.start()
 

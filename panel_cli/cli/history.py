@@ -378,8 +378,7 @@ def _runs_before(reader: TranscriptReader, cutoff: float, status: RunStatusOptio
     with `status` if given, and none whose process is still writing it (a stored `running`
     run is purged only when it is stale)."""
     listed = "stale" if status == "running" else status
-    filters = {"status": listed} if listed else {}
-    return [run for run in reader.list_runs(-1, **filters) if run.started_at < cutoff and run.status != "running"]
+    return [run for run in reader.list_runs(-1, status=listed) if run.started_at < cutoff and run.status != "running"]
 
 
 def _confirm(question: str) -> None:
@@ -520,20 +519,21 @@ def retally_run(
     recount = retally(vote, method=chosen, threshold=threshold, quorum=quorum, tie_break=settle)
     stored = _stored_outcome(run.result)
     retally_id = uuid.uuid4().hex[:12]
+    recounted = {
+        "winner": recount.winner,
+        "leader": recount.leader,
+        "leader_override": recount.leader_override,
+        "reason": recount.reason if recount.winner is None else None,
+        **recount.tally.model_dump(mode="json", exclude={"winner", "reason"}),
+        "tally_winner": recount.tally.winner,
+    }
     payload = {
         "retally_id": retally_id,
         "run_id": run.id,
         "protocol": run.protocol,
         "question": run.question,
         "stored": stored,
-        "retally": {
-            "winner": recount.winner,
-            "leader": recount.leader,
-            "leader_override": recount.leader_override,
-            "reason": recount.reason if recount.winner is None else None,
-            **recount.tally.model_dump(mode="json", exclude={"winner", "reason"}),
-            "tally_winner": recount.tally.winner,
-        },
+        "retally": recounted,
         "warnings": recount.warnings,
     }
     record_retally(
@@ -558,7 +558,7 @@ def retally_run(
     errors = view.console(stderr=True)
     for warning in recount.warnings:
         errors.print(Text(f"warning: {warning}", style="yellow"))
-    draw_retally(view.console(), run, stored, payload["retally"], recount.tally, retally_id)
+    draw_retally(view.console(), run, stored, recounted, recount.tally, retally_id)
 
 
 def _stored_outcome(result: dict[str, Any] | None) -> dict[str, Any] | None:

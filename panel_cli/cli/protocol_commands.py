@@ -62,7 +62,7 @@ def protocol_command(
     def command(**values: Any) -> None:
         run_protocol(protocol, values)
 
-    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # typeshed's functions lack the __signature__ inspect.signature reads
     command.__doc__ = "\n\n".join(text for text in (protocol.summary, protocol.description) if text)
     words = tuple(option.flag for option in protocol.options if option.kind == "words")
     info = typer.models.CommandInfo(

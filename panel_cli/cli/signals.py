@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from panel_cli.errors import PanelError
@@ -27,6 +27,13 @@ from panel_cli.exit_status import ExitStatus
 
 if TYPE_CHECKING:  # asyncio is imported by the runs themselves: `panel --help` does without it
     import asyncio
+
+    from typer import _click as click
+
+    # To the checker, the Click command a mixin goes before (Typer's own click, which it vendors).
+    _Command = click.Command
+else:
+    _Command = object
 
 T = TypeVar("T")
 
@@ -124,16 +131,16 @@ def handlers_kept() -> Iterator[None]:
     _restore(found)
 
 
-class KeepsSignalHandlers:
+class KeepsSignalHandlers(_Command):
     """A Click command that leaves the process's signal handlers as it found them (a mixin,
     before the command class: `class PanelCommand(KeepsSignalHandlers, TyperCommand)`)."""
 
-    def invoke(self, ctx: Any) -> Any:
+    def invoke(self, ctx: click.Context) -> Any:
         with handlers_kept():
-            return super().invoke(ctx)  # type: ignore[misc]
+            return super().invoke(ctx)
 
 
-def _restore(handlers: dict[int, Any]) -> None:
+def _restore(handlers: Mapping[signal.Signals, Any]) -> None:
     for signum, handler in handlers.items():
         if handler is not None:  # None: set outside Python, which cannot be put back from here
             signal.signal(signum, handler)

@@ -36,7 +36,7 @@ import math
 import random
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -47,6 +47,7 @@ from panel_cli.eval.theory import (
     Clock,
     Confer,
     Count,
+    Outcome,
     Place,
     Rule,
     Way,
@@ -59,7 +60,7 @@ from panel_cli.protocols.confer.log_odds import ConferTally, vote_weight
 from panel_cli.protocols.confer.stopping import leading_key, next_answerers, next_votes, round_winner
 from panel_cli.protocols.confer.tally import labels_for
 from panel_cli.protocols.posterior import Evidence, accuracy_weight
-from panel_cli.protocols.stopping import confident, first_given_order, next_wave, settled
+from panel_cli.protocols.stopping import CountRules, confident, first_given_order, next_wave, settled
 from panel_cli.protocols.vote.tally import Ballot, Method, TieBreak
 
 # How members are asked: one at a time; in waves, each the fewest that could settle the outcome
@@ -114,6 +115,15 @@ class StoppingTheory(BaseModel):
     note: str = ""
 
 
+class _Described(TypedDict):
+    """What a `StoppingTheory` says whatever its figures: the rule, the stop, who is asked."""
+
+    rule: str
+    stop: str
+    members: int
+    order: list[int]
+
+
 @dataclass(frozen=True)
 class Counting:
     """A rule as the stopping rule counts it: vote's method over the options as listed, or
@@ -157,7 +167,7 @@ def stopping_theory(
     """`rule` asking its voters in `order` (member order by default) under `stop`, over
     questions whose gold option sits at `places`."""
     asked = list(order) if order is not None else list(range(len(accuracies)))
-    base = {"rule": rule.describe(), "stop": stop.describe(), "members": len(accuracies), "order": asked}
+    base: _Described = {"rule": rule.describe(), "stop": stop.describe(), "members": len(accuracies), "order": asked}
     problem = _problem(rule, accuracies, places)
     if problem is None and sorted(asked) != list(range(len(accuracies))):
         problem = "the order must name every voter once"
@@ -213,7 +223,7 @@ class _Asker:
         self.tally = tally
         self.known: dict[Hashable, Look] = {}
 
-    def ballots(self, held: Sequence[tuple[int, Hashable]]) -> list[Ballot]:
+    def ballots(self, held: Sequence[tuple[int, Outcome]]) -> list[Ballot]:
         """The voters' ballots as `Count` casts them: a belief alone ranks the other options
         after it in the order listed (what the demo oracle casts)."""
         cast = []
@@ -227,17 +237,17 @@ class _Asker:
             cast.append(Ballot(voter=f"v{voter}", choice=names[0], ranking=names, weight=self.counting.weights[voter]))
         return cast
 
-    def look(self, key: Hashable, asked: int, held: Sequence[tuple[int, Hashable]]) -> Look:
+    def look(self, key: Hashable, asked: int, held: Sequence[tuple[int, Outcome]]) -> Look:
         if key not in self.known:
             self.known[key] = self._confer_look(asked, held) if self.stop.vote_rounds else self._look(asked, held)
         return self.known[key]
 
-    def _look(self, asked: int, held: Sequence[tuple[int, Hashable]]) -> Look:
+    def _look(self, asked: int, held: Sequence[tuple[int, Outcome]]) -> Look:
         ballots = self.ballots(held)
         counting_ = self.counting
         options = counting_.options(self.names, ballots)
         remaining = [counting_.weights[voter] for voter in self.order[asked:]]
-        rules = {"threshold": counting_.threshold, "tie_break": counting_.tie_break}
+        rules: CountRules = {"threshold": counting_.threshold, "tie_break": counting_.tie_break}
         found = settled(ballots, remaining, options, counting_.method, **rules)
         place = None if found.winner is None else self.names.index(found.winner)
         if not remaining:
@@ -268,9 +278,9 @@ class _Asker:
             return left
         return fewest()
 
-    def _confer_look(self, asked: int, held: Sequence[tuple[int, Hashable]]) -> Look:
+    def _confer_look(self, asked: int, held: Sequence[tuple[int, Outcome]]) -> Look:
         """confer's engine: its answers' count (`next_answerers`), then its vote rounds."""
-        keys: list[str | None] = [self.names[outcome] for _, outcome in held]  # type: ignore[index]
+        keys: list[str | None] = [self.names[_place(outcome)] for _, outcome in held]
         left = len(self.order) - asked
         if left:
             wave = next_answerers(keys, left, self.names).size
@@ -279,10 +289,10 @@ class _Asker:
         answer, votes, waves = self._vote(held)
         return Look(True, answer, calls=votes * self.stop.vote_rounds, rounds=waves * self.stop.vote_rounds)
 
-    def _vote(self, held: Sequence[tuple[int, Hashable]]) -> tuple[int, int, int]:
+    def _vote(self, held: Sequence[tuple[int, Outcome]]) -> tuple[int, int, int]:
         """(the winner as an option's place, votes cast, waves) of one vote round among the
         members asked, as confer's engine holds it (`_votes_in_waves`); none on one answer."""
-        keys = [self.names[outcome] for _, outcome in held]  # type: ignore[index]
+        keys = [self.names[_place(outcome)] for _, outcome in held]
         if len(set(keys)) == 1:
             return self.names.index(keys[0]), 0, 0
         labels = labels_for(len(keys))
@@ -315,7 +325,7 @@ class Look:
     rounds: int = 0
 
 
-def _key(asker: _Asker, asked: int, pending: int, rounds: int, held: Sequence[tuple[int, Hashable]]) -> Hashable:
+def _key(asker: _Asker, asked: int, pending: int, rounds: int, held: Sequence[tuple[int, Outcome]]) -> Hashable:
     """A state: voters of equal weight and accuracy are alike, so the ballots are a multiset of
     (voter's weight, accuracy, ballot), and for confer the answers in the order first given, which
     its tie rule reads."""
@@ -323,7 +333,7 @@ def _key(asker: _Asker, asked: int, pending: int, rounds: int, held: Sequence[tu
     if asker.stop.vote_rounds and len(set(weights)) > 1:
         # confer's vote asks members of unequal confidence in an order that weighs on it.
         return asked, pending, rounds, tuple(held)
-    cast = tuple(sorted((weights[voter], accuracies[voter], outcome) for voter, outcome in held))  # type: ignore[type-var]
+    cast = tuple(sorted((weights[voter], accuracies[voter], outcome) for voter, outcome in held))
     firsts: tuple[Hashable, ...] = ()
     if asker.counting.first_given:
         seen: list[Hashable] = []
@@ -368,13 +378,13 @@ def _enumerate(
     """Every state the asking can be in, with its probability for each gold place; each state
     that stops adds its members asked, rounds and whether its answer is right."""
     spreads = {voter: _spread(rule, accuracies[voter], options, golds) for voter in asker.order}
-    states: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Hashable], ...], list[float]]] = {
+    states: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Outcome], ...], list[float]]] = {
         _key(asker, 0, 0, 0, ()): (0, 0, 0, (), [1.0] * len(golds))
     }
     sums = [([], [], [], []) for _ in golds]  # type: list[tuple[list[float], list[float], list[float], list[float]]]
     members = len(asker.order)
     while states:
-        following: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Hashable], ...], list[float]]] = {}
+        following: dict[Hashable, tuple[int, int, int, tuple[tuple[int, Outcome], ...], list[float]]] = {}
         for asked, pending, rounds, held, weights in states.values():
             if clock.out(len(following)):
                 return None
@@ -400,7 +410,9 @@ def _enumerate(
                     for place, (weight, chance) in enumerate(zip(weights, chances, strict=True)):
                         before[4][place] += weight * chance
         states = following
-    return [tuple(math.fsum(part) for part in parts) for parts in sums]  # type: ignore[misc]
+    return [
+        (math.fsum(right), math.fsum(calls), math.fsum(waves), math.fsum(early)) for right, calls, waves, early in sums
+    ]
 
 
 def _simulate(
@@ -421,7 +433,7 @@ def _simulate(
     for _ in range(samples):
         options, gold = rng.choices(kinds, counts)[0]
         asker = askers[options]
-        held: list[tuple[int, Hashable]] = []
+        held: list[tuple[int, Outcome]] = []
         asked = pending = waves = 0
         while True:
             if pending == 0:
@@ -443,3 +455,9 @@ def _simulate(
 def _tally(rule: Rule) -> ConferTally:
     """How confer's votes count (the vote's most weight), for a rule that holds a vote."""
     return rule.tally if isinstance(rule, Confer) else "confidence"
+
+
+def _place(outcome: Outcome) -> int:
+    """A confer voter's outcome: the place of the one option it answers (confer casts no rankings)."""
+    assert isinstance(outcome, int), "confer's answers are one option each"
+    return outcome

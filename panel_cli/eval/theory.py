@@ -62,6 +62,8 @@ Way = Literal["exact", "simulation", "none"]
 # (number of options, the gold option's place among them, from 0): where a question puts its answer.
 Place = tuple[int, int]
 State = Hashable
+# What one voter brings to the count: the option it holds (its place), or a runoff ballot's ranking.
+Outcome = int | tuple[int, ...]
 
 # A rule is enumerated for up to this many seconds, then simulated instead; and never past
 # `MAX_STATES` states in one pass, which would hold more memory than a laptop spares.
@@ -112,7 +114,7 @@ def uniform_places(options: int) -> dict[Place, int]:
     return {(options, place): 1 for place in range(options)}
 
 
-def beliefs(p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+def beliefs(p: float, options: int, gold: int) -> list[tuple[int, float]]:
     """A voter's belief: the gold option with probability p, each other with (1 − p)/(K − 1)."""
     wrong = (1.0 - p) / (options - 1)
     return [(option, p if option == gold else wrong) for option in range(options)]
@@ -121,10 +123,15 @@ def beliefs(p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
 class Rule(Protocol):
     """How a protocol turns the voters' beliefs into an answer, one voter at a time."""
 
-    # Whether the places of the options in the list can change the answer.
-    listing_matters: bool
-    # Whether the rule draws at random on each question (then it can only be simulated).
-    chance: bool
+    @property
+    def listing_matters(self) -> bool:
+        """Whether the places of the options in the list can change the answer."""
+        ...
+
+    @property
+    def chance(self) -> bool:
+        """Whether the rule draws at random on each question (then it can only be simulated)."""
+        ...
 
     def describe(self) -> str: ...
 
@@ -132,13 +139,13 @@ class Rule(Protocol):
         """Why the rule has no figure for these voters on these questions, or None."""
         ...
 
-    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+    def outcomes(self, p: float, options: int, gold: int) -> Sequence[tuple[Outcome, float]]:
         """What one voter may bring to the count, with its probabilities."""
         ...
 
     def start(self) -> State: ...
 
-    def step(self, state: State, voter: int, outcome: Hashable) -> State: ...
+    def step(self, state: State, voter: int, outcome: Outcome) -> State: ...
 
     def hears(self, voter: int) -> bool:
         """Whether the rule reads this voter at all: the posterior of its answer rests on those it reads."""
@@ -171,13 +178,13 @@ class Alone:
     def unsupported(self, accuracies: Sequence[float], places: Mapping[Place, int]) -> str | None:
         return None if 0 <= self.voter < len(accuracies) else f"{self.name} is not one of the voters"
 
-    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+    def outcomes(self, p: float, options: int, gold: int) -> Sequence[tuple[Outcome, float]]:
         return beliefs(p, options, gold)
 
     def start(self) -> State:
         return None
 
-    def step(self, state: State, voter: int, outcome: Hashable) -> State:
+    def step(self, state: State, voter: int, outcome: Outcome) -> State:
         return outcome if voter == self.voter else state
 
     def hears(self, voter: int) -> bool:
@@ -238,7 +245,7 @@ class Count:
             return "every voter needs a weight"
         return None
 
-    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+    def outcomes(self, p: float, options: int, gold: int) -> Sequence[tuple[Outcome, float]]:
         if self.method != "ranked_choice" or self.rankings == "listed":
             return beliefs(p, options, gold)
         orders = math.factorial(options - 1)
@@ -254,7 +261,7 @@ class Count:
     def start(self) -> State:
         return ()
 
-    def step(self, state: State, voter: int, outcome: Hashable) -> State:
+    def step(self, state: State, voter: int, outcome: Outcome) -> State:
         assert isinstance(state, tuple)
         return tuple(sorted((*state, ((self.weights[voter], voter == self.leader), outcome))))
 
@@ -323,7 +330,7 @@ class Confer:
             return "no closed form: a vote at or below chance counts against its answer, and the answers no one voted for then compete"
         return None
 
-    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+    def outcomes(self, p: float, options: int, gold: int) -> Sequence[tuple[Outcome, float]]:
         return beliefs(p, options, gold)
 
     def hears(self, voter: int) -> bool:
@@ -332,7 +339,7 @@ class Confer:
     def start(self) -> State:
         return () if self.chance else ((), ())
 
-    def step(self, state: State, voter: int, outcome: Hashable) -> State:
+    def step(self, state: State, voter: int, outcome: Outcome) -> State:
         assert isinstance(state, tuple)
         if self.chance:
             return (*state, outcome)
@@ -357,7 +364,7 @@ class Confer:
         place = labels.index(won) if won is not None else len(first)
         return first[place] if place < len(first) else None
 
-    def _answer_with_noise(self, held: tuple[Hashable, ...], options: int, rng: random.Random) -> int | None:
+    def _answer_with_noise(self, held: tuple[int, ...], options: int, rng: random.Random) -> int | None:
         """The whole profile, each member's confidence drawn as the oracle draws it; a label no
         one voted for can win here (every vote below chance), and it is its member's belief."""
         labels = labels_for(len(held))
@@ -425,7 +432,7 @@ class Council:
     def unsupported(self, accuracies: Sequence[float], places: Mapping[Place, int]) -> str | None:
         return None if len(self.names) == len(accuracies) >= 2 else "a council needs at least 2 named members"
 
-    def outcomes(self, p: float, options: int, gold: int) -> list[tuple[Hashable, float]]:
+    def outcomes(self, p: float, options: int, gold: int) -> Sequence[tuple[Outcome, float]]:
         return beliefs(p, options, gold)
 
     def hears(self, voter: int) -> bool:
@@ -434,7 +441,7 @@ class Council:
     def start(self) -> State:
         return ()
 
-    def step(self, state: State, voter: int, outcome: Hashable) -> State:
+    def step(self, state: State, voter: int, outcome: Outcome) -> State:
         assert isinstance(state, tuple)
         return (*state, outcome)
 
@@ -498,7 +505,7 @@ def herding_in_turn(
     return math.fsum(parts)
 
 
-def _herded(state: tuple[tuple[int, int], ...], belief: Hashable) -> Hashable:
+def _herded(state: tuple[tuple[int, int], ...], belief: int) -> int:
     """The oracle's herding move (`simulation.voters.most_common`): shown nothing, it keeps its belief."""
     if not state:
         return belief
@@ -507,10 +514,10 @@ def _herded(state: tuple[tuple[int, int], ...], belief: Hashable) -> Hashable:
     return belief if belief in tied else tied[0]
 
 
-def _given(state: tuple[tuple[int, int], ...], answer: Hashable) -> tuple[tuple[int, int], ...]:
+def _given(state: tuple[tuple[int, int], ...], answer: int) -> tuple[tuple[int, int], ...]:
     if any(given == answer for given, _ in state):
         return tuple((given, count + (given == answer)) for given, count in state)
-    return (*state, (answer, 1))  # type: ignore[arg-type]
+    return (*state, (answer, 1))
 
 
 def _as_votes(rule: Confer, state: tuple[tuple[int, int], ...]) -> State:
@@ -697,9 +704,9 @@ def _enumerate(
     return [(math.fsum(right), math.fsum(brier), math.fsum(answered)) for right, brier, answered in sums]
 
 
-def _spread(rule: Rule, p: float, options: int, golds: Sequence[int]) -> list[tuple[Hashable, tuple[float, ...]]]:
+def _spread(rule: Rule, p: float, options: int, golds: Sequence[int]) -> list[tuple[Outcome, tuple[float, ...]]]:
     """What one voter may bring, with its probability for each gold place; none impossible in all."""
-    chances: dict[Hashable, list[float]] = {}
+    chances: dict[Outcome, list[float]] = {}
     for place, gold in enumerate(golds):
         for outcome, chance in rule.outcomes(p, options, gold):
             chances.setdefault(outcome, [0.0] * len(golds))[place] = chance
@@ -723,7 +730,7 @@ def _simulate(
     rng = random.Random(seed)
     kinds = list(places)
     counts = [places[kind] for kind in kinds]
-    spreads: dict[tuple[int, int, int], tuple[list[Hashable], list[float]]] = {}
+    spreads: dict[tuple[int, int, int], tuple[list[Outcome], list[float]]] = {}
     known: dict[tuple[State, int], int | None] = {}
     right = 0
     spread_sum, answered = 0.0, 0

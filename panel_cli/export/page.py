@@ -21,6 +21,7 @@ from panel_cli.export.report import (
     Bar,
     CallRow,
     Chart,
+    ColumnKey,
     DelphiGrid,
     Plan,
     Report,
@@ -306,7 +307,7 @@ def _stage_table(stage: Stage) -> str:
     return table(((column.header, column.numeric) for column in columns), rows, "stage-table")
 
 
-def _row_cell(row: CallRow, key: str, numeric: bool) -> str:
+def _row_cell(row: CallRow, key: ColumnKey, numeric: bool) -> str:
     match key:
         case "member":
             return f'<td class="nowrap">{label(row.label)}{esc(fmt.who(row.member, row.about))}</td>'
@@ -323,7 +324,7 @@ def _row_cell(row: CallRow, key: str, numeric: bool) -> str:
             return f'<td><ol class="ranking">{places}</ol></td>' if places else "<td></td>"
         case "changed":
             return f'<td class="nowrap">{dot_svg(row.changed)} {esc(row.changed)}</td>' if row.changed else "<td></td>"
-    value = cell_text(row, key)  # type: ignore[arg-type]
+    value = cell_text(row, key)
     return f'<td class="num">{esc(value)}</td>' if numeric else f"<td>{esc(value)}</td>"
 
 

@@ -594,9 +594,9 @@ class _Builder:
             stage = self.plan_stage or self._current()
             outputs = {row.about: row for row in stage.rows if row.about}
             for task in self.plan.tasks:
-                row = outputs.get(task.task_id)
-                if row is not None and row.status == "answered":
-                    task.output = row.reply
+                output = outputs.get(task.task_id)
+                if output is not None and output.status == "answered":
+                    task.output = output.reply
             stage.plan = self.plan
         council = next((stage for stage in self.stages if stage.aggregate is not None), None)
         if council is not None and council.aggregate is not None:

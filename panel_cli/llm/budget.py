@@ -73,7 +73,7 @@ def prompt_tokens(
 def model_info(litellm: ModuleType, model: str) -> Mapping[str, Any] | None:
     """litellm's table entry for a model, or None when it has none."""
     try:
-        return litellm.get_model_info(model)  # type: ignore[no-any-return]
+        return litellm.get_model_info(model)
     except Exception:
         return None
 

@@ -25,6 +25,8 @@ from typing import Any
 
 # Set while the gateway awaits litellm: litellm then skips the work whose result we never read.
 _QUIET: ContextVar[bool] = ContextVar("panel_quiet_litellm_call", default=False)
+# Set on our wrapper of litellm's cost calculator, so that it is never wrapped twice.
+_WRAPPED = "_panel_quiet"
 
 
 @cache
@@ -79,7 +81,7 @@ def _skip_litellm_bookkeeping() -> None:
     except ImportError:
         return
     original = getattr(Logging, "response_cost_calculator", None)
-    if original is None or getattr(original, "_panel_quiet", False):
+    if original is None or getattr(original, _WRAPPED, False):
         return
 
     @functools.wraps(original)
@@ -88,8 +90,8 @@ def _skip_litellm_bookkeeping() -> None:
             return None
         return original(self, *args, **kwargs)
 
-    response_cost_calculator._panel_quiet = True  # type: ignore[attr-defined]
-    Logging.response_cost_calculator = response_cost_calculator
+    setattr(response_cost_calculator, _WRAPPED, True)
+    Logging.response_cost_calculator = response_cost_calculator  # type: ignore[method-assign]  # the patch itself: litellm's method, replaced on purpose
 
 
 @cache

@@ -182,7 +182,9 @@ class PanelServer:
         except Exception as error:
             message = f"unexpected error: {type(error).__name__}: {error}"
             refused = results.refusal(message, secrets)
-            sys.stderr.write(f"panel mcp: {params.name}: {refused.content[0].text}\n")  # type: ignore[union-attr]
+            said = refused.content[0]  # a refusal is one text, scrubbed
+            if isinstance(said, types.TextContent):
+                sys.stderr.write(f"panel mcp: {params.name}: {said.text}\n")
             return refused
 
     async def list_panels(self, arguments: Mapping[str, Any] | None) -> types.CallToolResult:

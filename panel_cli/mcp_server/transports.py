@@ -19,7 +19,7 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +32,11 @@ ENDPOINT = "/mcp"
 SHUTDOWN_SECONDS = 2
 LOOPBACK_NAMES = ("localhost",)
 
-Scope = dict[str, Any]
-Receive = Callable[[], Any]
-Send = Callable[[dict[str, Any]], Any]
+# ASGI's types, as the MCP SDK's app (and Starlette) spell them.
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class BearerToken:
     """ASGI: only a request carrying the token, at the MCP endpoint, reaches `app`; without the
     token, 401; with it, anywhere else, 404."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Any], token: str) -> None:
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], token: str) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode()
 

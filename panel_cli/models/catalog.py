@@ -23,6 +23,7 @@ import difflib
 import importlib.util
 import json
 import re
+from collections.abc import Container
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -372,7 +373,7 @@ def check_with_litellm(litellm_module: ModuleType, model: str, api_base: str | N
     providers = frozenset(str(getattr(name, "value", name)) for name in getattr(litellm_module, "provider_list", ()))
     providers |= json_providers().keys() | {"demo"}
     constants = getattr(litellm_module, "constants", None)
-    logs_in = getattr(constants, "PROVIDERS_THAT_AUTHENTICATE_ON_PROVIDER_INFO", frozenset())
+    logs_in: Container[str] = getattr(constants, "PROVIDERS_THAT_AUTHENTICATE_ON_PROVIDER_INFO", frozenset())
     prefix, _, rest = model.partition("/")
     if prefix in logs_in and rest:
         return None

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypedDict
 
 from pydantic import BaseModel
 
@@ -42,6 +43,14 @@ from panel_cli.protocols.vote.tally import DEFAULT_THRESHOLD, Ballot, Method, Ti
 STILL_TO_ASK = "\x00still to ask"
 # confer's count of free-text answers: a stand-in for an answer nobody has given yet.
 ANOTHER_ANSWER = "\x00another answer"
+
+
+class CountRules(TypedDict, total=False):
+    """The rules of a count that `settled` and `next_wave` take as keywords, passed on whole."""
+
+    threshold: float
+    tie_break: TieBreak
+    quorum: int
 
 
 class Settled(BaseModel):
@@ -170,7 +179,7 @@ def next_wave(
     """How many of the members still to ask (in the order given) to ask at once: 0 when the
     outcome is settled; else the fewest whose ballots could settle it if they agreed (or, for no
     winner, if they split), and everyone left when no fewer could."""
-    rules = {"threshold": threshold, "tie_break": tie_break, "quorum": quorum}
+    rules: CountRules = {"threshold": threshold, "tie_break": tie_break, "quorum": quorum}
     if settled(ballots, remaining, options, method, **rules).decided:
         return 0
     weights = list(remaining) if method in WEIGHTED_METHODS else [1.0] * len(remaining)

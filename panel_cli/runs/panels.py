@@ -140,7 +140,8 @@ def armed_gate(protocol: ProtocolSpec, panel: Panel, given: Mapping[str, Any]) -
     checked against the panel now, before any call (a vote's option it does not name is exit 2)."""
     for option in protocol.options:
         value = given.get(option.name)
-        if option.verdict is None or not _given(value):
+        # A gate's value is text (`GateRule.expect`), of a kind `check_given` has checked.
+        if option.verdict is None or not isinstance(value, str):
             continue
         rule: GateRule = resolve(option.verdict)
         try:

@@ -49,6 +49,7 @@ from panel_cli.store.records import (
     preview,
     read_time,
 )
+from panel_cli.store.row_like import RowLike
 from panel_cli.store.rows import call_fields, decision_fields, envelope, restore, run_fields
 from panel_cli.store.texts import MissingTextError, TextCache, decode, refs_in
 from panel_cli.store.times import iso_time
@@ -94,7 +95,7 @@ class Columns:
     """A row's columns, each read as the type the schema gives it. A value of another type
     reads as its default and is noted in `bad` (the column's name), for the run's `damage`."""
 
-    def __init__(self, row: Mapping[str, Any]) -> None:
+    def __init__(self, row: RowLike) -> None:
         self.row = row
         self.bad: list[str] = []
 
@@ -187,7 +188,7 @@ class Texts:
         if raw is None:
             return default
         try:
-            value = decode(load_json(raw), self)  # type: ignore[arg-type]
+            value = decode(load_json(raw), self)
         except (ValueError, RecursionError):
             columns.note(name)
             return default
@@ -200,11 +201,11 @@ def _refs(raw: Any) -> list[int]:
     return list(refs_in(raw)) if isinstance(raw, str) else []
 
 
-def _summary(row: Mapping[str, Any], question: str | None, columns: Columns | None = None) -> dict[str, Any]:
+def _summary(row: RowLike, question: str | None, columns: Columns | None = None) -> dict[str, Any]:
     """The fields of a `RunSummary` from a run row; a column of the wrong type is noted in
     `damage`, and a run whose row cannot be read as a run is `damaged`."""
     columns = columns or Columns(row)
-    fields = {
+    fields: dict[str, Any] = {
         "id": row["id"] if isinstance(row["id"], str) else str(row["id"]),
         "protocol": columns.text("protocol", ""),
         "panel": columns.text("panel", ""),
@@ -601,8 +602,8 @@ class TranscriptReader:
         texts = self._texts(ids)
         claims: dict[Any, dict[str, Any]] = {}
         for call in calls:
-            given = call_fields(call, texts)  # type: ignore[arg-type]
-            claims.update((seq, given) for seq in (call["seq"], call["started_seq"]) if seq is not None)
+            fields = call_fields(call, texts)
+            claims.update((seq, fields) for seq in (call["seq"], call["started_seq"]) if seq is not None)
         if run is not None:
             claims.update((run[seq], {}) for seq in ("started_seq", "ended_seq") if run[seq] is not None)
         if decision is not None and decision["seq"] is not None:
@@ -617,7 +618,7 @@ class TranscriptReader:
             given = claims.get(row["seq"])
             try:
                 if given == {} and run is not None:
-                    given = run_fields(run, texts, row["type"])  # type: ignore[arg-type]
+                    given = run_fields(run, texts, row["type"])
                 payloads.append(restore(envelope(row, run_id), kept, given))
             except (ValueError, TypeError, AttributeError, RecursionError):
                 continue
@@ -761,7 +762,7 @@ class TranscriptReader:
         )
 
 
-def _usage(row: Mapping[str, Any]) -> dict[str, Any]:
+def _usage(row: RowLike) -> dict[str, Any]:
     """A sum past what a float holds is unknown rather than infinite; the cost is read as a
     run's is (`ledger_cost`)."""
     cost = row["cost"]
@@ -782,7 +783,7 @@ def _usage(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _decision(row: Mapping[str, Any]) -> DecisionRecord | None:
+def _decision(row: RowLike) -> DecisionRecord | None:
     """A decision row as a record; None for one that cannot be read."""
     columns = Columns(row)
     try:

@@ -11,12 +11,12 @@ elsewhere comes in (`panel history import`), its rows are checked before they ar
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from panel_cli.run_keys import RESUMED_FROM_KEY
 from panel_cli.store.processes import process_alive, this_host
+from panel_cli.store.row_like import RowLike
 from panel_cli.store.times import optional_epoch
 
 # "resumed": it stopped before its end, and another run took it over (`resumed_by`).
@@ -228,7 +228,7 @@ class RetallyRecord:
     created_at: float
 
 
-def listed_status(row: Mapping[str, Any]) -> ListedStatus:
+def listed_status(row: RowLike) -> ListedStatus:
     """A run's status as listed: `stale` for a `running` run whose process is gone from
     this host, `damaged` for a status no run has. A run written from another host stays
     `running`: nothing here can tell."""

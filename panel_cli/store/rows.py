@@ -13,12 +13,12 @@ engine adds later, or a value the row cannot hold exactly, stays in the event.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
 from panel_cli.run_keys import BATCH_TAG, PARENT_ID_KEY, RESUMED_FROM_KEY, TAGS_KEY
-from panel_cli.store.texts import TextCache, decode, dumps
+from panel_cli.store.row_like import RowLike
+from panel_cli.store.texts import TextLookup, decode, dumps
 from panel_cli.store.times import optional_epoch
 
 ABSENT = "$absent"  # the fields a row gives that this event did not have
@@ -83,7 +83,7 @@ ENVELOPE = ("run_id", "seq", "ts", "type")
 # `runs.parent_id`), to find a batch's runs and walk a thread.
 
 
-def run_fields(row: Mapping[str, Any], texts: TextCache, kind: str) -> dict[str, Any]:
+def run_fields(row: RowLike, texts: TextLookup, kind: str) -> dict[str, Any]:
     """The fields a run row gives to its `run_started`, `run_finished` or `run_failed` event."""
     if kind == "run_started":
         config = texts.optional(row["config_text"])
@@ -121,7 +121,7 @@ def resumed_source(config: Any) -> str | None:
     return source if isinstance(source, str) else None
 
 
-def call_fields(row: Mapping[str, Any], texts: TextCache) -> dict[str, Any]:
+def call_fields(row: RowLike, texts: TextLookup) -> dict[str, Any]:
     """Every field a call row gives to the events of its call. `late` only when the row says:
     a call stored before migration 10 has none, and its event is read back as it was."""
     fields = {
@@ -149,7 +149,7 @@ def call_fields(row: Mapping[str, Any], texts: TextCache) -> dict[str, Any]:
     return fields
 
 
-def decision_fields(row: Mapping[str, Any]) -> dict[str, Any]:
+def decision_fields(row: RowLike) -> dict[str, Any]:
     return {
         "topic": row["topic"],
         "winner": row["winner"],
@@ -211,6 +211,6 @@ def restore(
     return payload
 
 
-def envelope(row: sqlite3.Row | Mapping[str, Any], run_id: str) -> dict[str, Any]:
+def envelope(row: RowLike, run_id: str) -> dict[str, Any]:
     """An event row's own columns, as the payload names them."""
     return {"run_id": run_id, "seq": row["seq"], "ts": optional_epoch(row["ts"]), "type": row["type"]}

@@ -20,7 +20,7 @@ import re
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 TEXT_MIN = 64  # shorter strings stay inline in their JSON
 QUOTE_MIN = 64  # a text of the run at least this long is found again inside a prompt
@@ -65,7 +65,16 @@ def encode(value: Any, put: Callable[[str], int]) -> Any:
     return value
 
 
-def decode(value: Any, texts: TextCache) -> Any:
+class TextLookup(Protocol):
+    """Texts by id, as a row is read back: a `TextCache`, or the reader's `Texts`, which gives
+    None for a text a damaged file cannot give."""
+
+    def get(self, text_id: int, /) -> str | None: ...
+
+    def optional(self, text_id: int | None, /) -> str | None: ...
+
+
+def decode(value: Any, texts: TextLookup) -> Any:
     if isinstance(value, dict):
         if len(value) == 1:
             key, item = next(iter(value.items()))

@@ -92,6 +92,9 @@ def _copy_run(db: sqlite3.Connection, writer: Copier, run_id: str) -> None:
     call_seqs: dict[str, int] = {}
     for row, payload in events:
         call_id = payload.get("call_id")
+        # A call's id is TEXT in every version of the schema, so only a string can name one.
+        if not isinstance(call_id, str):
+            continue
         if row["type"] in ("call_finished", "call_failed") and call_id in calls and call_id not in call_seqs:
             call_seqs[call_id] = row["seq"]
 
@@ -107,7 +110,7 @@ def _copy_run(db: sqlite3.Connection, writer: Copier, run_id: str) -> None:
         call_id = payload.get("call_id")
         if kind == "call_started" and isinstance(call_id, str):
             started.setdefault(call_id, (columns, payload))
-        elif kind in ("call_finished", "call_failed") and call_seqs.get(call_id) == seq:
+        elif kind in ("call_finished", "call_failed") and isinstance(call_id, str) and call_seqs.get(call_id) == seq:
             given = _copy_call(writer, composer, calls.pop(call_id), payload, started.pop(call_id, None), seq)
         elif (
             old is not None

@@ -273,7 +273,7 @@ def cell_segments(cell: Text | Preview, column: Column, width: int, console: Con
         cell = (
             Text(simple, style=cell.text.style)
             if simple is not None
-            else next(iter(cell.__rich_console__(console, console.options.update_width(width))))  # type: ignore[arg-type]
+            else next(iter(cell.__rich_console__(console, console.options.update_width(width))))
         )
     assert isinstance(cell, Text)
     plain = cell.plain

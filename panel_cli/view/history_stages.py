@@ -33,7 +33,7 @@ def draw_stages(console: Console, payloads: Sequence[dict[str, Any]], *, stopped
             with console.capture() as captured:
                 view = LiveView(console, animate=False, header=False)
                 for event in stored:
-                    view.draw(event)  # type: ignore[arg-type]
+                    view.draw(event)
                 view.close(stopped=stopped)
         except (AttributeError, KeyError, TypeError, ValueError):
             pass

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         VoteCast,
         WarningRaised,
     )
+    from panel_cli.view.stored import Stored
     from panel_cli.view.vote import VoteEvent
 
 
@@ -103,11 +104,11 @@ class LiveView:
     async def __call__(self, event: BaseEvent) -> None:
         self.draw(event)
 
-    def draw(self, event: BaseEvent) -> None:
+    def draw(self, event: BaseEvent | Stored) -> None:
         """One event into the picture, by its `type`; a stored payload read by attribute draws
         as its event did."""
         self.totals.update(event)
-        handle = HANDLERS.get(event.type)  # type: ignore[attr-defined]
+        handle = HANDLERS.get(event.type)
         if handle is not None:
             handle(self, event)
             self._frame.changed()
@@ -161,7 +162,7 @@ class LiveView:
 
         if self._stage:
             warning = Stored(type="warning", message=rejection_note(event), member=event.planner)
-            self._stage.warnings.append(warning)  # type: ignore[arg-type]
+            self._stage.warnings.append(warning)
 
     def _on_plan_accepted(self, event: PlanAccepted) -> None:
         self._so_far.plan = event
@@ -239,15 +240,15 @@ class LiveView:
             stage = self._open_stage(event.stage, event.round, [])
         label = self._labels.get(event.member)
         if event.type == "member_skipped":
-            stage.skip(event, label)  # type: ignore[arg-type]
+            stage.skip(event, label)
             return
-        row = stage.call_row(event.call_id, event.member, label, event.about)  # type: ignore[union-attr]
+        row = stage.call_row(event.call_id, event.member, label, event.about)
         if event.type == "call_started" and self._animate:
             row.started = stage.clock()
         elif event.type == "call_finished":
-            row.finish(event)  # type: ignore[arg-type]
+            row.finish(event)
         elif event.type == "call_failed":
-            row.fail(event)  # type: ignore[arg-type]
+            row.fail(event)
 
     def _on_text(self, event: CallTextGrew) -> None:
         """A streamed reply so far, into its call's row; its first words are drawn at once."""

@@ -121,11 +121,11 @@ class TaskStage(StageState):
                 origin = self.plan.ts if self.plan is not None else 0.0
                 row.start = max(event.ts - origin, 0.0) if event.ts and origin else None
             case "task_finished":
-                row.status, row.duration, row.note = "succeeded", event.duration, event.preview  # type: ignore[union-attr]
+                row.status, row.duration, row.note = "succeeded", event.duration, event.preview
             case "task_failed":
-                row.status, row.duration, row.note = "failed", event.duration, event.error  # type: ignore[union-attr]
+                row.status, row.duration, row.note = "failed", event.duration, event.error
             case "task_skipped":
-                row.status, row.note = "skipped", event.reason  # type: ignore[union-attr]
+                row.status, row.note = "skipped", event.reason
 
     def render(self) -> RenderableType:
         return Group(TaskTable(self), *(warning_line(warning) for warning in self.warnings))

@@ -6,7 +6,7 @@ can read the answer from stdout while a person follows the run on stderr."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import IO, Any
 
 from panel_cli.events import (
     EVENT_TYPES,
@@ -38,7 +38,7 @@ QUESTION_LIMIT = 200
 class PlainView:
     """Writes lines like `[round 1] vote  alice -> B (80)` to `stream` (stderr in real use)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self.totals = ViewTotals()
         # The labels each confer round's votes went to, so its tally lists those alone.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -71,7 +71,7 @@ def draw(console: Console, events: Sequence[BaseEvent]) -> None:
     _run_at_once(play(LiveView(console, animate=False, header=False), events))
 
 
-def draw_plain(stream: TextIO, events: Sequence[BaseEvent]) -> None:
+def draw_plain(stream: IO[str], events: Sequence[BaseEvent]) -> None:
     """The same run as the plain lines a run off a terminal writes."""
     from panel_cli.view.plain import PlainView
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         VoteCast,
         WarningRaised,
     )
+    from panel_cli.view.stored import Stored
     from panel_cli.view.tools import ToolActivity
 
 Status = Literal[
@@ -164,7 +165,7 @@ class StageState:
     round: int | None
     rows: list[CallRow] = field(default_factory=list)
     tally: RoundTallied | None = None
-    warnings: list[WarningRaised] = field(default_factory=list)
+    warnings: list[WarningRaised | Stored] = field(default_factory=list)
     text_header: str = "answer"
     votes: bool = False
     rankings: bool = False
@@ -303,7 +304,7 @@ class Column:
     so a table spans the terminal from its first frame to its last."""
 
     header: str
-    cells: list[Text] | list[Preview]
+    cells: Sequence[Text | Preview]
     keep: int
     floor: int = 0
     shrink_to: int | None = None
@@ -567,7 +568,7 @@ class Preview:
             return None
         return tail if len(plain) <= width else "…" + plain[1 - width :]
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
         line = self._within(options.max_width)
         if self.from_end and line.cell_len > options.max_width > 1:
             tail = line[len(line) - options.max_width + 1 :]
@@ -633,5 +634,5 @@ def render_tally(tally: RoundTallied, shown: list[tuple[str, float]], unvoted: i
     return grid
 
 
-def warning_line(warning: WarningRaised) -> Text:
+def warning_line(warning: WarningRaised | Stored) -> Text:
     return Text.assemble(" ⚠ ", (f"{warning.member}: " if warning.member else ""), warning.message, style="yellow")

@@ -63,7 +63,7 @@ def record(activities: list[ToolActivity], event: ToolCallStarted | ToolCallFini
         found = activity(event)
         activities.append(found)
     if event.type == "tool_call_finished":
-        found.update(event)  # type: ignore[arg-type]
+        found.update(event)
 
 
 def tools_cell(activities: list[ToolActivity], width: int) -> Text:

@@ -61,21 +61,21 @@ class VoteBoard:
     opened: VoteOpened | None = None
     ballots: dict[str, VoteReceived] = field(default_factory=dict)
     quorum: QuorumReached | None = None
-    tally: Tally | None = None
+    tally: Tally | Stored | None = None
     leader: LeaderChose | None = None
 
     def update(self, event: VoteEvent) -> None:
         match event.type:
             case "vote_opened":
-                self.opened = event  # type: ignore[assignment]
+                self.opened = event
             case "vote_received":
-                self.ballots.setdefault(event.voter, event)  # type: ignore[union-attr,arg-type]
+                self.ballots.setdefault(event.voter, event)
             case "quorum_reached":
-                self.quorum = event  # type: ignore[assignment]
+                self.quorum = event
             case "vote_tallied":
-                self.tally = Stored(event.tally)  # type: ignore[union-attr,assignment]
+                self.tally = Stored(event.tally)
             case "leader_chose":
-                self.leader = event  # type: ignore[assignment]
+                self.leader = event
 
     def running(self) -> dict[str, float]:
         """The count so far: ballots (or, for weighted, their weight) per option; a runoff's
@@ -164,7 +164,7 @@ def tally_bars(counts: dict[str, float], winner: str | None, *, weighted: bool) 
     return grid
 
 
-def render_tally(counted: Tally) -> Table:
+def render_tally(counted: Tally | Stored) -> Table:
     weighted = counted.method in WEIGHTED_METHODS
     return tally_bars(
         counted.weights if weighted else {o: float(c) for o, c in counted.vote_counts.items()},
@@ -200,7 +200,7 @@ def render_rounds(rounds: list[RunoffRound]) -> Group:
     return Group(Text("instant runoff", style="bold"), *(round_text(entry) for entry in rounds))
 
 
-def outcome_line(counted: Tally) -> Text:
+def outcome_line(counted: Tally | Stored) -> Text:
     if counted.winner is None:
         return Text(f"no winner: {counted.reason}", style="bold red")
     share = f"{counted.winner_votes} of {plural(counted.total_votes, 'vote')}"
@@ -286,22 +286,22 @@ def on_event(stage: StageState | None, event: VoteEvent, labels: dict[str, str])
     voting = stage if isinstance(stage, VoteStage) else VoteStage.of(stage)
     voting.board.update(event)
     if event.type == "vote_received":
-        row = voting.member_row(event.voter, labels.get(event.voter))  # type: ignore[union-attr]
+        row = voting.member_row(event.voter, labels.get(event.voter))
         row.vote = vote_shown(
-            event.voter,  # type: ignore[union-attr]
-            choice_text(event.choice, event.matched_by, event.late),  # type: ignore[union-attr]
-            event.confidence,  # type: ignore[union-attr]
-            event.reason,  # type: ignore[union-attr]
+            event.voter,
+            choice_text(event.choice, event.matched_by, event.late),
+            event.confidence,
+            event.reason,
         )
-        ranking = event.ranking  # type: ignore[union-attr]
+        ranking = event.ranking
         row.ranking = ranking if voting.ranked and len(ranking) > 1 else None
     elif event.type == "leader_chose":
-        row = voting.member_row(event.leader, labels.get(event.leader))  # type: ignore[union-attr]
+        row = voting.member_row(event.leader, labels.get(event.leader))
         row.vote = vote_shown(
-            event.leader,  # type: ignore[union-attr]
-            choice_text(event.choice, event.matched_by),  # type: ignore[union-attr]
-            event.confidence,  # type: ignore[union-attr]
-            event.reason or event.error or "",  # type: ignore[union-attr]
+            event.leader,
+            choice_text(event.choice, event.matched_by),
+            event.confidence,
+            event.reason or event.error or "",
         )
     return voting
 
@@ -342,7 +342,7 @@ def _quorum_reached_line(event: QuorumReached) -> str:
 
 def _tally_lines(event: VoteTallied) -> str:
     """The count, a line per runoff round, and the outcome."""
-    counted: Tally = Stored(event.tally)  # type: ignore[assignment]
+    counted: Tally | Stored = Stored(event.tally)
     values: dict[str, Any] = counted.weights if counted.method in WEIGHTED_METHODS else counted.vote_counts
     lines = [
         f"tally ({counted.method}): " + " ".join(f"{option}={fmt.number(value)}" for option, value in values.items())

@@ -335,7 +335,7 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
     one_answer = (
         not stopped and rule is not None and len({answer_key(text, settings.options) for text in answers.values()}) == 1
     )
-    if one_answer:
+    if rule is not None and one_answer:
         stops.append(await announce(emit, rule, "vote", 1, [], [voter.name for voter in voters], 0, ONE_ANSWER))
     converged = one_answer
     unvoted = stopped or one_answer or len(members) < 2  # a lone member's answer stands (`check_confer`)
@@ -402,13 +402,13 @@ async def confer(panel: Panel, question: str, gateway: Gateway, emit: Emit) -> C
             break
 
     if one_answer:
-        first = next(name for name in order if name in initial)
+        earliest = next(name for name in order if name in initial)
         return ConferResult(
             tally=settings.tally,
             answer_order=settings.answer_order,
-            final_answer=initial[first],
+            final_answer=initial[earliest],
             final_answer_source="answer",
-            winner=first,
+            winner=earliest,
             confidence_score=0.0,
             **_unvoted_confidence(panel),
             scores={},

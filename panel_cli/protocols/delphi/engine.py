@@ -13,7 +13,7 @@ only gathers calls and emits events.
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -79,6 +79,16 @@ class Contribution(BaseModel):
     error_kind: str | None = None
     error: str | None = None
     duration: float = 0.0
+
+
+class _Answered(TypedDict):
+    """The fields every contribution read from a successful reply has."""
+
+    expert: str
+    label: str
+    round: int
+    success: bool
+    duration: float
 
 
 class DelphiRound(BaseModel):
@@ -211,7 +221,13 @@ def read_contribution(
     structured object asked for. Round 1 is free text; later, a reply that is not a revision
     still counts, changed, so one bad JSON never empties a row. An expert that had no
     contribution in the round before cannot be unchanged."""
-    base = {"expert": expert, "label": label, "round": round_index, "success": True, "duration": reply.latency}
+    base: _Answered = {
+        "expert": expert,
+        "label": label,
+        "round": round_index,
+        "success": True,
+        "duration": reply.latency,
+    }
     if round_index == 1:
         return Contribution(**base, analysis=reply.text.strip()), None
     parsed = reply.parsed

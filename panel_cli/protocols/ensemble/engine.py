@@ -158,7 +158,7 @@ def check_ensemble(panel: Panel) -> list[Finding]:
 
 def _ensemble_settings(panel: Panel) -> list[tuple[str, str]]:
     plan = plan_ensemble(panel)
-    shown = [("mode", plan.mode)]
+    shown: list[tuple[str, str]] = [("mode", plan.mode)]
     if plan.mode == "consensus":
         shown.append(("scorer", EnsembleSettings.of(panel).scorer))
     if plan.aggregator is not None:

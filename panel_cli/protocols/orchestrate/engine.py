@@ -21,7 +21,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -248,6 +248,14 @@ class OrchestrateResult(ProtocolResult):
     failed: int
     skipped: int
     chair_failures: list[ChairFailure] = Field(default_factory=list)
+
+
+class _Planned(TypedDict):
+    """What every `OrchestrateResult` of a run says, with a plan or without."""
+
+    planner: str
+    workers: list[str]
+    plan_attempts: list[PlanAttempt]
 
 
 # Prompts -------------------------------------------------------------------------------------
@@ -518,7 +526,7 @@ async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit)
     _check_orchestrate(panel)
     team = team_of(panel)
     attempts, plan = await _plan(panel, team, question, gateway, emit)
-    common = {
+    common: _Planned = {
         "planner": team.planner.name,
         "workers": [worker.name for worker in team.workers],
         "plan_attempts": attempts,
@@ -550,7 +558,9 @@ async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit)
             chairman=None,
             plan=plan,
             tasks=records,
-            **counts,
+            succeeded=counts["succeeded"],
+            failed=counts["failed"],
+            skipped=counts["skipped"],
             **common,
         )
     if counts["succeeded"] < len(records):
@@ -586,6 +596,8 @@ async def orchestrate(panel: Panel, question: str, gateway: Gateway, emit: Emit)
         plan=plan,
         tasks=records,
         chair_failures=synthesis.failures,
-        **counts,
+        succeeded=counts["succeeded"],
+        failed=counts["failed"],
+        skipped=counts["skipped"],
         **common,
     )

@@ -298,6 +298,7 @@ def synthesis_prompt(
 ) -> str:
     """The deliverables as they stand, and how far the critic got with them, so the chairman
     knows which parts were not approved and why."""
+    outstanding: dict[str, str]
     if review is None or review.verdict is None:
         status, outstanding = "The critic gave no valid verdict, so the deliverables come as they are.", {}
     elif review.verdict == "APPROVED":

@@ -1,8 +1,10 @@
 """vote: every member votes on fixed options; the ballots are counted by the method, against the
 quorum (docs/protocols.md#vote-and-decide)."""
 
+from typing import TypedDict
+
 from panel_cli.protocols.options import MEMBERS, stop, timeout
-from panel_cli.protocols.registry import CommandOption, ProtocolSpec, RequestKind
+from panel_cli.protocols.registry import CommandOption, ProtocolSpec, Ref, RequestKind
 
 OPTIONS = CommandOption(
     name="choices",
@@ -75,10 +77,23 @@ GATE = CommandOption(
 BALLOT = RequestKind(
     "ballot", demo="panel_cli.llm.demo_replies:ballot", oracle="panel_cli.simulation.voters:oracle_ballot"
 )
+
+
+class BallotTraits(TypedDict):
+    """The `ProtocolSpec` fields vote and decide share, so each spec's call is checked whole."""
+
+    requests: tuple[RequestKind, ...]
+    plain_lines: Ref
+    votes_on_options: bool
+    given_options: bool
+    retallies: bool
+    theory: Ref
+
+
 # What vote and decide share beside their options: members vote on fixed options (which eval and
 # a batch's questions may give), their ballots can be counted again, and eval counts simulated
 # voters by the method.
-BALLOT_TRAITS = {
+BALLOT_TRAITS: BallotTraits = {
     "requests": (BALLOT,),
     "plain_lines": "panel_cli.view.vote:PLAIN_LINES",
     "votes_on_options": True,

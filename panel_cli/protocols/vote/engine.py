@@ -40,7 +40,7 @@ from panel_cli.protocols.base import Emit, Finding, ProtocolResult, ProtocolRule
 from panel_cli.protocols.checks import located_error
 from panel_cli.protocols.posterior import confidence_source, vote_confidence, vote_evidence, weights_given
 from panel_cli.protocols.stages import Stage, failure_reason, gather_each, open_stage, out_of_budget
-from panel_cli.protocols.stopping import ask_order, confident, next_wave, settled
+from panel_cli.protocols.stopping import CountRules, ask_order, confident, next_wave, settled
 from panel_cli.protocols.vote.ballots import BallotReply, NoMatch, option_problems, options_block, read_ballot
 from panel_cli.protocols.vote.settings import VoteSettings, leader_of, settings_of
 from panel_cli.protocols.vote.tally import (
@@ -172,6 +172,10 @@ class VotePlan:
     leader: Member | None
     stop: StopRule | None
 
+    def count_rules(self) -> CountRules:
+        """The rules a stopping rule counts the ballots by, as this vote counts them."""
+        return {"threshold": self.threshold, "tie_break": self.tie_break, "quorum": self.quorum}
+
 
 def with_options(panel: Panel, options: Sequence[str]) -> Panel:
     """The panel voting on `options` instead of its own (`--options`); a problem with one is a
@@ -258,7 +262,7 @@ def _tie_break_findings(settings: VoteSettings, protocol: Literal["vote", "decid
 
 def _settings(panel: Panel, protocol: Literal["vote", "decide"]) -> list[tuple[str, str]]:
     plan = plan_vote(panel, protocol)
-    method = plan.method
+    method: str = plan.method
     if plan.method == "supermajority":
         method += f", threshold {plan.threshold:g} (more than {as_percent(plan.threshold)} of the votes)"
     if plan.method in PLURALITY_METHODS:
@@ -435,7 +439,7 @@ def next_voters(plan: VotePlan, weights: Sequence[float], outcomes: Sequence[Bal
         sure = confident(evidence, len(plan.options), plan.stop.at_least or 1.0, order=plan.options)
         return Wave(0 if sure.decided else 1, sure.reason)
     remaining = weights[len(weights) - left :]
-    rules = {"threshold": plan.threshold, "tie_break": plan.tie_break, "quorum": plan.quorum}
+    rules = plan.count_rules()
     found = settled(ballots, remaining, plan.options, plan.method, **rules)
     if found.decided and found.winner is None and plan.leader is not None and left:
         # The leader chooses from the counts and the reason nothing won: everyone's, as without a rule.

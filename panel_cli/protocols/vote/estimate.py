@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from panel_cli.config import Panel
 from panel_cli.protocols.plans import Bound, Calls, RunPlan, StagePlan, user
 from panel_cli.protocols.posterior import Evidence
@@ -14,7 +16,7 @@ from panel_cli.protocols.vote.tally import Ballot, tally
 def plan_calls(panel: Panel, question: str, bound: Bound) -> RunPlan:
     """Every member's ballot; under `stop:` only the first wave's are sure (the fewest the rule
     may ask: `first_wave`), the others may never be asked. A decision's leader may be asked."""
-    protocol = "decide" if panel.protocol == "decide" else "vote"
+    protocol: Literal["vote", "decide"] = "decide" if panel.protocol == "decide" else "vote"
     chosen = vote.plan_vote(panel, protocol)
     prompt = user(vote.ballot_prompt(question, chosen.options))
     sure = first_wave(panel, chosen)
@@ -37,12 +39,12 @@ def first_wave(panel: Panel, chosen: vote.VotePlan) -> set[str]:
         return {member.name for member in order}
     weights = [member.weight for member in order]
     if chosen.stop.kind == "decided" and chosen.leader is None:
-        rules = {"threshold": chosen.threshold, "tie_break": chosen.tie_break, "quorum": chosen.quorum}
+        rules = chosen.count_rules()
         size = next_wave([], weights, chosen.options, chosen.method, **rules)
         return {member.name for member in order[: max(size, 1)]}
     if chosen.stop.kind == "decided":
         # A decision whose leader would choose asks everyone: only a winner stops it early.
-        rules = {"threshold": chosen.threshold, "tie_break": chosen.tie_break, "quorum": chosen.quorum}
+        rules = chosen.count_rules()
         for size in range(1, len(order)):
             cast = [
                 Ballot(voter=f"{place}", choice=chosen.options[0], weight=w) for place, w in enumerate(weights[:size])

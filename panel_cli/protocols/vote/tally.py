@@ -312,7 +312,7 @@ def preferences(ballot: Ballot, options: Sequence[str]) -> list[str]:
     ranking, real options only, each once."""
     order: list[str] = []
     for option in [ballot.choice, *ballot.ranking]:
-        if option in options and option not in order:
+        if option is not None and option in options and option not in order:
             order.append(option)
     return order
 
