@@ -61,7 +61,7 @@ def draw_retally(
         ),
     ]
     if (stored or {}).get("failure_reason") or recount.get("reason"):
-        rows.append(("why none", lambda o: o.get("failure_reason") or o.get("reason") or ""))
+        rows.append(("why none", lambda o: str(o.get("failure_reason") or o.get("reason") or "")))
     for name, show in rows:
         table.add_row(
             Text(name), Text(show(stored)) if stored is not None else Text("—", style="dim"), Text(show(recount))

@@ -215,7 +215,7 @@ def test_a_stored_result_whose_counts_are_text_still_retallies(stored_runs, tmp_
         "runs",
         "result_json",
         "protocol = 'vote'",
-        lambda value: value.update(vote_counts="x", weights=["y"], threshold="x"),
+        lambda value: value.update(vote_counts="x", weights=["y"], threshold="x", failure_reason=1, confidence="x"),
     )
     target = tmp_path / "mine.db"
     assert cli("history", "import", str(source), "--db", str(target)).exit_code == 0
