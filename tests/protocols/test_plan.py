@@ -200,6 +200,14 @@ def test_tree_order_walks_each_root_then_its_subtree_with_last_sibling_flags():
     assert tree_order({"a": [], "b": ["a"], "c": ["a"]}) == [("a", (True,)), ("b", (True, False)), ("c", (True, True))]
 
 
+def test_a_stored_plan_that_no_engine_would_run_is_drawn_whole():
+    """An imported plan may name a dependency no subtask has, or close a cycle: the tree drops
+    the edge it cannot draw and every subtask is drawn once."""
+    assert tree_order({"a": [""], "b": ["a", "nobody"]}) == [("a", (True,)), ("b", (True, True))]
+    drawn = tree_order({"a": ["b"], "b": ["a"], "c": ["c"]})
+    assert sorted(node for node, _ in drawn) == ["a", "b", "c"]
+
+
 def test_critical_path_against_waves():
     # As soon as ready: t1 0-1, t3 1-2, t4 2-4, t5 4-5; t2 0-3 is off the critical path.
     assert critical_path(GRAPH, SECONDS) == 5.0

@@ -37,7 +37,8 @@ def tree_order(depends: Mapping[str, Sequence[str]]) -> list[tuple[str, tuple[bo
     """The subtasks in the order a tree of them is drawn (`tree_parents`): each root, then its
     subtree, children in plan order (`depends` is). With each, whether it and each ancestor is
     the last of its siblings, root first: its depth is one less than their number, and they
-    are what its branch lines need."""
+    are what its branch lines need. A stored plan is drawn whatever it holds (`drawable`)."""
+    depends = drawable(depends)
     parents = tree_parents(depends)
     children: dict[str | None, list[str]] = {}
     for node in depends:
@@ -53,6 +54,29 @@ def tree_order(depends: Mapping[str, Sequence[str]]) -> list[tuple[str, tuple[bo
 
     walk(None, ())
     return order
+
+
+def drawable(depends: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """A plan as a tree can draw it: dependencies on no subtask of the plan dropped, and each
+    dependency that would close a cycle too. The engine only runs valid plans; a stored one
+    (imported from another file, say) may hold anything, and is drawn all the same."""
+    kept: dict[str, list[str]] = {node: [] for node in depends}
+    state: dict[str, str] = {}
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        for dep in depends[node]:
+            if dep not in depends or state.get(dep) == "open" or dep in kept[node]:
+                continue
+            if dep not in state:
+                visit(dep)
+            kept[node].append(dep)
+        state[node] = "done"
+
+    for node in depends:
+        if node not in state:
+            visit(node)
+    return kept
 
 
 def critical_path(depends: Mapping[str, Sequence[str]], seconds: Mapping[str, float]) -> float:
