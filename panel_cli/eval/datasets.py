@@ -207,7 +207,7 @@ def parse_dataset(text: str, source: str, limit: int | None = None) -> list[Eval
     problems: list[ConfigProblem] = []
     seen: dict[str, int] = {}
     for line, raw in enumerate(_lines(text), start=1):
-        if limit is not None and len(items) >= limit:
+        if (limit is not None and len(items) >= limit) or len(problems) >= MAX_PROBLEMS:
             break
         if not raw.strip():
             continue
@@ -234,8 +234,6 @@ def parse_dataset(text: str, source: str, limit: int | None = None) -> list[Eval
                 )
             seen.setdefault(item.id, line)
             items.append(item)
-        if len(problems) >= MAX_PROBLEMS:
-            break
     if problems:
         raise ConfigError.listing(problems[:MAX_PROBLEMS])
     if not items:
