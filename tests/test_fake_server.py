@@ -186,7 +186,9 @@ def test_a_stream_is_sent_as_server_sent_events(fake_server: FakeOpenAIServer) -
     assert chunks[-1]["usage"]["total_tokens"] == 10
     assert fake_server.requests[0].streamed
     (sent,) = fake_server.streams
-    assert sent.pieces == ["four ", "and m", "ore"] and sent.finished and sent.first_token_at is not None
+    # The client has the last byte before the server's loop marks the stream finished.
+    wait_until(lambda: sent.finished, "the server to mark the stream finished")
+    assert sent.pieces == ["four ", "and m", "ore"] and sent.first_token_at is not None
 
 
 def test_requests_are_recorded(fake_server: FakeOpenAIServer) -> None:

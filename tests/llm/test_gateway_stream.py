@@ -197,7 +197,7 @@ async def test_the_size_cap_holds_and_the_tokens_are_counted_whole(fake_server):
     await gateway.aclose()
     assert result.truncated and result.text == "x" * 1000 and result.tokens_out == 1250
     assert all(len(text) <= 1001 for text in grew(recorder.events))
-    assert fake_server.streams[0].finished
+    await eventually(lambda: fake_server.streams[0].finished, "the server to send the stream to its end")
 
 
 async def test_growth_goes_only_to_subscribers_that_follow_text_and_takes_no_seq(fake_server):
