@@ -186,8 +186,8 @@ def confidence_source(panel: Panel, protocol: str, weights_from: str | None = No
         if ConferSettings.of(panel).tally == "log_odds":
             return Source(basis=STATED)
         return Source(
-            reason="tally: confidence sums the confidences stated as scores; tally: log_odds reads them as "
-            "probabilities, and then gives the answer's"
+            reason="tally: confidence sums the stated confidences as scores, which are no probability; under "
+            "tally: log_odds they are read as probabilities, and the answer's probability is given"
         )
     return Source(reason=f"{protocol} reports no probability that its answer is right")
 

@@ -176,5 +176,5 @@ def test_where_the_accuracies_come_from():
     default = confidence_source(panel(method="weighted_plurality"), "decide")
     assert default.basis is None and "default weight 1" in (default.reason or "")
     assert confidence_source(panel(tally="log_odds"), "confer") == Source(basis=STATED)
-    assert "tally: log_odds reads them as probabilities" in (confidence_source(panel(), "confer").reason or "")
+    assert "tally: log_odds they are read as probabilities" in (confidence_source(panel(), "confer").reason or "")
     assert confidence_source(panel(), "council").reason == "council reports no probability that its answer is right"
