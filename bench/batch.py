@@ -55,7 +55,7 @@ LATENCY = 0.2
 CONCURRENCY = 16  # runs at a time (`--concurrency`)
 ENDPOINT_LIMIT = 16  # calls in flight per endpoint: panel's `defaults.concurrency`
 # A key named like a secret: panel scrubs it from every event, as it would a real one.
-KEY = "sk-bench-0123456789abcdef"
+KEY = "fake-key-for-the-bench"
 SETUPS = (PANEL_SETUP, OUT_OF_THE_BOX)
 
 

@@ -144,7 +144,7 @@ def cold_start() -> dict[str, float]:
 
 # -- 1. confer overhead: the server's span ----------------------------------------------------
 
-KEY = "sk-bench-0123456789abcdef"  # named like a secret: panel scrubs it from every event
+KEY = "fake-key-for-the-bench"  # named like a secret: panel scrubs it from every event
 
 
 def panel_file(folder: Path, url: str, size: int) -> Path:

@@ -68,7 +68,7 @@ from floors import FLOOR_NAMES, OUT_OF_THE_BOX, PANEL_SETUP, VOTE_MARKER, bare_c
 LATENCY = 0.05
 STAGES = 3  # the answer stage and two vote rounds
 ANSWER_CHARS = 1200
-KEY = "sk-bench-0123456789abcdef"
+KEY = "fake-key-for-the-bench"
 QUESTION = "Which storage engine should the audit trail use, and why?"
 WORDS = ("the", "a", "system", "data", "team", "cost", "latency", "risk", "plan", "storage", "index", "query", "user")
 # The libraries under litellm: their time is the floor's too, never ours.

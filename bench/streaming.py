@@ -187,7 +187,7 @@ async def floor_once(url: str, members: int) -> dict[str, float]:
                 model=f"openai/{model}",
                 messages=[{"role": "user", "content": "Which?"}],
                 api_base=url,
-                api_key="sk-bench-0123456789abcdef",
+                api_key="fake-key-for-the-bench",
                 max_retries=0,
                 stream=True,
                 stream_options={"include_usage": True},

@@ -292,7 +292,7 @@ async def test_a_run_over_the_cap_is_refused_with_its_estimate(
 async def test_a_key_in_an_answer_never_reaches_the_agent(
     fake_server: FakeOpenAIServer, panels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = "sk-fake-0123456789abcdef"
+    key = "fake-key-for-this-test"
     monkeypatch.setenv("OPENAI_API_KEY", key)
     fake_server.default(responder(lambda request: f"The key is {key}."))
     write_panel(panels / "leaky.yaml", fake_server, ["a", "b"], "protocol: ensemble", "mode: fanout")
