@@ -91,7 +91,7 @@ def environment(folder: Path) -> dict[str, str]:
         **{key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"},
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_OFFLINE_MODE": "True",
-        "OPENAI_API_KEY": "sk-dummy-bench-key",
+        "OPENAI_API_KEY": "fake-dummy-bench-key",
         "PANEL_DB": str(folder / "bench.db"),
         "PANEL_CONFIG_DIR": str(folder),
         "COLUMNS": "100",

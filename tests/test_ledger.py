@@ -105,16 +105,16 @@ def test_a_wrong_key_at_a_proxy_names_the_member_endpoint_and_key_variable(
         member_lines="    api_key_env: PROXY_KEY\n",
     )
     outcome = cli(
-        "ensemble", str(panel), "-q", "Which database?", env={"PROXY_KEY": "sk-proxy-secret-123456", "NO_COLOR": "1"}
+        "ensemble", str(panel), "-q", "Which database?", env={"PROXY_KEY": "fake-proxy-secret-123456", "NO_COLOR": "1"}
     )
     said = outcome.output
     assert outcome.exit_code != 0
     assert "No connected db" in said
     port = fake_server.url.split(":")[2].split("/")[0]
     assert f"No connected db (a called 127.0.0.1:{port} with the key in PROXY_KEY)" in said
-    assert "sk-proxy-secret-123456" not in said
+    assert "fake-proxy-secret-123456" not in said
     stored = json.dumps(call_rows(Path(os.environ["PANEL_DB"])))
-    assert "sk-proxy-secret" not in stored
+    assert "fake-proxy-secret" not in stored
 
 
 def test_a_reused_call_keeps_its_tokens_and_its_unknown_cost(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:

@@ -170,7 +170,7 @@ def test_ctrl_c_mid_round_keeps_the_run_as_interrupted(tmp_path, fake_server):
 
 
 def test_no_key_reaches_the_database(tmp_path, fake_server, monkeypatch):
-    secret = "sk-test-Zq8Xv3Lm1Np0Rt7Ws2Ke9Yb4"
+    secret = "fake-test-Zq8Xv3Lm1Np0Rt7Ws2Ke9Yb4"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
 
     def leak(request):

@@ -71,7 +71,7 @@ def show_json(db: Path, run_id: str) -> dict[str, Any]:
 
 # Hostile runs -----------------------------------------------------------------------------------
 
-KEY = "sk-export-Zx81Qm4Lp0Rt7Wv2Ty5U"
+KEY = "fake-export-Zx81Qm4Lp0Rt7Wv2Ty5U"
 HOSTILE_NAMES = ["<script>alert(1)</script>", "[/bold] </svg>", "a|b *c*"]
 HOSTILE_QUESTION = '</svg><script>alert("q")</script> [/bold] <b>which</b> *one*?'
 HOSTILE_OPTIONS = ["<script>alert(1)</script>", "[/bold]", "</svg> & <b>bold</b>"]

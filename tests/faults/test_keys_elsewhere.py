@@ -21,7 +21,7 @@ import pytest
 from tests.fakes.openai_server import responder
 from tests.helpers import cli
 
-KEY = "sk-live-Zx8Cv6Bn4Mq2Wr9Ty"
+KEY = "fake-live-Zx8Cv6Bn4Mq2Wr9Ty"
 NOTICE = "warning: OPENAI_API_KEY is sent to some-host.example, not to openai's own API ("
 
 

@@ -31,7 +31,7 @@ from panel_cli.view.live import LiveView
 from tests.fakes.openai_server import FakeOpenAIServer, error, responder
 from tests.helpers import cli, write_panel
 
-KEY = "sk-live-Qw3rTy7Ui9Op1As5Df"
+KEY = "fake-live-Qw3rTy7Ui9Op1As5Df"
 
 
 def secrets_panel(path: Path, server: FakeOpenAIServer, names: list[str], extra: str = "") -> Path:

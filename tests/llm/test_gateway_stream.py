@@ -214,7 +214,7 @@ async def test_growth_goes_only_to_subscribers_that_follow_text_and_takes_no_seq
 
 
 async def test_a_secret_split_across_pieces_never_reaches_a_follower(fake_server):
-    secret = "sk-test-0123456789abcdef"
+    secret = "fake-test-0123456789abcdef"
     text = f"Here is the key {secret} as requested."
     # The first piece ends inside the secret; pieces come 0.5 s apart, so each is reported
     # (the reports are at most one every 0.1 s).

@@ -67,8 +67,8 @@ def test_the_messages_sent_are_not_read_the_identity_is():
 
 
 def test_the_key_and_the_transport_settings_are_not_part_of_it():
-    keyed = {**BASE, "api_key": "sk-test-0123456789abcdef", "max_retries": 0}
-    assert digest(keyed) == digest({**BASE, "api_key": "sk-other-key-9876543210"}) == digest()
+    keyed = {**BASE, "api_key": "fake-test-0123456789abcdef", "max_retries": 0}
+    assert digest(keyed) == digest({**BASE, "api_key": "fake-other-key-9876543210"}) == digest()
 
 
 def test_a_field_set_to_none_is_the_same_request_as_one_left_out():
@@ -167,11 +167,11 @@ async def first_call(server, who: Member, schema: type[BaseModel] | None = None)
 
 
 async def test_each_finished_call_carries_its_request_hash_and_never_the_key(fake_server, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-0123456789")
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-test-secret-0123456789")
     fake_server.script("m", reply("coffee"))
     event = await first_call(fake_server, member(fake_server, system="Be brief.", temperature=0.2))
     assert event.request_hash is not None and not event.reused
-    assert fake_server.requests[0].headers["authorization"] == "Bearer sk-test-secret-0123456789"
+    assert fake_server.requests[0].headers["authorization"] == "Bearer fake-test-secret-0123456789"
     expected = request_hash(
         {"model": "openai/m", "api_base": fake_server.url, "temperature": 0.2},
         member="m",

@@ -10,7 +10,7 @@ from panel_cli.store.reader import TranscriptReader
 from panel_cli.store.subscriber import TranscriptStore
 from tests.store.sample_runs import answer_calls, run_started, vote_round
 
-KEY = "sk-test-abcdefghijklmnop123"
+KEY = "fake-test-abcdefghijklmnop123"
 
 
 def test_secret_values_picks_variables_named_like_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ from panel_cli.store.subscriber import StoreFailure, TranscriptStore
 from panel_cli.store.writer import RunWriter
 from tests.store.sample_runs import ENDINGS, answer_calls, run_started, vote_round
 
-KEY = "sk-test-abcdefghijklmnop123"
+KEY = "fake-test-abcdefghijklmnop123"
 
 
 def committed(path: Path) -> list[tuple[int, str]]:

@@ -242,7 +242,7 @@ async def test_one_server_is_shared_by_the_members_that_name_it(fake_server, run
 
 @pytest.mark.subprocess
 async def test_a_server_gets_no_key_unless_its_env_names_it(fake_server, run_with_tools, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-in-a-server")
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-test-never-in-a-server")
     monkeypatch.setenv("NOTES_TOKEN", "given-on-purpose")
     panel = tool_panel(fake_server, ["a"], uses={"a": ["fix"]})
     panel = panel.model_copy(
