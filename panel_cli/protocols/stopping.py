@@ -97,16 +97,18 @@ def settled(
             decided=False, winner=None, reason=f"no option wins yet, and {left} below chance could still make one win"
         )
     outcome = f"{now} wins" if now is not None else "no option wins"
-    return Settled(decided=True, winner=now, reason=f"{outcome} whatever the {left} still to ask {_vote(left)}")
+    return Settled(
+        decided=True, winner=now, reason=f"{outcome} whatever the {left} still to ask {_vote(len(remaining))}"
+    )
 
 
 def _members(count: int) -> str:
     return f"{count} member{'' if count == 1 else 's'}"
 
 
-def _vote(left: str) -> str:
+def _vote(count: int) -> str:
     """`vote` after `2 members`, `votes` after `1 member`."""
-    return "votes" if left.startswith("1 ") else "vote"
+    return "votes" if count == 1 else "vote"
 
 
 def _could(left: str, found: str | None) -> str:
@@ -141,7 +143,7 @@ def _runoff_settled(
     firsts = [ballot.choice for ballot in counted if ballot.choice in options]
     if now is not None and len(counted) >= quorum and 2 * firsts.count(now) > len(firsts) + remaining:
         return Settled(
-            decided=True, winner=now, reason=f"{now} has a first-round majority whatever the {left} {_vote(left)}"
+            decided=True, winner=now, reason=f"{now} has a first-round majority whatever the {left} {_vote(remaining)}"
         )
     return Settled(
         decided=False, winner=now, reason=f"{left} to vote, and a runoff is settled early only by a certain majority"
