@@ -328,10 +328,11 @@ class Look:
 def _key(asker: _Asker, asked: int, pending: int, rounds: int, held: Sequence[tuple[int, Outcome]]) -> Hashable:
     """A state: voters of equal weight and accuracy are alike, so the ballots are a multiset of
     (voter's weight, accuracy, ballot), and for confer the answers in the order first given, which
-    its tie rule reads."""
+    its tie rule reads. confer's vote is the exception: who votes after whom decides when a round
+    is settled (alpha, bravo, charlie, bravo, alpha settles after four votes, one vote each;
+    alpha, bravo, bravo, charlie, alpha after five), so its states are the answers in order."""
     weights, accuracies = asker.counting.weights, asker.accuracies
-    if asker.stop.vote_rounds and len(set(weights)) > 1:
-        # confer's vote asks members of unequal confidence in an order that weighs on it.
+    if asker.stop.vote_rounds:
         return asked, pending, rounds, tuple(held)
     cast = tuple(sorted((weights[voter], accuracies[voter], outcome) for voter, outcome in held))
     firsts: tuple[Hashable, ...] = ()

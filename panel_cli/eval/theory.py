@@ -298,7 +298,7 @@ class Confer:
     (in label order, which is member order) that gives its belief, at its confidence, and keeps
     its answer, so every round counts the same: confer's `tally` of those votes over K = the
     question's options, a tie to the lowest label, which is the answer of the earliest member
-    holding it. With one confidence for all (the demo oracle's 80) both tallies are a plurality
+    holding it. With one confidence for all (the demo oracle's 80) every tally is a plurality
     of beliefs. `noise`: each reported confidence is read with a normal error of this standard
     deviation, drawn per question (`simulation.voters.noisy_reading`): that can only be simulated."""
 
@@ -312,7 +312,11 @@ class Confer:
         return any(self.noise)
 
     def describe(self) -> str:
-        how = "summed confidence" if self.tally == "confidence" else "summed log-odds log((K−1)c/(1−c)), K the options"
+        how = {
+            "confidence": "summed confidence",
+            "votes": "votes, one each",
+            "log_odds": "summed log-odds log((K−1)c/(1−c)), K the options",
+        }[self.tally]
         same = set(self.confidences)
         at = f"every vote at confidence {same.pop():g}" if len(same) == 1 else "each voter at its own confidence"
         if self.chance:

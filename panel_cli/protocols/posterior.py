@@ -185,9 +185,13 @@ def confidence_source(panel: Panel, protocol: str, weights_from: str | None = No
     if protocol == "confer":
         if ConferSettings.of(panel).tally == "log_odds":
             return Source(basis=STATED)
+        counted = {
+            "confidence": "tally: confidence sums the stated confidences as scores, which are no probability",
+            "votes": "tally: votes counts one vote per member, which says nothing of any member's accuracy",
+        }[ConferSettings.of(panel).tally]
         return Source(
-            reason="tally: confidence sums the stated confidences as scores, which are no probability; under "
-            "tally: log_odds they are read as probabilities, and the answer's probability is given"
+            reason=f"{counted}; under tally: log_odds the stated confidences are read as probabilities, and the "
+            "answer's probability is given"
         )
     return Source(reason=f"{protocol} reports no probability that its answer is right")
 

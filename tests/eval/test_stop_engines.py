@@ -68,6 +68,7 @@ def calls(result: EvalResult, system: str) -> int:
         ("vote", {"method": "ranked_choice"}, 120),
         ("decide", {"method": "majority", "leader": "v1"}, 120),
         ("confer", {}, 150),
+        ("confer", {"tally": "votes"}, 150),
         ("ensemble", {"mode": "majority"}, 60),
     ],
 )

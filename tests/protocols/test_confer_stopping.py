@@ -66,6 +66,11 @@ def test_a_vote_round_is_settled_when_no_vote_left_could_overturn_its_winner():
     assert not vote_settled({"A": 0.0, "B": 200.0, "C": 0.0}, labels, 2, 100.0)
     assert next_votes({}, labels, False, 5, "confidence", 3).size == 3
     assert next_votes({"A": 240.0, "B": 0.0, "C": 0.0}, labels, True, 2, "confidence", 3).size == 0
+    # Under votes a vote weighs one: two votes in hand settle a round of four that
+    # summed confidence (160 against up to 200) leaves open.
+    assert next_votes({"A": 2.0, "B": 0.0, "C": 0.0}, labels, True, 2, "votes", 3).size == 0
+    assert next_votes({"A": 160.0, "B": 0.0, "C": 0.0}, labels, True, 2, "confidence", 3).size == 1
+    assert next_votes({}, labels, False, 4, "votes", 3).size == 2
     # Under log_odds a vote weighs at most log(99 (K − 1)).
     most = math.log(99 * 2)
     assert vote_settled({"A": 2 * most + 0.1, "B": 0.0, "C": 0.0}, labels, 2, most)
@@ -113,6 +118,22 @@ async def test_a_round_that_moves_an_answer_is_followed_by_another(fake_server, 
 
     assert len(result.rounds) == 2 and result.converged and len(fake_server.requests) == 15
     assert answer_key(result.rounds[1].block["B"], OPTIONS) == "alpha"
+
+
+@pytest.mark.parametrize(("tally", "votes", "not_voting"), [("votes", 2, ["dee", "bob"]), ("confidence", 3, ["bob"])])
+async def test_a_vote_round_under_votes_is_settled_by_fewer_votes(fake_server, run_protocol, tally, votes, not_voting):
+    """Four answer (alpha, bravo, alpha, alpha: the last could not change the leader). Those
+    holding alpha vote first; under `votes` two votes for A settle it (B could reach a tie at
+    most, and a tie goes to A), under summed confidence 160 could still lose to 200."""
+    beliefs = dict(zip(NAMES, ["alpha", "bravo", "alpha", "alpha", "charlie"], strict=True))
+    fake_server.default(oracle_replies(beliefs))
+    result, _ = await run_protocol(confer, jury(fake_server, stop="decided", tally=tally))
+
+    assert len(fake_server.requests) == 4 + votes
+    assert result.winner == "ann" and result.final_answer.startswith("Alpha") and result.tally == tally
+    assert result.scores["A"] == votes * (1.0 if tally == "votes" else 80.0)
+    vote_stage = next(stage for stage in result.stopping.stages if stage.stage == "vote")
+    assert vote_stage.not_asked == not_voting
 
 
 async def test_decided_asks_for_answers_in_waves_and_skips_a_vote_on_one_answer(fake_server, run_protocol):

@@ -35,6 +35,16 @@ def test_tally_sums_confidence_per_label():
     assert winner == "B"
 
 
+def test_votes_counts_one_per_member_whatever_its_confidence():
+    """A voter sure of itself (100) is outvoted by two unsure ones (30 and 20), which summed
+    confidence would not allow; a tie still goes to the lowest label; a fallback counts one."""
+    votes = [vote("ann", "A", 100), vote("bob", "B", 30), vote("cy", "B", 20)]
+    assert tally(votes, ["A", "B", "C"]) == ({"A": 100.0, "B": 50.0, "C": 0.0}, "A")
+    assert tally(votes, ["A", "B", "C"], "votes") == ({"A": 1.0, "B": 2.0, "C": 0.0}, "B")
+    assert tally([vote("ann", "C", 90), vote("bob", "B", 10)], ["A", "B", "C"], "votes")[1] == "B"
+    assert confidence_score(votes, "B") == 50 / 300
+
+
 def test_tie_goes_to_the_lowest_label():
     scores, winner = tally([vote("ann", "C", 70), vote("bob", "B", 70)], ["A", "B", "C"])
     assert scores["B"] == scores["C"] == 70

@@ -176,5 +176,9 @@ def test_where_the_accuracies_come_from():
     default = confidence_source(panel(method="weighted_plurality"), "decide")
     assert default.basis is None and "default weight 1" in (default.reason or "")
     assert confidence_source(panel(tally="log_odds"), "confer") == Source(basis=STATED)
-    assert "tally: log_odds they are read as probabilities" in (confidence_source(panel(), "confer").reason or "")
+    summed = confidence_source(panel(), "confer").reason or ""
+    assert summed.startswith("tally: confidence sums the stated confidences as scores, which are no probability")
+    counted = confidence_source(panel(tally="votes"), "confer").reason or ""
+    assert counted.startswith("tally: votes counts one vote per member, which says nothing of any member's accuracy")
+    assert "under tally: log_odds the stated confidences are read as probabilities" in summed + counted
     assert confidence_source(panel(), "council").reason == "council reports no probability that its answer is right"

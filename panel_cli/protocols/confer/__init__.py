@@ -16,8 +16,8 @@ PROTOCOL = ProtocolSpec(
         CommandOption(
             name="tally",
             flag="--tally",
-            help="How votes count: confidence (each vote's confidence, the default) or log_odds "
-            "(log((K-1)c/(1-c)), so calibrated confidences weigh as they should).",
+            help="How votes count: confidence (each vote's confidence, the default), votes (one each, "
+            "confidence aside) or log_odds (log((K-1)c/(1-c)), so calibrated confidences weigh as they should).",
             field="tally",
             noun="tally",
         ),

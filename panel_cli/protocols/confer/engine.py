@@ -186,7 +186,7 @@ FinalAnswerSource = Literal["answer", "revision", "first_answer"]
 
 
 class ConferResult(ProtocolResult):
-    """`tally` is how the votes were counted: summed confidence, or summed log-odds (then
+    """`tally` is how the votes were counted: summed confidence, one each, or summed log-odds (then
     `scores` are log-odds, and may be negative); `answer_order`, how the members answered (at
     once, or in turn). `final_answer_source` says which text the final answer is
     (`FinalAnswerSource`); null without one."""

@@ -1,5 +1,6 @@
 """How much one confer vote counts: its confidence as it is (`tally: confidence`, the
-default), or its confidence read as a probability and turned into log-odds (`tally: log_odds`).
+default), one whatever its confidence (`tally: votes`), or its confidence read as a
+probability and turned into log-odds (`tally: log_odds`).
 
 A voter that is right with probability c, and otherwise picks one of the other K − 1 answers
 at random, makes its choice (K − 1)c/(1 − c) times likelier to be right than any one other
@@ -16,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-ConferTally = Literal["confidence", "log_odds"]
+ConferTally = Literal["confidence", "votes", "log_odds"]
 # A confidence of 0 or 100 would weigh -inf or +inf: one voter sure of itself would outvote
 # every other forever. Probabilities are held inside [0.01, 0.99] instead, so one vote
 # weighs at most log(99(K − 1)), about 5.9 for four answers.
@@ -43,5 +44,10 @@ def log_odds_weight(confidence: float, answers: int) -> float:
 
 
 def vote_weight(confidence: float, answers: int, rule: ConferTally) -> float:
-    """What one vote adds to the score of the answer it chose."""
-    return log_odds_weight(confidence, answers) if rule == "log_odds" else confidence
+    """What one vote adds to the score of the answer it chose. One member, one vote under
+    `votes`: a model that always says 100 outweighs no one, and a vote round under
+    `stop: decided` is settled by fewer votes, since no vote still to come can weigh more
+    than those in hand."""
+    if rule == "log_odds":
+        return log_odds_weight(confidence, answers)
+    return 1.0 if rule == "votes" else confidence

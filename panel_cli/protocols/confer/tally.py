@@ -82,8 +82,8 @@ def normalize_vote(
 def tally(
     votes: list[Vote], labels: list[str], rule: ConferTally = "confidence", choices: int | None = None
 ) -> tuple[dict[str, float], str | None]:
-    """Each label's score: the summed confidence of its votes, or under `log_odds` their summed
-    log-odds over K = `choices` (`choices_of`; by default each label counts as its own answer).
+    """Each label's score: the summed confidence of its votes, under `votes` their number, or
+    under `log_odds` their summed log-odds over K = `choices` (`choices_of`; by default each label counts as its own answer).
     The highest wins; a tie (scores equal but for rounding: 2 log 6 ties log 36) goes to the
     lowest label. Sums are exact (fsum), so the votes' order never matters."""
     weights: dict[str, list[float]] = {label: [] for label in labels}
