@@ -96,8 +96,8 @@ def test_counting_rules_are_read_in_any_case():
     assert error_of(MEMBERS + "tie_break: coin\n") == (
         "panel.yaml, line 6: tie_break: input should be 'none', 'leader' or 'first'."
     )
-    assert error_of(MEMBERS + "tally: votes\n") == (
-        "panel.yaml, line 6: tally: input should be 'confidence' or 'log_odds'."
+    assert error_of(MEMBERS + "tally: count\n") == (
+        "panel.yaml, line 6: tally: input should be 'confidence', 'votes' or 'log_odds'."
     )
 
 
