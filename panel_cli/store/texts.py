@@ -273,32 +273,41 @@ class Composer:
         self._recent: deque[tuple[str, int]] = deque(maxlen=RECENT_PROMPTS)
         self._known: dict[int, str] = {}
         self._pending: list[tuple[str, int, bool]] = []  # (text, id, a base for slices)
+        # The pending texts by id, and those long enough to quote by their beginning, as the
+        # committed ones are: a 64-member vote round quotes the answers of the same group
+        # commit, and scanning every pending text at every line was a fifth of the run's CPU.
+        self._pending_texts: dict[int, str] = {}
+        self._pending_quotable: dict[str, list[tuple[str, int]]] = {}
 
     def found(self, text: str, text_id: int, *, whole: bool) -> None:
         if whole:
-            self._pending.append((text, text_id, False))
+            self._hold(text, text_id, recent=False)
 
     def stored(self, text: str, text_id: int, composition: Composition | None, *, prompt: bool) -> None:
         """A new text of the run. A prompt stored whole, or quoting others (which keeps it one
         level deep), is one later prompts may be sliced from."""
         if composition is None:
-            self._pending.append((text, text_id, prompt and len(text) >= COMPOSE_MIN))
+            self._hold(text, text_id, recent=prompt and len(text) >= COMPOSE_MIN)
         elif not composition.sliced:
-            self._pending.append((text, text_id, True))
+            self._hold(text, text_id, recent=True)
+
+    def _hold(self, text: str, text_id: int, *, recent: bool) -> None:
+        self._pending.append((text, text_id, recent))
+        self._pending_texts[text_id] = text
+        _index(self._pending_quotable, text, text_id)
 
     def commit(self) -> None:
         for text, text_id, recent in self._pending:
             self._known[text_id] = text
-            if len(text) >= QUOTE_MIN:
-                entries = self._quotable.setdefault(text[:QUOTE_MIN], [])
-                if all(known_id != text_id for _, known_id in entries):
-                    entries.append((text, text_id))
+            _index(self._quotable, text, text_id)
             if recent:
                 self._recent.append((text, text_id))
-        self._pending.clear()
+        self.rollback()
 
     def rollback(self) -> None:
         self._pending.clear()
+        self._pending_texts.clear()
+        self._pending_quotable.clear()
 
     def compose(self, text: str) -> Composition | None:
         """Parts that make `text` when they save space, else None (the text is stored whole)."""
@@ -358,7 +367,7 @@ class Composer:
         key = segment[position : position + QUOTE_MIN]
         if len(key) < QUOTE_MIN:
             return None
-        candidates = [*self._quotable.get(key, []), *((text, text_id) for text, text_id, _ in self._pending)]
+        candidates = [*self._quotable.get(key, []), *self._pending_quotable.get(key, [])]
         matches = [(text, text_id) for text, text_id in candidates if segment.startswith(text, position)]
         return max(matches, key=lambda match: len(match[0]), default=None)
 
@@ -384,7 +393,7 @@ class Composer:
     def _text(self, text_id: int) -> str:
         if text_id in self._known:
             return self._known[text_id]
-        return next(text for text, known_id, _ in self._pending if known_id == text_id)
+        return self._pending_texts[text_id]
 
     def _assemble(self, parts: list[Part | Line]) -> str:
         pieces = []
@@ -395,6 +404,14 @@ class Composer:
                 whole = self._text(part[0])
                 pieces.append(whole if len(part) == 1 else whole[part[1] : part[1] + part[2]])
         return "".join(pieces)
+
+
+def _index(quotable: dict[str, list[tuple[str, int]]], text: str, text_id: int) -> None:
+    """Make `text` findable by its first QUOTE_MIN characters (once), when it is that long."""
+    if len(text) >= QUOTE_MIN:
+        entries = quotable.setdefault(text[:QUOTE_MIN], [])
+        if all(known_id != text_id for _, known_id in entries):
+            entries.append((text, text_id))
 
 
 def common_prefix(a: str, b: str) -> int:

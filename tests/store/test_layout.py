@@ -210,6 +210,26 @@ def test_a_prompt_quoting_texts_of_the_run_is_kept_as_parts(tmp_path: Path) -> N
     db.close()
 
 
+def test_a_prompt_quotes_texts_of_its_own_group_commit_as_it_quotes_committed_ones(tmp_path: Path) -> None:
+    """A vote prompt is written in the same group commit as the answers it quotes: it is kept
+    as the same parts as when they were committed first, and a text too short to be found
+    again (`QUOTE_MIN`) is quoted in neither case."""
+    answers = [f"Answer number {n}: " + "a thoughtful paragraph about storage. " * 20 for n in range(3)]
+    short = "Use SQLite."
+    prompt = "Question:\nWhich?\n\n" + "\n".join(f"=== {n} ===\n{text}" for n, text in enumerate([short, *answers]))
+    found = []
+    for commit_first in (True, False):
+        db, texts, composer = composer_for(tmp_path / f"{commit_first}.db")
+        ids = [texts.put(text, composer=composer) for text in [*answers, short]]
+        if commit_first:
+            composer.commit()
+        parts = json.loads(body_of(db, texts.put(prompt, composer=composer, compose=True))["parts"])
+        found.append([part for part in parts if isinstance(part, list)])
+        assert found[-1] == [[text_id] for text_id in ids[:3]]
+        db.close()
+    assert found[0] == found[1]
+
+
 def test_nothing_is_composed_from_a_text_whose_transaction_was_rolled_back(tmp_path: Path) -> None:
     db, texts, composer = composer_for(tmp_path / "panel.db")
     answer = "A line of an answer that is quoted.\n" * 40
