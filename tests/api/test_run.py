@@ -186,6 +186,11 @@ def bad_file(tmp_path: Path) -> str:
             "No question: give one, or give the panel a question or question_file.",
         ),
         (lambda tmp: panel_cli.run("no-such-panel"), panel_cli.PanelFileError, "No panel is called 'no-such-panel'"),
+        (
+            lambda tmp: panel_cli.run(DEMO, "Tea?", follow_up=""),
+            panel_cli.UserError,
+            "No run has the id ''",
+        ),
         (lambda tmp: panel_cli.run("configs/demo.yaml", dry_run=True), panel_cli.UnknownOptionError, "'dry_run'"),
     ],
 )
@@ -378,3 +383,4 @@ def test_every_public_name_is_there_and_typed() -> None:
     assert (Path(panel_cli.__file__).parent / "py.typed").is_file()
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         panel_cli.nothing  # noqa: B018
+
