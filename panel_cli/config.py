@@ -54,6 +54,7 @@ from panel_cli.located_yaml import (
 from panel_cli.models.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
 from panel_cli.models.catalog import UnknownModel, qualify_model
 from panel_cli.models.personas import PERSONAS, is_persona, oracle_problem
+from panel_cli.untrusted import clean_text
 from panel_cli.weights_file import MAX_WEIGHT, read_weights
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
@@ -911,24 +912,33 @@ def read_question_file(panel: Panel, base_dir: Path | None) -> str:
     return text
 
 
+def clean_question(text: str | None) -> str:
+    """A question from outside the panel file (`-q`, stdin, a `question_file`, Python) as a
+    file's own `question` is read: without what a terminal would obey (`clean_text`), which
+    every view, every reply quoting it and every export would otherwise carry; trimmed."""
+    return clean_text(text).strip() if text else ""
+
+
 def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, stdin: Callable[[], str | None]) -> str:
     """The question from `-q`, else the file's `question`, else its `question_file`, else
     stdin. `stdin` is called only when it is needed, so a panel file with its own question
     never waits on a pipe that stays open (`sleep 30 | panel confer demo.yaml`)."""
     if given == "-":
-        piped = stdin()
-        if piped is None or not piped.strip():
+        piped = clean_question(stdin())
+        if not piped:
             raise UserError("-q -: nothing was piped on stdin.")
-        return piped.strip()
-    if given and given.strip():
-        return given.strip()
+        return piped
+    if given is not None:
+        if not clean_question(given):
+            raise UserError("-q: the question is empty; give one, or leave -q out to ask the panel's own.")
+        return clean_question(given)
     if panel.question and panel.question.strip():
         return panel.question.strip()
     if panel.question_file:
-        return read_question_file(panel, base_dir)
-    piped = stdin()
-    if piped and piped.strip():
-        return piped.strip()
+        return clean_question(read_question_file(panel, base_dir))
+    piped = clean_question(stdin())
+    if piped:
+        return piped
     raise UserError("No question: give one with -q, as 'question' or 'question_file' in the panel file, or on stdin.")
 
 
