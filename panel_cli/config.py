@@ -23,7 +23,8 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Literal, Self, TypeVar, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -33,6 +34,7 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -169,8 +171,42 @@ def _stop_text(value: Any) -> str | None:
 StopText = Annotated[str | None, BeforeValidator(_stop_text)]
 
 
+TRUTH_IS_NO_NUMBER = "write a number, not true or false"
+
+
+def _no_truth(value: Any) -> Any:
+    """YAML reads `true`, `yes` and `on` as booleans, and pydantic takes a boolean for 1 or 0:
+    `max_rounds: yes` would be one round. A field that wants a number refuses one, as a
+    duration does."""
+    if isinstance(value, bool):
+        raise ValueError(TRUTH_IS_NO_NUMBER)
+    return value
+
+
+def _wants_a_number(kind: Any) -> bool:
+    """Whether a field of type `kind` takes a number and no truth value: `int`, `float | None`,
+    an `Annotated` of one; not `bool | int`, nor a list or a mapping of numbers."""
+    leaves: set[Any] = set()
+    pending = [kind]
+    while pending:
+        each = pending.pop()
+        if get_origin(each) in (Annotated, Union, UnionType):
+            pending += list(get_args(each))
+        else:
+            leaves.add(each)
+    return bool(leaves & {int, float}) and bool not in leaves
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_number_is_no_truth(cls, value: Any, info: ValidationInfo) -> Any:
+        field = info.field_name
+        if field is not None and _wants_a_number(cls.model_fields[field].annotation):
+            return _no_truth(value)
+        return value
 
 
 class ProtocolSettings(Strict):
@@ -364,7 +400,9 @@ class Panel(BaseModel):
     # (`StopRule`); None asks everyone. A field beside the shared ones, as `weights` is: four
     # protocols read it, each as its rules say (`ProtocolRules.fields`).
     stop: StopText = None
-    concurrency: dict[str, Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] = Field(default_factory=dict)
+    concurrency: dict[str, Annotated[int, BeforeValidator(_no_truth), Field(ge=1, le=MAX_CONCURRENCY)]] = Field(
+        default_factory=dict
+    )
     defaults: Defaults = Field(default_factory=Defaults)
     # MCP servers by name, and files whose text every member gets with the question.
     tools: dict[str, ToolServer] = Field(default_factory=dict)
@@ -714,8 +752,6 @@ def field_choices(field: str, protocol: str | None = None) -> list[str]:
     supermajority, …), read from its `Literal` type in the model that reads it (`reader_of`, else
     the fields every protocol shares); [] for a field that is no choice. The command line's
     completion and the MCP tools' schemas offer exactly what a panel file may say."""
-    from typing import get_args, get_origin
-
     model = reader_of(field, protocol) or (Panel if field in Panel.model_fields else None)
     if model is None:
         return []
