@@ -176,6 +176,14 @@ def test_list_by_protocol_status_and_text_together(tmp_path: Path) -> None:
     assert listed("--since", "1h", "--status", "finished", "--limit", "1") == ["queue"]
 
 
+@pytest.mark.parametrize("value", ["", "?", " * ( ", '"'])
+def test_a_search_with_no_word_is_one_sentence_not_every_run(db: Path, value: str) -> None:
+    """Nothing to search for matched every run, listed as if each held the text."""
+    with pytest.raises(UserError) as raised:
+        cli("history", "list", "--search", value, "--db", str(db), catch_exceptions=False)
+    assert raised.value.message == f"--search {value!r} holds no word to search for; give one or more words."
+
+
 def test_a_filter_that_matches_nothing_says_what_was_asked(db: Path) -> None:
     found = invoke(
         "list", "--status", "failed", "--protocol", "vote", "--search", "[red]x", "--since", "2d", "--db", str(db)
