@@ -942,7 +942,7 @@ def read_question_file(panel: Panel, base_dir: Path | None) -> str:
         raise ValueError("the panel has no question_file")
     file = panel.source_file or panel.name
     line = panel.line_of(("question_file",))
-    text = read_question_text(Path(panel.question_file), file=file, line=line, base_dir=base_dir).strip()
+    text = clean_question(read_question_text(Path(panel.question_file), file=file, line=line, base_dir=base_dir))
     if not text:
         raise ConfigError(file, line, "question_file", f"{panel.question_file}: the file is empty")
     return text
@@ -971,7 +971,7 @@ def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, std
     if panel.question and panel.question.strip():
         return panel.question.strip()
     if panel.question_file:
-        return clean_question(read_question_file(panel, base_dir))
+        return read_question_file(panel, base_dir)
     piped = clean_question(stdin())
     if piped:
         return piped

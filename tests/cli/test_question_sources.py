@@ -127,3 +127,11 @@ def test_terminal_controls_leave_a_question_from_every_source(source, tmp_path):
     assert "\x1b" not in result["final_answer"] and "\u202e" not in result["final_answer"]
     shown = cli_ok("history", "show", "last", "--db", db)
     assert "Tea or coffee?" in shown and "\x1b" not in shown and "\u202e" not in shown
+
+
+def test_a_question_file_of_nothing_but_controls_is_empty(tmp_path):
+    (tmp_path / "q.txt").write_text("\x1b[2J\x1b]0;title\x07\n")
+    panel = tmp_path / "p.yaml"
+    panel.write_text("members:\n  - name: a\n    model: demo/sage\nquestion_file: q.txt\n")
+    message = cli_refused("confer", str(panel), "--db", str(tmp_path / "r.db"))
+    assert message == f"{panel}, line 4: question_file: q.txt: the file is empty."
