@@ -22,7 +22,7 @@ from panel_cli.cli.history_export import export_run
 from panel_cli.cli.history_options import DbOption, JsonOption, RunIdArgument, YesOption
 from panel_cli.errors import UserError
 from panel_cli.exit_status import ExitStatus
-from panel_cli.untrusted import clean_strings
+from panel_cli.untrusted import clean_record, clean_strings
 
 if TYPE_CHECKING:
     from panel_cli.store.reader import TranscriptReader
@@ -129,7 +129,7 @@ def list_runs(
     with TranscriptReader.open(db) as reader:
         if protocol is not None:
             known_protocol(reader, protocol)
-        runs = reader.list_runs(limit, **filters)
+        runs = [clean_record(run) for run in reader.list_runs(limit, **filters)]
         if as_json:
             from panel_cli.view.history_json import run_row
 
@@ -160,8 +160,8 @@ def show_run(
     from panel_cli.store.reader import TranscriptReader
 
     with TranscriptReader.open(db) as reader:
-        run = reader.get_run(run_id)
-        calls = reader.run_calls(run.id)
+        run = clean_record(reader.get_run(run_id))
+        calls = [clean_record(call) for call in reader.run_calls(run.id)]
         payloads = clean_strings(reader.run_events(run.id))  # text stored before it was cleaned on the way in
         threaded = [run.id, *(line.run_id for line in (*run.thread.ancestors, *run.thread.follow_ups))]
         short_ids = {thread_id: reader.short_id(thread_id) for thread_id in threaded}
@@ -403,7 +403,7 @@ def show_stats(as_json: JsonOption = False, db: DbOption = None) -> None:
     from panel_cli.view import history as view
 
     with TranscriptReader.open(db) as reader:
-        report = reader.stats()
+        report = clean_record(reader.stats())
         path = reader.path
     if as_json:
         _print_json(report.model_dump(mode="json"))

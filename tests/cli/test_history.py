@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -182,6 +184,26 @@ def test_a_search_with_no_word_is_one_sentence_not_every_run(db: Path, value: st
     with pytest.raises(UserError) as raised:
         cli("history", "list", "--search", value, "--db", str(db), catch_exceptions=False)
     assert raised.value.message == f"--search {value!r} holds no word to search for; give one or more words."
+
+
+# A clipboard write, a window title, a screen clear and a right-to-left override.
+OBEYED = ("\x1b]52;c;QUFB\x07", "\x1b]0;title\x07", "\x1b[2J", "\u202e")
+
+
+def test_text_a_terminal_would_obey_is_not_shown_from_a_stored_row(db: Path) -> None:
+    """A run imported from someone else's file (or written by hand) holds what it holds: the
+    events are cleaned as they are read, and so are the run's own row and its calls."""
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        evil = "||".join(f"'{part}'" for part in ("x", *OBEYED)).replace("\x1b", "' || char(27) || '")
+        evil = evil.replace("\x07", "' || char(7) || '").replace("\u202e", "' || char(8238) || '")
+        con.execute(
+            f"UPDATE texts SET body = 'Q' || {evil} WHERE id = (SELECT question_text FROM runs WHERE id = 'run-finished-1')"
+        )
+        con.execute(f"UPDATE runs SET panel = 'p' || {evil}, error = 'e' || {evil} WHERE id = 'run-finished-1'")
+        con.execute(f"UPDATE calls SET model = 'demo/sage' || {evil}, member = 'm' || {evil}, stage = 's' || {evil}")
+    for command in (["show", "run-finished-1"], ["show", "run-finished-1", "--plain"], ["list"], ["stats"]):
+        shown = invoke(*command, "--db", str(db))
+        assert "x" in shown and not any(char in shown for char in ("\x1b", "\x07", "\u202e")), command
 
 
 def test_a_filter_that_matches_nothing_says_what_was_asked(db: Path) -> None:
