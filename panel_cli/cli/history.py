@@ -433,7 +433,7 @@ def list_decisions(
     from panel_cli.view import history as view
 
     with TranscriptReader.open(db) as reader:
-        decisions = reader.list_decisions(limit, topic=topic)
+        decisions = [clean_record(decision) for decision in reader.list_decisions(limit, topic=topic)]
         if as_json:
             _print_json([asdict(decision) for decision in decisions])
             return

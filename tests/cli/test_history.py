@@ -16,7 +16,7 @@ from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent, CallFailed, MemberInfo, RunFailed, RunFinished
 from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.view.fmt import cost as format_cost
-from tests.helpers import cli, cli_ok, run_python
+from tests.helpers import ROOT, cli, cli_ok, run_python
 from tests.store.sample_runs import (
     ANSWER,
     ENDINGS,
@@ -204,6 +204,17 @@ def test_text_a_terminal_would_obey_is_not_shown_from_a_stored_row(db: Path) -> 
     for command in (["show", "run-finished-1"], ["show", "run-finished-1", "--plain"], ["list"], ["stats"]):
         shown = invoke(*command, "--db", str(db))
         assert "x" in shown and not any(char in shown for char in ("\x1b", "\x07", "\u202e")), command
+
+
+def test_a_stored_decision_is_shown_without_what_a_terminal_would_obey(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    cli_ok("decide", str(ROOT / "configs" / "decide.yaml"), "--db", str(db))
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        con.execute(
+            "UPDATE decisions SET winner = 'W' || char(27) || '[2J', leader = 'L' || char(27) || ']0;t' || char(7)"
+        )
+    for shown in (invoke("decisions", "--db", str(db)), invoke("decisions", "--json", "--db", str(db))):
+        assert "W" in shown and "\x1b" not in shown and "\\u001b" not in shown
 
 
 def test_a_filter_that_matches_nothing_says_what_was_asked(db: Path) -> None:
