@@ -117,10 +117,12 @@ def list_runs(
     """List the most recent runs: id, time, protocol, panel, question, status, outcome, calls, cost."""
     from rich.text import Text
 
-    from panel_cli.store.reader import TranscriptReader, search_query
+    from panel_cli.store.reader import TranscriptReader
     from panel_cli.view import history as view
 
-    if search is not None and search_query(search) is None:
+    # The reader takes a search with no word as no search at all; asked for here, that would
+    # list every run as if each held the text.
+    if search is not None and not re.search(r"\w", search):
         raise UserError(f"--search {search!r} holds no word to search for; give one or more words.")
     after = moment(since, "--since") if since is not None else None
     given = {"status": status, "protocol": protocol, "search": search, "since": after}
