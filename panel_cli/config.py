@@ -23,7 +23,8 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Literal, Self, TypeVar, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -33,6 +34,7 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -54,6 +56,7 @@ from panel_cli.located_yaml import (
 from panel_cli.models.aliases import CREDENTIALS_IN_URL, check_api_base, resolve_model
 from panel_cli.models.catalog import UnknownModel, qualify_model
 from panel_cli.models.personas import PERSONAS, is_persona, oracle_problem
+from panel_cli.untrusted import clean_text
 from panel_cli.weights_file import MAX_WEIGHT, read_weights
 
 # A protocol's name: any protocol the registry knows (`panel_cli.protocols.registry`).
@@ -168,8 +171,42 @@ def _stop_text(value: Any) -> str | None:
 StopText = Annotated[str | None, BeforeValidator(_stop_text)]
 
 
+TRUTH_IS_NO_NUMBER = "write a number, not true or false"
+
+
+def _no_truth(value: Any) -> Any:
+    """YAML reads `true`, `yes` and `on` as booleans, and pydantic takes a boolean for 1 or 0:
+    `max_rounds: yes` would be one round. A field that wants a number refuses one, as a
+    duration does."""
+    if isinstance(value, bool):
+        raise ValueError(TRUTH_IS_NO_NUMBER)
+    return value
+
+
+def _wants_a_number(kind: Any) -> bool:
+    """Whether a field of type `kind` takes a number and no truth value: `int`, `float | None`,
+    an `Annotated` of one; not `bool | int`, nor a list or a mapping of numbers."""
+    leaves: set[Any] = set()
+    pending = [kind]
+    while pending:
+        each = pending.pop()
+        if get_origin(each) in (Annotated, Union, UnionType):
+            pending += list(get_args(each))
+        else:
+            leaves.add(each)
+    return bool(leaves & {int, float}) and bool not in leaves
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_number_is_no_truth(cls, value: Any, info: ValidationInfo) -> Any:
+        field = info.field_name
+        if field is not None and _wants_a_number(cls.model_fields[field].annotation):
+            return _no_truth(value)
+        return value
 
 
 class ProtocolSettings(Strict):
@@ -363,7 +400,9 @@ class Panel(BaseModel):
     # (`StopRule`); None asks everyone. A field beside the shared ones, as `weights` is: four
     # protocols read it, each as its rules say (`ProtocolRules.fields`).
     stop: StopText = None
-    concurrency: dict[str, Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] = Field(default_factory=dict)
+    concurrency: dict[str, Annotated[int, BeforeValidator(_no_truth), Field(ge=1, le=MAX_CONCURRENCY)]] = Field(
+        default_factory=dict
+    )
     defaults: Defaults = Field(default_factory=Defaults)
     # MCP servers by name, and files whose text every member gets with the question.
     tools: dict[str, ToolServer] = Field(default_factory=dict)
@@ -713,8 +752,6 @@ def field_choices(field: str, protocol: str | None = None) -> list[str]:
     supermajority, …), read from its `Literal` type in the model that reads it (`reader_of`, else
     the fields every protocol shares); [] for a field that is no choice. The command line's
     completion and the MCP tools' schemas offer exactly what a panel file may say."""
-    from typing import get_args, get_origin
-
     model = reader_of(field, protocol) or (Panel if field in Panel.model_fields else None)
     if model is None:
         return []
@@ -905,10 +942,17 @@ def read_question_file(panel: Panel, base_dir: Path | None) -> str:
         raise ValueError("the panel has no question_file")
     file = panel.source_file or panel.name
     line = panel.line_of(("question_file",))
-    text = read_question_text(Path(panel.question_file), file=file, line=line, base_dir=base_dir).strip()
+    text = clean_question(read_question_text(Path(panel.question_file), file=file, line=line, base_dir=base_dir))
     if not text:
         raise ConfigError(file, line, "question_file", f"{panel.question_file}: the file is empty")
     return text
+
+
+def clean_question(text: str | None) -> str:
+    """A question from outside the panel file (`-q`, stdin, a `question_file`, Python) as a
+    file's own `question` is read: without what a terminal would obey (`clean_text`), which
+    every view, every reply quoting it and every export would otherwise carry; trimmed."""
+    return clean_text(text).strip() if text else ""
 
 
 def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, stdin: Callable[[], str | None]) -> str:
@@ -916,19 +960,21 @@ def resolve_question(panel: Panel, base_dir: Path | None, given: str | None, std
     stdin. `stdin` is called only when it is needed, so a panel file with its own question
     never waits on a pipe that stays open (`sleep 30 | panel confer demo.yaml`)."""
     if given == "-":
-        piped = stdin()
-        if piped is None or not piped.strip():
+        piped = clean_question(stdin())
+        if not piped:
             raise UserError("-q -: nothing was piped on stdin.")
-        return piped.strip()
-    if given and given.strip():
-        return given.strip()
+        return piped
+    if given is not None:
+        if not clean_question(given):
+            raise UserError("-q: the question is empty; give one, or leave -q out to ask the panel's own.")
+        return clean_question(given)
     if panel.question and panel.question.strip():
         return panel.question.strip()
     if panel.question_file:
         return read_question_file(panel, base_dir)
-    piped = stdin()
-    if piped and piped.strip():
-        return piped.strip()
+    piped = clean_question(stdin())
+    if piped:
+        return piped
     raise UserError("No question: give one with -q, as 'question' or 'question_file' in the panel file, or on stdin.")
 
 

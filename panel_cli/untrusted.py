@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from dataclasses import fields, is_dataclass, replace
+from typing import Any, TypeVar
 
 from panel_cli.errors import UserError
+
+Record = TypeVar("Record")
 
 # Nothing panel asks for or reads is deeper than a handful of levels; a tool's arguments may
 # be somewhat deeper. Far below the interpreter's recursion limit, and below pydantic's own.
@@ -95,7 +98,48 @@ def first_control(text: str, start: int = 0) -> int:
 def clean_strings(value: Any) -> Any:
     """Every string of a value read back (a stored payload), keys included, `clean_text`ed:
     text stored before panel cleaned it on the way in is shown as clean."""
-    return _cleaned(value)
+    return _cleaned_value(value)
+
+
+def clean_record(record: Record) -> Record:
+    """`record` (a dataclass the store's reader fills, or a pydantic model) with every string
+    in it `clean_text`ed, nested records, lists and mappings included: a file imported from
+    elsewhere holds whatever was written into it, in a run's own row and its calls as much as
+    in its events. The same instance when nothing needed cleaning, which is nearly always."""
+    target: Any = record  # a dataclass or a pydantic model: read by field name either way
+    kind = "dataclass" if is_dataclass(target) else "model"
+    names = [each.name for each in fields(target)] if kind == "dataclass" else list(type(target).model_fields)
+    changes = {}
+    for name in names:
+        value = getattr(target, name)
+        cleaned = _cleaned_value(value)
+        if cleaned is not value:
+            changes[name] = cleaned
+    if not changes:
+        return record
+    cleaned_record: Record = replace(target, **changes) if kind == "dataclass" else target.model_copy(update=changes)
+    return cleaned_record
+
+
+def _cleaned_value(value: Any) -> Any:
+    """`value` with its strings cleaned, keys included; the same object when none needed it
+    (the depth of a parsed value is already bounded, so the recursion is)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        items = [_cleaned_value(item) for item in value]
+        return value if all(new is old for new, old in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        pairs = [(_cleaned_value(key), _cleaned_value(item)) for key, item in value.items()]
+        same = all(
+            new_key is key and new is old for (new_key, new), (key, old) in zip(pairs, value.items(), strict=True)
+        )
+        return value if same else dict(pairs)
+    if value is None or isinstance(value, int | float):
+        return value
+    if (is_dataclass(value) and not isinstance(value, type)) or hasattr(type(value), "model_fields"):
+        return clean_record(value)
+    return value
 
 
 def nesting_depth(text: str, limit: int = MAX_DEPTH) -> tuple[int, int]:
@@ -149,18 +193,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def _cleaned(value: Any) -> Any:
-    """Every string of a parsed value, keys included, without lone surrogates (the depth is
-    already bounded, so the recursion is)."""
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, list):
-        return [_cleaned(item) for item in value]
-    if isinstance(value, dict):
-        return {clean_text(key): _cleaned(item) for key, item in value.items()}
-    return value
-
-
 def load_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
     """`json.loads(text)`, bounded: at most `max_depth` levels of arrays and objects, whole
     numbers within SQLite's INTEGER, no key given twice in one object, and no lone surrogate in any
@@ -179,7 +211,7 @@ def load_json(text: str, max_depth: int = MAX_DEPTH) -> Any:
         shown = clean_text(exc.key if len(exc.key) <= 24 else f"{exc.key[:20]}…")
         second = text.find(quoted, text.find(quoted) + 1)
         raise RefusedJSON(f"gives the key {shown!r} twice", text, max(second, 0)) from None
-    return _cleaned(value)
+    return _cleaned_value(value)
 
 
 def utf8_text(text: str, source: str) -> str:

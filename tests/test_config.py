@@ -86,6 +86,31 @@ def test_error_messages_name_file_line_and_field(text, expected):
     assert error_of(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("max_rounds: true", "max_rounds"),
+        ("quorum: yes", "quorum"),
+        ("threshold: false", "threshold"),
+        ("defaults: {max_tokens: true}", "defaults.max_tokens"),
+        ("defaults: {temperature: true}", "defaults.temperature"),
+        ("concurrency: {openai: true}", "concurrency.openai"),
+    ],
+)
+def test_a_truth_value_is_no_number(line, field):
+    """YAML reads `true` and `yes` as booleans, and pydantic would take one for 1: a field
+    that wants a number refuses it, as a duration does."""
+    assert error_of(f"{MEMBERS}{line}\n") == f"panel.yaml, line 6: {field}: write a number, not true or false."
+
+
+def test_a_members_truth_value_is_no_number():
+    text = "members:\n  - name: a\n    model: demo/sage\n    weight: true\n"
+    assert error_of(text) == "panel.yaml, line 4: members[0].weight: write a number, not true or false."
+    assert parse_panel(MEMBERS + "until_convergence: false\n", "panel.yaml").model_extra == {
+        "until_convergence": False
+    }, "a field that wants a truth value still takes one"
+
+
 def test_counting_rules_are_read_in_any_case():
     panel = parse_panel(MEMBERS + "method: Weighted-Plurality\ntie_break: FIRST\ntally: Log_Odds\n", "panel.yaml")
     vote, confer = VoteSettings.of(panel), ConferSettings.of(panel)

@@ -451,10 +451,11 @@ def list_command(
 
     from panel_cli.store.evals import EvalReader
     from panel_cli.store.paths import resolve_db_path
+    from panel_cli.untrusted import clean_record
     from panel_cli.view.output import output_console
 
     with EvalReader.open(resolve_db_path(db)) as reader:
-        rows = reader.list_evals(limit)
+        rows = [clean_record(row) for row in reader.list_evals(limit)]
     if json_mode:
         sys.stdout.write(json.dumps([row.model_dump(mode="json") for row in rows], indent=2, ensure_ascii=False) + "\n")
         return

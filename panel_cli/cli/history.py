@@ -22,7 +22,7 @@ from panel_cli.cli.history_export import export_run
 from panel_cli.cli.history_options import DbOption, JsonOption, RunIdArgument, YesOption
 from panel_cli.errors import UserError
 from panel_cli.exit_status import ExitStatus
-from panel_cli.untrusted import clean_strings
+from panel_cli.untrusted import clean_record, clean_strings
 
 if TYPE_CHECKING:
     from panel_cli.store.reader import TranscriptReader
@@ -120,6 +120,10 @@ def list_runs(
     from panel_cli.store.reader import TranscriptReader
     from panel_cli.view import history as view
 
+    # The reader takes a search with no word as no search at all; asked for here, that would
+    # list every run as if each held the text.
+    if search is not None and not re.search(r"\w", search):
+        raise UserError(f"--search {search!r} holds no word to search for; give one or more words.")
     after = moment(since, "--since") if since is not None else None
     given = {"status": status, "protocol": protocol, "search": search, "since": after}
     # Only the filters given are passed, so the reader's defaults decide the rest.
@@ -127,7 +131,7 @@ def list_runs(
     with TranscriptReader.open(db) as reader:
         if protocol is not None:
             known_protocol(reader, protocol)
-        runs = reader.list_runs(limit, **filters)
+        runs = [clean_record(run) for run in reader.list_runs(limit, **filters)]
         if as_json:
             from panel_cli.view.history_json import run_row
 
@@ -158,8 +162,8 @@ def show_run(
     from panel_cli.store.reader import TranscriptReader
 
     with TranscriptReader.open(db) as reader:
-        run = reader.get_run(run_id)
-        calls = reader.run_calls(run.id)
+        run = clean_record(reader.get_run(run_id))
+        calls = [clean_record(call) for call in reader.run_calls(run.id)]
         payloads = clean_strings(reader.run_events(run.id))  # text stored before it was cleaned on the way in
         threaded = [run.id, *(line.run_id for line in (*run.thread.ancestors, *run.thread.follow_ups))]
         short_ids = {thread_id: reader.short_id(thread_id) for thread_id in threaded}
@@ -401,7 +405,7 @@ def show_stats(as_json: JsonOption = False, db: DbOption = None) -> None:
     from panel_cli.view import history as view
 
     with TranscriptReader.open(db) as reader:
-        report = reader.stats()
+        report = clean_record(reader.stats())
         path = reader.path
     if as_json:
         _print_json(report.model_dump(mode="json"))
@@ -431,7 +435,7 @@ def list_decisions(
     from panel_cli.view import history as view
 
     with TranscriptReader.open(db) as reader:
-        decisions = reader.list_decisions(limit, topic=topic)
+        decisions = [clean_record(decision) for decision in reader.list_decisions(limit, topic=topic)]
         if as_json:
             _print_json([asdict(decision) for decision in decisions])
             return

@@ -205,7 +205,7 @@ def execute(
     if controls.dry_run:
         from panel_cli.cli.dry_run import show_estimate
 
-        follow_up = resolve_follow_up(db_path, controls.follow_up) if controls.follow_up else None
+        follow_up = resolve_follow_up(db_path, controls.follow_up) if controls.follow_up is not None else None
         show_estimate(env, loader, panel, question, json_mode=json_mode, follow_up=follow_up)
         return
     prepared = prepare_run(

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from panel_cli.config import Panel, load_panel, resolve_question
+from panel_cli.config import Panel, clean_question, load_panel, resolve_question
 from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent
 from panel_cli.protocols.registry import ProtocolSpec, is_protocol, spec, unknown_protocol
@@ -116,8 +116,11 @@ def _protocol(name: str) -> ProtocolSpec:
 def question_of(panel: Panel, given: str | None) -> str:
     """The question given, else the panel's `question`, else its `question_file` (relative to
     the panel's file). Never stdin: a caller in Python owns its streams."""
-    if given is not None and given.strip():
-        return utf8_text(given, "The question").strip()
+    if given is not None:
+        question = clean_question(utf8_text(given, "The question"))
+        if not question:
+            raise UserError("The question is empty; give one, or None to ask the panel's own.")
+        return question
     if not (panel.question and panel.question.strip()) and not panel.question_file:
         raise UserError("No question: give one, or give the panel a question or question_file.")
     folder = Path(panel.source_file).parent if panel.source_file else None

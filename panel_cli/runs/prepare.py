@@ -68,7 +68,7 @@ def prepare_run(
     Raises UserError (exit 2) for a missing key, a model litellm cannot route, an unknown
     price under a cost cap (BudgetError), or a follow-up of a run that is not there. `notify`:
     as for `ready_to_call`."""
-    follow_up = resolve_follow_up(db_path, controls.follow_up) if controls.follow_up else None
+    follow_up = resolve_follow_up(db_path, controls.follow_up) if controls.follow_up is not None else None
     secrets = ready_to_call(loader, panel, notify=notify)
     return PreparedRun(
         engine=engine_of(panel.protocol),

@@ -35,7 +35,7 @@ def connect(path: Path) -> sqlite3.Connection:
 
     Every way a file can be unusable becomes a `UserError`: the person can pick another
     `--db` or upgrade panel, and a traceback would tell them neither."""
-    _refuse_folder(path)
+    _refuse_not_a_file(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -168,7 +168,7 @@ def open_for_reading(path: Path) -> tuple[sqlite3.Connection, int]:
     A file that does not exist, or is blank, reads as an empty store instead of being created,
     so a mistyped `--db` leaves nothing behind. A file from an older panel is read through a
     copy in memory brought forward; the next run written to it brings the file itself forward."""
-    _refuse_folder(path)
+    _refuse_not_a_file(path)
     if not path.exists():
         return _empty_store(), SCHEMA_VERSION
     db = _open_read_only(path)
@@ -280,9 +280,16 @@ def _newer_schema_error(path: Path, version: int) -> UserError:
     )
 
 
-def _refuse_folder(path: Path) -> None:
+def _refuse_not_a_file(path: Path) -> None:
+    """A folder, or a pipe, device or socket: opening a named pipe to read waits for a writer
+    for ever (a signal only restarts the wait), and /dev/null reads as an empty store."""
     if path.is_dir():
         raise UserError(f"{path} is a folder; the transcript database must be a file (give one with --db or PANEL_DB).")
+    if path.exists() and not path.is_file():
+        raise UserError(
+            f"{path} is not a regular file (a pipe, a device or a socket); the transcript database must be a file"
+            " (give one with --db or PANEL_DB)."
+        )
 
 
 def _check_writable(path: Path) -> None:

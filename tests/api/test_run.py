@@ -186,6 +186,16 @@ def bad_file(tmp_path: Path) -> str:
             "No question: give one, or give the panel a question or question_file.",
         ),
         (lambda tmp: panel_cli.run("no-such-panel"), panel_cli.PanelFileError, "No panel is called 'no-such-panel'"),
+        (
+            lambda tmp: panel_cli.run(DEMO, " "),
+            panel_cli.UserError,
+            "The question is empty; give one, or None to ask the panel's own.",
+        ),
+        (
+            lambda tmp: panel_cli.run(DEMO, "Tea?", follow_up=""),
+            panel_cli.UserError,
+            "No run has the id ''",
+        ),
         (lambda tmp: panel_cli.run("configs/demo.yaml", dry_run=True), panel_cli.UnknownOptionError, "'dry_run'"),
     ],
 )
@@ -378,3 +388,9 @@ def test_every_public_name_is_there_and_typed() -> None:
     assert (Path(panel_cli.__file__).parent / "py.typed").is_file()
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         panel_cli.nothing  # noqa: B018
+
+
+def test_terminal_controls_leave_a_question_given_in_python(tmp_path) -> None:
+    result = panel_cli.run(DEMO, "Tea\x1b]52;c;QUFB\x07 or \u202ecoffee?", db=tmp_path / "r.db")
+    assert result.question == "Tea or coffee?"
+    assert "\x1b" not in (result.final_answer or "")

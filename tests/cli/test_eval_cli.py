@@ -467,3 +467,20 @@ def test_every_report_draws_how_the_confidence_did_and_says_where_it_came_from(t
     assert code == 0, err
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert '<section class="card" id="confidence">' in page and '<svg class="reliability"' in page
+
+
+def test_list_shows_a_stored_eval_without_what_a_terminal_would_obey(jury, tmp_path, capsys, monkeypatch):
+    """An eval imported from someone else's file holds whatever was written into its row."""
+    import contextlib
+    import sqlite3
+
+    db = tmp_path / "runs.db"
+    run_json(["eval", str(jury), "--dataset", "builtin:general", "--limit", "2", "--db", str(db)], capsys, monkeypatch)
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        con.execute("UPDATE evals SET panel = 'P' || char(27) || '[2J', dataset = 'D' || char(27) || ']0;t' || char(7)")
+    code, out, _ = panel(["eval", "list", "--db", str(db)], capsys, monkeypatch)
+    assert code == 0 and "P" in out and "\x1b" not in out
+    assert all(
+        "\x1b" not in row["panel"] + row["dataset"]
+        for row in run_json(["eval", "list", "--db", str(db)], capsys, monkeypatch)
+    )

@@ -165,6 +165,22 @@ def test_an_unknown_id_is_one_sentence_and_exit_2(fake_server: FakeOpenAIServer,
     )
 
 
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
+def test_an_empty_id_is_refused_not_read_as_no_follow_up(
+    dry_run: tuple[str, ...], fake_server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """`--continue "$RUN"` with the variable unset must not run without the thread it asked for."""
+    panel_file = on_fake_server("vote", fake_server, tmp_path)
+    db = tmp_path / "runs.db"
+    cli_json("vote", str(panel_file), "--db", str(db))
+    before = len(fake_server.requests)
+
+    message = refusal("vote", str(panel_file), "--db", str(db), "--continue", "", *dry_run)
+
+    assert message == "No run has the id ''; `panel history list` shows the stored runs."
+    assert len(fake_server.requests) == before
+
+
 def test_an_ambiguous_id_is_refused(fake_server: FakeOpenAIServer, tmp_path: Path) -> None:
     panel_file = on_fake_server("vote", fake_server, tmp_path)
     db = tmp_path / "runs.db"

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +16,7 @@ from panel_cli.errors import UserError
 from panel_cli.events import BaseEvent, CallFailed, MemberInfo, RunFailed, RunFinished
 from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.view.fmt import cost as format_cost
-from tests.helpers import cli, cli_ok, run_python
+from tests.helpers import ROOT, cli, cli_ok, run_python
 from tests.store.sample_runs import (
     ANSWER,
     ENDINGS,
@@ -174,6 +176,45 @@ def test_list_by_protocol_status_and_text_together(tmp_path: Path) -> None:
     assert listed("--search", "RabbitMQ", "--protocol", "confer") == []
     assert listed("--search", "[bold]us[/bold]") == ["lite"], "markup in the text searched for is only text"
     assert listed("--since", "1h", "--status", "finished", "--limit", "1") == ["queue"]
+
+
+@pytest.mark.parametrize("value", ["", "?", " * ( ", '"'])
+def test_a_search_with_no_word_is_one_sentence_not_every_run(db: Path, value: str) -> None:
+    """Nothing to search for matched every run, listed as if each held the text."""
+    with pytest.raises(UserError) as raised:
+        cli("history", "list", "--search", value, "--db", str(db), catch_exceptions=False)
+    assert raised.value.message == f"--search {value!r} holds no word to search for; give one or more words."
+
+
+# A clipboard write, a window title, a screen clear and a right-to-left override.
+OBEYED = ("\x1b]52;c;QUFB\x07", "\x1b]0;title\x07", "\x1b[2J", "\u202e")
+
+
+def test_text_a_terminal_would_obey_is_not_shown_from_a_stored_row(db: Path) -> None:
+    """A run imported from someone else's file (or written by hand) holds what it holds: the
+    events are cleaned as they are read, and so are the run's own row and its calls."""
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        evil = "||".join(f"'{part}'" for part in ("x", *OBEYED)).replace("\x1b", "' || char(27) || '")
+        evil = evil.replace("\x07", "' || char(7) || '").replace("\u202e", "' || char(8238) || '")
+        con.execute(
+            f"UPDATE texts SET body = 'Q' || {evil} WHERE id = (SELECT question_text FROM runs WHERE id = 'run-finished-1')"
+        )
+        con.execute(f"UPDATE runs SET panel = 'p' || {evil}, error = 'e' || {evil} WHERE id = 'run-finished-1'")
+        con.execute(f"UPDATE calls SET model = 'demo/sage' || {evil}, member = 'm' || {evil}, stage = 's' || {evil}")
+    for command in (["show", "run-finished-1"], ["show", "run-finished-1", "--plain"], ["list"], ["stats"]):
+        shown = invoke(*command, "--db", str(db))
+        assert "x" in shown and not any(char in shown for char in ("\x1b", "\x07", "\u202e")), command
+
+
+def test_a_stored_decision_is_shown_without_what_a_terminal_would_obey(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    cli_ok("decide", str(ROOT / "configs" / "decide.yaml"), "--db", str(db))
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
+        con.execute(
+            "UPDATE decisions SET winner = 'W' || char(27) || '[2J', leader = 'L' || char(27) || ']0;t' || char(7)"
+        )
+    for shown in (invoke("decisions", "--db", str(db)), invoke("decisions", "--json", "--db", str(db))):
+        assert "W" in shown and "\x1b" not in shown and "\\u001b" not in shown
 
 
 def test_a_filter_that_matches_nothing_says_what_was_asked(db: Path) -> None:

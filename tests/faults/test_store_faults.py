@@ -138,6 +138,33 @@ async def test_a_folder_is_not_a_database(tmp_path: Path) -> None:
         TranscriptReader.open(tmp_path)
 
 
+@contextmanager
+def held_fifo(path: Path) -> Iterator[Path]:
+    """A named pipe at `path`, held open at both ends: an open of it for reading returns at
+    once instead of waiting for a writer, so the test fails rather than hangs without the fix."""
+    os.mkfifo(path)
+    held = os.open(path, os.O_RDWR)
+    try:
+        yield path
+    finally:
+        os.close(held)
+
+
+async def test_a_pipe_or_a_device_is_not_a_database(tmp_path: Path) -> None:
+    """`history list --db FIFO` waited for a writer for ever, Ctrl-C and SIGTERM unheard, and
+    `--db /dev/null` read as an empty store, or failed a run with SQLite's own words."""
+    with held_fifo(tmp_path / "pipe.db") as pipe:
+        for path in (pipe, Path("/dev/null")):
+            expected = (
+                f"{path} is not a regular file (a pipe, a device or a socket); the transcript database must be"
+                " a file (give one with --db or PANEL_DB)."
+            )
+            assert await open_error(path) == expected
+            with pytest.raises(UserError) as caught:
+                TranscriptReader.open(path)
+            assert caught.value.message == expected
+
+
 @pytest.mark.subprocess
 async def test_the_writer_refuses_a_write_protected_file_before_the_run(tmp_path: Path) -> None:
     path = await finished_store(tmp_path / "store")
