@@ -74,6 +74,26 @@ def read_text_file(path: Path, rules: TextFileRules) -> str:
         raise FileRefused(f"line {line} is not UTF-8 text (byte 0x{data[exc.start]:02x}); {rules.not_utf8}") from None
 
 
+def read_given_file(path: Path, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of a file a person names on the command line (a batch's
+    questions, an eval's dataset): a regular file, or a pipe, so that `<(head -50 big.jsonl)`
+    works as it does in every shell tool. A device or a socket is refused before it is opened
+    (/dev/zero never ends: read whole, it filled memory). Raises FileRefused, whose reason
+    reads after the file's name ("… does not exist")."""
+    try:
+        kind = os.stat(path).st_mode
+        if stat.S_ISDIR(kind):
+            raise FileRefused("is a folder")
+        if not (stat.S_ISREG(kind) or stat.S_ISFIFO(kind)):
+            raise FileRefused("is a device or a socket, not a file")
+        with path.open("rb") as stream:
+            return stream.read(limit + 1)
+    except FileNotFoundError:
+        raise FileRefused("does not exist") from None
+    except OSError as exc:
+        raise FileRefused(f"cannot be read ({exc.strerror})") from None
+
+
 def _not_regular(rules: TextFileRules) -> str:
     return f"{NOT_REGULAR}; {rules.not_regular}" if rules.not_regular else NOT_REGULAR
 

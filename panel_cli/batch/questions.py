@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from panel_cli.errors import ConfigError, UserError
-from panel_cli.local_files import QUESTION_COUNT_LIMIT
+from panel_cli.local_files import QUESTION_COUNT_LIMIT, FileRefused, read_given_file
 from panel_cli.untrusted import RefusedJSON, load_json
 
 # A file larger than this, or with more questions (`QUESTION_COUNT_LIMIT`), is a mistake (a log,
@@ -101,16 +101,14 @@ def read_questions(path: Path) -> list[BatchQuestion]:
 
 
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise UserError(f"{path} does not exist; give a questions file (JSONL, CSV, or text with one question a line).")
-    if path.is_dir():
-        raise UserError(f"{path} is a folder; give a questions file (JSONL, CSV, or text with one question a line).")
     try:
-        if path.stat().st_size > FILE_LIMIT:
-            raise UserError(f"{path} is larger than {FILE_LIMIT >> 20} MiB; split it into several batches.")
-        data = path.read_bytes()
-    except OSError as error:
-        raise UserError(f"Cannot read {path}: {error.strerror}.") from error
+        data = read_given_file(path, FILE_LIMIT)
+    except FileRefused as refused:
+        raise UserError(
+            f"{path} {refused}; give a questions file (JSONL, CSV, or text with one question a line)."
+        ) from None
+    if len(data) > FILE_LIMIT:
+        raise UserError(f"{path} is larger than {FILE_LIMIT >> 20} MiB; split it into several batches.")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

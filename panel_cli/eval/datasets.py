@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 from collections import Counter
 from collections.abc import Iterator
 from importlib.resources import files
@@ -26,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from panel_cli.errors import ConfigError, ConfigProblem, UserError
-from panel_cli.local_files import QUESTION_COUNT_LIMIT
+from panel_cli.local_files import QUESTION_COUNT_LIMIT, FileRefused, read_given_file
 from panel_cli.protocols.vote.ballots import exact_option, option_problems
 from panel_cli.untrusted import RefusedJSON, load_json
 
@@ -118,24 +116,13 @@ def text_sha256(text: str) -> str:
 
 
 def _read(path: Path) -> str:
-    """A regular file's text, checked before it is opened (a FIFO would block, /dev/zero never
-    ends) and read no further than the size limit."""
+    """A dataset file's text, or a pipe's (`--dataset <(head -50 big.jsonl)`), read no further
+    than the size limit (`read_given_file`)."""
     shown = str(path)
     try:
-        kind = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise UserError(f"--dataset: {shown}: no such file.") from None
-    except OSError as exc:
-        raise UserError(f"--dataset: {shown}: cannot be read ({exc.strerror}).") from None
-    if stat.S_ISDIR(kind):
-        raise UserError(f"--dataset: {shown} is a folder; give a JSONL file.")
-    if not stat.S_ISREG(kind):
-        raise UserError(f"--dataset: {shown} is not a regular file; give a JSONL file.")
-    try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_DATASET_BYTES + 1)
-    except OSError as exc:
-        raise UserError(f"--dataset: {shown}: cannot be read ({exc.strerror}).") from None
+        data = read_given_file(path, MAX_DATASET_BYTES)
+    except FileRefused as refused:
+        raise UserError(f"--dataset: {shown} {refused}; give a JSONL file.") from None
     if len(data) > MAX_DATASET_BYTES:
         raise UserError(f"--dataset: {shown} is larger than {MAX_DATASET_BYTES // (1024 * 1024)} MiB.")
     try:

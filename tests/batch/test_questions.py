@@ -131,6 +131,14 @@ def test_a_file_that_is_not_utf8_names_the_line_of_the_first_bad_byte(tmp_path):
     assert problem(path) == f"{path}, line 3: not UTF-8 text."
 
 
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_device_is_refused_before_it_is_read():
+    """/dev/zero never ends: read whole, it filled memory until the run died of it."""
+    assert problem(Path("/dev/zero")) == (
+        "/dev/zero is a device or a socket, not a file; give a questions file (JSONL, CSV, or text with one question a line)."
+    )
+
+
 def test_missing_files_folders_and_overlong_questions(tmp_path):
     assert (
         problem(tmp_path / "none.txt")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -103,7 +104,7 @@ def test_an_empty_dataset_is_refused():
 
 
 def test_files_that_are_not_datasets(tmp_path: Path):
-    with pytest.raises(UserError, match=r"^--dataset: .*nope\.jsonl: no such file\.$"):
+    with pytest.raises(UserError, match=r"^--dataset: .*nope\.jsonl does not exist; give a JSONL file\.$"):
         load_dataset(str(tmp_path / "nope.jsonl"))
     with pytest.raises(UserError, match=r"is a folder; give a JSONL file\.$"):
         load_dataset(str(tmp_path))
@@ -115,11 +116,22 @@ def test_files_that_are_not_datasets(tmp_path: Path):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
-def test_a_fifo_is_refused_without_blocking(tmp_path: Path):
+def test_a_dataset_is_read_from_a_pipe_as_process_substitution_gives_it(tmp_path: Path):
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
-    with pytest.raises(UserError, match=r"is not a regular file; give a JSONL file\.$"):
-        load_dataset(str(fifo))
+    writer = threading.Thread(target=fifo.write_text, args=('{"question": "Is 2 even?", "answer": "yes"}\n',))
+    writer.start()
+    dataset = load_dataset(str(fifo))
+    writer.join()
+    assert [(item.question, item.answer) for item in dataset.items] == [("Is 2 even?", "yes")]
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_device_is_refused_before_it_is_read():
+    with pytest.raises(
+        UserError, match=r"^--dataset: /dev/zero is a device or a socket, not a file; give a JSONL file\.$"
+    ):
+        load_dataset("/dev/zero")
 
 
 ROW = '{{"question": "Is {n} even?", "answer": "{answer}"}}\n'
