@@ -626,6 +626,14 @@ def test_a_broken_alias_file_matters_only_to_a_panel_with_a_short_name(tmp_path,
     )
 
 
+def test_an_alias_file_that_is_a_folder_is_refused_by_name(tmp_path, monkeypatch):
+    config = tmp_path / "alias-config"
+    (config / "aliases.yaml").mkdir(parents=True)
+    monkeypatch.setenv("PANEL_CONFIG_DIR", str(config))
+    with pytest.raises(UserError, match=r"aliases\.yaml: is a folder, not a file of aliases\.$"):
+        load_aliases()
+
+
 def test_load_aliases_lists_every_problem_of_the_user_file(tmp_path, monkeypatch):
     file = user_aliases(
         monkeypatch,

@@ -312,14 +312,18 @@ def purge_runs(
 
     cutoff = moment(older_than, "--older-than", shortest=MIN_PURGE_SPAN)
     with TranscriptReader.open(db) as reader:
-        doomed = _runs_before(reader, cutoff, status)
+        doomed, writing = _runs_before(reader, cutoff, status)
         path = reader.path
     kind = f"{status} " if status else ""
     before = view.local_time(cutoff, seconds=False)
     if not doomed:
-        view.console().print(
-            Text(f"No {kind}runs started before {before} in {path}; nothing to delete."), soft_wrap=True
-        )
+        said = f"No {kind}runs started before {before} in {path}; nothing to delete."
+        if writing:
+            said = (
+                f"Nothing to delete in {path}: the {plural(writing, f'{kind}run')} started before {before} "
+                f"{'is' if writing == 1 else 'are'} still being written."
+            )
+        view.console().print(Text(said), soft_wrap=True)
         return
     counted = f"{plural(len(doomed), f'{kind}run')} started before {before}"
     if not yes:
@@ -377,12 +381,16 @@ def import_runs(
     view.console().print(Text("; ".join(parts) + "."), soft_wrap=True)
 
 
-def _runs_before(reader: TranscriptReader, cutoff: float, status: RunStatusOption | None) -> list[RunSummary]:
+def _runs_before(
+    reader: TranscriptReader, cutoff: float, status: RunStatusOption | None
+) -> tuple[list[RunSummary], int]:
     """The runs a purge would delete, to count them before asking: started before `cutoff`,
     with `status` if given, and none whose process is still writing it (a stored `running`
-    run is purged only when it is stale)."""
+    run is purged only when it is stale); and how many of those it keeps for that reason."""
     listed = "stale" if status == "running" else status
-    return [run for run in reader.list_runs(-1, status=listed) if run.started_at < cutoff and run.status != "running"]
+    started = [run for run in reader.list_runs(-1, status=listed) if run.started_at < cutoff]
+    doomed = [run for run in started if run.status != "running"]
+    return doomed, len(started) - len(doomed)
 
 
 def _confirm(question: str) -> None:

@@ -74,7 +74,7 @@ def user_alias_file() -> Path:
 def _read_alias_file(path: Path) -> dict[str, Alias]:
     """Every problem in the file, located like a panel file's (file, line, alias name)."""
     file = str(path)
-    tree = parse_yaml(read_config_text(path, file, kind="alias file"), file, expand_env=False)
+    tree = parse_yaml(read_config_text(path, file, kind="file of aliases"), file, expand_env=False)
     if tree.data is None:
         return {}
     if not isinstance(tree.data, dict):
@@ -104,7 +104,7 @@ def _read_alias_file(path: Path) -> dict[str, Alias]:
 @cache
 def _load_aliases(user_file: Path) -> dict[str, Alias]:
     aliases = _read_alias_file(SHIPPED_ALIASES)
-    if user_file.is_file():
+    if user_file.exists():  # a folder or a device there is refused by name, not passed over
         aliases.update(_read_alias_file(user_file))
     return aliases
 

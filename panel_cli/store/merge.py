@@ -312,6 +312,9 @@ def import_runs(
     other = Path(other).expanduser()
     if not other.exists():
         raise UserError(f"{other} does not exist; give the transcript database to import runs from.")
+    if not other.is_file():  # the command line refuses a folder before this; Python may not
+        kind = "a folder" if other.is_dir() else "not a regular file (a pipe, a device or a socket)"
+        raise UserError(f"{other} is {kind}; give the transcript database to import runs from.")
     if path.exists() and path.resolve() == other.resolve():
         raise UserError(f"{other} is the database runs are imported into; give another file to import from.")
     with TranscriptReader.open(other) as reader:

@@ -229,6 +229,17 @@ def test_purge_spares_a_run_still_being_written_and_takes_a_stale_one(tmp_path: 
     assert list(stored(path)) == ["live"]
 
 
+def test_purge_of_nothing_but_a_run_still_being_written_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    keep(path, "live", [run_started(), *answer_calls("live")])
+    tomorrow = time.strftime("%Y-%m-%d", time.localtime(time.time() + DAY))
+    result = history("purge", "--older-than", tomorrow, "--yes", "--db", str(path))
+    assert result.stdout == (
+        f"Nothing to delete in {path}: the 1 run started before {tomorrow} 00:00 is still being written.\n"
+    )
+    assert list(stored(path)) == ["live"]
+
+
 def test_purge_a_time_that_is_no_time(db: Path) -> None:
     with pytest.raises(
         UserError,

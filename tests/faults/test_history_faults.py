@@ -88,6 +88,15 @@ def test_import_names_what_a_garbage_time_should_have_been(tmp_path: Path) -> No
     assert "runs.started_at holds 'yesterday-ish', not a time (2025-01-31T09:30:00.000000000Z)" in said
 
 
+def test_import_from_a_device_names_the_file_to_import(tmp_path: Path) -> None:
+    said = cli_refused("history", "import", "/dev/null", "--db", str(tmp_path / "main.db"))
+    assert said == (
+        "/dev/null is not a regular file (a pipe, a device or a socket); "
+        "give the transcript database to import runs from."
+    )
+    assert not (tmp_path / "main.db").exists()
+
+
 def test_import_refuses_a_text_made_of_itself_without_recursing(tmp_path: Path) -> None:
     other = two_runs(tmp_path / "other.db")
     text_id = composed_text(other)
