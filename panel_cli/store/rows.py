@@ -164,8 +164,18 @@ def decision_fields(row: RowLike) -> dict[str, Any]:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal and of the same JSON types, in the same order: `1` is not `1.0` nor `True`."""
+    """Equal and of the same JSON types, in the same order: `1` is not `1.0` nor `True`.
+    Texts and whole numbers of one type are compared as they are (the store asks this of every
+    field of every event, and a prompt's JSON is long); anything else by its JSON."""
+    if a is b:
+        return True
+    if type(a) is type(b) and type(a) in _PLAIN:
+        return bool(a == b)
     return dumps(a) == dumps(b)
+
+
+# JSON types whose equality in Python is their JSON's (a float is not: NaN is not NaN).
+_PLAIN = (str, int, bool, type(None))
 
 
 def leftover(

@@ -14,6 +14,7 @@ import pytest
 from panel_cli.events import EventBus, RunFailed, RunFinished, WarningRaised
 from panel_cli.store.connection import connect
 from panel_cli.store.reader import TranscriptReader
+from panel_cli.store.rows import same
 from panel_cli.store.subscriber import TranscriptStore
 from panel_cli.store.texts import TEXT_MIN, Composer, Texts, decode, encode
 from panel_cli.store.times import epoch, iso_time
@@ -159,6 +160,16 @@ async def test_strings_that_look_like_references_stay_data(tmp_path: Path) -> No
     with TranscriptReader.open(path) as reader:
         assert reader.get_run("r1").result == {"nested": tricky, "one": {"$text": 3}}
         assert reader.run_events("r1")[1]["message"] == "w" * 200
+
+
+def test_a_field_is_the_same_only_with_the_same_json() -> None:
+    """What an event keeps beside its row: a field the row gives back differently (another
+    JSON type, another key order) stays in the event, so it reads back as it was emitted."""
+    assert same("a long prompt", "a long prompt") and same(None, None) and same([1, {"a": 2}], [1, {"a": 2}])
+    assert not same(1, 1.0) and not same(1, True) and not same(0, None) and not same("1", 1)
+    assert not same({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    nan = float("nan")
+    assert same(nan, float("nan")) and same(2.5, 2.5) and not same(2.5, 2.50001)
 
 
 def test_encode_and_decode_are_inverse() -> None:
