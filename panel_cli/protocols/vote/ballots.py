@@ -107,12 +107,12 @@ def read_ranking(entries: Any, options: Sequence[str]) -> tuple[list[str], list[
     ranking: dict[str, None] = {}
     dropped: list[str] = []
     for entry in entries:
-        option = by_fold.get(_fold(entry)) if isinstance(entry, str) else None
-        if option is None:
+        named = by_fold.get(_fold(entry)) if isinstance(entry, str) else None
+        if named is None:
             if str(entry).strip():
                 dropped.append(_short(entry))
         else:
-            ranking.setdefault(option)
+            ranking.setdefault(named)
     return list(ranking), dropped
 
 
