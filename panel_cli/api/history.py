@@ -7,6 +7,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+from panel_cli.api.paths import given_path
 from panel_cli.api.result import RunResult
 from panel_cli.events import BaseEvent, parse_event
 from panel_cli.store.reader import TranscriptReader
@@ -53,4 +54,4 @@ def run_events(run_id: str, *, db: Database = None) -> list[BaseEvent]:
 
 
 def _path(db: Database) -> Path | None:
-    return Path(db) if db is not None else None
+    return given_path(db, "db") if db is not None else None

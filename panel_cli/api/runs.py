@@ -18,8 +18,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from panel_cli.api.paths import given_path
 from panel_cli.api.result import RunResult
 from panel_cli.config import Panel
+from panel_cli.errors import PanelFileError
 from panel_cli.events import BaseEvent
 from panel_cli.runs.ask import FinishedRun, Notice, RunRequest, ask_panel
 from panel_cli.runs.controls import RunControls
@@ -182,11 +184,11 @@ def _request(
         protocol=protocol,
         options=dict(options),
         demo=demo,
-        attach=[Path(path) for path in attach],
+        attach=[given_path(path, "attach") for path in attach],
         controls=RunControls(
             max_cost=max_cost, max_calls=max_calls, allow_unknown_prices=allow_unknown_prices, follow_up=follow_up
         ),
-        db=Path(db) if db is not None else None,
+        db=given_path(db, "db") if db is not None else None,
     )
 
 
@@ -198,7 +200,7 @@ def panel_source(panel: PanelGiven) -> Panel | Path:
     if isinstance(panel, str) and is_panel_name(panel):
         return named_panel_file(panel)
     if isinstance(panel, str | os.PathLike):
-        return Path(panel)
+        return given_path(panel, "panel", PanelFileError)
     raise TypeError(f"panel is a path, a panel's name or a panel_cli.Panel, not {type(panel).__name__}")
 
 

@@ -11,6 +11,9 @@ every text on the way in (`panel_cli.untrusted.clean_text`), and again when the 
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from markdown_it import MarkdownIt
 
 from panel_cli.export.report import (
     CallRow,
@@ -37,7 +40,8 @@ TEXT_BAR = 20
 _INLINE = re.compile(r"([\\`*_\[\]<>|~&!#])")
 # What makes a line the start of a block (heading, list, quote, thematic break, setext line).
 _BLOCK_START = re.compile(r"^(\s*)([#>+=-]|\d+[.)])")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# What reads a model's Markdown as a ticket's renderer would (GitHub's is CommonMark too).
+_COMMONMARK = MarkdownIt("commonmark")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 # Where a link's destination follows (`](` inline, `]:` defining a reference) and it is not http(s).
 _OTHER_LINK = re.compile(r"\]((?:\(|:)\s*(?:&lt;)?)(?!\s*https?://)", re.IGNORECASE)
@@ -70,22 +74,47 @@ def inert(markdown: str) -> str:
     links. Every `<` outside code becomes `&lt;`, so no tag (a `<script>`, a `<details>`, an
     `<img>`) reaches the page the ticket is shown on; every `![` becomes `[image: `, since an
     image a model chose is fetched as the ticket opens (and its URL can carry data away). Code
-    keeps both: there they are already text."""
-    out: list[str] = []
-    fence: str | None = None
-    for line in markdown.splitlines():
-        opening = _FENCE.match(line)
-        if fence is not None:
-            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
-                fence = None
-            out.append(line)
-            continue
-        if opening:
-            fence = opening.group(1)
-            out.append(line)
-            continue
-        out.append(_outside_code_spans(line))
-    return "\n".join(out)
+    keeps both: there they are already text. What is code is what a CommonMark parser reads as
+    code, asked again after each change until every line kept as written is code, so no line
+    that only looks like a fence (`` ``` `x ``, a fence of a list item the next line leaves)
+    keeps its HTML; and a fence the model left open is closed, so it cannot swallow the rest
+    of the document."""
+    lines = markdown.splitlines()
+    defused: set[int] = set()
+    while True:
+        out = [_outside_code_spans(line) if index in defused else line for index, line in enumerate(lines)]
+        fences, code = _code_blocks(out)
+        outside = set(range(len(lines))) - code - defused
+        if not outside:
+            return "\n".join(out + _closing_fence(out, fences))
+        defused |= outside
+
+
+def _code_blocks(lines: list[str]) -> tuple[list[Any], set[int]]:
+    """The fenced code blocks of `lines`, and the index of every line inside a code block."""
+    tokens = _COMMONMARK.parse("\n".join(lines))
+    blocks = [token for token in tokens if token.type in ("fence", "code_block") and token.map]
+    code = {index for token in blocks for index in range(*token.map)}  # type: ignore[misc]
+    return [token for token in blocks if token.type == "fence"], code
+
+
+def _closing_fence(lines: list[str], fences: list[Any]) -> list[str]:
+    """The line that closes the last fence, when what follows the text would be inside it: at
+    the fence's own indent (in a list item, under its text), else at the left margin."""
+    if not fences or not _swallows(lines):
+        return []
+    fence = fences[-1]
+    opener = lines[fence.map[0]]
+    prefix = opener[: opener.index(fence.markup)]
+    indent = re.sub(r"[-+*]|\d+[.)]", lambda marker: " " * len(marker.group()), prefix)
+    closers = [indent + fence.markup, fence.markup]
+    return [next((closer for closer in closers if not _swallows([*lines, closer])), fence.markup)]
+
+
+def _swallows(lines: list[str]) -> bool:
+    """Whether a paragraph after `lines` would be read as code."""
+    _, code = _code_blocks([*lines, "", "after"])
+    return len(lines) + 1 in code
 
 
 def _outside_code_spans(line: str) -> str:

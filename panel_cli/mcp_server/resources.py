@@ -30,7 +30,9 @@ LATEST_RUNS = 20
 RESOURCE_NOT_FOUND = -32002
 _RUN_URI = re.compile(r"panel://runs/([A-Za-z0-9_-]{1,64})")
 _PANEL_URI = re.compile(r"panel://panels/([^/?#]{1,600})")
-PANEL_FILE = TextFileRules(limit=1 << 20, too_big="too large for a panel file", binary="not a panel file", not_utf8="")
+PANEL_FILE = TextFileRules(
+    limit=1 << 20, too_big="too large for a panel file", binary="not a panel file", not_utf8="save it as UTF-8"
+)
 
 
 def run_uri(run_id: str) -> str:
@@ -119,8 +121,9 @@ def run_markdown(db: Path, run_id: str) -> str:
 def panel_text(folder: PanelFolder, name: str) -> str:
     try:
         path = folder.file(name)
-        return read_text_file(path, PANEL_FILE)
     except UserError as error:
         raise MCPError(code=RESOURCE_NOT_FOUND, message=error.message) from None
+    try:
+        return read_text_file(path, PANEL_FILE)
     except FileRefused as refused:
-        raise MCPError(code=RESOURCE_NOT_FOUND, message=f"The panel {name} {refused}.") from None
+        raise MCPError(code=RESOURCE_NOT_FOUND, message=f"{path}: {refused}.") from None

@@ -116,12 +116,15 @@ async def _respond(send: Send, status: int, message: str, *, bearer: bool = Fals
     await send({"type": "http.response.body", "body": body})
 
 
-async def serve_stdio(server: Any) -> None:
-    """Serve one client over stdin and stdout until it closes stdin."""
+async def serve_stdio(server: Any, stdin: Any = None, stdout: Any = None) -> None:
+    """Serve one client over stdin and stdout (the process's, unless given as async text
+    files) until it closes stdin. A line the SDK cannot read gets a JSON-RPC error, as over HTTP."""
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    from panel_cli.mcp_server.unreadable import AnswersUnreadable
+
+    async with stdio_server(stdin, stdout) as (read, write):
+        await server.run(AnswersUnreadable(read, write), write, server.create_initialization_options())
 
 
 def listening_socket(address: Address) -> socket.socket:

@@ -148,6 +148,9 @@ def bad_file(tmp_path: Path) -> str:
     return str(path)
 
 
+NO_NAME = "{} is no file's name: it holds a NUL byte or a lone surrogate."
+
+
 @pytest.mark.parametrize(
     ("call", "kind", "message"),
     [
@@ -197,6 +200,12 @@ def bad_file(tmp_path: Path) -> str:
             "No run has the id ''",
         ),
         (lambda tmp: panel_cli.run("configs/demo.yaml", dry_run=True), panel_cli.UnknownOptionError, "'dry_run'"),
+        (lambda tmp: panel_cli.run("demo\x00.yaml", "Q?"), panel_cli.PanelFileError, NO_NAME.format("panel")),
+        (lambda tmp: panel_cli.run("\ud800.yaml", "Q?"), panel_cli.PanelFileError, NO_NAME.format("panel")),
+        (lambda tmp: panel_cli.run(DEMO, "Q?", db=tmp / "x\x00.db"), panel_cli.UserError, NO_NAME.format("db")),
+        (lambda tmp: panel_cli.run(DEMO, "Q?", db="\ud800.db"), panel_cli.UserError, NO_NAME.format("db")),
+        (lambda tmp: panel_cli.run(DEMO, "Q?", attach=["a\x00"]), panel_cli.UserError, NO_NAME.format("attach")),
+        (lambda tmp: panel_cli.history.list_runs(db="\ud800.db"), panel_cli.UserError, NO_NAME.format("db")),
     ],
 )
 def test_bad_input_raises_one_sentence_before_any_call(call, kind, message, tmp_path) -> None:

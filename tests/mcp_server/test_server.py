@@ -433,3 +433,22 @@ async def test_history_finds_runs_as_history_list_does(panels: Path, tmp_path: P
     assert tabs["uri"] == f"panel://runs/{tabs['run_id']}"
     assert [run["question"] for run in votes.structured_content["runs"]] == ["Which database?"]
     assert text_of(refused) == "limit: must be at least 1."
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("name: caf\xe9\n".encode("latin-1"), "line 1 is not UTF-8 text (byte 0xe9); save it as UTF-8."),
+        (b"name: x\x00\n", "is a binary file; not a panel file."),
+        (b"#" * (1 << 20) + b"\n", "is larger than 1 MiB, too large for a panel file."),
+    ],
+)
+async def test_a_panel_file_that_cannot_be_read_is_one_sentence_naming_it(
+    panels: Path, tmp_path: Path, content: bytes, reason: str
+) -> None:
+    (panels / "broken.yaml").write_bytes(content)
+    async with connected(settings_for(panels, tmp_path)) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("panel://panels/broken")
+
+    assert refused.value.error.message == f"{panels / 'broken.yaml'}: {reason}"

@@ -14,6 +14,7 @@ from panel_cli.errors import ConfigError, UserError
 from panel_cli.llm.brief import RequestBrief
 from panel_cli.llm.demo_replies import demo_reply
 from panel_cli.protocols.checks import check_panel
+from panel_cli.protocols.vote import ballots
 from panel_cli.protocols.vote.ballots import (
     exact_option,
     match_option,
@@ -336,3 +337,23 @@ def test_a_question_cannot_slip_options_into_a_demo_ballot():
     reply = json.loads(demo_reply("sage", RequestBrief(task=Task.BALLOT, question=question, options=("A", "B"))))
     assert reply["choice"] in ("A", "B") and "Evil" not in reply["ranking"]
     assert not math.isnan(reply["confidence"])
+
+
+def test_a_long_ranking_folds_each_entry_and_each_option_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model's ranking is hostile input: 2,000 entries over 2,000 options cost 4,000 folds,
+    not 4,000,000."""
+    options = [f"Option {index}" for index in range(2_000)]
+    entries = [f"option {index}" for index in reversed(range(2_000))] + ["Option 5", "nothing"]
+    folds = 0
+    real_fold = ballots._fold
+
+    def counted(text: str) -> str:
+        nonlocal folds
+        folds += 1
+        return real_fold(text)
+
+    monkeypatch.setattr(ballots, "_fold", counted)
+    ranking, dropped = read_ranking(entries, options)
+
+    assert ranking == list(reversed(options)) and dropped == ["nothing"]
+    assert folds == len(entries) + len(options)
