@@ -91,16 +91,18 @@ def listed(db: Path, catalog: PanelCatalog) -> list[types.Resource]:
 
 def read(uri: str, *, db: Path, folder: PanelFolder, secrets: Sequence[str] = ()) -> types.ReadResourceResult:
     """A run as Markdown or a panel file as written; MCPError for a URI that names neither."""
+    written: list[str] = []
     if match := _RUN_URI.fullmatch(uri):
         text, mime = run_markdown(db, match.group(1)), "text/markdown"
     elif match := _PANEL_URI.fullmatch(uri):
         text, mime = panel_text(folder, unquote(match.group(1))), "application/yaml"
+        written = written_credentials(text)
     else:
         raise MCPError(
             code=RESOURCE_NOT_FOUND,
             message=f"{quoted(uri)} is no resource here; read panel://runs/ID or panel://panels/NAME.",
         )
-    clean = redact(text, [*secret_values(), *secrets])
+    clean = redact(text, [*secret_values(known=written), *secrets])
     return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=clean)])
 
 
@@ -116,6 +118,40 @@ def run_markdown(db: Path, run_id: str) -> str:
     except UserError as error:
         raise MCPError(code=RESOURCE_NOT_FOUND, message=error.message) from None
     return render_markdown(build_report(transcript))
+
+
+# A tool server's header that carries a credential, by the words in its name.
+_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|cookie|session|password", re.IGNORECASE)
+
+
+def written_credentials(text: str) -> list[str]:
+    """The credentials a panel file spells out in its tool servers (a `Bearer …` header, an
+    `env` value named like a secret) rather than by `${VAR}` (a reference is left to read):
+    the environment's values are
+    scrubbed anyway, these would reach the agent reading the file. A file that does not parse
+    holds none that panel would send."""
+    from panel_cli.errors import ConfigError
+    from panel_cli.located_yaml import parse_yaml
+    from panel_cli.redact import named_like_a_secret
+
+    try:
+        data = parse_yaml(text, "panel", expand_env=False).data
+    except (ConfigError, UserError):
+        return []
+    tools = data.get("tools") if isinstance(data, dict) else None
+    found: list[str] = []
+    for server in tools.values() if isinstance(tools, dict) else ():
+        if not isinstance(server, dict):
+            continue
+        for field, secret_name in (("headers", _CREDENTIAL_HEADER.search), ("env", named_like_a_secret)):
+            given = server.get(field)
+            if isinstance(given, dict):
+                found += [
+                    value
+                    for name, value in given.items()
+                    if isinstance(value, str) and "${" not in value and secret_name(str(name))
+                ]
+    return found
 
 
 def panel_text(folder: PanelFolder, name: str) -> str:

@@ -435,6 +435,28 @@ async def test_history_finds_runs_as_history_list_does(panels: Path, tmp_path: P
     assert text_of(refused) == "limit: must be at least 1."
 
 
+async def test_a_panel_read_as_a_resource_hides_the_credentials_it_spells_out(panels: Path, tmp_path: Path) -> None:
+    """A tool server's token written into the file reaches no agent; a `${VAR}` reference and
+    the headers that carry no credential are left to read."""
+    (panels / "tooled.yaml").write_text(
+        (panels / "demo.yaml").read_text(encoding="utf-8")
+        + "tools:\n  docs:\n    url: https://tools.example/mcp\n    headers:\n"
+        + "      Authorization: Bearer literal-123456789\n      X-Api-Key: ${DOCS_KEY}\n"
+        + "      Accept: application/json\n  local:\n    command: docs-server\n    env:\n"
+        + "      GITHUB_TOKEN: fake-test-gh-0001\n      LOG_LEVEL: debug-verbose\n",
+        encoding="utf-8",
+    )
+    async with connected(settings_for(panels, tmp_path)) as client:
+        read = await client.read_resource("panel://panels/tooled")
+
+    text = read.contents[0].text
+    assert "literal-123456789" not in text and "fake-test-gh-0001" not in text
+    assert "Authorization: [redacted]" in text and "GITHUB_TOKEN: [redacted]" in text
+    assert (
+        "X-Api-Key: ${DOCS_KEY}" in text and "Accept: application/json" in text and "LOG_LEVEL: debug-verbose" in text
+    )
+
+
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
