@@ -152,17 +152,15 @@ def _probe(routes: list[dict[str, str]]) -> list[list[str]]:
 
 
 def main() -> None:
+    """The child's body. Its reply goes to the pipe its parent reads, held apart from stdout,
+    which stays on /dev/null for the whole probe: nothing litellm prints can pass for it."""
     sys.addaudithook(_refuse_other_hosts)
     routes = json.loads(sys.stdin.read())
+    reply = os.fdopen(os.dup(1), "w")
     with open(os.devnull, "w") as quiet:
-        saved = os.dup(1)
         os.dup2(quiet.fileno(), 1)
-        try:
-            answers = _probe(routes)
-        finally:
-            sys.stdout.flush()
-            os.dup2(saved, 1)
-    print(json.dumps(answers))
+    with reply:
+        reply.write(json.dumps(_probe(routes)) + "\n")
 
 
 if __name__ == "__main__":
