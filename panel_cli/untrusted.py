@@ -135,8 +135,6 @@ def _cleaned_value(value: Any) -> Any:
             new_key is key and new is old for (new_key, new), (key, old) in zip(pairs, value.items(), strict=True)
         )
         return value if same else dict(pairs)
-    if value is None or isinstance(value, int | float):
-        return value
     if (is_dataclass(value) and not isinstance(value, type)) or hasattr(type(value), "model_fields"):
         return clean_record(value)
     return value

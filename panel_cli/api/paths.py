@@ -15,8 +15,9 @@ def given_path(value: str | os.PathLike[str], what: str, error: type[UserError] 
     """`value` as a Path; `error` naming `what` when no file can have that name."""
     path = Path(value)
     try:
-        if b"\x00" in os.fsencode(path):
-            raise ValueError("a NUL byte")
-    except ValueError:
-        raise error(f"{what} is no file's name: it holds a NUL byte or a lone surrogate.") from None
+        named = b"\x00" not in os.fsencode(path)
+    except UnicodeEncodeError:
+        named = False
+    if not named:
+        raise error(f"{what} is no file's name: it holds a NUL byte or a lone surrogate.")
     return path

@@ -127,9 +127,8 @@ _CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|cookie|session|password"
 def written_credentials(text: str) -> list[str]:
     """The credentials a panel file spells out in its tool servers (a `Bearer …` header, an
     `env` value named like a secret) rather than by `${VAR}` (a reference is left to read):
-    the environment's values are
-    scrubbed anyway, these would reach the agent reading the file. A file that does not parse
-    holds none that panel would send."""
+    the environment's values are scrubbed anyway, these would reach the agent reading the
+    file. A file that does not parse holds none that panel would send."""
     from panel_cli.errors import ConfigError
     from panel_cli.located_yaml import parse_yaml
     from panel_cli.redact import named_like_a_secret
