@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from itertools import product
@@ -486,13 +487,6 @@ def per_question(result: EvalResult, system: str) -> float:
     return found.calls / found.questions
 
 
-def standard_deviation(result: EvalResult, system: str) -> float:
-    """The spread of a system's calls from one question to the next."""
-    calls = [item.calls for item in result.items if item.system == system]
-    mean = sum(calls) / len(calls)
-    return math.sqrt(sum((found - mean) ** 2 for found in calls) / (len(calls) - 1))
-
-
 def optimal_panel(name: str, **fields: Any) -> Panel:
     mixed = panel(name, MIXED, protocol="vote", method="weighted_plurality", **fields)
     members = [m.model_copy(update={"weight": w}) for m, w in zip(mixed.members, optimal_weights(MIXED), strict=True)]
@@ -651,7 +645,8 @@ def confer_stop_row(stopped: EvalResult, everyone: EvalResult, tally: str) -> St
         check = (
             f"every answer identical; calls within 3 SE of the exact {line.calls:.2f} (≤ {CONFER_CALLS:g}: tally votes)"
         )
-        spread = standard_deviation(stopped, "confer") / math.sqrt(mine.questions)
+        spread = statistics.stdev(item.calls for item in stopped.items if item.system == "confer")
+        spread /= math.sqrt(mine.questions)
         holds = same == mine.questions and abs(calls - line.calls) <= 3 * spread
     return (f"5×0.7 confer, tally: {tally}, stop: decided", measured, check, holds)
 
