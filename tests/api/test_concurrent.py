@@ -17,7 +17,7 @@ BALLOT = {"choice": "A", "ranking": ["A", "B"], "confidence": 70, "reason": "r"}
 
 @pytest.fixture(autouse=True)
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-test-key")
 
 
 async def test_a_run_that_ends_first_leaves_the_others_calls_alone(fake_server) -> None:

@@ -41,7 +41,7 @@ def test_ctrl_c_keeps_the_run_interrupted_and_raises_keyboard_interrupt(fake_ser
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+        env={**os.environ, "OPENAI_API_KEY": "fake-test-key"},
         preexec_fn=hear_ctrl_c,
     )
     wait_until(lambda: len(fake_server.requests) == 2, "the run's calls to be in flight", process=process)

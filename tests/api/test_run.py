@@ -30,7 +30,7 @@ PER_RUN = ("run_id", "duration_s")
 
 @pytest.fixture(autouse=True)
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-test-key")
 
 
 def same_run(payload: dict[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def gated(panel: Path, *args: str) -> tuple[int, dict[str, Any], str]:
 
 @pytest.fixture(autouse=True)
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-test-key")
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,7 @@ def test_missing_keys_are_told_before_the_question_is_asked(tmp_path):
 def test_a_key_only_litellm_knows_is_told_before_the_question_is_asked(tmp_path):
     """A provider panel's own table does not list is judged by litellm once it has loaded: that
     too comes before the prompt (here gpt-4o's key is set, nlp_cloud's is not)."""
-    env = environment(tmp_path, OPENAI_API_KEY="sk-test")
+    env = environment(tmp_path, OPENAI_API_KEY="fake-test-key")
     code, out, err = AtATerminal(["council", "--members", "nlp_cloud/chatdolphin,gpt-4o"], env).end()
 
     assert code == 2

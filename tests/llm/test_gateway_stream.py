@@ -228,7 +228,7 @@ async def test_a_secret_split_across_pieces_never_reaches_a_follower(fake_server
     assert len(shown) >= 2
     assert shown[0] == "Here is the key "
     for text_so_far in shown:
-        assert "sk-test" not in text_so_far and "0123" not in text_so_far
+        assert "fake-test-key" not in text_so_far and "0123" not in text_so_far
     assert "[redacted]" in shown[-1]
     assert store.events[-1].text == "Here is the key [redacted] as requested."
 

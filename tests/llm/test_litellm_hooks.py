@@ -42,7 +42,7 @@ async def gateway_call(server: FakeOpenAIServer, model: str) -> Any:
 async def direct_call(litellm: ModuleType, server: FakeOpenAIServer, model: str) -> Any:
     """The same request straight to litellm, as any other caller in the process makes it."""
     return await litellm.acompletion(
-        model=f"openai/{model}", api_base=server.url, api_key="sk-test", messages=QUESTION, max_retries=0
+        model=f"openai/{model}", api_base=server.url, api_key="fake-test-key", messages=QUESTION, max_retries=0
     )
 
 
