@@ -82,7 +82,9 @@ async def test_the_floor_as_panel_sets_it_up_makes_confers_calls_with_litellms_b
     await gateway_call(fake_server, "gateway", stream=False)
 
     floor = litellm_floor(PANEL_SETUP)
-    await bare_confer(floor, fake_server.url, "fake-test-key", members=MEMBERS, stages=2, question=QUESTION, stream=True)
+    await bare_confer(
+        floor, fake_server.url, "fake-test-key", members=MEMBERS, stages=2, question=QUESTION, stream=True
+    )
     # Calls of each kind outside any context, which litellm logs: each is logged after every
     # earlier call of its kind that is logged at all, as litellm queues them in turn.
     for stream in (True, False):
